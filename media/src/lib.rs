@@ -1,0 +1,33 @@
+//! Sans-IO audio building blocks for Duet.
+//!
+//! Everything here is pure computation on sample buffers: no I/O, no clocks,
+//! no threads. Time is a sample count on the stream the caller feeds in.
+//!
+//! - [`pcm`]: 16-bit little-endian PCM <-> `f32`, level in dBFS.
+//! - [`g711`]: μ-law (PCMU) and A-law (PCMA) companding.
+//! - [`resample`]: [`StreamResampler`], streaming rate conversion (rubato).
+//! - [`frames`]: [`FrameAccumulator`], fixed-size framing of a stream.
+//! - [`vad`]: [`Vad`], an energy-based voice activity detector.
+//! - [`pitch`]: [`pitch_shift`], a granular pitch shifter.
+
+#![warn(missing_docs)]
+
+pub mod frames;
+pub mod g711;
+pub mod pcm;
+pub mod pitch;
+pub mod resample;
+pub mod vad;
+
+#[cfg(test)]
+mod testutil;
+
+pub use frames::FrameAccumulator;
+pub use g711::{
+    alaw_decode, alaw_encode, decode_alaw, decode_ulaw, encode_alaw, encode_ulaw, ulaw_decode,
+    ulaw_encode,
+};
+pub use pcm::{f32_to_i16, f32_to_pcm16le, i16_to_f32, pcm16le_to_f32, rms_dbfs, PcmError};
+pub use pitch::pitch_shift;
+pub use resample::{ResampleError, StreamResampler};
+pub use vad::{speech_probability, Vad, VadConfig, VadEvent};

@@ -1,0 +1,145 @@
+//! Linear PCM conversions and level measurement.
+//!
+//! Samples inside Duet are mono `f32` in `[-1.0, 1.0]`; on the wire they are
+//! 16-bit signed little-endian integers. The scale is 1/32768 both ways, so
+//! `i16::MIN` maps to exactly `-1.0` and `i16::MAX` to just below `1.0`.
+
+use thiserror::Error;
+
+/// Scale between `i16` sample values and `f32` full scale.
+const SCALE: f32 = 32768.0;
+
+/// The floor reported by [`rms_dbfs`] for empty or silent input.
+pub const SILENCE_DBFS: f32 = -120.0;
+
+/// Errors from decoding raw PCM bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum PcmError {
+    /// 16-bit PCM needs an even number of bytes.
+    #[error("PCM16 data has an odd length of {len} bytes")]
+    OddLength {
+        /// The offending byte count.
+        len: usize,
+    },
+}
+
+impl PcmError {
+    /// A stable machine-readable code for this error.
+    pub fn code(&self) -> &'static str {
+        match self {
+            PcmError::OddLength { .. } => "pcm_odd_length",
+        }
+    }
+}
+
+/// Converts one `f32` sample to `i16`: scales by 32768, rounds, clamps.
+/// NaN becomes 0.
+pub fn f32_to_i16(x: f32) -> i16 {
+    if x.is_nan() {
+        return 0;
+    }
+    (x * SCALE).round().clamp(i16::MIN as f32, i16::MAX as f32) as i16
+}
+
+/// Converts one `i16` sample to `f32` (divides by 32768).
+pub fn i16_to_f32(x: i16) -> f32 {
+    f32::from(x) / SCALE
+}
+
+/// Decodes 16-bit little-endian PCM bytes into `f32` samples.
+///
+/// Fails with [`PcmError::OddLength`] when `bytes` has an odd length.
+pub fn pcm16le_to_f32(bytes: &[u8]) -> Result<Vec<f32>, PcmError> {
+    if bytes.len() % 2 != 0 {
+        return Err(PcmError::OddLength { len: bytes.len() });
+    }
+    Ok(bytes
+        .chunks_exact(2)
+        .map(|b| i16_to_f32(i16::from_le_bytes([b[0], b[1]])))
+        .collect())
+}
+
+/// Encodes `f32` samples as 16-bit little-endian PCM (clamped and rounded).
+pub fn f32_to_pcm16le(samples: &[f32]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(samples.len() * 2);
+    for &s in samples {
+        out.extend_from_slice(&f32_to_i16(s).to_le_bytes());
+    }
+    out
+}
+
+/// Root-mean-square level in dB relative to full scale (an RMS of 1.0 is
+/// 0 dBFS, so a full-scale sine reads about -3 dBFS).
+///
+/// Returns [`SILENCE_DBFS`] (-120) for empty, all-zero or NaN input and never
+/// less than that.
+pub fn rms_dbfs(samples: &[f32]) -> f32 {
+    if samples.is_empty() {
+        return SILENCE_DBFS;
+    }
+    let energy: f64 = samples.iter().map(|&s| f64::from(s) * f64::from(s)).sum();
+    let rms = (energy / samples.len() as f64).sqrt();
+    let db = (20.0 * rms.log10()) as f32;
+    if db > SILENCE_DBFS {
+        db
+    } else {
+        SILENCE_DBFS
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn odd_length_is_rejected_with_code() {
+        let err = pcm16le_to_f32(&[0, 1, 2]).unwrap_err();
+        assert_eq!(err, PcmError::OddLength { len: 3 });
+        assert_eq!(err.code(), "pcm_odd_length");
+        assert!(err.to_string().contains('3'));
+    }
+
+    #[test]
+    fn decodes_little_endian_with_exact_scale() {
+        let bytes = [0x00, 0x80, 0xff, 0x7f, 0x00, 0x40, 0xff, 0xff, 0, 0];
+        let s = pcm16le_to_f32(&bytes).unwrap();
+        assert_eq!(s, vec![-1.0, 32767.0 / 32768.0, 0.5, -1.0 / 32768.0, 0.0]);
+        assert!(pcm16le_to_f32(&[]).unwrap().is_empty());
+    }
+
+    #[test]
+    fn encode_clamps_and_rounds() {
+        assert_eq!(f32_to_i16(2.0), i16::MAX);
+        assert_eq!(f32_to_i16(-2.0), i16::MIN);
+        assert_eq!(f32_to_i16(f32::NAN), 0);
+        assert_eq!(f32_to_i16(f32::INFINITY), i16::MAX);
+        assert_eq!(f32_to_i16(0.4 / 32768.0), 0);
+        assert_eq!(f32_to_i16(0.6 / 32768.0), 1);
+        assert_eq!(f32_to_i16(-0.6 / 32768.0), -1);
+        assert_eq!(f32_to_pcm16le(&[0.5, -1.0]), vec![0x00, 0x40, 0x00, 0x80]);
+    }
+
+    #[test]
+    fn every_i16_round_trips_exactly() {
+        for v in i16::MIN..=i16::MAX {
+            assert_eq!(f32_to_i16(i16_to_f32(v)), v);
+        }
+        let all: Vec<i16> = (i16::MIN..=i16::MAX).collect();
+        let bytes: Vec<u8> = all.iter().flat_map(|v| v.to_le_bytes()).collect();
+        assert_eq!(f32_to_pcm16le(&pcm16le_to_f32(&bytes).unwrap()), bytes);
+    }
+
+    #[test]
+    fn rms_levels() {
+        assert_eq!(rms_dbfs(&[]), SILENCE_DBFS);
+        assert_eq!(rms_dbfs(&[0.0; 100]), SILENCE_DBFS);
+        assert_eq!(rms_dbfs(&[f32::NAN; 4]), SILENCE_DBFS);
+        assert!((rms_dbfs(&[1.0, -1.0]) - 0.0).abs() < 1e-4);
+        assert!((rms_dbfs(&[0.1; 10]) + 20.0).abs() < 1e-4);
+        let sine: Vec<f32> = (0..1600)
+            .map(|i| (i as f32 * 2.0 * std::f32::consts::PI / 16.0).sin())
+            .collect();
+        assert!((rms_dbfs(&sine) + 3.0103).abs() < 0.01);
+        assert_eq!(rms_dbfs(&[1e-9]), SILENCE_DBFS);
+    }
+}

@@ -1,0 +1,221 @@
+//! Energy-based voice activity detection on the session's input clock.
+//!
+//! The detector looks at consecutive 10 ms windows, maps each window's RMS
+//! level to a "speech probability" with [`speech_probability`], and runs a
+//! small state machine: 3 voiced windows in a row start speech, and
+//! `silence_duration_ms` of unvoiced windows stop it. It is deterministic
+//! and independent of how the input is split into pushes.
+
+use crate::frames::FrameAccumulator;
+use crate::pcm::rms_dbfs;
+
+/// Analysis window length in milliseconds.
+pub const WINDOW_MS: u32 = 10;
+/// Consecutive voiced windows needed to start speech.
+pub const START_WINDOWS: u32 = 3;
+
+/// Tuning of the detector (mirrors the Realtime API's `server_vad` fields).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct VadConfig {
+    /// Speech probability (0.0..=1.0) a window needs to count as voiced.
+    pub threshold: f32,
+    /// Audio kept before the first voiced window when speech starts.
+    pub prefix_padding_ms: u32,
+    /// Silence needed to end speech.
+    pub silence_duration_ms: u32,
+}
+
+impl Default for VadConfig {
+    fn default() -> Self {
+        VadConfig {
+            threshold: 0.5,
+            prefix_padding_ms: 300,
+            silence_duration_ms: 500,
+        }
+    }
+}
+
+/// A speech boundary, in samples of the input stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VadEvent {
+    /// Speech began; `at_sample` includes the prefix padding.
+    SpeechStarted {
+        /// First sample of the utterance (padding included).
+        at_sample: u64,
+    },
+    /// Speech ended; `at_sample` is where the silence became long enough.
+    SpeechStopped {
+        /// The detection point.
+        at_sample: u64,
+    },
+}
+
+/// Maps a window level to a speech probability:
+/// `clamp((dbfs + 60) / 40, 0, 1)`, so a threshold of 0.5 is -40 dBFS.
+pub fn speech_probability(dbfs: f32) -> f32 {
+    ((dbfs + 60.0) / 40.0).clamp(0.0, 1.0)
+}
+
+/// The per-window state machine, separate from the framing buffer.
+#[derive(Debug, Clone)]
+struct Detector {
+    config: VadConfig,
+    sample_rate: u32,
+    in_speech: bool,
+    voiced_run: u32,
+    voiced_run_start: u64,
+    silence_run: u64,
+    /// No utterance may start before this sample (last stop or reset point).
+    floor: u64,
+}
+
+impl Detector {
+    fn ms_to_samples(&self, ms: u32) -> u64 {
+        u64::from(ms) * u64::from(self.sample_rate) / 1000
+    }
+
+    fn threshold(&self) -> f32 {
+        let t = self.config.threshold;
+        if t.is_nan() {
+            VadConfig::default().threshold
+        } else {
+            t.clamp(0.0, 1.0)
+        }
+    }
+
+    fn on_window(&mut self, window: &[f32], start: u64, events: &mut Vec<VadEvent>) {
+        let voiced = speech_probability(rms_dbfs(window)) >= self.threshold();
+        let end = start + window.len() as u64;
+        if self.in_speech {
+            self.track_silence(voiced, window.len() as u64, end, events);
+        } else {
+            self.track_voice(voiced, start, events);
+        }
+    }
+
+    fn track_voice(&mut self, voiced: bool, start: u64, events: &mut Vec<VadEvent>) {
+        if !voiced {
+            self.voiced_run = 0;
+            return;
+        }
+        if self.voiced_run == 0 {
+            self.voiced_run_start = start;
+        }
+        self.voiced_run += 1;
+        if self.voiced_run >= START_WINDOWS {
+            let padding = self.ms_to_samples(self.config.prefix_padding_ms);
+            let at_sample = self
+                .voiced_run_start
+                .saturating_sub(padding)
+                .max(self.floor);
+            events.push(VadEvent::SpeechStarted { at_sample });
+            self.in_speech = true;
+            self.voiced_run = 0;
+            self.silence_run = 0;
+        }
+    }
+
+    fn track_silence(&mut self, voiced: bool, len: u64, end: u64, events: &mut Vec<VadEvent>) {
+        if voiced {
+            self.silence_run = 0;
+            return;
+        }
+        self.silence_run += len;
+        if self.silence_run >= self.ms_to_samples(self.config.silence_duration_ms) {
+            events.push(VadEvent::SpeechStopped { at_sample: end });
+            self.in_speech = false;
+            self.silence_run = 0;
+            self.floor = end;
+        }
+    }
+
+    fn reset(&mut self, floor: u64) {
+        self.in_speech = false;
+        self.voiced_run = 0;
+        self.silence_run = 0;
+        self.floor = floor;
+    }
+}
+
+/// Streaming voice activity detector for one mono input stream.
+#[derive(Debug, Clone)]
+pub struct Vad {
+    frames: FrameAccumulator,
+    detector: Detector,
+    /// Samples pushed so far.
+    position: u64,
+    /// Stream position of the first sample of the next window.
+    next_window: u64,
+}
+
+impl Vad {
+    /// Creates a detector for audio at `sample_rate` Hz.
+    pub fn new(config: VadConfig, sample_rate: u32) -> Self {
+        let window = (u64::from(sample_rate) * u64::from(WINDOW_MS) / 1000) as usize;
+        Vad {
+            frames: FrameAccumulator::new(window),
+            detector: Detector {
+                config,
+                sample_rate,
+                in_speech: false,
+                voiced_run: 0,
+                voiced_run_start: 0,
+                silence_run: 0,
+                floor: 0,
+            },
+            position: 0,
+            next_window: 0,
+        }
+    }
+
+    /// Replaces the configuration; it applies from the next window on.
+    /// A NaN threshold behaves as 0.5, others are clamped to 0.0..=1.0.
+    pub fn set_config(&mut self, config: VadConfig) {
+        self.detector.config = config;
+    }
+
+    /// The current configuration.
+    pub fn config(&self) -> VadConfig {
+        self.detector.config
+    }
+
+    /// Feeds the next samples of the input stream (positions count from the
+    /// first sample ever pushed, the session's input clock) and appends any
+    /// speech boundaries they complete to `events`.
+    pub fn push(&mut self, samples: &[f32], events: &mut Vec<VadEvent>) {
+        let Vad {
+            frames,
+            detector,
+            next_window,
+            ..
+        } = self;
+        frames.push(samples, |window| {
+            detector.on_window(window, *next_window, events);
+            *next_window += window.len() as u64;
+        });
+        self.position += samples.len() as u64;
+    }
+
+    /// Whether the detector is inside an utterance.
+    pub fn in_speech(&self) -> bool {
+        self.detector.in_speech
+    }
+
+    /// Samples pushed so far.
+    pub fn position(&self) -> u64 {
+        self.position
+    }
+
+    /// Forgets speech state and any partial window, keeping the position.
+    /// Windows restart at the current position, and no later utterance is
+    /// reported as starting before it.
+    pub fn reset(&mut self) {
+        self.frames.clear();
+        self.next_window = self.position;
+        self.detector.reset(self.position);
+    }
+}
+
+#[cfg(test)]
+#[path = "vad_tests.rs"]
+mod tests;

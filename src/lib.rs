@@ -1,0 +1,6 @@
+//! Duet: a WebRTC-first realtime speech server speaking the OpenAI Realtime API.
+//!
+//! Layout: [`protocol`] is the event codec; [`session`] the duplex session actor; the rest are
+//! drivers (HTTP/WebSocket server, model loop thread, configuration).
+
+pub mod protocol;

@@ -1,0 +1,273 @@
+//! Client events and their decoding, with errors that keep the session alive.
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::error::{codes, ErrorPayload};
+use super::items::Item;
+use super::response::ResponseParams;
+use super::session::SessionPatch;
+
+/// The largest client event Duet accepts (OpenAI's `input_audio_buffer.append` limit).
+pub const MAX_EVENT_BYTES: usize = 15 * 1024 * 1024;
+
+/// A decoded client event.
+#[derive(Clone, Debug)]
+pub enum ClientEvent {
+    /// `session.update`: partial session update.
+    SessionUpdate {
+        /// The partial session.
+        session: Box<SessionPatch>,
+    },
+    /// `input_audio_buffer.append`: audio in the session's input format, base64.
+    InputAudioBufferAppend {
+        /// Base64 audio.
+        audio: String,
+    },
+    /// `input_audio_buffer.commit`: turn the buffer into a user item.
+    InputAudioBufferCommit,
+    /// `input_audio_buffer.clear`: drop the uncommitted input.
+    InputAudioBufferClear,
+    /// `output_audio_buffer.clear`: stop the audio being played (WebRTC).
+    OutputAudioBufferClear,
+    /// `conversation.item.create`: add an item.
+    ConversationItemCreate {
+        /// Insert after this item (`"root"` = at the start; omitted = at the end).
+        previous_item_id: Option<String>,
+        /// The item.
+        item: Box<Item>,
+    },
+    /// `conversation.item.retrieve`: fetch an item with its audio.
+    ConversationItemRetrieve {
+        /// Item id.
+        item_id: String,
+    },
+    /// `conversation.item.truncate`: cut an assistant audio item to what was heard.
+    ConversationItemTruncate {
+        /// Item id.
+        item_id: String,
+        /// Content part index (0).
+        content_index: u32,
+        /// Milliseconds of audio to keep.
+        audio_end_ms: u64,
+    },
+    /// `conversation.item.delete`: remove an item.
+    ConversationItemDelete {
+        /// Item id.
+        item_id: String,
+    },
+    /// `response.create`: start a response.
+    ResponseCreate {
+        /// Per-response overrides.
+        response: Option<Box<ResponseParams>>,
+    },
+    /// `response.cancel`: cancel the active response.
+    ResponseCancel {
+        /// Which response (default: the active one).
+        response_id: Option<String>,
+    },
+}
+
+/// Wire shapes of the events, one struct each, so that error paths name the field.
+mod wire {
+    use super::*;
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct SessionUpdate {
+        pub session: Box<SessionPatch>,
+    }
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Append {
+        pub audio: String,
+    }
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Empty {}
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct ItemCreate {
+        pub previous_item_id: Option<String>,
+        pub item: Box<Item>,
+    }
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct ItemId {
+        pub item_id: String,
+    }
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Truncate {
+        pub item_id: String,
+        pub content_index: u32,
+        pub audio_end_ms: u64,
+    }
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct ResponseCreate {
+        pub response: Option<Box<ResponseParams>>,
+    }
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct ResponseCancel {
+        pub response_id: Option<String>,
+    }
+}
+
+/// Every client event type Duet understands.
+pub const CLIENT_EVENT_TYPES: &[&str] = &[
+    "session.update",
+    "input_audio_buffer.append",
+    "input_audio_buffer.commit",
+    "input_audio_buffer.clear",
+    "output_audio_buffer.clear",
+    "conversation.item.create",
+    "conversation.item.retrieve",
+    "conversation.item.truncate",
+    "conversation.item.delete",
+    "response.create",
+    "response.cancel",
+];
+
+/// A client event with its optional client `event_id`.
+#[derive(Clone, Debug)]
+pub struct Envelope {
+    /// The client's id, echoed in `error.event_id`.
+    pub event_id: Option<String>,
+    /// The event.
+    pub event: ClientEvent,
+}
+
+/// Decodes one text message. On failure the error carries the client's `event_id`
+/// when it could be read, and the session is expected to continue.
+pub fn decode(text: &str) -> Result<Envelope, ErrorPayload> {
+    if text.len() > MAX_EVENT_BYTES {
+        return Err(ErrorPayload::invalid(
+            codes::EVENT_TOO_LARGE,
+            format!(
+                "event of {} bytes exceeds the limit of {MAX_EVENT_BYTES} bytes",
+                text.len()
+            ),
+        ));
+    }
+    let value: Value = serde_json::from_str(text).map_err(|e| {
+        ErrorPayload::invalid(codes::INVALID_JSON, format!("invalid JSON: {e}"))
+    })?;
+    let Value::Object(mut map) = value else {
+        return Err(ErrorPayload::invalid(codes::INVALID_JSON, "an event must be a JSON object"));
+    };
+    let event_id = take_event_id(&mut map)?;
+    check_type(&map).map_err(|e| e.with_event_id(event_id.clone()))?;
+    let event = decode_typed(map).map_err(|e| e.with_event_id(event_id.clone()))?;
+    Ok(Envelope { event_id, event })
+}
+
+fn take_event_id(map: &mut Map<String, Value>) -> Result<Option<String>, ErrorPayload> {
+    match map.remove("event_id") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(ErrorPayload::invalid(codes::INVALID_VALUE, "event_id must be a string")
+            .with_param("event_id")),
+    }
+}
+
+fn check_type(map: &Map<String, Value>) -> Result<(), ErrorPayload> {
+    match map.get("type") {
+        None => Err(
+            ErrorPayload::invalid(codes::MISSING_REQUIRED_PARAMETER, "missing required parameter: 'type'")
+                .with_param("type"),
+        ),
+        Some(Value::String(t)) if CLIENT_EVENT_TYPES.contains(&t.as_str()) => Ok(()),
+        Some(Value::String(t)) => Err(ErrorPayload::invalid(
+            codes::UNKNOWN_EVENT_TYPE,
+            format!("unknown event type {t:?}"),
+        )
+        .with_param("type")),
+        Some(_) => Err(ErrorPayload::invalid(codes::INVALID_VALUE, "type must be a string")
+            .with_param("type")),
+    }
+}
+
+fn decode_typed(mut map: Map<String, Value>) -> Result<ClientEvent, ErrorPayload> {
+    use ClientEvent as E;
+    let kind = match map.remove("type") {
+        Some(Value::String(t)) => t,
+        _ => return Err(ErrorPayload::invalid(codes::INVALID_VALUE, "type must be a string")),
+    };
+    let v = Value::Object(map);
+    Ok(match kind.as_str() {
+        "session.update" => {
+            let w: wire::SessionUpdate = typed(&v)?;
+            E::SessionUpdate { session: w.session }
+        }
+        "input_audio_buffer.append" => {
+            let w: wire::Append = typed(&v)?;
+            E::InputAudioBufferAppend { audio: w.audio }
+        }
+        "input_audio_buffer.commit" => typed::<wire::Empty>(&v).map(|_| E::InputAudioBufferCommit)?,
+        "input_audio_buffer.clear" => typed::<wire::Empty>(&v).map(|_| E::InputAudioBufferClear)?,
+        "output_audio_buffer.clear" => typed::<wire::Empty>(&v).map(|_| E::OutputAudioBufferClear)?,
+        "conversation.item.create" => {
+            let w: wire::ItemCreate = typed(&v)?;
+            E::ConversationItemCreate { previous_item_id: w.previous_item_id, item: w.item }
+        }
+        "conversation.item.retrieve" => {
+            E::ConversationItemRetrieve { item_id: typed::<wire::ItemId>(&v)?.item_id }
+        }
+        "conversation.item.truncate" => {
+            let w: wire::Truncate = typed(&v)?;
+            E::ConversationItemTruncate {
+                item_id: w.item_id,
+                content_index: w.content_index,
+                audio_end_ms: w.audio_end_ms,
+            }
+        }
+        "conversation.item.delete" => {
+            E::ConversationItemDelete { item_id: typed::<wire::ItemId>(&v)?.item_id }
+        }
+        "response.create" => E::ResponseCreate { response: typed::<wire::ResponseCreate>(&v)?.response },
+        "response.cancel" => E::ResponseCancel { response_id: typed::<wire::ResponseCancel>(&v)?.response_id },
+        other => {
+            return Err(ErrorPayload::invalid(codes::UNKNOWN_EVENT_TYPE, format!("unknown event type {other:?}"))
+                .with_param("type"))
+        }
+    })
+}
+
+fn typed<T: serde::de::DeserializeOwned>(value: &Value) -> Result<T, ErrorPayload> {
+    serde_path_to_error::deserialize::<_, T>(value).map_err(|err| {
+        let path = err.path().to_string();
+        let message = err.inner().to_string();
+        let code = if message.starts_with("unknown field") {
+            codes::UNKNOWN_PARAMETER
+        } else if message.starts_with("missing field") {
+            codes::MISSING_REQUIRED_PARAMETER
+        } else {
+            codes::INVALID_VALUE
+        };
+        let param = param_path(&path, &message);
+        let mut e = ErrorPayload::invalid(code, message);
+        if let Some(p) = param {
+            e = e.with_param(p);
+        }
+        e
+    })
+}
+
+/// The dotted path of the offending field: the error path, plus the field named by an
+/// `unknown field`/`missing field` message.
+fn param_path(path: &str, message: &str) -> Option<String> {
+    let named = message
+        .split('`')
+        .nth(1)
+        .filter(|_| message.starts_with("unknown field") || message.starts_with("missing field"));
+    let base = if path == "." { "" } else { path };
+    match (base, named) {
+        ("", None) => None,
+        ("", Some(n)) => Some(n.to_string()),
+        (b, None) => Some(b.to_string()),
+        (b, Some(n)) if b.ends_with(n) => Some(b.to_string()),
+        (b, Some(n)) => Some(format!("{b}.{n}")),
+    }
+}

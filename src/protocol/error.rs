@@ -1,0 +1,109 @@
+//! The `error` payload and the stable error codes Duet sends.
+
+use serde::Serialize;
+
+/// `error.type` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorType {
+    /// The client sent something wrong; the session continues.
+    InvalidRequestError,
+    /// Something failed on our side.
+    ServerError,
+}
+
+/// The object inside an `error` event (and inside HTTP error bodies).
+///
+/// `code`, `param` and `event_id` are nullable in the GA types and always rendered.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ErrorPayload {
+    /// `invalid_request_error` or `server_error`.
+    #[serde(rename = "type")]
+    pub kind: ErrorType,
+    /// Stable snake_case code (see [`codes`]).
+    pub code: Option<String>,
+    /// Human-readable explanation.
+    pub message: String,
+    /// The offending parameter path, e.g. `session.audio.input.format`.
+    pub param: Option<String>,
+    /// The client's `event_id` of the event that caused the error.
+    pub event_id: Option<String>,
+}
+
+impl ErrorPayload {
+    /// An `invalid_request_error` with `code` and `message`.
+    pub fn invalid(code: &str, message: impl Into<String>) -> Self {
+        Self {
+            kind: ErrorType::InvalidRequestError,
+            code: Some(code.to_string()),
+            message: message.into(),
+            param: None,
+            event_id: None,
+        }
+    }
+
+    /// A `server_error` with `code` and `message`.
+    pub fn server(code: &str, message: impl Into<String>) -> Self {
+        Self {
+            kind: ErrorType::ServerError,
+            ..Self::invalid(code, message)
+        }
+    }
+
+    /// Sets `param`.
+    pub fn with_param(mut self, param: impl Into<String>) -> Self {
+        self.param = Some(param.into());
+        self
+    }
+
+    /// Sets `event_id` (the client's event id).
+    pub fn with_event_id(mut self, event_id: Option<String>) -> Self {
+        self.event_id = event_id;
+        self
+    }
+}
+
+/// Every error code Duet emits. The README lists them with their meaning.
+pub mod codes {
+    /// The message was not valid JSON, or not a JSON object.
+    pub const INVALID_JSON: &str = "invalid_json";
+    /// `type` names no client event Duet knows.
+    pub const UNKNOWN_EVENT_TYPE: &str = "unknown_event_type";
+    /// A required field is missing.
+    pub const MISSING_REQUIRED_PARAMETER: &str = "missing_required_parameter";
+    /// A field Duet does not know (e.g. a beta-only session field).
+    pub const UNKNOWN_PARAMETER: &str = "unknown_parameter";
+    /// A field has the wrong type or an out-of-range value.
+    pub const INVALID_VALUE: &str = "invalid_value";
+    /// The event is larger than the 15 MiB limit.
+    pub const EVENT_TOO_LARGE: &str = "event_too_large";
+    /// Audio that cannot be decoded (bad base64, odd PCM byte count).
+    pub const INVALID_AUDIO: &str = "invalid_audio";
+    /// OpenAI's code: commit of less than 100 ms of audio.
+    pub const INPUT_AUDIO_BUFFER_COMMIT_EMPTY: &str = "input_audio_buffer_commit_empty";
+    /// The uncommitted input buffer would exceed its limit.
+    pub const INPUT_AUDIO_BUFFER_FULL: &str = "input_audio_buffer_full";
+    /// An `item_id` that the conversation does not hold.
+    pub const ITEM_NOT_FOUND: &str = "item_not_found";
+    /// `previous_item_id` names no item in the conversation.
+    pub const PREVIOUS_ITEM_NOT_FOUND: &str = "previous_item_not_found";
+    /// OpenAI's code: a response is already writing to the conversation.
+    pub const CONVERSATION_ALREADY_HAS_ACTIVE_RESPONSE: &str =
+        "conversation_already_has_active_response";
+    /// The model is already producing a response (an out-of-band one included).
+    pub const RESPONSE_ALREADY_ACTIVE: &str = "response_already_active";
+    /// OpenAI's code: `response.cancel` with nothing to cancel.
+    pub const RESPONSE_CANCEL_NOT_ACTIVE: &str = "response_cancel_not_active";
+    /// The event does not apply to this transport (e.g. `output_audio_buffer.clear` on WebSocket).
+    pub const INVALID_EVENT_FOR_TRANSPORT: &str = "invalid_event_for_transport";
+    /// A feature the session or the model does not support.
+    pub const UNSUPPORTED: &str = "unsupported";
+    /// The session's mailbox is full: the client sends faster than the session can process.
+    pub const SESSION_OVERLOADED: &str = "session_overloaded";
+    /// The model failed; the response ends as `failed`.
+    pub const MODEL_ERROR: &str = "model_error";
+    /// The session reached its maximum lifetime.
+    pub const SESSION_EXPIRED: &str = "session_expired";
+    /// Input transcription is not available with this model.
+    pub const TRANSCRIPTION_UNAVAILABLE: &str = "transcription_unavailable";
+}

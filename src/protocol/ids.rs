@@ -1,0 +1,59 @@
+//! Identifiers in OpenAI's shapes: `event_…`, `item_…`, `resp_…`, `sess_…`, `conv_…`.
+
+use rand::Rng;
+
+const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+
+/// A fresh random id: `prefix` + `_` + 22 base62 characters (~131 bits).
+pub fn new_id(prefix: &str) -> String {
+    let mut rng = rand::rng();
+    let mut id = String::with_capacity(prefix.len() + 23);
+    id.push_str(prefix);
+    id.push('_');
+    for _ in 0..22 {
+        id.push(ALPHABET[rng.random_range(0..ALPHABET.len())] as char);
+    }
+    id
+}
+
+/// `event_…`, the id of a server event.
+pub fn event_id() -> String {
+    new_id("event")
+}
+
+/// `item_…`, a conversation item.
+pub fn item_id() -> String {
+    new_id("item")
+}
+
+/// `resp_…`, a response.
+pub fn response_id() -> String {
+    new_id("resp")
+}
+
+/// `sess_…`, a session.
+pub fn session_id() -> String {
+    new_id("sess")
+}
+
+/// `conv_…`, a conversation.
+pub fn conversation_id() -> String {
+    new_id("conv")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_have_prefix_and_are_unique() {
+        let a = item_id();
+        let b = item_id();
+        assert!(a.starts_with("item_") && a.len() == 27, "{a}");
+        assert_ne!(a, b);
+        assert!(event_id().starts_with("event_"));
+        assert!(response_id().starts_with("resp_"));
+        assert!(session_id().starts_with("sess_"));
+        assert!(conversation_id().starts_with("conv_"));
+    }
+}

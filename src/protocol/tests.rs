@@ -1,0 +1,313 @@
+//! Wire tests: a snapshot of every server event, decoding of every client event (including
+//! what the official SDKs send), and the error shapes for bad input.
+
+use serde_json::{json, Value};
+
+use super::items::*;
+use super::response::*;
+use super::server::*;
+use super::session::*;
+use super::*;
+
+fn session() -> SessionConfig {
+    SessionConfig::new("sess_test".into(), "echo".into(), 1_700_003_600)
+}
+
+fn at() -> ContentRef {
+    ContentRef {
+        response_id: "resp_test".into(),
+        item_id: "item_asst".into(),
+        output_index: 0,
+        content_index: 0,
+    }
+}
+
+fn user_item() -> Item {
+    Item::Message {
+        id: Some("item_user".into()),
+        object: Some("realtime.item".into()),
+        status: Some(ItemStatus::Completed),
+        role: Role::User,
+        content: vec![Content::InputAudio { audio: None, transcript: None }],
+    }
+}
+
+fn assistant_item(status: ItemStatus, transcript: &str) -> Item {
+    Item::Message {
+        id: Some("item_asst".into()),
+        object: Some("realtime.item".into()),
+        status: Some(status),
+        role: Role::Assistant,
+        content: vec![Content::OutputAudio { audio: None, transcript: Some(transcript.into()) }],
+    }
+}
+
+fn response(status: ResponseStatus, done: bool) -> Response {
+    let s = session();
+    Response {
+        id: "resp_test".into(),
+        object: "realtime.response",
+        status,
+        status_details: done.then(|| StatusDetails {
+            kind: status,
+            reason: (status == ResponseStatus::Cancelled).then(|| "turn_detected".into()),
+            error: None,
+        }),
+        output: if done { vec![assistant_item(ItemStatus::Incomplete, "echo of")] } else { vec![] },
+        conversation_id: Some("conv_test".into()),
+        output_modalities: vec![Modality::Audio],
+        max_output_tokens: json!("inf"),
+        audio: ResponseAudio {
+            output: ResponseAudioOutput { format: s.audio.output.format, voice: s.audio.output.voice },
+        },
+        metadata: None,
+        usage: done.then(|| Usage::new(0, 70, 3, 70)),
+    }
+}
+
+/// One instance of every server event body, named by its type.
+fn every_server_event() -> Vec<ServerEventBody> {
+    use ServerEventBody as B;
+    let mut manual = session();
+    manual.audio.input.turn_detection = None;
+    vec![
+        B::Error { error: ErrorPayload::invalid(codes::UNKNOWN_EVENT_TYPE, "unknown event type \"x\"").with_param("type").with_event_id(Some("client_1".into())) },
+        B::SessionCreated { session: Box::new(session()) },
+        B::SessionUpdated { session: Box::new(manual) },
+        B::ConversationItemAdded { previous_item_id: None, item: Box::new(user_item()) },
+        B::ConversationItemDone { previous_item_id: Some("item_prev".into()), item: Box::new(user_item()) },
+        B::ConversationItemRetrieved { item: Box::new(Item::Message { id: Some("item_user".into()), object: Some("realtime.item".into()), status: Some(ItemStatus::Completed), role: Role::User, content: vec![Content::InputAudio { audio: Some("AAAA".into()), transcript: None }] }) },
+        B::ConversationItemTruncated { item_id: "item_asst".into(), content_index: 0, audio_end_ms: 740 },
+        B::ConversationItemDeleted { item_id: "item_user".into() },
+        B::InputAudioTranscriptionDelta { item_id: "item_user".into(), content_index: 0, delta: "hel".into() },
+        B::InputAudioTranscriptionCompleted { item_id: "item_user".into(), content_index: 0, transcript: "hello".into(), usage: TranscriptionUsage::Duration { seconds: 1.4 } },
+        B::InputAudioTranscriptionFailed { item_id: "item_user".into(), content_index: 0, error: TranscriptionError { kind: "server_error".into(), code: codes::TRANSCRIPTION_UNAVAILABLE.into(), message: "no ASR".into() } },
+        B::InputAudioBufferCommitted { previous_item_id: None, item_id: "item_user".into() },
+        B::InputAudioBufferCleared {},
+        B::InputAudioBufferSpeechStarted { audio_start_ms: 200, item_id: "item_user".into() },
+        B::InputAudioBufferSpeechStopped { audio_end_ms: 1900, item_id: "item_user".into() },
+        B::InputAudioBufferTimeoutTriggered { audio_start_ms: 1900, audio_end_ms: 7900, item_id: "item_user".into() },
+        B::OutputAudioBufferStarted { response_id: "resp_test".into() },
+        B::OutputAudioBufferStopped { response_id: "resp_test".into() },
+        B::OutputAudioBufferCleared { response_id: Some("resp_test".into()) },
+        B::ResponseCreated { response: Box::new(response(ResponseStatus::InProgress, false)) },
+        B::ResponseDone { response: Box::new(response(ResponseStatus::Cancelled, true)) },
+        B::ResponseOutputItemAdded { response_id: "resp_test".into(), output_index: 0, item: Box::new(Item::Message { id: Some("item_asst".into()), object: Some("realtime.item".into()), status: Some(ItemStatus::InProgress), role: Role::Assistant, content: vec![] }) },
+        B::ResponseOutputItemDone { response_id: "resp_test".into(), output_index: 0, item: Box::new(assistant_item(ItemStatus::Completed, "echo of 1.4 s")) },
+        B::ResponseContentPartAdded { at: at(), part: Part::Audio { transcript: String::new() } },
+        B::ResponseContentPartDone { at: at(), part: Part::Text { text: "You said: hi".into() } },
+        B::ResponseOutputAudioDelta { at: at(), delta: "AAAAAA==".into() },
+        B::ResponseOutputAudioDone { at: at() },
+        B::ResponseOutputAudioTranscriptDelta { at: at(), delta: "echo".into() },
+        B::ResponseOutputAudioTranscriptDone { at: at(), transcript: "echo of 1.4 s".into() },
+        B::ResponseOutputTextDelta { at: at(), delta: "You".into() },
+        B::ResponseOutputTextDone { at: at(), text: "You said: hi".into() },
+        B::ResponseFunctionCallArgumentsDelta { response_id: "resp_test".into(), item_id: "item_fc".into(), output_index: 0, call_id: "call_1".into(), delta: "{\"a\"".into() },
+        B::ResponseFunctionCallArgumentsDone { response_id: "resp_test".into(), item_id: "item_fc".into(), output_index: 0, call_id: "call_1".into(), name: "f".into(), arguments: "{\"a\":1}".into() },
+        B::RateLimitsUpdated { rate_limits: vec![RateLimit { name: "requests".into(), limit: 100, remaining: 99, reset_seconds: 1.0 }] },
+    ]
+}
+
+fn render(body: ServerEventBody) -> Value {
+    let ev = ServerEvent { event_id: "event_test".into(), body };
+    serde_json::from_str(&ev.to_json()).expect("valid JSON")
+}
+
+#[test]
+fn snapshot_every_server_event() {
+    let bodies = every_server_event();
+    assert_eq!(bodies.len(), 34, "one instance of every server event");
+    for body in bodies {
+        let kind = body.kind();
+        let json = render(body);
+        assert_eq!(json["type"], kind);
+        assert_eq!(json["event_id"], "event_test");
+        insta::assert_json_snapshot!(kind, json);
+    }
+}
+
+/// Keys at which the GA types allow `null`.
+const NULLABLE: &[&str] = &[
+    "previous_item_id", "transcript", "audio", "output", "status_details", "usage",
+    "conversation_id", "turn_detection", "code", "param", "event_id",
+];
+
+fn assert_nulls_allowed(v: &Value, path: &str, under_error: bool) {
+    match v {
+        Value::Object(map) => {
+            for (k, child) in map {
+                let p = format!("{path}.{k}");
+                if child.is_null() {
+                    let ok = NULLABLE.contains(&k.as_str())
+                        && (!["code", "param", "event_id"].contains(&k.as_str()) || under_error);
+                    assert!(ok, "null at {p}, which the GA types do not allow");
+                }
+                assert_nulls_allowed(child, &p, under_error || k == "error");
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|c| assert_nulls_allowed(c, path, under_error)),
+        _ => {}
+    }
+}
+
+#[test]
+fn no_null_in_optional_non_nullable_fields() {
+    for body in every_server_event() {
+        let kind = body.kind();
+        let json = render(body);
+        assert_nulls_allowed(&json, kind, false);
+    }
+}
+
+#[test]
+fn session_created_reports_vad_flags_explicitly() {
+    let json = render(ServerEventBody::SessionCreated { session: Box::new(session()) });
+    let td = &json["session"]["audio"]["input"]["turn_detection"];
+    assert_eq!(td["interrupt_response"], true);
+    assert_eq!(td["create_response"], true);
+    assert_eq!(json["session"]["audio"]["input"]["format"], json!({"type":"audio/pcm","rate":24000}));
+}
+
+fn decode_ok(v: Value) -> Envelope {
+    decode(&v.to_string()).unwrap_or_else(|e| panic!("{v} should decode: {e:?}"))
+}
+
+fn decode_err(text: &str) -> ErrorPayload {
+    match decode(text) {
+        Ok(e) => panic!("{text} should fail, got {e:?}"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn decodes_every_client_event() {
+    let cases = [
+        json!({"type":"session.update","session":{"type":"realtime","instructions":"hi"}}),
+        json!({"type":"input_audio_buffer.append","audio":"AAAA"}),
+        json!({"type":"input_audio_buffer.commit"}),
+        json!({"type":"input_audio_buffer.clear"}),
+        json!({"type":"output_audio_buffer.clear"}),
+        json!({"type":"conversation.item.create","previous_item_id":"root","item":{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}}),
+        json!({"type":"conversation.item.retrieve","item_id":"item_1"}),
+        json!({"type":"conversation.item.truncate","item_id":"item_1","content_index":0,"audio_end_ms":300}),
+        json!({"type":"conversation.item.delete","item_id":"item_1"}),
+        json!({"type":"response.create","response":{"conversation":"none","output_modalities":["text"],"metadata":{"k":"v"},"input":[{"type":"item_reference","id":"item_1"}]}}),
+        json!({"type":"response.create"}),
+        json!({"type":"response.cancel"}),
+        json!({"type":"response.cancel","response_id":"resp_1"}),
+    ];
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, c) in cases.into_iter().enumerate() {
+        let mut c = c;
+        c["event_id"] = json!(format!("c{i}"));
+        let env = decode_ok(c);
+        assert_eq!(env.event_id.as_deref(), Some(format!("c{i}").as_str()));
+        seen.insert(format!("{:?}", env.event).split([' ', '{']).next().unwrap_or_default().to_string());
+    }
+    assert_eq!(seen.len(), client::CLIENT_EVENT_TYPES.len(), "{seen:?}");
+}
+
+#[test]
+fn decodes_what_agents_js_sends() {
+    let env = decode_ok(json!({
+        "type":"session.update",
+        "session":{
+            "type":"realtime","model":"gpt-realtime","instructions":"",
+            "output_modalities":["audio"],"tracing":"auto",
+            "audio":{
+                "input":{"format":{"type":"audio/pcm","rate":24000},
+                         "transcription":{"model":"gpt-4o-mini-transcribe"},
+                         "turn_detection":{"type":"semantic_vad"},
+                         "noise_reduction":null},
+                "output":{"format":{"type":"audio/pcm","rate":24000},"speed":1,"voice":"alloy"}
+            },
+            "tools":[],"tool_choice":"auto"
+        }
+    }));
+    let ClientEvent::SessionUpdate { session: patch } = env.event else { panic!("not an update") };
+    let mut s = session();
+    s.apply(*patch).expect("applies");
+    assert_eq!(s.tracing, Some(json!("auto")));
+    assert!(matches!(s.audio.input.turn_detection, Some(TurnDetection::SemanticVad { interrupt_response: true, create_response: true, .. })));
+    assert_eq!(s.audio.input.transcription, Some(json!({"model":"gpt-4o-mini-transcribe"})));
+    assert_eq!(s.audio.input.noise_reduction, None);
+    assert_eq!(s.instructions, "");
+}
+
+#[test]
+fn session_update_merges_and_clears() {
+    let mut s = session();
+    let patch: SessionPatch = serde_json::from_value(json!({"audio":{"input":{"turn_detection":{"type":"server_vad","silence_duration_ms":200}}}})).unwrap();
+    s.apply(patch).unwrap();
+    let Some(TurnDetection::ServerVad { silence_duration_ms, threshold, .. }) = &s.audio.input.turn_detection else { panic!() };
+    assert_eq!((*silence_duration_ms, *threshold), (200, 0.5));
+    let patch: SessionPatch = serde_json::from_value(json!({"audio":{"input":{"turn_detection":null,"format":{"type":"audio/pcmu"}}}})).unwrap();
+    s.apply(patch).unwrap();
+    assert_eq!(s.audio.input.turn_detection, None);
+    assert_eq!(s.audio.input.format, AudioFormat::Pcmu);
+    assert_eq!(s.audio.output.format, AudioFormat::default(), "output untouched");
+}
+
+#[test]
+fn invalid_session_update_changes_nothing() {
+    let mut s = session();
+    let before = s.clone();
+    let patch: SessionPatch = serde_json::from_value(json!({"instructions":"x","audio":{"output":{"speed":9.0}}})).unwrap();
+    let err = s.apply(patch).unwrap_err();
+    assert_eq!(err.param.as_deref(), Some("session.audio.output.speed"));
+    assert_eq!(s, before);
+    let patch: SessionPatch = serde_json::from_value(json!({"audio":{"input":{"format":{"type":"audio/pcm","rate":16000}}}})).unwrap();
+    assert_eq!(s.apply(patch).unwrap_err().code.as_deref(), Some(codes::INVALID_VALUE));
+    let patch: SessionPatch = serde_json::from_value(json!({"output_modalities":["audio","text"]})).unwrap();
+    assert!(s.apply(patch).is_err());
+}
+
+#[test]
+fn invalid_json_is_an_error_event() {
+    let e = decode_err("{not json");
+    assert_eq!(e.code.as_deref(), Some(codes::INVALID_JSON));
+    assert_eq!(e.kind, ErrorType::InvalidRequestError);
+    assert_eq!(decode_err("[1,2]").code.as_deref(), Some(codes::INVALID_JSON));
+}
+
+#[test]
+fn unknown_type_carries_client_event_id() {
+    let e = decode_err(r#"{"type":"bogus.event","event_id":"evt_42"}"#);
+    assert_eq!(e.code.as_deref(), Some(codes::UNKNOWN_EVENT_TYPE));
+    assert_eq!(e.event_id.as_deref(), Some("evt_42"));
+    assert_eq!(e.param.as_deref(), Some("type"));
+    assert_eq!(decode_err(r#"{"event_id":"x"}"#).code.as_deref(), Some(codes::MISSING_REQUIRED_PARAMETER));
+}
+
+#[test]
+fn wrong_field_types_name_the_param() {
+    let e = decode_err(r#"{"type":"conversation.item.truncate","event_id":"e1","item_id":"i","content_index":0,"audio_end_ms":"ten"}"#);
+    assert_eq!(e.code.as_deref(), Some(codes::INVALID_VALUE));
+    assert_eq!(e.param.as_deref(), Some("audio_end_ms"));
+    assert_eq!(e.event_id.as_deref(), Some("e1"));
+    let e = decode_err(r#"{"type":"session.update","session":{"audio":{"input":{"turn_detection":{"type":"server_vad","threshold":"high"}}}}}"#);
+    assert_eq!(e.param.as_deref(), Some("session.audio.input.turn_detection"));
+    let e = decode_err(r#"{"type":"conversation.item.retrieve"}"#);
+    assert_eq!(e.code.as_deref(), Some(codes::MISSING_REQUIRED_PARAMETER));
+    assert_eq!(e.param.as_deref(), Some("item_id"));
+}
+
+#[test]
+fn beta_session_fields_are_unknown_parameters() {
+    let e = decode_err(r#"{"type":"session.update","session":{"voice":"alloy"}}"#);
+    assert_eq!(e.code.as_deref(), Some(codes::UNKNOWN_PARAMETER));
+    assert_eq!(e.param.as_deref(), Some("session.voice"));
+}
+
+#[test]
+fn oversize_event_is_rejected_before_parsing() {
+    let big = format!(r#"{{"type":"input_audio_buffer.append","audio":"{}"}}"#, "A".repeat(MAX_EVENT_BYTES));
+    assert_eq!(decode_err(&big).code.as_deref(), Some(codes::EVENT_TOO_LARGE));
+}
+
+#[test]
+fn beta_content_names_are_accepted() {
+    let env = decode_ok(json!({"type":"conversation.item.create","item":{"type":"message","role":"assistant","content":[{"type":"text","text":"hi"}]}}));
+    let ClientEvent::ConversationItemCreate { item, .. } = env.event else { panic!() };
+    assert!(matches!(&*item, Item::Message { content, .. } if content == &vec![Content::OutputText { text: "hi".into() }]));
+}
