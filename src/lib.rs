@@ -3,4 +3,8 @@
 //! Layout: [`protocol`] is the event codec; [`session`] the duplex session actor; the rest are
 //! drivers (HTTP/WebSocket server, model loop thread, configuration).
 
+pub mod config;
+pub mod model_loop;
 pub mod protocol;
+pub mod server;
+pub mod session;

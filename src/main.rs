@@ -1,1 +1,27 @@
-fn main() {}
+use clap::Parser;
+use duet::config::{Cli, Command, LogFormat};
+use tracing_subscriber::EnvFilter;
+
+fn init_logs(format: LogFormat) {
+    let filter = EnvFilter::try_from_env("DUET_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve(args) => {
+            init_logs(args.log_format);
+            let server = duet::server::start(&args).await?;
+            tracing::info!(model = %args.model, "duet listening on http://{}", server.addr);
+            println!("duet listening on http://{}", server.addr);
+            server.task.await??;
+        }
+    }
+    Ok(())
+}

@@ -6,6 +6,10 @@
 //! pitch is multiplied by `factor` while the timing (and length) is kept.
 //! Periodic Hann windows at 50 % overlap sum to exactly one, so a factor of
 //! 1.0 reproduces the input and the output never exceeds the input's peak.
+//!
+//! Limitation of the method: grains repeat every hop (20 ms), so a pure tone
+//! at `f` comes out as lines at `f + k * 50 Hz`, the strongest being the one
+//! nearest `f * factor`. Good enough for a voice effect, not for tuning.
 
 /// Grain length in milliseconds.
 pub const GRAIN_MS: u32 = 40;

@@ -69,7 +69,10 @@ impl EchoModel {
 
     fn step_one(&mut self, input: &StepInput<'_>) -> Result<StepOutput, ModelError> {
         if input.pcm.len() != FRAME {
-            return Err(ModelError::BadFrame { got: input.pcm.len(), expected: FRAME });
+            return Err(ModelError::BadFrame {
+                got: input.pcm.len(),
+                expected: FRAME,
+            });
         }
         let state = self.slot_mut(input.slot)?;
         let Some(answer) = state.as_mut() else {
@@ -118,7 +121,11 @@ impl Answer {
 fn words_of(text: &str) -> Vec<String> {
     let mut words = Vec::new();
     for (i, w) in text.split(' ').enumerate() {
-        words.push(if i == 0 { w.to_string() } else { format!(" {w}") });
+        words.push(if i == 0 {
+            w.to_string()
+        } else {
+            format!(" {w}")
+        });
     }
     words
 }
@@ -126,7 +133,11 @@ fn words_of(text: &str) -> Vec<String> {
 /// Spreads words evenly over `len` samples.
 fn schedule(words: Vec<String>, len: usize) -> Vec<(usize, String)> {
     let n = words.len().max(1);
-    words.into_iter().enumerate().map(|(i, w)| (i * len / n, w)).collect()
+    words
+        .into_iter()
+        .enumerate()
+        .map(|(i, w)| (i * len / n, w))
+        .collect()
 }
 
 /// The voiced part of `pcm`: trims quiet 10 ms windows from both ends.
@@ -181,7 +192,13 @@ fn answer(modality: OutputModality, input: &[TurnInput]) -> Answer {
             (Vec::new(), words.into_iter().enumerate().collect())
         }
     };
-    Answer { audio, pos: 0, words, next_word: 0, modality }
+    Answer {
+        audio,
+        pos: 0,
+        words,
+        next_word: 0,
+        modality,
+    }
 }
 
 /// The text answer to the last turn.
@@ -207,7 +224,9 @@ impl DuplexModel for EchoModel {
         let mut out = Vec::new();
         self.step(&[StepInput { slot, pcm: &pcm }], &mut out);
         self.close_slot(slot);
-        out.pop().unwrap_or(Err(ModelError::Failed("warmup produced nothing".into()))).map(|_| ())
+        out.pop()
+            .unwrap_or(Err(ModelError::Failed("warmup produced nothing".into())))
+            .map(|_| ())
     }
 
     fn open_slot(&mut self) -> Result<SlotId, ModelError> {
@@ -231,7 +250,9 @@ impl DuplexModel for EchoModel {
     fn request(&mut self, slot: SlotId, request: Request) -> Result<(), ModelError> {
         let state = self.slot_mut(slot)?;
         *state = match request {
-            Request::Respond { modality, input, .. } => Some(answer(modality, &input)),
+            Request::Respond {
+                modality, input, ..
+            } => Some(answer(modality, &input)),
             Request::Cancel => None,
         };
         Ok(())
@@ -261,7 +282,13 @@ mod tests {
         let (mut audio, mut text) = (Vec::new(), String::new());
         for step in 0..max_steps {
             let mut out = Vec::new();
-            model.step(&[StepInput { slot, pcm: &silence }], &mut out);
+            model.step(
+                &[StepInput {
+                    slot,
+                    pcm: &silence,
+                }],
+                &mut out,
+            );
             let o = out.pop().expect("one output").expect("ok");
             audio.extend(o.audio);
             text.push_str(&o.text);
@@ -279,7 +306,11 @@ mod tests {
         let mut pcm = vec![0.0; 12_000];
         pcm.extend(voiced(1.4));
         pcm.extend(vec![0.0; 12_000]);
-        let req = Request::Respond { modality: OutputModality::Audio, instructions: String::new(), input: vec![TurnInput::Audio(Arc::from(pcm))] };
+        let req = Request::Respond {
+            modality: OutputModality::Audio,
+            instructions: String::new(),
+            input: vec![TurnInput::Audio(Arc::from(pcm))],
+        };
         m.request(slot, req).unwrap();
         let (audio, text, steps) = run(&mut m, slot, 200);
         assert_eq!(text, "echo of 1.4 s");
@@ -292,14 +323,30 @@ mod tests {
     fn cancel_stops_mid_answer() {
         let mut m = EchoModel::new();
         let slot = m.open_slot().unwrap();
-        let req = Request::Respond { modality: OutputModality::Audio, instructions: String::new(), input: vec![TurnInput::Audio(Arc::from(voiced(1.0)))] };
+        let req = Request::Respond {
+            modality: OutputModality::Audio,
+            instructions: String::new(),
+            input: vec![TurnInput::Audio(Arc::from(voiced(1.0)))],
+        };
         m.request(slot, req).unwrap();
         let silence = vec![0.0; FRAME];
         let mut out = Vec::new();
-        m.step(&[StepInput { slot, pcm: &silence }], &mut out);
+        m.step(
+            &[StepInput {
+                slot,
+                pcm: &silence,
+            }],
+            &mut out,
+        );
         assert_eq!(out.pop().unwrap().unwrap().audio.len(), FRAME);
         m.request(slot, Request::Cancel).unwrap();
-        m.step(&[StepInput { slot, pcm: &silence }], &mut out);
+        m.step(
+            &[StepInput {
+                slot,
+                pcm: &silence,
+            }],
+            &mut out,
+        );
         assert_eq!(out.pop().unwrap().unwrap(), StepOutput::default());
     }
 
@@ -307,7 +354,11 @@ mod tests {
     fn text_turn_gets_text_answer() {
         let mut m = EchoModel::new();
         let slot = m.open_slot().unwrap();
-        let req = Request::Respond { modality: OutputModality::Text, instructions: String::new(), input: vec![TurnInput::Text("hello there".into())] };
+        let req = Request::Respond {
+            modality: OutputModality::Text,
+            instructions: String::new(),
+            input: vec![TurnInput::Text("hello there".into())],
+        };
         m.request(slot, req).unwrap();
         let (audio, text, steps) = run(&mut m, slot, 50);
         assert!(audio.is_empty());
@@ -319,7 +370,11 @@ mod tests {
     fn text_turn_in_audio_mode_speaks_words() {
         let mut m = EchoModel::new();
         let slot = m.open_slot().unwrap();
-        let req = Request::Respond { modality: OutputModality::Audio, instructions: String::new(), input: vec![TurnInput::Text("hi".into())] };
+        let req = Request::Respond {
+            modality: OutputModality::Audio,
+            instructions: String::new(),
+            input: vec![TurnInput::Text("hi".into())],
+        };
         m.request(slot, req).unwrap();
         let (audio, text, _) = run(&mut m, slot, 200);
         assert_eq!(text, "You said: hi");
@@ -332,17 +387,42 @@ mod tests {
         let a = m.open_slot().unwrap();
         let b = m.open_slot().unwrap();
         assert_ne!(a, b);
-        let req = Request::Respond { modality: OutputModality::Text, instructions: String::new(), input: vec![TurnInput::Text("x".into())] };
+        let req = Request::Respond {
+            modality: OutputModality::Text,
+            instructions: String::new(),
+            input: vec![TurnInput::Text("x".into())],
+        };
         m.request(a, req).unwrap();
         let silence = vec![0.0; FRAME];
         let mut out = Vec::new();
-        m.step(&[StepInput { slot: a, pcm: &silence }, StepInput { slot: b, pcm: &silence }], &mut out);
+        m.step(
+            &[
+                StepInput {
+                    slot: a,
+                    pcm: &silence,
+                },
+                StepInput {
+                    slot: b,
+                    pcm: &silence,
+                },
+            ],
+            &mut out,
+        );
         assert!(!out[0].as_ref().unwrap().text.is_empty());
         assert_eq!(out[1].as_ref().unwrap(), &StepOutput::default());
         m.close_slot(a);
         assert_eq!(m.open_slot().unwrap(), a);
-        assert!(matches!(m.request(99, Request::Cancel), Err(ModelError::UnknownSlot(99))));
-        m.step(&[StepInput { slot: b, pcm: &silence[..10] }], &mut out);
+        assert!(matches!(
+            m.request(99, Request::Cancel),
+            Err(ModelError::UnknownSlot(99))
+        ));
+        m.step(
+            &[StepInput {
+                slot: b,
+                pcm: &silence[..10],
+            }],
+            &mut out,
+        );
         assert!(matches!(out.last(), Some(Err(ModelError::BadFrame { .. }))));
     }
 }

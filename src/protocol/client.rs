@@ -151,11 +151,13 @@ pub fn decode(text: &str) -> Result<Envelope, ErrorPayload> {
             ),
         ));
     }
-    let value: Value = serde_json::from_str(text).map_err(|e| {
-        ErrorPayload::invalid(codes::INVALID_JSON, format!("invalid JSON: {e}"))
-    })?;
+    let value: Value = serde_json::from_str(text)
+        .map_err(|e| ErrorPayload::invalid(codes::INVALID_JSON, format!("invalid JSON: {e}")))?;
     let Value::Object(mut map) = value else {
-        return Err(ErrorPayload::invalid(codes::INVALID_JSON, "an event must be a JSON object"));
+        return Err(ErrorPayload::invalid(
+            codes::INVALID_JSON,
+            "an event must be a JSON object",
+        ));
     };
     let event_id = take_event_id(&mut map)?;
     check_type(&map).map_err(|e| e.with_event_id(event_id.clone()))?;
@@ -167,25 +169,29 @@ fn take_event_id(map: &mut Map<String, Value>) -> Result<Option<String>, ErrorPa
     match map.remove("event_id") {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(ErrorPayload::invalid(codes::INVALID_VALUE, "event_id must be a string")
-            .with_param("event_id")),
+        Some(_) => Err(
+            ErrorPayload::invalid(codes::INVALID_VALUE, "event_id must be a string")
+                .with_param("event_id"),
+        ),
     }
 }
 
 fn check_type(map: &Map<String, Value>) -> Result<(), ErrorPayload> {
     match map.get("type") {
-        None => Err(
-            ErrorPayload::invalid(codes::MISSING_REQUIRED_PARAMETER, "missing required parameter: 'type'")
-                .with_param("type"),
-        ),
+        None => Err(ErrorPayload::invalid(
+            codes::MISSING_REQUIRED_PARAMETER,
+            "missing required parameter: 'type'",
+        )
+        .with_param("type")),
         Some(Value::String(t)) if CLIENT_EVENT_TYPES.contains(&t.as_str()) => Ok(()),
         Some(Value::String(t)) => Err(ErrorPayload::invalid(
             codes::UNKNOWN_EVENT_TYPE,
             format!("unknown event type {t:?}"),
         )
         .with_param("type")),
-        Some(_) => Err(ErrorPayload::invalid(codes::INVALID_VALUE, "type must be a string")
-            .with_param("type")),
+        Some(_) => Err(
+            ErrorPayload::invalid(codes::INVALID_VALUE, "type must be a string").with_param("type"),
+        ),
     }
 }
 
@@ -193,7 +199,12 @@ fn decode_typed(mut map: Map<String, Value>) -> Result<ClientEvent, ErrorPayload
     use ClientEvent as E;
     let kind = match map.remove("type") {
         Some(Value::String(t)) => t,
-        _ => return Err(ErrorPayload::invalid(codes::INVALID_VALUE, "type must be a string")),
+        _ => {
+            return Err(ErrorPayload::invalid(
+                codes::INVALID_VALUE,
+                "type must be a string",
+            ))
+        }
     };
     let v = Value::Object(map);
     Ok(match kind.as_str() {
@@ -205,16 +216,23 @@ fn decode_typed(mut map: Map<String, Value>) -> Result<ClientEvent, ErrorPayload
             let w: wire::Append = typed(&v)?;
             E::InputAudioBufferAppend { audio: w.audio }
         }
-        "input_audio_buffer.commit" => typed::<wire::Empty>(&v).map(|_| E::InputAudioBufferCommit)?,
+        "input_audio_buffer.commit" => {
+            typed::<wire::Empty>(&v).map(|_| E::InputAudioBufferCommit)?
+        }
         "input_audio_buffer.clear" => typed::<wire::Empty>(&v).map(|_| E::InputAudioBufferClear)?,
-        "output_audio_buffer.clear" => typed::<wire::Empty>(&v).map(|_| E::OutputAudioBufferClear)?,
+        "output_audio_buffer.clear" => {
+            typed::<wire::Empty>(&v).map(|_| E::OutputAudioBufferClear)?
+        }
         "conversation.item.create" => {
             let w: wire::ItemCreate = typed(&v)?;
-            E::ConversationItemCreate { previous_item_id: w.previous_item_id, item: w.item }
+            E::ConversationItemCreate {
+                previous_item_id: w.previous_item_id,
+                item: w.item,
+            }
         }
-        "conversation.item.retrieve" => {
-            E::ConversationItemRetrieve { item_id: typed::<wire::ItemId>(&v)?.item_id }
-        }
+        "conversation.item.retrieve" => E::ConversationItemRetrieve {
+            item_id: typed::<wire::ItemId>(&v)?.item_id,
+        },
         "conversation.item.truncate" => {
             let w: wire::Truncate = typed(&v)?;
             E::ConversationItemTruncate {
@@ -223,14 +241,21 @@ fn decode_typed(mut map: Map<String, Value>) -> Result<ClientEvent, ErrorPayload
                 audio_end_ms: w.audio_end_ms,
             }
         }
-        "conversation.item.delete" => {
-            E::ConversationItemDelete { item_id: typed::<wire::ItemId>(&v)?.item_id }
-        }
-        "response.create" => E::ResponseCreate { response: typed::<wire::ResponseCreate>(&v)?.response },
-        "response.cancel" => E::ResponseCancel { response_id: typed::<wire::ResponseCancel>(&v)?.response_id },
+        "conversation.item.delete" => E::ConversationItemDelete {
+            item_id: typed::<wire::ItemId>(&v)?.item_id,
+        },
+        "response.create" => E::ResponseCreate {
+            response: typed::<wire::ResponseCreate>(&v)?.response,
+        },
+        "response.cancel" => E::ResponseCancel {
+            response_id: typed::<wire::ResponseCancel>(&v)?.response_id,
+        },
         other => {
-            return Err(ErrorPayload::invalid(codes::UNKNOWN_EVENT_TYPE, format!("unknown event type {other:?}"))
-                .with_param("type"))
+            return Err(ErrorPayload::invalid(
+                codes::UNKNOWN_EVENT_TYPE,
+                format!("unknown event type {other:?}"),
+            )
+            .with_param("type"))
         }
     })
 }

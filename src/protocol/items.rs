@@ -135,9 +135,15 @@ impl Item {
     /// Fills `id` (when missing), `object` and `status`.
     pub fn stamp(&mut self, new_id: impl FnOnce() -> String, new_status: ItemStatus) {
         let (id, object, status) = match self {
-            Item::Message { id, object, status, .. }
-            | Item::FunctionCall { id, object, status, .. }
-            | Item::FunctionCallOutput { id, object, status, .. } => (id, object, status),
+            Item::Message {
+                id, object, status, ..
+            }
+            | Item::FunctionCall {
+                id, object, status, ..
+            }
+            | Item::FunctionCallOutput {
+                id, object, status, ..
+            } => (id, object, status),
         };
         if id.is_none() {
             *id = Some(new_id());

@@ -89,22 +89,36 @@ pub enum ServerEventBody {
     SessionUpdated { session: Box<SessionConfig> },
     /// Item inserted.
     #[serde(rename = "conversation.item.added")]
-    ConversationItemAdded { previous_item_id: Option<String>, item: Box<Item> },
+    ConversationItemAdded {
+        previous_item_id: Option<String>,
+        item: Box<Item>,
+    },
     /// Item finalised.
     #[serde(rename = "conversation.item.done")]
-    ConversationItemDone { previous_item_id: Option<String>, item: Box<Item> },
+    ConversationItemDone {
+        previous_item_id: Option<String>,
+        item: Box<Item>,
+    },
     /// Reply to `conversation.item.retrieve`, audio included.
     #[serde(rename = "conversation.item.retrieved")]
     ConversationItemRetrieved { item: Box<Item> },
     /// Reply to truncate (or a server truncation after an interruption).
     #[serde(rename = "conversation.item.truncated")]
-    ConversationItemTruncated { item_id: String, content_index: u32, audio_end_ms: u64 },
+    ConversationItemTruncated {
+        item_id: String,
+        content_index: u32,
+        audio_end_ms: u64,
+    },
     /// Item removed.
     #[serde(rename = "conversation.item.deleted")]
     ConversationItemDeleted { item_id: String },
     /// Input transcription text so far.
     #[serde(rename = "conversation.item.input_audio_transcription.delta")]
-    InputAudioTranscriptionDelta { item_id: String, content_index: u32, delta: String },
+    InputAudioTranscriptionDelta {
+        item_id: String,
+        content_index: u32,
+        delta: String,
+    },
     /// Input transcription finished.
     #[serde(rename = "conversation.item.input_audio_transcription.completed")]
     InputAudioTranscriptionCompleted {
@@ -115,22 +129,36 @@ pub enum ServerEventBody {
     },
     /// Input transcription failed.
     #[serde(rename = "conversation.item.input_audio_transcription.failed")]
-    InputAudioTranscriptionFailed { item_id: String, content_index: u32, error: TranscriptionError },
+    InputAudioTranscriptionFailed {
+        item_id: String,
+        content_index: u32,
+        error: TranscriptionError,
+    },
     /// The input buffer became a user item.
     #[serde(rename = "input_audio_buffer.committed")]
-    InputAudioBufferCommitted { previous_item_id: Option<String>, item_id: String },
+    InputAudioBufferCommitted {
+        previous_item_id: Option<String>,
+        item_id: String,
+    },
     /// The input buffer was cleared.
     #[serde(rename = "input_audio_buffer.cleared")]
     InputAudioBufferCleared {},
     /// VAD: speech began (ms on the session's input clock, prefix padding included).
     #[serde(rename = "input_audio_buffer.speech_started")]
-    InputAudioBufferSpeechStarted { audio_start_ms: u64, item_id: String },
+    InputAudioBufferSpeechStarted {
+        audio_start_ms: u64,
+        item_id: String,
+    },
     /// VAD: speech ended.
     #[serde(rename = "input_audio_buffer.speech_stopped")]
     InputAudioBufferSpeechStopped { audio_end_ms: u64, item_id: String },
     /// VAD idle timeout.
     #[serde(rename = "input_audio_buffer.timeout_triggered")]
-    InputAudioBufferTimeoutTriggered { audio_start_ms: u64, audio_end_ms: u64, item_id: String },
+    InputAudioBufferTimeoutTriggered {
+        audio_start_ms: u64,
+        audio_end_ms: u64,
+        item_id: String,
+    },
     /// WebRTC: the first frame of a response left.
     #[serde(rename = "output_audio_buffer.started")]
     OutputAudioBufferStarted { response_id: String },
@@ -151,10 +179,18 @@ pub enum ServerEventBody {
     ResponseDone { response: Box<Response> },
     /// An output item began.
     #[serde(rename = "response.output_item.added")]
-    ResponseOutputItemAdded { response_id: String, output_index: u32, item: Box<Item> },
+    ResponseOutputItemAdded {
+        response_id: String,
+        output_index: u32,
+        item: Box<Item>,
+    },
     /// An output item ended.
     #[serde(rename = "response.output_item.done")]
-    ResponseOutputItemDone { response_id: String, output_index: u32, item: Box<Item> },
+    ResponseOutputItemDone {
+        response_id: String,
+        output_index: u32,
+        item: Box<Item>,
+    },
     /// A content part began.
     #[serde(rename = "response.content_part.added")]
     ResponseContentPartAdded {
@@ -267,11 +303,15 @@ impl ServerEventBody {
             ConversationItemRetrieved { .. } => "conversation.item.retrieved",
             ConversationItemTruncated { .. } => "conversation.item.truncated",
             ConversationItemDeleted { .. } => "conversation.item.deleted",
-            InputAudioTranscriptionDelta { .. } => "conversation.item.input_audio_transcription.delta",
+            InputAudioTranscriptionDelta { .. } => {
+                "conversation.item.input_audio_transcription.delta"
+            }
             InputAudioTranscriptionCompleted { .. } => {
                 "conversation.item.input_audio_transcription.completed"
             }
-            InputAudioTranscriptionFailed { .. } => "conversation.item.input_audio_transcription.failed",
+            InputAudioTranscriptionFailed { .. } => {
+                "conversation.item.input_audio_transcription.failed"
+            }
             InputAudioBufferCommitted { .. } => "input_audio_buffer.committed",
             InputAudioBufferCleared {} => "input_audio_buffer.cleared",
             InputAudioBufferSpeechStarted { .. } => "input_audio_buffer.speech_started",

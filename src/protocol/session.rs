@@ -163,8 +163,12 @@ impl TurnDetection {
     /// Whether the end of speech creates a response.
     pub fn create_response(&self) -> bool {
         match self {
-            TurnDetection::ServerVad { create_response, .. }
-            | TurnDetection::SemanticVad { create_response, .. } => *create_response,
+            TurnDetection::ServerVad {
+                create_response, ..
+            }
+            | TurnDetection::SemanticVad {
+                create_response, ..
+            } => *create_response,
         }
     }
 
@@ -182,7 +186,10 @@ impl TurnDetection {
 
     /// Applies a client's turn detection over `current` (fields the client omits keep
     /// their value when the type stays the same, else take the defaults).
-    fn merged(current: Option<&TurnDetection>, param: TurnDetectionParam) -> Result<Self, ErrorPayload> {
+    fn merged(
+        current: Option<&TurnDetection>,
+        param: TurnDetectionParam,
+    ) -> Result<Self, ErrorPayload> {
         let base = current.cloned().unwrap_or_default();
         let (cur_create, cur_interrupt) = (base.create_response(), base.interrupt_response());
         match param {
@@ -255,8 +262,11 @@ impl TurnDetection {
 }
 
 fn invalid_td(field: &str, what: &str) -> ErrorPayload {
-    ErrorPayload::invalid(codes::INVALID_VALUE, format!("turn_detection.{field} {what}"))
-        .with_param(format!("session.audio.input.turn_detection.{field}"))
+    ErrorPayload::invalid(
+        codes::INVALID_VALUE,
+        format!("turn_detection.{field} {what}"),
+    )
+    .with_param(format!("session.audio.input.turn_detection.{field}"))
 }
 
 /// Effective `audio.input`.
@@ -454,8 +464,11 @@ impl SessionConfig {
             }
             if let Some(s) = output.speed {
                 if !(0.25..=1.5).contains(&s) {
-                    return Err(ErrorPayload::invalid(codes::INVALID_VALUE, "speed must be 0.25..=1.5")
-                        .with_param("session.audio.output.speed"));
+                    return Err(ErrorPayload::invalid(
+                        codes::INVALID_VALUE,
+                        "speed must be 0.25..=1.5",
+                    )
+                    .with_param("session.audio.output.speed"));
                 }
                 cur.speed = s;
             }
@@ -486,8 +499,11 @@ pub fn validate_max_tokens(v: Value, param: &str) -> Result<Value, ErrorPayload>
     if ok {
         Ok(v)
     } else {
-        Err(ErrorPayload::invalid(codes::INVALID_VALUE, "max_output_tokens must be 1..=4096 or \"inf\"")
-            .with_param(param))
+        Err(ErrorPayload::invalid(
+            codes::INVALID_VALUE,
+            "max_output_tokens must be 1..=4096 or \"inf\"",
+        )
+        .with_param(param))
     }
 }
 

@@ -28,7 +28,10 @@ fn user_item() -> Item {
         object: Some("realtime.item".into()),
         status: Some(ItemStatus::Completed),
         role: Role::User,
-        content: vec![Content::InputAudio { audio: None, transcript: None }],
+        content: vec![Content::InputAudio {
+            audio: None,
+            transcript: None,
+        }],
     }
 }
 
@@ -38,7 +41,10 @@ fn assistant_item(status: ItemStatus, transcript: &str) -> Item {
         object: Some("realtime.item".into()),
         status: Some(status),
         role: Role::Assistant,
-        content: vec![Content::OutputAudio { audio: None, transcript: Some(transcript.into()) }],
+        content: vec![Content::OutputAudio {
+            audio: None,
+            transcript: Some(transcript.into()),
+        }],
     }
 }
 
@@ -53,12 +59,19 @@ fn response(status: ResponseStatus, done: bool) -> Response {
             reason: (status == ResponseStatus::Cancelled).then(|| "turn_detected".into()),
             error: None,
         }),
-        output: if done { vec![assistant_item(ItemStatus::Incomplete, "echo of")] } else { vec![] },
+        output: if done {
+            vec![assistant_item(ItemStatus::Incomplete, "echo of")]
+        } else {
+            vec![]
+        },
         conversation_id: Some("conv_test".into()),
         output_modalities: vec![Modality::Audio],
         max_output_tokens: json!("inf"),
         audio: ResponseAudio {
-            output: ResponseAudioOutput { format: s.audio.output.format, voice: s.audio.output.voice },
+            output: ResponseAudioOutput {
+                format: s.audio.output.format,
+                voice: s.audio.output.voice,
+            },
         },
         metadata: None,
         usage: done.then(|| Usage::new(0, 70, 3, 70)),
@@ -71,45 +84,178 @@ fn every_server_event() -> Vec<ServerEventBody> {
     let mut manual = session();
     manual.audio.input.turn_detection = None;
     vec![
-        B::Error { error: ErrorPayload::invalid(codes::UNKNOWN_EVENT_TYPE, "unknown event type \"x\"").with_param("type").with_event_id(Some("client_1".into())) },
-        B::SessionCreated { session: Box::new(session()) },
-        B::SessionUpdated { session: Box::new(manual) },
-        B::ConversationItemAdded { previous_item_id: None, item: Box::new(user_item()) },
-        B::ConversationItemDone { previous_item_id: Some("item_prev".into()), item: Box::new(user_item()) },
-        B::ConversationItemRetrieved { item: Box::new(Item::Message { id: Some("item_user".into()), object: Some("realtime.item".into()), status: Some(ItemStatus::Completed), role: Role::User, content: vec![Content::InputAudio { audio: Some("AAAA".into()), transcript: None }] }) },
-        B::ConversationItemTruncated { item_id: "item_asst".into(), content_index: 0, audio_end_ms: 740 },
-        B::ConversationItemDeleted { item_id: "item_user".into() },
-        B::InputAudioTranscriptionDelta { item_id: "item_user".into(), content_index: 0, delta: "hel".into() },
-        B::InputAudioTranscriptionCompleted { item_id: "item_user".into(), content_index: 0, transcript: "hello".into(), usage: TranscriptionUsage::Duration { seconds: 1.4 } },
-        B::InputAudioTranscriptionFailed { item_id: "item_user".into(), content_index: 0, error: TranscriptionError { kind: "server_error".into(), code: codes::TRANSCRIPTION_UNAVAILABLE.into(), message: "no ASR".into() } },
-        B::InputAudioBufferCommitted { previous_item_id: None, item_id: "item_user".into() },
+        B::Error {
+            error: ErrorPayload::invalid(codes::UNKNOWN_EVENT_TYPE, "unknown event type \"x\"")
+                .with_param("type")
+                .with_event_id(Some("client_1".into())),
+        },
+        B::SessionCreated {
+            session: Box::new(session()),
+        },
+        B::SessionUpdated {
+            session: Box::new(manual),
+        },
+        B::ConversationItemAdded {
+            previous_item_id: None,
+            item: Box::new(user_item()),
+        },
+        B::ConversationItemDone {
+            previous_item_id: Some("item_prev".into()),
+            item: Box::new(user_item()),
+        },
+        B::ConversationItemRetrieved {
+            item: Box::new(Item::Message {
+                id: Some("item_user".into()),
+                object: Some("realtime.item".into()),
+                status: Some(ItemStatus::Completed),
+                role: Role::User,
+                content: vec![Content::InputAudio {
+                    audio: Some("AAAA".into()),
+                    transcript: None,
+                }],
+            }),
+        },
+        B::ConversationItemTruncated {
+            item_id: "item_asst".into(),
+            content_index: 0,
+            audio_end_ms: 740,
+        },
+        B::ConversationItemDeleted {
+            item_id: "item_user".into(),
+        },
+        B::InputAudioTranscriptionDelta {
+            item_id: "item_user".into(),
+            content_index: 0,
+            delta: "hel".into(),
+        },
+        B::InputAudioTranscriptionCompleted {
+            item_id: "item_user".into(),
+            content_index: 0,
+            transcript: "hello".into(),
+            usage: TranscriptionUsage::Duration { seconds: 1.4 },
+        },
+        B::InputAudioTranscriptionFailed {
+            item_id: "item_user".into(),
+            content_index: 0,
+            error: TranscriptionError {
+                kind: "server_error".into(),
+                code: codes::TRANSCRIPTION_UNAVAILABLE.into(),
+                message: "no ASR".into(),
+            },
+        },
+        B::InputAudioBufferCommitted {
+            previous_item_id: None,
+            item_id: "item_user".into(),
+        },
         B::InputAudioBufferCleared {},
-        B::InputAudioBufferSpeechStarted { audio_start_ms: 200, item_id: "item_user".into() },
-        B::InputAudioBufferSpeechStopped { audio_end_ms: 1900, item_id: "item_user".into() },
-        B::InputAudioBufferTimeoutTriggered { audio_start_ms: 1900, audio_end_ms: 7900, item_id: "item_user".into() },
-        B::OutputAudioBufferStarted { response_id: "resp_test".into() },
-        B::OutputAudioBufferStopped { response_id: "resp_test".into() },
-        B::OutputAudioBufferCleared { response_id: Some("resp_test".into()) },
-        B::ResponseCreated { response: Box::new(response(ResponseStatus::InProgress, false)) },
-        B::ResponseDone { response: Box::new(response(ResponseStatus::Cancelled, true)) },
-        B::ResponseOutputItemAdded { response_id: "resp_test".into(), output_index: 0, item: Box::new(Item::Message { id: Some("item_asst".into()), object: Some("realtime.item".into()), status: Some(ItemStatus::InProgress), role: Role::Assistant, content: vec![] }) },
-        B::ResponseOutputItemDone { response_id: "resp_test".into(), output_index: 0, item: Box::new(assistant_item(ItemStatus::Completed, "echo of 1.4 s")) },
-        B::ResponseContentPartAdded { at: at(), part: Part::Audio { transcript: String::new() } },
-        B::ResponseContentPartDone { at: at(), part: Part::Text { text: "You said: hi".into() } },
-        B::ResponseOutputAudioDelta { at: at(), delta: "AAAAAA==".into() },
+        B::InputAudioBufferSpeechStarted {
+            audio_start_ms: 200,
+            item_id: "item_user".into(),
+        },
+        B::InputAudioBufferSpeechStopped {
+            audio_end_ms: 1900,
+            item_id: "item_user".into(),
+        },
+        B::InputAudioBufferTimeoutTriggered {
+            audio_start_ms: 1900,
+            audio_end_ms: 7900,
+            item_id: "item_user".into(),
+        },
+        B::OutputAudioBufferStarted {
+            response_id: "resp_test".into(),
+        },
+        B::OutputAudioBufferStopped {
+            response_id: "resp_test".into(),
+        },
+        B::OutputAudioBufferCleared {
+            response_id: Some("resp_test".into()),
+        },
+        B::ResponseCreated {
+            response: Box::new(response(ResponseStatus::InProgress, false)),
+        },
+        B::ResponseDone {
+            response: Box::new(response(ResponseStatus::Cancelled, true)),
+        },
+        B::ResponseOutputItemAdded {
+            response_id: "resp_test".into(),
+            output_index: 0,
+            item: Box::new(Item::Message {
+                id: Some("item_asst".into()),
+                object: Some("realtime.item".into()),
+                status: Some(ItemStatus::InProgress),
+                role: Role::Assistant,
+                content: vec![],
+            }),
+        },
+        B::ResponseOutputItemDone {
+            response_id: "resp_test".into(),
+            output_index: 0,
+            item: Box::new(assistant_item(ItemStatus::Completed, "echo of 1.4 s")),
+        },
+        B::ResponseContentPartAdded {
+            at: at(),
+            part: Part::Audio {
+                transcript: String::new(),
+            },
+        },
+        B::ResponseContentPartDone {
+            at: at(),
+            part: Part::Text {
+                text: "You said: hi".into(),
+            },
+        },
+        B::ResponseOutputAudioDelta {
+            at: at(),
+            delta: "AAAAAA==".into(),
+        },
         B::ResponseOutputAudioDone { at: at() },
-        B::ResponseOutputAudioTranscriptDelta { at: at(), delta: "echo".into() },
-        B::ResponseOutputAudioTranscriptDone { at: at(), transcript: "echo of 1.4 s".into() },
-        B::ResponseOutputTextDelta { at: at(), delta: "You".into() },
-        B::ResponseOutputTextDone { at: at(), text: "You said: hi".into() },
-        B::ResponseFunctionCallArgumentsDelta { response_id: "resp_test".into(), item_id: "item_fc".into(), output_index: 0, call_id: "call_1".into(), delta: "{\"a\"".into() },
-        B::ResponseFunctionCallArgumentsDone { response_id: "resp_test".into(), item_id: "item_fc".into(), output_index: 0, call_id: "call_1".into(), name: "f".into(), arguments: "{\"a\":1}".into() },
-        B::RateLimitsUpdated { rate_limits: vec![RateLimit { name: "requests".into(), limit: 100, remaining: 99, reset_seconds: 1.0 }] },
+        B::ResponseOutputAudioTranscriptDelta {
+            at: at(),
+            delta: "echo".into(),
+        },
+        B::ResponseOutputAudioTranscriptDone {
+            at: at(),
+            transcript: "echo of 1.4 s".into(),
+        },
+        B::ResponseOutputTextDelta {
+            at: at(),
+            delta: "You".into(),
+        },
+        B::ResponseOutputTextDone {
+            at: at(),
+            text: "You said: hi".into(),
+        },
+        B::ResponseFunctionCallArgumentsDelta {
+            response_id: "resp_test".into(),
+            item_id: "item_fc".into(),
+            output_index: 0,
+            call_id: "call_1".into(),
+            delta: "{\"a\"".into(),
+        },
+        B::ResponseFunctionCallArgumentsDone {
+            response_id: "resp_test".into(),
+            item_id: "item_fc".into(),
+            output_index: 0,
+            call_id: "call_1".into(),
+            name: "f".into(),
+            arguments: "{\"a\":1}".into(),
+        },
+        B::RateLimitsUpdated {
+            rate_limits: vec![RateLimit {
+                name: "requests".into(),
+                limit: 100,
+                remaining: 99,
+                reset_seconds: 1.0,
+            }],
+        },
     ]
 }
 
 fn render(body: ServerEventBody) -> Value {
-    let ev = ServerEvent { event_id: "event_test".into(), body };
+    let ev = ServerEvent {
+        event_id: "event_test".into(),
+        body,
+    };
     serde_json::from_str(&ev.to_json()).expect("valid JSON")
 }
 
@@ -128,8 +274,17 @@ fn snapshot_every_server_event() {
 
 /// Keys at which the GA types allow `null`.
 const NULLABLE: &[&str] = &[
-    "previous_item_id", "transcript", "audio", "output", "status_details", "usage",
-    "conversation_id", "turn_detection", "code", "param", "event_id",
+    "previous_item_id",
+    "transcript",
+    "audio",
+    "output",
+    "status_details",
+    "usage",
+    "conversation_id",
+    "turn_detection",
+    "code",
+    "param",
+    "event_id",
 ];
 
 fn assert_nulls_allowed(v: &Value, path: &str, under_error: bool) {
@@ -145,7 +300,9 @@ fn assert_nulls_allowed(v: &Value, path: &str, under_error: bool) {
                 assert_nulls_allowed(child, &p, under_error || k == "error");
             }
         }
-        Value::Array(items) => items.iter().for_each(|c| assert_nulls_allowed(c, path, under_error)),
+        Value::Array(items) => items
+            .iter()
+            .for_each(|c| assert_nulls_allowed(c, path, under_error)),
         _ => {}
     }
 }
@@ -161,11 +318,16 @@ fn no_null_in_optional_non_nullable_fields() {
 
 #[test]
 fn session_created_reports_vad_flags_explicitly() {
-    let json = render(ServerEventBody::SessionCreated { session: Box::new(session()) });
+    let json = render(ServerEventBody::SessionCreated {
+        session: Box::new(session()),
+    });
     let td = &json["session"]["audio"]["input"]["turn_detection"];
     assert_eq!(td["interrupt_response"], true);
     assert_eq!(td["create_response"], true);
-    assert_eq!(json["session"]["audio"]["input"]["format"], json!({"type":"audio/pcm","rate":24000}));
+    assert_eq!(
+        json["session"]["audio"]["input"]["format"],
+        json!({"type":"audio/pcm","rate":24000})
+    );
 }
 
 fn decode_ok(v: Value) -> Envelope {
@@ -202,7 +364,13 @@ fn decodes_every_client_event() {
         c["event_id"] = json!(format!("c{i}"));
         let env = decode_ok(c);
         assert_eq!(env.event_id.as_deref(), Some(format!("c{i}").as_str()));
-        seen.insert(format!("{:?}", env.event).split([' ', '{']).next().unwrap_or_default().to_string());
+        seen.insert(
+            format!("{:?}", env.event)
+                .split([' ', '{'])
+                .next()
+                .unwrap_or_default()
+                .to_string(),
+        );
     }
     assert_eq!(seen.len(), client::CLIENT_EVENT_TYPES.len(), "{seen:?}");
 }
@@ -224,12 +392,24 @@ fn decodes_what_agents_js_sends() {
             "tools":[],"tool_choice":"auto"
         }
     }));
-    let ClientEvent::SessionUpdate { session: patch } = env.event else { panic!("not an update") };
+    let ClientEvent::SessionUpdate { session: patch } = env.event else {
+        panic!("not an update")
+    };
     let mut s = session();
     s.apply(*patch).expect("applies");
     assert_eq!(s.tracing, Some(json!("auto")));
-    assert!(matches!(s.audio.input.turn_detection, Some(TurnDetection::SemanticVad { interrupt_response: true, create_response: true, .. })));
-    assert_eq!(s.audio.input.transcription, Some(json!({"model":"gpt-4o-mini-transcribe"})));
+    assert!(matches!(
+        s.audio.input.turn_detection,
+        Some(TurnDetection::SemanticVad {
+            interrupt_response: true,
+            create_response: true,
+            ..
+        })
+    ));
+    assert_eq!(
+        s.audio.input.transcription,
+        Some(json!({"model":"gpt-4o-mini-transcribe"}))
+    );
     assert_eq!(s.audio.input.noise_reduction, None);
     assert_eq!(s.instructions, "");
 }
@@ -239,26 +419,49 @@ fn session_update_merges_and_clears() {
     let mut s = session();
     let patch: SessionPatch = serde_json::from_value(json!({"audio":{"input":{"turn_detection":{"type":"server_vad","silence_duration_ms":200}}}})).unwrap();
     s.apply(patch).unwrap();
-    let Some(TurnDetection::ServerVad { silence_duration_ms, threshold, .. }) = &s.audio.input.turn_detection else { panic!() };
+    let Some(TurnDetection::ServerVad {
+        silence_duration_ms,
+        threshold,
+        ..
+    }) = &s.audio.input.turn_detection
+    else {
+        panic!()
+    };
     assert_eq!((*silence_duration_ms, *threshold), (200, 0.5));
-    let patch: SessionPatch = serde_json::from_value(json!({"audio":{"input":{"turn_detection":null,"format":{"type":"audio/pcmu"}}}})).unwrap();
+    let patch: SessionPatch = serde_json::from_value(
+        json!({"audio":{"input":{"turn_detection":null,"format":{"type":"audio/pcmu"}}}}),
+    )
+    .unwrap();
     s.apply(patch).unwrap();
     assert_eq!(s.audio.input.turn_detection, None);
     assert_eq!(s.audio.input.format, AudioFormat::Pcmu);
-    assert_eq!(s.audio.output.format, AudioFormat::default(), "output untouched");
+    assert_eq!(
+        s.audio.output.format,
+        AudioFormat::default(),
+        "output untouched"
+    );
 }
 
 #[test]
 fn invalid_session_update_changes_nothing() {
     let mut s = session();
     let before = s.clone();
-    let patch: SessionPatch = serde_json::from_value(json!({"instructions":"x","audio":{"output":{"speed":9.0}}})).unwrap();
+    let patch: SessionPatch =
+        serde_json::from_value(json!({"instructions":"x","audio":{"output":{"speed":9.0}}}))
+            .unwrap();
     let err = s.apply(patch).unwrap_err();
     assert_eq!(err.param.as_deref(), Some("session.audio.output.speed"));
     assert_eq!(s, before);
-    let patch: SessionPatch = serde_json::from_value(json!({"audio":{"input":{"format":{"type":"audio/pcm","rate":16000}}}})).unwrap();
-    assert_eq!(s.apply(patch).unwrap_err().code.as_deref(), Some(codes::INVALID_VALUE));
-    let patch: SessionPatch = serde_json::from_value(json!({"output_modalities":["audio","text"]})).unwrap();
+    let patch: SessionPatch = serde_json::from_value(
+        json!({"audio":{"input":{"format":{"type":"audio/pcm","rate":16000}}}}),
+    )
+    .unwrap();
+    assert_eq!(
+        s.apply(patch).unwrap_err().code.as_deref(),
+        Some(codes::INVALID_VALUE)
+    );
+    let patch: SessionPatch =
+        serde_json::from_value(json!({"output_modalities":["audio","text"]})).unwrap();
     assert!(s.apply(patch).is_err());
 }
 
@@ -267,7 +470,10 @@ fn invalid_json_is_an_error_event() {
     let e = decode_err("{not json");
     assert_eq!(e.code.as_deref(), Some(codes::INVALID_JSON));
     assert_eq!(e.kind, ErrorType::InvalidRequestError);
-    assert_eq!(decode_err("[1,2]").code.as_deref(), Some(codes::INVALID_JSON));
+    assert_eq!(
+        decode_err("[1,2]").code.as_deref(),
+        Some(codes::INVALID_JSON)
+    );
 }
 
 #[test]
@@ -276,17 +482,27 @@ fn unknown_type_carries_client_event_id() {
     assert_eq!(e.code.as_deref(), Some(codes::UNKNOWN_EVENT_TYPE));
     assert_eq!(e.event_id.as_deref(), Some("evt_42"));
     assert_eq!(e.param.as_deref(), Some("type"));
-    assert_eq!(decode_err(r#"{"event_id":"x"}"#).code.as_deref(), Some(codes::MISSING_REQUIRED_PARAMETER));
+    assert_eq!(
+        decode_err(r#"{"event_id":"x"}"#).code.as_deref(),
+        Some(codes::MISSING_REQUIRED_PARAMETER)
+    );
 }
 
 #[test]
 fn wrong_field_types_name_the_param() {
-    let e = decode_err(r#"{"type":"conversation.item.truncate","event_id":"e1","item_id":"i","content_index":0,"audio_end_ms":"ten"}"#);
+    let e = decode_err(
+        r#"{"type":"conversation.item.truncate","event_id":"e1","item_id":"i","content_index":0,"audio_end_ms":"ten"}"#,
+    );
     assert_eq!(e.code.as_deref(), Some(codes::INVALID_VALUE));
     assert_eq!(e.param.as_deref(), Some("audio_end_ms"));
     assert_eq!(e.event_id.as_deref(), Some("e1"));
-    let e = decode_err(r#"{"type":"session.update","session":{"audio":{"input":{"turn_detection":{"type":"server_vad","threshold":"high"}}}}}"#);
-    assert_eq!(e.param.as_deref(), Some("session.audio.input.turn_detection"));
+    let e = decode_err(
+        r#"{"type":"session.update","session":{"audio":{"input":{"turn_detection":{"type":"server_vad","threshold":"high"}}}}}"#,
+    );
+    assert_eq!(
+        e.param.as_deref(),
+        Some("session.audio.input.turn_detection")
+    );
     let e = decode_err(r#"{"type":"conversation.item.retrieve"}"#);
     assert_eq!(e.code.as_deref(), Some(codes::MISSING_REQUIRED_PARAMETER));
     assert_eq!(e.param.as_deref(), Some("item_id"));
@@ -301,13 +517,25 @@ fn beta_session_fields_are_unknown_parameters() {
 
 #[test]
 fn oversize_event_is_rejected_before_parsing() {
-    let big = format!(r#"{{"type":"input_audio_buffer.append","audio":"{}"}}"#, "A".repeat(MAX_EVENT_BYTES));
-    assert_eq!(decode_err(&big).code.as_deref(), Some(codes::EVENT_TOO_LARGE));
+    let big = format!(
+        r#"{{"type":"input_audio_buffer.append","audio":"{}"}}"#,
+        "A".repeat(MAX_EVENT_BYTES)
+    );
+    assert_eq!(
+        decode_err(&big).code.as_deref(),
+        Some(codes::EVENT_TOO_LARGE)
+    );
 }
 
 #[test]
 fn beta_content_names_are_accepted() {
-    let env = decode_ok(json!({"type":"conversation.item.create","item":{"type":"message","role":"assistant","content":[{"type":"text","text":"hi"}]}}));
-    let ClientEvent::ConversationItemCreate { item, .. } = env.event else { panic!() };
-    assert!(matches!(&*item, Item::Message { content, .. } if content == &vec![Content::OutputText { text: "hi".into() }]));
+    let env = decode_ok(
+        json!({"type":"conversation.item.create","item":{"type":"message","role":"assistant","content":[{"type":"text","text":"hi"}]}}),
+    );
+    let ClientEvent::ConversationItemCreate { item, .. } = env.event else {
+        panic!()
+    };
+    assert!(
+        matches!(&*item, Item::Message { content, .. } if content == &vec![Content::OutputText { text: "hi".into() }])
+    );
 }

@@ -1,0 +1,98 @@
+//! Command line and environment configuration. Every flag has a `DUET_*` variable.
+
+use std::net::IpAddr;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Duet: a realtime speech server for full-duplex speech models, speaking the OpenAI
+/// Realtime API over WebSocket (and WebRTC).
+#[derive(Debug, Parser)]
+#[command(name = "duet", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the server (HTTP, WebSocket, demo page).
+    Serve(ServeArgs),
+}
+
+/// Log output format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line, for log collectors.
+    Json,
+}
+
+/// `duet serve` options.
+#[derive(Clone, Debug, Parser)]
+pub struct ServeArgs {
+    /// Address to listen on. Use 0.0.0.0 to accept connections from other machines.
+    #[arg(long, env = "DUET_HOST", default_value = "127.0.0.1")]
+    pub host: IpAddr,
+
+    /// TCP port for HTTP and WebSocket (0 picks a free port and prints it).
+    #[arg(long, env = "DUET_PORT", default_value_t = 8080)]
+    pub port: u16,
+
+    /// Model to serve. `echo` is built in: no weights, CPU, speaks your words back.
+    #[arg(long, env = "DUET_MODEL", default_value = "echo")]
+    pub model: String,
+
+    /// When set, every route except /health requires `Authorization: Bearer <key>`
+    /// (browsers may send the WebSocket subprotocol `openai-insecure-api-key.<key>` instead).
+    #[arg(long, env = "DUET_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+
+    /// Log format.
+    #[arg(long, env = "DUET_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+
+    /// Concurrent sessions accepted; further connections get 503.
+    #[arg(long, env = "DUET_MAX_SESSIONS", default_value_t = 256)]
+    pub max_sessions: usize,
+
+    /// Longest session in seconds; the session then gets `session_expired` and is closed.
+    #[arg(long, env = "DUET_MAX_SESSION_SECS", default_value_t = 3600)]
+    pub max_session_secs: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_env() {
+        let cli = Cli::try_parse_from(["duet", "serve"]).unwrap();
+        let Command::Serve(a) = cli.command;
+        assert_eq!(
+            (a.host.to_string(), a.port, a.model.as_str()),
+            ("127.0.0.1".into(), 8080, "echo")
+        );
+        assert_eq!(a.log_format, LogFormat::Text);
+        assert!(a.api_key.is_none());
+        let cli = Cli::try_parse_from([
+            "duet",
+            "serve",
+            "--port",
+            "0",
+            "--log-format",
+            "json",
+            "--api-key",
+            "k",
+        ])
+        .unwrap();
+        let Command::Serve(a) = cli.command;
+        assert_eq!(
+            (a.port, a.log_format, a.api_key.as_deref()),
+            (0, LogFormat::Json, Some("k"))
+        );
+        assert!(Cli::try_parse_from(["duet", "serve", "--log-format", "xml"]).is_err());
+    }
+}

@@ -1,0 +1,369 @@
+//! The model loop: one thread per device that owns a [`DuplexModel`] and steps every open
+//! session once per frame period, on an absolute grid (deadline = start + n · period; after
+//! a stall it skips slots instead of bursting). Sessions talk to it through a
+//! [`ModelSession`] handle; outputs come back on the session's channel, stamped with the
+//! epoch of the last request, so the session can fence off a cancelled response.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc as std_mpsc;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use duet_models::{DuplexModel, ModelError, ModelInfo, Request, SlotId, StepInput, StepOutput};
+use tokio::sync::{mpsc, oneshot};
+
+/// Input frames a slot may queue (catch-up backlog) before the oldest are dropped: 10 s at 20 ms.
+const MAX_QUEUED_FRAMES: usize = 500;
+/// Extra steps per tick a slot with backlog may take, to catch up with faster-than-real-time input.
+const MAX_STEPS_PER_TICK: usize = 4;
+/// Model events a session may have unread before it is failed.
+pub const SESSION_CHANNEL: usize = 4096;
+
+/// What the loop sends to a session.
+#[derive(Debug)]
+pub enum ModelEvent {
+    /// One step's output (only sent when it carries audio, text or the end of a turn).
+    Output {
+        /// Epoch of the request this output belongs to.
+        epoch: u64,
+        /// The output.
+        output: StepOutput,
+    },
+    /// The model failed for this session; the slot is closed.
+    Failed {
+        /// Stable code.
+        code: &'static str,
+        /// Message.
+        message: String,
+    },
+}
+
+enum Command {
+    Open {
+        events: mpsc::Sender<ModelEvent>,
+        reply: oneshot::Sender<Result<SlotId, ModelError>>,
+    },
+    Input {
+        slot: SlotId,
+        pcm: Vec<f32>,
+    },
+    Request {
+        slot: SlotId,
+        epoch: u64,
+        request: Request,
+    },
+    Close {
+        slot: SlotId,
+    },
+}
+
+/// Cloneable handle to a running model loop.
+#[derive(Clone)]
+pub struct ModelLoop {
+    tx: std_mpsc::Sender<Command>,
+    info: Arc<ModelInfo>,
+    ready: Arc<AtomicBool>,
+    active: Arc<AtomicUsize>,
+}
+
+impl ModelLoop {
+    /// Starts the loop thread for `model`; it warms the model up, then reports ready.
+    pub fn spawn(model: Box<dyn DuplexModel>, device: &str) -> std::io::Result<Self> {
+        let (tx, rx) = std_mpsc::channel();
+        let info = Arc::new(model.info().clone());
+        let ready = Arc::new(AtomicBool::new(false));
+        let active = Arc::new(AtomicUsize::new(0));
+        let (r, a) = (ready.clone(), active.clone());
+        thread::Builder::new()
+            .name(format!("model-{device}"))
+            .spawn(move || LoopThread::new(model, rx, a).run(&r))?;
+        Ok(Self {
+            tx,
+            info,
+            ready,
+            active,
+        })
+    }
+
+    /// The model's declared facts.
+    pub fn info(&self) -> &ModelInfo {
+        &self.info
+    }
+
+    /// True once warmup finished.
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+
+    /// Sessions currently holding a slot.
+    pub fn active_sessions(&self) -> usize {
+        self.active.load(Ordering::Relaxed)
+    }
+
+    /// Opens a slot for a new session.
+    pub async fn open(&self) -> Result<(ModelSession, mpsc::Receiver<ModelEvent>), ModelError> {
+        let (events, rx) = mpsc::channel(SESSION_CHANNEL);
+        let (reply, answer) = oneshot::channel();
+        let gone = || ModelError::Failed("model loop stopped".into());
+        self.tx
+            .send(Command::Open { events, reply })
+            .map_err(|_| gone())?;
+        let slot = answer.await.map_err(|_| gone())??;
+        Ok((
+            ModelSession {
+                slot,
+                tx: self.tx.clone(),
+            },
+            rx,
+        ))
+    }
+}
+
+/// A session's slot in the model loop; closes the slot when dropped.
+pub struct ModelSession {
+    slot: SlotId,
+    tx: std_mpsc::Sender<Command>,
+}
+
+impl ModelSession {
+    /// Queues whole input frames (a multiple of the model's frame size).
+    pub fn input(&self, pcm: Vec<f32>) {
+        let _ = self.tx.send(Command::Input {
+            slot: self.slot,
+            pcm,
+        });
+    }
+
+    /// Sends a request; outputs after it carry `epoch`.
+    pub fn request(&self, epoch: u64, request: Request) {
+        let _ = self.tx.send(Command::Request {
+            slot: self.slot,
+            epoch,
+            request,
+        });
+    }
+}
+
+impl Drop for ModelSession {
+    fn drop(&mut self) {
+        let _ = self.tx.send(Command::Close { slot: self.slot });
+    }
+}
+
+struct Slot {
+    events: mpsc::Sender<ModelEvent>,
+    queue: VecDeque<Vec<f32>>,
+    epoch: u64,
+}
+
+struct LoopThread {
+    model: Box<dyn DuplexModel>,
+    rx: std_mpsc::Receiver<Command>,
+    slots: HashMap<SlotId, Slot>,
+    frame: usize,
+    period: Duration,
+    active: Arc<AtomicUsize>,
+    silence: Vec<f32>,
+}
+
+impl LoopThread {
+    fn new(
+        model: Box<dyn DuplexModel>,
+        rx: std_mpsc::Receiver<Command>,
+        active: Arc<AtomicUsize>,
+    ) -> Self {
+        let frame = model.info().frame_samples;
+        let period = Duration::from_micros(model.info().frame_micros());
+        Self {
+            model,
+            rx,
+            slots: HashMap::new(),
+            frame,
+            period,
+            active,
+            silence: vec![0.0; frame],
+        }
+    }
+
+    fn run(mut self, ready: &AtomicBool) {
+        if let Err(e) = self.model.warmup() {
+            tracing::error!(error = %e, "model warmup failed; the server will not report ready");
+            return;
+        }
+        ready.store(true, Ordering::Release);
+        tracing::info!(model = %self.model.info().name, "model ready");
+        loop {
+            // Idle: block until a session arrives, then start a fresh grid.
+            if self.slots.is_empty() {
+                match self.rx.recv() {
+                    Ok(cmd) => self.handle(cmd),
+                    Err(_) => return,
+                }
+                continue;
+            }
+            if !self.tick_loop() {
+                return;
+            }
+        }
+    }
+
+    /// Steps on an absolute grid until no slot is left. Returns false when the handle is gone.
+    fn tick_loop(&mut self) -> bool {
+        let start = Instant::now();
+        let mut n: u32 = 1;
+        while !self.slots.is_empty() {
+            let deadline = start + self.period * n;
+            loop {
+                let now = Instant::now();
+                if now >= deadline {
+                    break;
+                }
+                match self.rx.recv_timeout(deadline - now) {
+                    Ok(cmd) => self.handle(cmd),
+                    Err(std_mpsc::RecvTimeoutError::Timeout) => break,
+                    Err(std_mpsc::RecvTimeoutError::Disconnected) => return false,
+                }
+            }
+            self.tick();
+            n += 1;
+            let behind = start.elapsed().as_micros() / self.period.as_micros().max(1);
+            if behind as u32 >= n {
+                tracing::warn!(
+                    skipped = behind as u32 + 1 - n,
+                    "model loop fell behind; skipping slots"
+                );
+                n = behind as u32 + 1;
+            }
+        }
+        true
+    }
+
+    fn handle(&mut self, cmd: Command) {
+        match cmd {
+            Command::Open { events, reply } => {
+                let result = self.model.open_slot();
+                if let Ok(slot) = result {
+                    self.slots.insert(
+                        slot,
+                        Slot {
+                            events,
+                            queue: VecDeque::new(),
+                            epoch: 0,
+                        },
+                    );
+                    self.active.store(self.slots.len(), Ordering::Relaxed);
+                }
+                if let Err(Ok(slot)) = reply.send(result) {
+                    self.close(slot);
+                }
+            }
+            Command::Input { slot, pcm } => {
+                if let Some(s) = self.slots.get_mut(&slot) {
+                    for frame in pcm.chunks(self.frame).filter(|f| f.len() == self.frame) {
+                        if s.queue.len() >= MAX_QUEUED_FRAMES {
+                            s.queue.pop_front();
+                        }
+                        s.queue.push_back(frame.to_vec());
+                    }
+                }
+            }
+            Command::Request {
+                slot,
+                epoch,
+                request,
+            } => {
+                if let Some(s) = self.slots.get_mut(&slot) {
+                    s.epoch = epoch;
+                    if let Err(e) = self.model.request(slot, request) {
+                        self.fail(slot, e);
+                    }
+                }
+            }
+            Command::Close { slot } => self.close(slot),
+        }
+    }
+
+    fn close(&mut self, slot: SlotId) {
+        if self.slots.remove(&slot).is_some() {
+            self.model.close_slot(slot);
+            self.active.store(self.slots.len(), Ordering::Relaxed);
+        }
+    }
+
+    fn fail(&mut self, slot: SlotId, e: ModelError) {
+        tracing::warn!(slot, error = %e, "model failed for one session");
+        if let Some(s) = self.slots.get(&slot) {
+            let _ = s.events.try_send(ModelEvent::Failed {
+                code: e.code(),
+                message: e.to_string(),
+            });
+        }
+        self.close(slot);
+    }
+
+    /// One grid slot: every session steps once; sessions with queued input may step again.
+    fn tick(&mut self) {
+        for round in 0..MAX_STEPS_PER_TICK {
+            let mut ids: Vec<SlotId> = self
+                .slots
+                .iter()
+                .filter(|(_, s)| round == 0 || s.queue.len() > 1)
+                .map(|(id, _)| *id)
+                .collect();
+            if ids.is_empty() {
+                break;
+            }
+            ids.sort_unstable();
+            self.step(&ids);
+        }
+    }
+
+    fn step(&mut self, ids: &[SlotId]) {
+        let frames: Vec<Option<Vec<f32>>> = ids
+            .iter()
+            .map(|id| self.slots.get_mut(id).and_then(|s| s.queue.pop_front()))
+            .collect();
+        let batch: Vec<StepInput<'_>> = ids
+            .iter()
+            .zip(&frames)
+            .map(|(&slot, f)| StepInput {
+                slot,
+                pcm: f.as_deref().unwrap_or(&self.silence),
+            })
+            .collect();
+        let mut outputs = Vec::with_capacity(batch.len());
+        self.model.step(&batch, &mut outputs);
+        drop(batch);
+        let mut results = outputs.into_iter();
+        for &slot in ids {
+            match results.next() {
+                Some(Ok(output)) => self.deliver(slot, output),
+                Some(Err(e)) => self.fail(slot, e),
+                None => self.fail(slot, ModelError::Failed("model returned no output".into())),
+            }
+        }
+    }
+
+    fn deliver(&mut self, slot: SlotId, output: StepOutput) {
+        if output.audio.is_empty() && output.text.is_empty() && !output.end_of_turn {
+            return;
+        }
+        let Some(s) = self.slots.get(&slot) else {
+            return;
+        };
+        let event = ModelEvent::Output {
+            epoch: s.epoch,
+            output,
+        };
+        match s.events.try_send(event) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(_)) => self.fail(
+                slot,
+                ModelError::Failed("session is not reading model output".into()),
+            ),
+            Err(mpsc::error::TrySendError::Closed(_)) => self.close(slot),
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! Routes, JSON errors and the auth layer.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::json;
+
+use super::auth::authorized;
+use super::{ws, AppState};
+
+/// The demo page.
+const INDEX_HTML: &str = include_str!("../../web/index.html");
+
+/// Builds the router.
+pub fn router(state: Arc<AppState>) -> Router {
+    let protected = Router::new()
+        .route("/", get(index))
+        .route("/ready", get(ready))
+        .route("/v1/models", get(models))
+        .route("/v1/realtime", get(ws::upgrade))
+        .fallback(not_found)
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_key));
+    Router::new()
+        .route("/health", get(health))
+        .merge(protected)
+        .with_state(state)
+}
+
+/// A JSON error body `{"error":{message,type,code,param}}`.
+pub fn error_response(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
+    let kind = if status.is_server_error() {
+        "server_error"
+    } else {
+        "invalid_request_error"
+    };
+    let body =
+        json!({"error": {"message": message.into(), "type": kind, "code": code, "param": null}});
+    (status, Json(body)).into_response()
+}
+
+async fn require_key(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    match &state.api_key {
+        Some(key) if !authorized(req.headers(), key) => {
+            let mut r = error_response(
+                StatusCode::UNAUTHORIZED,
+                "invalid_api_key",
+                "missing or invalid API key: send Authorization: Bearer <key>",
+            );
+            r.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer"),
+            );
+            r
+        }
+        _ => next.run(req).await,
+    }
+}
+
+async fn health() -> Json<serde_json::Value> {
+    Json(json!({"status": "ok"}))
+}
+
+async fn ready(State(state): State<Arc<AppState>>) -> Response {
+    if state.model.is_ready() {
+        Json(json!({"status": "ready", "model": state.model.info().name})).into_response()
+    } else {
+        error_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not_ready",
+            "the model is still warming up",
+        )
+    }
+}
+
+async fn models(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
+    let info = state.model.info();
+    Json(json!({
+        "object": "list",
+        "data": [{"id": info.name, "object": "model", "created": 0, "owned_by": "duet"}]
+    }))
+}
+
+async fn index() -> Html<&'static str> {
+    Html(INDEX_HTML)
+}
+
+async fn not_found() -> Response {
+    error_response(StatusCode::NOT_FOUND, "not_found", "no such route")
+}

@@ -1,0 +1,92 @@
+//! The HTTP surface (axum): WebSocket sessions, health, readiness, models, the demo page,
+//! and bearer-token auth.
+
+mod auth;
+mod http;
+mod ws;
+
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+
+use crate::config::ServeArgs;
+use crate::model_loop::ModelLoop;
+use crate::session::Limits;
+
+pub use http::router;
+
+/// Shared server state.
+pub struct AppState {
+    /// The model loop.
+    pub model: ModelLoop,
+    /// Required bearer token, if any.
+    pub api_key: Option<String>,
+    /// Session limits.
+    pub limits: Limits,
+    /// Open sessions.
+    pub sessions: AtomicUsize,
+    /// Session cap.
+    pub max_sessions: usize,
+}
+
+impl AppState {
+    /// State for `args` around a running model loop.
+    pub fn new(args: &ServeArgs, model: ModelLoop) -> Arc<Self> {
+        let limits = Limits {
+            max_session: Duration::from_secs(args.max_session_secs.max(1)),
+            ..Limits::default()
+        };
+        Arc::new(Self {
+            model,
+            api_key: args.api_key.clone().filter(|k| !k.is_empty()),
+            limits,
+            sessions: AtomicUsize::new(0),
+            max_sessions: args.max_sessions,
+        })
+    }
+}
+
+/// A running server (for tests and embedding).
+pub struct Server {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// The serving task.
+    pub task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+/// Loads the model, starts its loop thread, binds, and serves in a background task.
+pub async fn start(args: &ServeArgs) -> anyhow::Result<Server> {
+    let model = duet_models::load(&args.model)?;
+    let model = ModelLoop::spawn(model, "cpu")?;
+    let listener = TcpListener::bind((args.host, args.port)).await?;
+    let addr = listener.local_addr()?;
+    let app = router(AppState::new(args, model));
+    let task = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown_signal())
+            .await
+    });
+    Ok(Server { addr, task })
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+    tracing::info!("shutting down");
+}

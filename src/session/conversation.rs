@@ -1,0 +1,279 @@
+//! The conversation: items in order, with the audio behind them, bounded in item count and
+//! stored audio. When a bound is exceeded the oldest items are evicted (the caller reports
+//! them as `conversation.item.deleted`), as `truncation: "auto"` would.
+
+use std::sync::Arc;
+
+use duet_models::TurnInput;
+
+use super::ledger::PlaybackLedger;
+use crate::protocol::{codes, Content, ErrorPayload, Item, Role};
+
+/// One item and what stays server-side: its audio (24 kHz) and, for assistant audio, the ledger.
+#[derive(Clone, Debug)]
+pub struct StoredItem {
+    /// The item without audio bytes.
+    pub item: Item,
+    /// The item's audio, if it has an audio part.
+    pub audio: Option<Arc<[f32]>>,
+    /// Assistant audio: what was generated and heard, and the timed transcript.
+    pub ledger: Option<PlaybackLedger>,
+}
+
+impl StoredItem {
+    /// An item without audio.
+    pub fn plain(item: Item) -> Self {
+        Self {
+            item,
+            audio: None,
+            ledger: None,
+        }
+    }
+
+    fn id(&self) -> &str {
+        self.item.id().unwrap_or_default()
+    }
+
+    fn audio_len(&self) -> u64 {
+        self.audio.as_ref().map_or(0, |a| a.len() as u64)
+    }
+}
+
+/// Where a new item goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// After the last item.
+    End,
+    /// Before every item (`previous_item_id: "root"`).
+    Root,
+    /// After the item with this id.
+    After(String),
+}
+
+impl Placement {
+    /// From a client's `previous_item_id`.
+    pub fn from_previous(previous: Option<String>) -> Self {
+        match previous.as_deref() {
+            None => Placement::End,
+            Some("root") => Placement::Root,
+            Some(_) => Placement::After(previous.unwrap_or_default()),
+        }
+    }
+}
+
+/// The items of one conversation.
+#[derive(Debug)]
+pub struct Conversation {
+    items: Vec<StoredItem>,
+    audio_samples: u64,
+    max_items: usize,
+    max_audio_samples: u64,
+}
+
+impl Conversation {
+    /// An empty conversation with limits.
+    pub fn new(max_items: usize, max_audio_samples: u64) -> Self {
+        Self {
+            items: Vec::new(),
+            audio_samples: 0,
+            max_items: max_items.max(2),
+            max_audio_samples,
+        }
+    }
+
+    fn position(&self, id: &str) -> Option<usize> {
+        self.items.iter().position(|s| s.id() == id)
+    }
+
+    /// The item with `id`.
+    pub fn get(&self, id: &str) -> Option<&StoredItem> {
+        self.position(id).map(|i| &self.items[i])
+    }
+
+    /// The item with `id`, mutably. Callers that change its audio must call [`Self::recount`].
+    pub fn get_mut(&mut self, id: &str) -> Option<&mut StoredItem> {
+        self.position(id).map(|i| &mut self.items[i])
+    }
+
+    /// Whether an item with `id` exists.
+    pub fn contains(&self, id: &str) -> bool {
+        self.position(id).is_some()
+    }
+
+    /// The id of the item before `id` (`None` for the first).
+    pub fn previous_id(&self, id: &str) -> Option<String> {
+        let i = self.position(id)?;
+        i.checked_sub(1).map(|p| self.items[p].id().to_string())
+    }
+
+    /// Inserts an item. Returns the ids of items evicted to stay within the limits.
+    pub fn insert(&mut self, at: Placement, item: StoredItem) -> Result<Vec<String>, ErrorPayload> {
+        if self.contains(item.id()) {
+            return Err(ErrorPayload::invalid(
+                codes::INVALID_VALUE,
+                format!("an item with id {:?} already exists", item.id()),
+            )
+            .with_param("item.id"));
+        }
+        let index = match at {
+            Placement::End => self.items.len(),
+            Placement::Root => 0,
+            Placement::After(prev) => self.position(&prev).map(|i| i + 1).ok_or_else(|| {
+                ErrorPayload::invalid(
+                    codes::PREVIOUS_ITEM_NOT_FOUND,
+                    format!("previous_item_id {prev:?} does not exist in the conversation"),
+                )
+                .with_param("previous_item_id")
+            })?,
+        };
+        let id = item.id().to_string();
+        self.audio_samples += item.audio_len();
+        self.items.insert(index, item);
+        Ok(self.evict_except(&id))
+    }
+
+    /// Removes an item.
+    pub fn remove(&mut self, id: &str) -> Option<StoredItem> {
+        let i = self.position(id)?;
+        let item = self.items.remove(i);
+        self.audio_samples -= item.audio_len();
+        Some(item)
+    }
+
+    /// Recomputes the stored-audio total after an item's audio changed.
+    pub fn recount(&mut self) {
+        self.audio_samples = self.items.iter().map(StoredItem::audio_len).sum();
+    }
+
+    /// Evicts the oldest items (never `keep`) until both limits hold.
+    pub fn evict_except(&mut self, keep: &str) -> Vec<String> {
+        let mut evicted = Vec::new();
+        while self.items.len() > self.max_items || self.audio_samples > self.max_audio_samples {
+            let Some(i) = self.items.iter().position(|s| s.id() != keep) else {
+                break;
+            };
+            if let Some(gone) = self.remove(&self.items[i].id().to_string()) {
+                evicted.push(gone.id().to_string());
+            }
+        }
+        evicted
+    }
+
+    /// The last `n` user turns as model context, oldest first.
+    pub fn user_context(&self, n: usize) -> Vec<TurnInput> {
+        let mut turns: Vec<TurnInput> = self
+            .items
+            .iter()
+            .rev()
+            .filter_map(user_turn)
+            .take(n)
+            .collect();
+        turns.reverse();
+        turns
+    }
+
+    /// Total stored audio in samples.
+    #[cfg(test)]
+    pub fn audio_samples(&self) -> u64 {
+        self.audio_samples
+    }
+}
+
+/// A user message as model input: its audio, else its text.
+pub fn user_turn(s: &StoredItem) -> Option<TurnInput> {
+    let Item::Message {
+        role: Role::User,
+        content,
+        ..
+    } = &s.item
+    else {
+        return None;
+    };
+    if let Some(audio) = &s.audio {
+        return Some(TurnInput::Audio(audio.clone()));
+    }
+    let text: Vec<&str> = content
+        .iter()
+        .filter_map(|c| match c {
+            Content::InputText { text } => Some(text.as_str()),
+            Content::InputAudio {
+                transcript: Some(t),
+                ..
+            } => Some(t.as_str()),
+            _ => None,
+        })
+        .collect();
+    (!text.is_empty()).then(|| TurnInput::Text(text.join(" ")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::ItemStatus;
+
+    fn text_item(id: &str, text: &str) -> StoredItem {
+        let mut item = Item::Message {
+            id: Some(id.into()),
+            object: None,
+            status: None,
+            role: Role::User,
+            content: vec![Content::InputText { text: text.into() }],
+        };
+        item.stamp(|| unreachable!(), ItemStatus::Completed);
+        StoredItem::plain(item)
+    }
+
+    fn ids(c: &Conversation) -> Vec<&str> {
+        c.items.iter().map(|s| s.id()).collect()
+    }
+
+    #[test]
+    fn placement_end_root_after() {
+        let mut c = Conversation::new(10, 1000);
+        c.insert(Placement::End, text_item("a", "1")).unwrap();
+        c.insert(Placement::Root, text_item("b", "2")).unwrap();
+        c.insert(Placement::After("b".into()), text_item("c", "3"))
+            .unwrap();
+        assert_eq!(ids(&c), ["b", "c", "a"]);
+        assert_eq!(c.previous_id("a").as_deref(), Some("c"));
+        assert_eq!(c.previous_id("b"), None);
+        let err = c
+            .insert(Placement::After("zz".into()), text_item("d", "4"))
+            .unwrap_err();
+        assert_eq!(err.code.as_deref(), Some(codes::PREVIOUS_ITEM_NOT_FOUND));
+        assert!(c.insert(Placement::End, text_item("a", "dup")).is_err());
+        assert_eq!(c.items.len(), 3);
+    }
+
+    #[test]
+    fn evicts_oldest_beyond_limits() {
+        let mut c = Conversation::new(2, 100);
+        c.insert(Placement::End, text_item("a", "1")).unwrap();
+        c.insert(Placement::End, text_item("b", "2")).unwrap();
+        assert_eq!(
+            c.insert(Placement::End, text_item("c", "3")).unwrap(),
+            ["a"]
+        );
+        let mut big = text_item("d", "4");
+        big.audio = Some(Arc::from(vec![0.0; 150]));
+        assert_eq!(c.insert(Placement::End, big).unwrap(), ["b", "c"]);
+        assert_eq!(ids(&c), ["d"]);
+        c.remove("d");
+        assert_eq!(c.audio_samples(), 0);
+    }
+
+    #[test]
+    fn user_context_takes_latest_user_turns() {
+        let mut c = Conversation::new(10, 1000);
+        for (id, t) in [("a", "one"), ("b", "two"), ("c", "three")] {
+            c.insert(Placement::End, text_item(id, t)).unwrap();
+        }
+        assert_eq!(
+            c.user_context(2),
+            vec![
+                TurnInput::Text("two".into()),
+                TurnInput::Text("three".into())
+            ]
+        );
+    }
+}

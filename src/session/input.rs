@@ -1,0 +1,320 @@
+//! The input side: wire audio in, the uncommitted input buffer on the session's input clock,
+//! server VAD (speech start/stop, auto-commit, barge-in) and the stream to the model.
+
+use std::sync::Arc;
+
+use base64::Engine;
+use duet_media::{FrameAccumulator, Vad, VadConfig, VadEvent};
+
+use super::audio_io::{Decoder, RATE};
+use super::conversation::{Placement, StoredItem};
+use super::ledger::SAMPLES_PER_MS;
+use super::Session;
+use crate::protocol::server::TranscriptionError;
+use crate::protocol::{
+    codes, ids, Content, ErrorPayload, Item, ItemStatus, Role, ServerEventBody, SessionConfig,
+    TurnDetection,
+};
+
+/// Shortest audio a manual commit accepts: 100 ms.
+const MIN_COMMIT_SAMPLES: u64 = 100 * SAMPLES_PER_MS;
+/// Extra audio kept before the VAD onset while idle (the onset is confirmed 30 ms late).
+const IDLE_MARGIN_SAMPLES: u64 = 200 * SAMPLES_PER_MS;
+
+/// Input-side state of a session.
+pub struct InputState {
+    decoder: Decoder,
+    /// Uncommitted audio at 24 kHz.
+    buffer: Vec<f32>,
+    /// Input-clock position of `buffer[0]`.
+    start: u64,
+    /// Samples received since the session began (the input clock).
+    clock: u64,
+    vad: Option<(Vad, u64)>,
+    turn: Option<TurnDetection>,
+    /// Item id announced by `speech_started`, committed at `speech_stopped`.
+    speech_item: Option<String>,
+    to_model: FrameAccumulator,
+}
+
+fn vad_config(td: &TurnDetection) -> VadConfig {
+    let (threshold, prefix_padding_ms, silence_duration_ms) = td.vad_timing();
+    VadConfig {
+        threshold: threshold as f32,
+        prefix_padding_ms,
+        silence_duration_ms,
+    }
+}
+
+impl InputState {
+    /// Input state for a session config; `model_frame` is the model's step size.
+    pub fn new(cfg: &SessionConfig, model_frame: usize) -> Self {
+        let mut s = Self {
+            decoder: Decoder::new(cfg.audio.input.format),
+            buffer: Vec::new(),
+            start: 0,
+            clock: 0,
+            vad: None,
+            turn: None,
+            speech_item: None,
+            to_model: FrameAccumulator::new(model_frame),
+        };
+        s.reconfigure(cfg);
+        s
+    }
+
+    /// Applies a changed session config (format, turn detection).
+    pub fn reconfigure(&mut self, cfg: &SessionConfig) {
+        if self.decoder.format() != cfg.audio.input.format {
+            self.decoder = Decoder::new(cfg.audio.input.format);
+        }
+        self.turn = cfg.audio.input.turn_detection.clone();
+        match (&self.turn, &mut self.vad) {
+            (None, _) => {
+                self.vad = None;
+                self.speech_item = None;
+            }
+            (Some(td), Some((vad, _))) => vad.set_config(vad_config(td)),
+            (Some(td), None) => self.vad = Some((Vad::new(vad_config(td), RATE), self.clock)),
+        }
+    }
+
+    fn reset_speech(&mut self) {
+        self.speech_item = None;
+        if let Some((vad, _)) = &mut self.vad {
+            vad.reset();
+        }
+    }
+
+    /// Drops buffered audio before input-clock position `at`.
+    fn drop_before(&mut self, at: u64) {
+        let n = at.saturating_sub(self.start).min(self.buffer.len() as u64) as usize;
+        self.buffer.drain(..n);
+        self.start += n as u64;
+    }
+
+    /// While nobody speaks under VAD, keep only what a coming onset could still claim.
+    fn trim_idle(&mut self) {
+        let Some(td) = &self.turn else { return };
+        if self.speech_item.is_some() {
+            return;
+        }
+        let keep = u64::from(td.vad_timing().1) * SAMPLES_PER_MS + IDLE_MARGIN_SAMPLES;
+        self.drop_before(self.clock.saturating_sub(keep));
+    }
+}
+
+fn ms(samples: u64) -> u64 {
+    samples / SAMPLES_PER_MS
+}
+
+impl Session {
+    /// `input_audio_buffer.append`.
+    pub(super) fn append_base64(&mut self, audio: &str) -> Result<(), ErrorPayload> {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(audio)
+            .map_err(|e| {
+                ErrorPayload::invalid(
+                    codes::INVALID_AUDIO,
+                    format!("audio is not valid base64: {e}"),
+                )
+                .with_param("audio")
+            })?;
+        let mut pcm = Vec::with_capacity(bytes.len());
+        self.input.decoder.decode(&bytes, &mut pcm)?;
+        self.append_pcm(&pcm)
+    }
+
+    /// Feeds 24 kHz input audio: buffer, VAD, model.
+    pub(super) fn append_pcm(&mut self, pcm: &[f32]) -> Result<(), ErrorPayload> {
+        let pending = self.input.buffer.len() as u64 + pcm.len() as u64;
+        if pending > self.limits.max_input_samples {
+            return Err(ErrorPayload::invalid(
+                codes::INPUT_AUDIO_BUFFER_FULL,
+                format!(
+                    "the input audio buffer would hold {} ms, over the limit of {} ms; commit or clear it",
+                    ms(pending),
+                    ms(self.limits.max_input_samples)
+                ),
+            ));
+        }
+        let mut events = Vec::new();
+        let offset = match &mut self.input.vad {
+            Some((vad, offset)) => {
+                vad.push(pcm, &mut events);
+                *offset
+            }
+            None => 0,
+        };
+        self.input.buffer.extend_from_slice(pcm);
+        self.input.clock += pcm.len() as u64;
+        let mut frames = Vec::new();
+        self.input
+            .to_model
+            .push(pcm, |f| frames.extend_from_slice(f));
+        if !frames.is_empty() {
+            self.model.input(frames);
+        }
+        for ev in events {
+            match ev {
+                VadEvent::SpeechStarted { at_sample } => self.speech_started(at_sample + offset),
+                VadEvent::SpeechStopped { at_sample } => self.speech_stopped(at_sample + offset),
+            }
+        }
+        self.input.trim_idle();
+        Ok(())
+    }
+
+    fn speech_started(&mut self, at: u64) {
+        let item_id = ids::item_id();
+        self.input.drop_before(at);
+        self.input.speech_item = Some(item_id.clone());
+        self.emit(ServerEventBody::InputAudioBufferSpeechStarted {
+            audio_start_ms: ms(at),
+            item_id,
+        });
+        let interrupt = self
+            .input
+            .turn
+            .as_ref()
+            .is_some_and(TurnDetection::interrupt_response);
+        if interrupt && self.active.as_ref().is_some_and(|a| a.in_conversation) {
+            self.cancel_active("turn_detected");
+        }
+    }
+
+    fn speech_stopped(&mut self, at: u64) {
+        let item_id = self.input.speech_item.take().unwrap_or_else(ids::item_id);
+        self.emit(ServerEventBody::InputAudioBufferSpeechStopped {
+            audio_end_ms: ms(at),
+            item_id: item_id.clone(),
+        });
+        if self.commit(item_id, at).is_err() {
+            return;
+        }
+        let create = self
+            .input
+            .turn
+            .as_ref()
+            .is_some_and(TurnDetection::create_response);
+        if create && self.active.is_none() {
+            if let Err(e) = self.response_create(Default::default()) {
+                self.error(e);
+            }
+        }
+    }
+
+    /// `input_audio_buffer.commit`.
+    pub(super) fn commit_manual(&mut self) -> Result<(), ErrorPayload> {
+        let have = self.input.buffer.len() as u64;
+        if have < MIN_COMMIT_SAMPLES {
+            return Err(ErrorPayload::invalid(
+                codes::INPUT_AUDIO_BUFFER_COMMIT_EMPTY,
+                format!(
+                    "Error committing input audio buffer: buffer too small. Expected at least 100ms of audio, but buffer only has {:.2}ms of audio.",
+                    have as f64 / SAMPLES_PER_MS as f64
+                ),
+            ));
+        }
+        let item_id = self.input.speech_item.take().unwrap_or_else(ids::item_id);
+        let end = self.input.clock;
+        self.commit(item_id, end)?;
+        self.input.reset_speech();
+        Ok(())
+    }
+
+    /// Turns the buffer up to input-clock position `end` into a user audio item.
+    fn commit(&mut self, item_id: String, end: u64) -> Result<(), ErrorPayload> {
+        let n = end
+            .saturating_sub(self.input.start)
+            .min(self.input.buffer.len() as u64) as usize;
+        let audio: Arc<[f32]> = Arc::from(&self.input.buffer[..n]);
+        self.input.drop_before(end);
+        let mut item = Item::Message {
+            id: Some(item_id.clone()),
+            object: None,
+            status: None,
+            role: Role::User,
+            content: vec![Content::InputAudio {
+                audio: None,
+                transcript: None,
+            }],
+        };
+        item.stamp(ids::item_id, ItemStatus::Completed);
+        let stored = StoredItem {
+            item: item.clone(),
+            audio: Some(audio.clone()),
+            ledger: None,
+        };
+        let evicted = self.conv.insert(Placement::End, stored)?;
+        let previous_item_id = self.conv.previous_id(&item_id);
+        self.emit(ServerEventBody::InputAudioBufferCommitted {
+            previous_item_id: previous_item_id.clone(),
+            item_id: item_id.clone(),
+        });
+        self.emit_item_added(previous_item_id, item, true);
+        self.emit_evicted(evicted);
+        if self.cfg.audio.input.transcription.is_some() {
+            self.emit(ServerEventBody::InputAudioTranscriptionFailed {
+                item_id,
+                content_index: 0,
+                error: TranscriptionError {
+                    kind: "server_error".into(),
+                    code: codes::TRANSCRIPTION_UNAVAILABLE.into(),
+                    message: format!(
+                        "the {} model does not transcribe input audio",
+                        self.cfg.model
+                    ),
+                },
+            });
+        }
+        Ok(())
+    }
+
+    /// `input_audio_buffer.clear`.
+    pub(super) fn clear_input(&mut self) {
+        let clock = self.input.clock;
+        self.input.drop_before(clock);
+        self.input.reset_speech();
+        self.emit(ServerEventBody::InputAudioBufferCleared {});
+    }
+
+    /// Emits `conversation.item.added` and, when `done`, `conversation.item.done`.
+    pub(super) fn emit_item_added(
+        &mut self,
+        previous_item_id: Option<String>,
+        item: Item,
+        done: bool,
+    ) {
+        self.emit(ServerEventBody::ConversationItemAdded {
+            previous_item_id: previous_item_id.clone(),
+            item: Box::new(item.clone()),
+        });
+        if done {
+            self.emit(ServerEventBody::ConversationItemDone {
+                previous_item_id,
+                item: Box::new(item),
+            });
+        }
+    }
+
+    /// Reports evicted items as deleted.
+    pub(super) fn emit_evicted(&mut self, evicted: Vec<String>) {
+        for item_id in evicted {
+            self.emit(ServerEventBody::ConversationItemDeleted { item_id });
+        }
+    }
+
+    /// Decodes a standalone clip in the session's input format.
+    pub(super) fn decode_clip(&self, b64: &str) -> Result<Vec<f32>, ErrorPayload> {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .map_err(|e| {
+                ErrorPayload::invalid(
+                    codes::INVALID_AUDIO,
+                    format!("audio is not valid base64: {e}"),
+                )
+            })?;
+        Decoder::decode_clip(self.cfg.audio.input.format, &bytes)
+    }
+}

@@ -1,0 +1,194 @@
+//! Client item operations: create, retrieve, truncate, delete.
+
+use std::sync::Arc;
+
+use base64::Engine;
+
+use super::audio_io::Encoder;
+use super::conversation::{Placement, StoredItem};
+use super::ledger::SAMPLES_PER_MS;
+use super::Session;
+use crate::protocol::{codes, ids, Content, ErrorPayload, Item, ItemStatus, Role, ServerEventBody};
+
+fn not_found(item_id: &str) -> ErrorPayload {
+    ErrorPayload::invalid(
+        codes::ITEM_NOT_FOUND,
+        format!("item {item_id:?} does not exist in the conversation"),
+    )
+    .with_param("item_id")
+}
+
+impl Session {
+    /// `conversation.item.create`.
+    pub(super) fn item_create(
+        &mut self,
+        previous: Option<String>,
+        mut item: Item,
+    ) -> Result<(), ErrorPayload> {
+        let audio = self.item_audio(&mut item)?;
+        item.stamp(ids::item_id, ItemStatus::Completed);
+        let id = item.id().unwrap_or_default().to_string();
+        let placement = Placement::from_previous(previous);
+        let stored = StoredItem {
+            item: item.clone(),
+            audio,
+            ledger: None,
+        };
+        let evicted = self.conv.insert(placement, stored)?;
+        let previous_item_id = self.conv.previous_id(&id);
+        self.emit_item_added(previous_item_id, item, true);
+        self.emit_evicted(evicted);
+        Ok(())
+    }
+
+    /// Validates a created item's content and decodes the audio of a user `input_audio` part
+    /// (which then leaves the rendered item).
+    fn item_audio(&self, item: &mut Item) -> Result<Option<Arc<[f32]>>, ErrorPayload> {
+        let Item::Message { role, content, .. } = item else {
+            return Ok(None);
+        };
+        let mut audio = None;
+        for part in content.iter_mut() {
+            match (*role, part) {
+                (Role::Assistant, Content::OutputAudio { .. }) => {
+                    return Err(ErrorPayload::invalid(
+                        codes::INVALID_VALUE,
+                        "assistant audio messages cannot be created; use output_text",
+                    )
+                    .with_param("item.content"))
+                }
+                (Role::User, Content::InputAudio { audio: data, .. }) => {
+                    if let Some(b64) = data.take() {
+                        if audio.is_some() {
+                            return Err(ErrorPayload::invalid(
+                                codes::UNSUPPORTED,
+                                "one input_audio part per item",
+                            )
+                            .with_param("item.content"));
+                        }
+                        audio = Some(Arc::from(
+                            self.decode_clip(&b64)
+                                .map_err(|e| e.with_param("item.content.audio"))?,
+                        ));
+                    }
+                }
+                (Role::User | Role::System, Content::InputText { .. }) => {}
+                (Role::Assistant, Content::OutputText { .. }) => {}
+                (role, _) => {
+                    return Err(ErrorPayload::invalid(
+                        codes::INVALID_VALUE,
+                        format!("content type not allowed for role {role:?}").to_lowercase(),
+                    )
+                    .with_param("item.content"))
+                }
+            }
+        }
+        Ok(audio)
+    }
+
+    /// `conversation.item.retrieve`: the item with its audio (base64, in the session's format).
+    pub(super) fn item_retrieve(&mut self, item_id: &str) -> Result<(), ErrorPayload> {
+        let stored = self.conv.get(item_id).ok_or_else(|| not_found(item_id))?;
+        let mut item = stored.item.clone();
+        if let (Some(audio), Item::Message { role, content, .. }) = (&stored.audio, &mut item) {
+            let format = match role {
+                Role::Assistant => self.cfg.audio.output.format,
+                _ => self.cfg.audio.input.format,
+            };
+            let b64 = base64::engine::general_purpose::STANDARD
+                .encode(Encoder::encode_clip(format, audio));
+            for part in content.iter_mut() {
+                if let Content::InputAudio { audio, .. } | Content::OutputAudio { audio, .. } = part
+                {
+                    *audio = Some(b64.clone());
+                }
+            }
+        }
+        self.emit(ServerEventBody::ConversationItemRetrieved {
+            item: Box::new(item),
+        });
+        Ok(())
+    }
+
+    /// `conversation.item.truncate`: cuts an assistant audio item (audio and transcript) to
+    /// `audio_end_ms`.
+    pub(super) fn item_truncate(
+        &mut self,
+        item_id: &str,
+        content_index: u32,
+        audio_end_ms: u64,
+    ) -> Result<(), ErrorPayload> {
+        if self.active.as_ref().is_some_and(|a| a.item_id == item_id) {
+            return Err(ErrorPayload::invalid(
+                codes::INVALID_VALUE,
+                "the item is still being generated; cancel the response first",
+            )
+            .with_param("item_id"));
+        }
+        let stored = self
+            .conv
+            .get_mut(item_id)
+            .ok_or_else(|| not_found(item_id))?;
+        let (
+            Item::Message {
+                role: Role::Assistant,
+                content,
+                ..
+            },
+            Some(ledger),
+        ) = (&mut stored.item, &mut stored.ledger)
+        else {
+            return Err(ErrorPayload::invalid(
+                codes::INVALID_VALUE,
+                "only assistant audio items can be truncated",
+            )
+            .with_param("item_id"));
+        };
+        let Some(Content::OutputAudio { transcript, .. }) = content.get_mut(content_index as usize)
+        else {
+            return Err(ErrorPayload::invalid(
+                codes::INVALID_VALUE,
+                format!("content_index {content_index} is not an audio part"),
+            )
+            .with_param("content_index"));
+        };
+        let have_ms = ledger.generated_ms();
+        if audio_end_ms > have_ms {
+            return Err(ErrorPayload::invalid(
+                codes::INVALID_VALUE,
+                format!("audio_end_ms {audio_end_ms} is beyond the item's audio of {have_ms} ms"),
+            )
+            .with_param("audio_end_ms"));
+        }
+        let keep = audio_end_ms * SAMPLES_PER_MS;
+        *transcript = Some(ledger.truncate(keep));
+        if let Some(audio) = &stored.audio {
+            stored.audio = Some(Arc::from(&audio[..(keep as usize).min(audio.len())]));
+        }
+        self.conv.recount();
+        self.emit(ServerEventBody::ConversationItemTruncated {
+            item_id: item_id.to_string(),
+            content_index,
+            audio_end_ms,
+        });
+        Ok(())
+    }
+
+    /// `conversation.item.delete`.
+    pub(super) fn item_delete(&mut self, item_id: &str) -> Result<(), ErrorPayload> {
+        if self.active.as_ref().is_some_and(|a| a.item_id == item_id) {
+            return Err(ErrorPayload::invalid(
+                codes::INVALID_VALUE,
+                "the item belongs to the active response; cancel it first",
+            )
+            .with_param("item_id"));
+        }
+        self.conv
+            .remove(item_id)
+            .ok_or_else(|| not_found(item_id))?;
+        self.emit(ServerEventBody::ConversationItemDeleted {
+            item_id: item_id.to_string(),
+        });
+        Ok(())
+    }
+}

@@ -1,0 +1,263 @@
+//! The duplex session actor: one task per call that owns all of the call's state (effective
+//! config, conversation, input buffer, VAD, the active response and its playback ledger, the
+//! epoch fence) and is fed, in order, by client events, model outputs and timers. It never
+//! blocks: audio decoding is a few microseconds per frame, model steps run on the model loop.
+
+mod audio_io;
+mod conversation;
+mod input;
+mod items;
+pub mod ledger;
+mod response;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::mpsc;
+
+use crate::model_loop::{ModelEvent, ModelSession};
+use crate::protocol::{
+    codes, ids, ClientEvent, Envelope, ErrorPayload, ServerEvent, ServerEventBody, SessionConfig,
+};
+use conversation::Conversation;
+use input::InputState;
+use response::Active;
+
+/// Which transport carries the session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// `GET /v1/realtime`: audio travels base64 in events.
+    WebSocket,
+}
+
+/// Bounds that keep a session's memory finite.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Uncommitted input audio, in samples at 24 kHz.
+    pub max_input_samples: u64,
+    /// Items in the conversation before the oldest are evicted.
+    pub max_items: usize,
+    /// Audio stored in the conversation, in samples at 24 kHz, before the oldest items are evicted.
+    pub max_conversation_samples: u64,
+    /// Events the client may have unread before the session is closed.
+    pub max_outbound_events: usize,
+    /// Longest session.
+    pub max_session: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_input_samples: 300 * 24_000,
+            max_items: 1_000,
+            max_conversation_samples: 900 * 24_000,
+            max_outbound_events: 4_096,
+            max_session: Duration::from_secs(3_600),
+        }
+    }
+}
+
+/// What the transport hands to the session.
+#[derive(Debug)]
+pub enum SessionInput {
+    /// A decoded client event.
+    Client(Envelope),
+    /// A client message that failed to decode; reported as an `error` event.
+    Invalid(ErrorPayload),
+}
+
+/// What the session hands to the transport.
+#[derive(Debug)]
+pub enum Outbound {
+    /// An event to send.
+    Event(ServerEvent),
+    /// Close the connection after the events before it.
+    Close {
+        /// Close code (WebSocket semantics).
+        code: u16,
+        /// Reason.
+        reason: String,
+    },
+}
+
+/// Everything a new session needs.
+pub struct SessionParams {
+    /// The transport.
+    pub transport: Transport,
+    /// Model name reported in the session.
+    pub model_name: String,
+    /// The session's model slot.
+    pub model: ModelSession,
+    /// Model frame size in samples.
+    pub model_frame: usize,
+    /// Limits.
+    pub limits: Limits,
+    /// Outbound events.
+    pub out: mpsc::Sender<Outbound>,
+}
+
+/// The actor's state.
+pub struct Session {
+    cfg: SessionConfig,
+    transport: Transport,
+    conversation_id: String,
+    conv: Conversation,
+    out: mpsc::Sender<Outbound>,
+    closing: bool,
+    limits: Limits,
+    input: InputState,
+    model: ModelSession,
+    epoch: u64,
+    active: Option<Active>,
+}
+
+impl Session {
+    /// Builds a session with default configuration.
+    pub fn new(p: SessionParams) -> Self {
+        let expires = SystemTime::now() + p.limits.max_session;
+        let expires_at = expires
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let cfg = SessionConfig::new(ids::session_id(), p.model_name, expires_at);
+        let input = InputState::new(&cfg, p.model_frame);
+        Self {
+            conv: Conversation::new(p.limits.max_items, p.limits.max_conversation_samples),
+            cfg,
+            transport: p.transport,
+            conversation_id: ids::conversation_id(),
+            out: p.out,
+            closing: false,
+            limits: p.limits,
+            input,
+            model: p.model,
+            epoch: 0,
+            active: None,
+        }
+    }
+
+    /// The session's id.
+    pub fn id(&self) -> &str {
+        &self.cfg.id
+    }
+
+    /// Runs the actor until the transport closes, the session expires or the model fails.
+    pub async fn run(
+        mut self,
+        mut inbox: mpsc::Receiver<SessionInput>,
+        mut model_rx: mpsc::Receiver<ModelEvent>,
+    ) {
+        self.emit(ServerEventBody::SessionCreated {
+            session: Box::new(self.cfg.clone()),
+        });
+        let expiry = tokio::time::sleep(self.limits.max_session);
+        tokio::pin!(expiry);
+        while !self.closing {
+            tokio::select! {
+                biased;
+                msg = inbox.recv() => match msg {
+                    Some(SessionInput::Client(env)) => self.handle(env),
+                    Some(SessionInput::Invalid(err)) => self.error(err),
+                    None => break,
+                },
+                ev = model_rx.recv() => match ev {
+                    Some(ev) => self.on_model(ev),
+                    None => self.fatal(ErrorPayload::server(codes::MODEL_ERROR, "the model loop stopped")),
+                },
+                _ = &mut expiry => {
+                    self.error(ErrorPayload::invalid(codes::SESSION_EXPIRED, "the session reached its maximum duration"));
+                    self.close(1000, "session expired");
+                }
+            }
+        }
+        tracing::debug!(session = %self.cfg.id, "session ended");
+    }
+
+    fn handle(&mut self, env: Envelope) {
+        let event_id = env.event_id;
+        let result = match env.event {
+            ClientEvent::SessionUpdate { session } => self.session_update(*session),
+            ClientEvent::InputAudioBufferAppend { audio } => self.append_base64(&audio),
+            ClientEvent::InputAudioBufferCommit => self.commit_manual(),
+            ClientEvent::InputAudioBufferClear => {
+                self.clear_input();
+                Ok(())
+            }
+            ClientEvent::OutputAudioBufferClear => Err(ErrorPayload::invalid(
+                codes::INVALID_EVENT_FOR_TRANSPORT,
+                "output_audio_buffer.clear applies to WebRTC calls; on WebSocket the client owns playback",
+            )),
+            ClientEvent::ConversationItemCreate { previous_item_id, item } => {
+                self.item_create(previous_item_id, *item)
+            }
+            ClientEvent::ConversationItemRetrieve { item_id } => self.item_retrieve(&item_id),
+            ClientEvent::ConversationItemTruncate { item_id, content_index, audio_end_ms } => {
+                self.item_truncate(&item_id, content_index, audio_end_ms)
+            }
+            ClientEvent::ConversationItemDelete { item_id } => self.item_delete(&item_id),
+            ClientEvent::ResponseCreate { response } => {
+                self.response_create(response.map(|b| *b).unwrap_or_default())
+            }
+            ClientEvent::ResponseCancel { response_id } => self.response_cancel(response_id),
+        };
+        if let Err(e) = result {
+            self.error(e.with_event_id(event_id));
+        }
+    }
+
+    fn session_update(&mut self, patch: crate::protocol::SessionPatch) -> Result<(), ErrorPayload> {
+        self.cfg.apply(patch)?;
+        self.input.reconfigure(&self.cfg);
+        self.emit(ServerEventBody::SessionUpdated {
+            session: Box::new(self.cfg.clone()),
+        });
+        Ok(())
+    }
+
+    fn on_model(&mut self, ev: ModelEvent) {
+        match ev {
+            ModelEvent::Output { epoch, output } => {
+                if epoch != self.epoch {
+                    return; // fenced: belongs to a cancelled response
+                }
+                self.on_model_output(output);
+            }
+            ModelEvent::Failed { code, message } => {
+                self.fail_response(code, &message);
+                self.fatal(ErrorPayload::server(
+                    codes::MODEL_ERROR,
+                    format!("{code}: {message}"),
+                ));
+            }
+        }
+    }
+
+    /// Sends an event; a client that stops reading gets its session closed.
+    fn emit(&mut self, body: ServerEventBody) {
+        if self.closing {
+            return;
+        }
+        if let Err(e) = self.out.try_send(Outbound::Event(ServerEvent::new(body))) {
+            tracing::warn!(session = %self.cfg.id, error = %e, "client is not reading events; closing the session");
+            self.closing = true;
+        }
+    }
+
+    fn error(&mut self, error: ErrorPayload) {
+        tracing::debug!(session = %self.cfg.id, code = ?error.code, message = %error.message, "error event");
+        self.emit(ServerEventBody::Error { error });
+    }
+
+    fn fatal(&mut self, error: ErrorPayload) {
+        self.error(error);
+        self.close(1011, "session failed");
+    }
+
+    fn close(&mut self, code: u16, reason: &str) {
+        if !self.closing {
+            let _ = self.out.try_send(Outbound::Close {
+                code,
+                reason: reason.to_string(),
+            });
+        }
+        self.closing = true;
+    }
+}

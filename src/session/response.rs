@@ -1,0 +1,457 @@
+//! Responses: the GA lifecycle (created → output item → content part → deltas → the done
+//! chain → `response.done`, always), cancellation behind the epoch fence, and usage.
+
+use std::sync::Arc;
+
+use base64::Engine;
+use duet_models::{OutputModality, Request, StepOutput, TurnInput};
+use serde_json::Value;
+
+use super::audio_io::Encoder;
+use super::conversation::{user_turn, Placement, StoredItem};
+use super::ledger::PlaybackLedger;
+use super::{Session, Transport};
+use crate::protocol::response::{ResponseAudio, ResponseAudioOutput, StatusError};
+use crate::protocol::session::{validate_max_tokens, validate_modalities};
+use crate::protocol::{
+    codes, ids, Content, ContentRef, ErrorPayload, Item, ItemStatus, Modality, Part, Response,
+    ResponseParams, ResponseStatus, Role, ServerEventBody, StatusDetails, Usage,
+};
+
+/// User turns handed to the model as context.
+const CONTEXT_TURNS: usize = 4;
+/// Samples per audio token (20 ms).
+const SAMPLES_PER_TOKEN: u64 = 480;
+
+/// The response in progress.
+pub struct Active {
+    pub(super) response: Response,
+    pub(super) in_conversation: bool,
+    pub(super) item_id: String,
+    modality: Modality,
+    ledger: PlaybackLedger,
+    text: String,
+    audio: Vec<f32>,
+    encoder: Encoder,
+    input_tokens: (u64, u64),
+    max_tokens: Option<u64>,
+}
+
+impl Active {
+    fn at(&self) -> ContentRef {
+        ContentRef {
+            response_id: self.response.id.clone(),
+            item_id: self.item_id.clone(),
+            output_index: 0,
+            content_index: 0,
+        }
+    }
+
+    fn output_tokens(&self) -> (u64, u64) {
+        let words = |s: &str| s.split_whitespace().count() as u64;
+        match self.modality {
+            Modality::Audio => (
+                words(self.ledger.transcript()),
+                self.ledger.generated.div_ceil(SAMPLES_PER_TOKEN),
+            ),
+            Modality::Text => (words(&self.text), 0),
+        }
+    }
+
+    fn item(&self, status: ItemStatus) -> Item {
+        let content = match self.modality {
+            Modality::Audio => Content::OutputAudio {
+                audio: None,
+                transcript: Some(self.ledger.transcript().to_string()),
+            },
+            Modality::Text => Content::OutputText {
+                text: self.text.clone(),
+            },
+        };
+        Item::Message {
+            id: Some(self.item_id.clone()),
+            object: Some("realtime.item".into()),
+            status: Some(status),
+            role: Role::Assistant,
+            content: vec![content],
+        }
+    }
+
+    fn part(&self) -> Part {
+        match self.modality {
+            Modality::Audio => Part::Audio {
+                transcript: self.ledger.transcript().to_string(),
+            },
+            Modality::Text => Part::Text {
+                text: self.text.clone(),
+            },
+        }
+    }
+}
+
+fn input_tokens(turns: &[TurnInput]) -> (u64, u64) {
+    turns.iter().fold((0, 0), |(t, a), turn| match turn {
+        TurnInput::Text(s) => (t + s.split_whitespace().count() as u64, a),
+        TurnInput::Audio(pcm) => (t, a + (pcm.len() as u64).div_ceil(SAMPLES_PER_TOKEN)),
+    })
+}
+
+impl Session {
+    /// `response.create` (also used by server VAD with default parameters).
+    pub(super) fn response_create(&mut self, params: ResponseParams) -> Result<(), ErrorPayload> {
+        let in_conversation = match params.conversation.as_deref() {
+            None | Some("auto") => true,
+            Some("none") => false,
+            Some(other) => {
+                return Err(ErrorPayload::invalid(
+                    codes::INVALID_VALUE,
+                    format!("conversation must be \"auto\" or \"none\", got {other:?}"),
+                )
+                .with_param("response.conversation"))
+            }
+        };
+        if let Some(active) = &self.active {
+            return Err(if in_conversation && active.in_conversation {
+                ErrorPayload::invalid(
+                    codes::CONVERSATION_ALREADY_HAS_ACTIVE_RESPONSE,
+                    format!("Conversation already has an active response in progress: {}. Wait until the response is finished before creating a new one.", active.response.id),
+                )
+            } else {
+                ErrorPayload::invalid(codes::RESPONSE_ALREADY_ACTIVE, format!("the model is producing response {}; Duet runs one response at a time per session", active.response.id))
+            });
+        }
+        let modality = match params.output_modalities {
+            Some(m) => validate_modalities(m, "response.output_modalities")?[0],
+            None => self.cfg.output_modalities[0],
+        };
+        let max_output_tokens = match params.max_output_tokens {
+            Some(v) => validate_max_tokens(v, "response.max_output_tokens")?,
+            None => self.cfg.max_output_tokens.clone(),
+        };
+        let out_audio = params.audio.and_then(|a| a.output).unwrap_or_default();
+        let format = out_audio.format.unwrap_or(self.cfg.audio.output.format);
+        let voice = out_audio
+            .voice
+            .unwrap_or_else(|| self.cfg.audio.output.voice.clone());
+        let context = match params.input {
+            Some(items) => self.resolve_input(&items)?,
+            None => self.conv.user_context(CONTEXT_TURNS),
+        };
+        let instructions = params
+            .instructions
+            .unwrap_or_else(|| self.cfg.instructions.clone());
+        let response = Response {
+            id: ids::response_id(),
+            object: "realtime.response",
+            status: ResponseStatus::InProgress,
+            status_details: None,
+            output: Vec::new(),
+            conversation_id: in_conversation.then(|| self.conversation_id.clone()),
+            output_modalities: vec![modality],
+            max_output_tokens: max_output_tokens.clone(),
+            audio: ResponseAudio {
+                output: ResponseAudioOutput { format, voice },
+            },
+            metadata: params.metadata,
+            usage: None,
+        };
+        let active = Active {
+            response,
+            in_conversation,
+            item_id: ids::item_id(),
+            modality,
+            ledger: PlaybackLedger::default(),
+            text: String::new(),
+            audio: Vec::new(),
+            encoder: Encoder::new(format),
+            input_tokens: input_tokens(&context),
+            max_tokens: max_output_tokens.as_u64(),
+        };
+        self.start(active, instructions, context);
+        Ok(())
+    }
+
+    fn start(&mut self, active: Active, instructions: String, input: Vec<TurnInput>) {
+        let model_modality = match active.modality {
+            Modality::Audio => OutputModality::Audio,
+            Modality::Text => OutputModality::Text,
+        };
+        self.emit(ServerEventBody::ResponseCreated {
+            response: Box::new(active.response.clone()),
+        });
+        let empty = Item::Message {
+            id: Some(active.item_id.clone()),
+            object: Some("realtime.item".into()),
+            status: Some(ItemStatus::InProgress),
+            role: Role::Assistant,
+            content: vec![],
+        };
+        self.emit(ServerEventBody::ResponseOutputItemAdded {
+            response_id: active.response.id.clone(),
+            output_index: 0,
+            item: Box::new(empty.clone()),
+        });
+        if active.in_conversation {
+            match self
+                .conv
+                .insert(Placement::End, StoredItem::plain(empty.clone()))
+            {
+                Ok(evicted) => {
+                    let prev = self.conv.previous_id(&active.item_id);
+                    self.emit_item_added(prev, empty, false);
+                    self.emit_evicted(evicted);
+                }
+                Err(e) => self.error(e),
+            }
+        }
+        self.emit(ServerEventBody::ResponseContentPartAdded {
+            at: active.at(),
+            part: active.part(),
+        });
+        self.model.request(
+            self.epoch,
+            Request::Respond {
+                modality: model_modality,
+                instructions,
+                input,
+            },
+        );
+        self.active = Some(active);
+    }
+
+    /// Resolves `response.input`: item references and inline items, as model context.
+    fn resolve_input(&self, items: &[Value]) -> Result<Vec<TurnInput>, ErrorPayload> {
+        let mut turns = Vec::new();
+        for (i, v) in items.iter().enumerate() {
+            let param = format!("response.input[{i}]");
+            if v.get("type").and_then(Value::as_str) == Some("item_reference") {
+                let id = v.get("id").and_then(Value::as_str).unwrap_or_default();
+                let stored = self.conv.get(id).ok_or_else(|| {
+                    ErrorPayload::invalid(
+                        codes::ITEM_NOT_FOUND,
+                        format!("item {id:?} does not exist in the conversation"),
+                    )
+                    .with_param(param.clone())
+                })?;
+                turns.extend(user_turn(stored));
+                continue;
+            }
+            let mut item: Item = serde_json::from_value(v.clone()).map_err(|e| {
+                ErrorPayload::invalid(codes::INVALID_VALUE, format!("invalid input item: {e}"))
+                    .with_param(param.clone())
+            })?;
+            let audio = match &mut item {
+                Item::Message {
+                    role: Role::User,
+                    content,
+                    ..
+                } => content.iter_mut().find_map(|c| match c {
+                    Content::InputAudio { audio, .. } => audio.take(),
+                    _ => None,
+                }),
+                _ => None,
+            };
+            let audio = audio
+                .map(|b64| self.decode_clip(&b64))
+                .transpose()
+                .map_err(|e| e.with_param(param.clone()))?;
+            turns.extend(user_turn(&StoredItem {
+                item,
+                audio: audio.map(Arc::from),
+                ledger: None,
+            }));
+        }
+        Ok(turns)
+    }
+
+    /// A model step for the active response.
+    pub(super) fn on_model_output(&mut self, out: StepOutput) {
+        let Some(mut a) = self.active.take() else {
+            tracing::debug!(session = %self.cfg.id, "model output without a response; dropped");
+            return;
+        };
+        match a.modality {
+            Modality::Audio => self.stream_audio(&mut a, &out),
+            Modality::Text => {
+                if !out.text.is_empty() {
+                    a.text.push_str(&out.text);
+                    self.emit(ServerEventBody::ResponseOutputTextDelta {
+                        at: a.at(),
+                        delta: out.text.clone(),
+                    });
+                }
+            }
+        }
+        let over_limit = a.max_tokens.is_some_and(|max| {
+            let (t, au) = a.output_tokens();
+            t + au >= max
+        });
+        self.active = Some(a);
+        if out.end_of_turn {
+            self.finish(ResponseStatus::Completed, None);
+        } else if over_limit {
+            self.epoch += 1;
+            self.model.request(self.epoch, Request::Cancel);
+            self.finish(ResponseStatus::Incomplete, Some("max_output_tokens"));
+        }
+    }
+
+    fn stream_audio(&mut self, a: &mut Active, out: &StepOutput) {
+        if !out.text.is_empty() {
+            a.ledger.text(&out.text);
+            self.emit(ServerEventBody::ResponseOutputAudioTranscriptDelta {
+                at: a.at(),
+                delta: out.text.clone(),
+            });
+        }
+        if out.audio.is_empty() {
+            return;
+        }
+        let n = out.audio.len() as u64;
+        a.ledger.generated(n);
+        if a.audio.len() as u64 + n <= self.limits.max_conversation_samples {
+            a.audio.extend_from_slice(&out.audio);
+        }
+        let bytes = a.encoder.encode(&out.audio);
+        a.ledger.queued(n);
+        if self.transport == Transport::WebSocket && !bytes.is_empty() {
+            let delta = base64::engine::general_purpose::STANDARD.encode(bytes);
+            self.emit(ServerEventBody::ResponseOutputAudioDelta { at: a.at(), delta });
+        }
+        // WebSocket: handed to the socket is what the ledger counts as sent.
+        a.ledger.sent(n);
+    }
+
+    /// `response.cancel`.
+    pub(super) fn response_cancel(
+        &mut self,
+        response_id: Option<String>,
+    ) -> Result<(), ErrorPayload> {
+        let matches = match (&self.active, &response_id) {
+            (Some(a), Some(id)) => &a.response.id == id,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        if !matches {
+            return Err(ErrorPayload::invalid(
+                codes::RESPONSE_CANCEL_NOT_ACTIVE,
+                "Cancellation failed: no active response found",
+            )
+            .with_param("response_id"));
+        }
+        self.cancel_active("client_cancelled");
+        Ok(())
+    }
+
+    /// Cancels the active response: advance the epoch (fencing the model's output), stop the
+    /// model, finish the response as `cancelled`.
+    pub(super) fn cancel_active(&mut self, reason: &str) {
+        if self.active.is_none() {
+            return;
+        }
+        self.epoch += 1;
+        self.model.request(self.epoch, Request::Cancel);
+        self.finish(ResponseStatus::Cancelled, Some(reason));
+    }
+
+    /// Fails the active response after a model error.
+    pub(super) fn fail_response(&mut self, code: &str, message: &str) {
+        if let Some(a) = &mut self.active {
+            a.response.status_details = Some(StatusDetails {
+                kind: ResponseStatus::Failed,
+                reason: None,
+                error: Some(StatusError {
+                    kind: "server_error".into(),
+                    code: code.to_string(),
+                }),
+            });
+            tracing::warn!(session = %self.cfg.id, %message, "response failed");
+            self.finish(ResponseStatus::Failed, None);
+        }
+    }
+
+    /// The done chain and `response.done`.
+    fn finish(&mut self, status: ResponseStatus, reason: Option<&str>) {
+        let Some(mut a) = self.active.take() else {
+            return;
+        };
+        let at = a.at();
+        match a.modality {
+            Modality::Audio => {
+                let tail = a.encoder.finish();
+                if status == ResponseStatus::Completed && !tail.is_empty() {
+                    let delta = base64::engine::general_purpose::STANDARD.encode(tail);
+                    self.emit(ServerEventBody::ResponseOutputAudioDelta {
+                        at: at.clone(),
+                        delta,
+                    });
+                }
+                self.emit(ServerEventBody::ResponseOutputAudioDone { at: at.clone() });
+                let transcript = a.ledger.transcript().to_string();
+                self.emit(ServerEventBody::ResponseOutputAudioTranscriptDone {
+                    at: at.clone(),
+                    transcript,
+                });
+            }
+            Modality::Text => self.emit(ServerEventBody::ResponseOutputTextDone {
+                at: at.clone(),
+                text: a.text.clone(),
+            }),
+        }
+        self.emit(ServerEventBody::ResponseContentPartDone { at, part: a.part() });
+        let item_status = if status == ResponseStatus::Completed {
+            ItemStatus::Completed
+        } else {
+            ItemStatus::Incomplete
+        };
+        let item = a.item(item_status);
+        self.emit(ServerEventBody::ResponseOutputItemDone {
+            response_id: a.response.id.clone(),
+            output_index: 0,
+            item: Box::new(item.clone()),
+        });
+        if a.in_conversation {
+            self.store_item(&mut a, item.clone());
+        }
+        let (out_text, out_audio) = a.output_tokens();
+        let r = &mut a.response;
+        r.status = status;
+        if r.status_details.is_none() {
+            r.status_details = Some(StatusDetails {
+                kind: status,
+                reason: reason.map(str::to_string),
+                error: None,
+            });
+        }
+        r.output = vec![item];
+        r.usage = Some(Usage::new(
+            a.input_tokens.0,
+            a.input_tokens.1,
+            out_text,
+            out_audio,
+        ));
+        self.emit(ServerEventBody::ResponseDone {
+            response: Box::new(a.response),
+        });
+    }
+
+    /// Moves the finished assistant item (its audio and ledger) into the conversation.
+    fn store_item(&mut self, a: &mut Active, item: Item) {
+        let Some(stored) = self.conv.get_mut(&a.item_id) else {
+            return;
+        };
+        stored.item = item.clone();
+        if a.modality == Modality::Audio {
+            stored.audio = Some(Arc::from(std::mem::take(&mut a.audio)));
+            stored.ledger = Some(a.ledger.clone());
+        }
+        self.conv.recount();
+        let evicted = self.conv.evict_except(&a.item_id);
+        let prev = self.conv.previous_id(&a.item_id);
+        self.emit(ServerEventBody::ConversationItemDone {
+            previous_item_id: prev,
+            item: Box::new(item),
+        });
+        self.emit_evicted(evicted);
+    }
+}

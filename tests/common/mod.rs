@@ -1,0 +1,255 @@
+//! Test harness: an in-process server on loopback, a WebSocket client speaking JSON events,
+//! synthetic voiced audio, and a tiny HTTP client.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use base64::Engine;
+use clap::Parser;
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+/// How long to wait for an expected event.
+pub const EVENT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Starts a server on 127.0.0.1 with a free port and extra `duet serve` flags.
+pub async fn server(extra: &[&str]) -> SocketAddr {
+    let mut argv = vec!["serve", "--port", "0"];
+    argv.extend_from_slice(extra);
+    let args = duet::config::ServeArgs::parse_from(argv);
+    let server = duet::server::start(&args).await.expect("server starts");
+    for _ in 0..200 {
+        if get(server.addr, "/ready", &[]).await.0 == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    server.addr
+}
+
+/// Plain HTTP/1.1 GET; returns (status, headers+body text).
+pub async fn get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).await.expect("connect");
+    let mut req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).await.expect("write");
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).await.expect("read");
+    let text = String::from_utf8_lossy(&buf).to_string();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (status, text)
+}
+
+/// A WebSocket realtime client that keeps every event it received.
+pub struct Client {
+    ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
+    /// Every event received so far, in order.
+    pub log: Vec<Value>,
+    /// Index of the next event `next` returns.
+    cursor: usize,
+}
+
+impl Client {
+    /// Connects to `/v1/realtime?model=echo`, reads `session.created`.
+    pub async fn connect(addr: SocketAddr) -> Self {
+        Self::connect_with(addr, &[])
+            .await
+            .expect("websocket connects")
+    }
+
+    /// Connects with extra request headers.
+    pub async fn connect_with(
+        addr: SocketAddr,
+        headers: &[(&str, &str)],
+    ) -> Result<Self, tokio_tungstenite::tungstenite::Error> {
+        let mut req = format!("ws://{addr}/v1/realtime?model=echo").into_client_request()?;
+        for (k, v) in headers {
+            let name = tokio_tungstenite::tungstenite::http::HeaderName::from_bytes(k.as_bytes())
+                .expect("header name");
+            req.headers_mut()
+                .insert(name, v.parse().expect("header value"));
+        }
+        let (ws, _resp) = tokio_tungstenite::connect_async(req).await?;
+        let mut c = Self {
+            ws,
+            log: Vec::new(),
+            cursor: 0,
+        };
+        let first = c.next().await;
+        assert_eq!(first["type"], "session.created", "{first}");
+        Ok(c)
+    }
+
+    /// Sends one event.
+    pub async fn send(&mut self, event: Value) {
+        self.ws
+            .send(Message::Text(event.to_string().into()))
+            .await
+            .expect("send");
+    }
+
+    /// Sends raw text.
+    pub async fn send_raw(&mut self, text: &str) {
+        self.ws
+            .send(Message::Text(text.to_string().into()))
+            .await
+            .expect("send");
+    }
+
+    /// Next event (waits up to [`EVENT_TIMEOUT`]).
+    pub async fn next(&mut self) -> Value {
+        if self.cursor < self.log.len() {
+            self.cursor += 1;
+            return self.log[self.cursor - 1].clone();
+        }
+        let v = self.recv(EVENT_TIMEOUT).await.unwrap_or_else(|| {
+            panic!(
+                "no event within {EVENT_TIMEOUT:?}; log: {:#?}",
+                self.types()
+            )
+        });
+        self.cursor += 1;
+        v
+    }
+
+    async fn recv(&mut self, timeout: Duration) -> Option<Value> {
+        loop {
+            let msg = tokio::time::timeout(timeout, self.ws.next()).await.ok()??;
+            match msg.expect("websocket message") {
+                Message::Text(t) => {
+                    let v: Value = serde_json::from_str(t.as_str()).expect("server sends JSON");
+                    assert!(
+                        v["event_id"]
+                            .as_str()
+                            .is_some_and(|id| id.starts_with("event_")),
+                        "event_id on {v}"
+                    );
+                    self.log.push(v.clone());
+                    return Some(v);
+                }
+                Message::Close(_) => return None,
+                _ => continue,
+            }
+        }
+    }
+
+    /// Skips events until one of type `kind`, returns it.
+    pub async fn until(&mut self, kind: &str) -> Value {
+        loop {
+            let ev = self.next().await;
+            if ev["type"] == kind {
+                return ev;
+            }
+        }
+    }
+
+    /// Collects events until (and including) one of type `kind`.
+    pub async fn collect_until(&mut self, kind: &str) -> Vec<Value> {
+        let mut out = Vec::new();
+        loop {
+            let ev = self.next().await;
+            let done = ev["type"] == kind;
+            out.push(ev);
+            if done {
+                return out;
+            }
+        }
+    }
+
+    /// Reads everything arriving within `quiet` of silence.
+    pub async fn drain(&mut self, quiet: Duration) -> Vec<Value> {
+        let mut out: Vec<Value> = self.log[self.cursor..].to_vec();
+        self.cursor = self.log.len();
+        while let Some(v) = self.recv(quiet).await {
+            self.cursor += 1;
+            out.push(v);
+        }
+        out
+    }
+
+    /// Types of all events received so far.
+    pub fn types(&self) -> Vec<String> {
+        self.log
+            .iter()
+            .map(|e| e["type"].as_str().unwrap_or("?").to_string())
+            .collect()
+    }
+
+    /// Appends 24 kHz samples as `audio/pcm`, in 100 ms events.
+    pub async fn append(&mut self, samples: &[f32]) {
+        for chunk in samples.chunks(2_400) {
+            self.send(json!({"type": "input_audio_buffer.append", "audio": pcm_b64(chunk)}))
+                .await;
+        }
+    }
+
+    /// Sets manual turns (`turn_detection: null`) and waits for `session.updated`.
+    pub async fn manual_turns(&mut self) {
+        self.send(json!({"type":"session.update","session":{"type":"realtime","audio":{"input":{"turn_detection":null}}}})).await;
+        let up = self.until("session.updated").await;
+        assert!(up["session"]["audio"]["input"]["turn_detection"].is_null());
+    }
+}
+
+/// 24 kHz f32 samples as base64 PCM16LE.
+pub fn pcm_b64(samples: &[f32]) -> String {
+    let bytes: Vec<u8> = samples
+        .iter()
+        .flat_map(|s| ((s.clamp(-1.0, 1.0) * 32767.0) as i16).to_le_bytes())
+        .collect();
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// Decodes a base64 PCM16LE delta into its sample count.
+pub fn b64_len(b64: &str) -> usize {
+    base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        .expect("base64")
+        .len()
+}
+
+/// Synthetic voiced audio: a 140 Hz glottal-like harmonic series with slow vibrato and
+/// syllable-rate amplitude modulation, about -18 dBFS.
+pub fn voiced(secs: f32) -> Vec<f32> {
+    let n = (secs * 24_000.0) as usize;
+    let mut phase = 0.0f32;
+    (0..n)
+        .map(|i| {
+            let t = i as f32 / 24_000.0;
+            let f0 = 140.0 + 8.0 * (2.0 * std::f32::consts::PI * 5.0 * t).sin();
+            phase += 2.0 * std::f32::consts::PI * f0 / 24_000.0;
+            let syllable = 0.75 + 0.25 * (2.0 * std::f32::consts::PI * 4.0 * t).sin();
+            let s: f32 = (1..=8).map(|h| (phase * h as f32).sin() / h as f32).sum();
+            0.12 * syllable * s
+        })
+        .collect()
+}
+
+/// Digital silence.
+pub fn silence(secs: f32) -> Vec<f32> {
+    vec![0.0; (secs * 24_000.0) as usize]
+}
+
+/// Asserts that `types` contains `expected` as a subsequence, in order.
+pub fn assert_in_order(types: &[String], expected: &[&str]) {
+    let mut it = types.iter();
+    for want in expected {
+        assert!(
+            it.any(|t| t == want),
+            "missing {want:?} in order; got {types:#?}"
+        );
+    }
+}
