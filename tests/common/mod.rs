@@ -137,6 +137,7 @@ impl Client {
                             .is_some_and(|id| id.starts_with("event_")),
                         "event_id on {v}"
                     );
+                    assert_nulls_allowed(&v, v["type"].as_str().unwrap_or("?"), false);
                     self.log.push(v.clone());
                     return Some(v);
                 }
@@ -251,5 +252,44 @@ pub fn assert_in_order(types: &[String], expected: &[&str]) {
             it.any(|t| t == want),
             "missing {want:?} in order; got {types:#?}"
         );
+    }
+}
+
+/// Keys at which the GA types allow `null` (`code`, `param`, `event_id` only inside `error`).
+const NULLABLE: &[&str] = &[
+    "previous_item_id",
+    "transcript",
+    "audio",
+    "output",
+    "status_details",
+    "usage",
+    "conversation_id",
+    "turn_detection",
+    "code",
+    "param",
+    "event_id",
+];
+
+/// Every received event is checked: no `null` where the GA types make a field optional but
+/// not nullable (strict clients such as agents-js drop such events).
+pub fn assert_nulls_allowed(v: &Value, path: &str, under_error: bool) {
+    match v {
+        Value::Object(map) => {
+            for (k, child) in map {
+                let p = format!("{path}.{k}");
+                if child.is_null() {
+                    let error_only = ["code", "param", "event_id"].contains(&k.as_str());
+                    assert!(
+                        NULLABLE.contains(&k.as_str()) && (!error_only || under_error),
+                        "null at {p}"
+                    );
+                }
+                assert_nulls_allowed(child, &p, under_error || k == "error");
+            }
+        }
+        Value::Array(items) => items
+            .iter()
+            .for_each(|c| assert_nulls_allowed(c, path, under_error)),
+        _ => {}
     }
 }
