@@ -539,3 +539,43 @@ fn beta_content_names_are_accepted() {
         matches!(&*item, Item::Message { content, .. } if content == &vec![Content::OutputText { text: "hi".into() }])
     );
 }
+
+/// Deterministic mutation smoke test of the decoder (the fuzz target in `fuzz/` explores
+/// further): thousands of corrupted events, none may panic, all errors carry a code.
+#[test]
+fn decode_survives_mutated_events() {
+    let seeds = [
+        r#"{"type":"session.update","event_id":"e","session":{"audio":{"input":{"turn_detection":{"type":"server_vad","threshold":0.4}}}}}"#,
+        r#"{"type":"conversation.item.create","previous_item_id":"root","item":{"type":"message","role":"user","content":[{"type":"input_audio","audio":"AAAA"}]}}"#,
+        r#"{"type":"response.create","response":{"conversation":"none","input":[{"type":"item_reference","id":"x"}],"max_output_tokens":5}}"#,
+        r#"{"type":"conversation.item.truncate","item_id":"i","content_index":0,"audio_end_ms":10}"#,
+    ];
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut rand = move |n: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % n.max(1) as u64) as usize
+    };
+    for _ in 0..20_000 {
+        let mut bytes = seeds[rand(seeds.len())].as_bytes().to_vec();
+        for _ in 0..=rand(4) {
+            let at = rand(bytes.len());
+            match rand(4) {
+                0 => bytes[at] = b"{}[]\":,0a-9.enul \\"[rand(17)],
+                1 => {
+                    let end = (at + rand(8)).min(bytes.len());
+                    bytes.drain(at..end);
+                }
+                2 => bytes.insert(at, rand(256) as u8),
+                _ => bytes.truncate(at),
+            }
+            if bytes.is_empty() {
+                break;
+            }
+        }
+        if let Err(e) = decode(&String::from_utf8_lossy(&bytes)) {
+            assert!(e.code.is_some() && !e.message.is_empty());
+        }
+    }
+}

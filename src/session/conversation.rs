@@ -152,9 +152,9 @@ impl Conversation {
             let Some(i) = self.items.iter().position(|s| s.id() != keep) else {
                 break;
             };
-            if let Some(gone) = self.remove(&self.items[i].id().to_string()) {
-                evicted.push(gone.id().to_string());
-            }
+            let gone = self.items.remove(i);
+            self.audio_samples -= gone.audio_len();
+            evicted.push(gone.id().to_string());
         }
         evicted
     }
