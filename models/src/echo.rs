@@ -20,6 +20,8 @@ const TRIM_WINDOW: usize = MODEL_SAMPLE_RATE as usize / 100;
 const TRIM_DBFS: f32 = -45.0;
 /// 20 ms frames.
 const FRAME: usize = 480;
+/// Less voiced audio than this (50 ms) counts as hearing nothing.
+const MIN_VOICED: usize = 1200;
 /// Slots per process.
 const MAX_SLOTS: usize = 1024;
 
@@ -89,6 +91,10 @@ impl EchoModel {
 impl Answer {
     fn advance(&mut self) -> StepOutput {
         let mut out = StepOutput::default();
+        let total = match self.modality {
+            OutputModality::Audio => self.audio.len(),
+            OutputModality::Text => self.words.len(),
+        };
         let until = match self.modality {
             OutputModality::Audio => {
                 let end = (self.pos + FRAME).min(self.audio.len());
@@ -101,17 +107,14 @@ impl Answer {
                 self.pos
             }
         };
+        // Words are due when their audio starts; at the end everything left is due.
         while let Some((at, word)) = self.words.get(self.next_word) {
-            if *at >= until {
+            if *at >= until && self.pos < total {
                 break;
             }
             out.text.push_str(word);
             self.next_word += 1;
         }
-        let total = match self.modality {
-            OutputModality::Audio => self.audio.len(),
-            OutputModality::Text => self.words.len(),
-        };
         out.end_of_turn = self.pos >= total && self.next_word >= self.words.len();
         out
     }
@@ -178,7 +181,9 @@ fn speak_words(words: &[String]) -> (Vec<f32>, Vec<(usize, String)>) {
 fn answer(modality: OutputModality, input: &[TurnInput]) -> Answer {
     let last = input.last();
     let (audio, words) = match (modality, last) {
-        (OutputModality::Audio, Some(TurnInput::Audio(pcm))) => {
+        (OutputModality::Audio, Some(TurnInput::Audio(pcm)))
+            if trim_silence(pcm).len() >= MIN_VOICED =>
+        {
             let voiced = trim_silence(pcm);
             let voiced = &voiced[..voiced.len().min(MAX_ANSWER_S * MODEL_SAMPLE_RATE as usize)];
             let secs = voiced.len() as f32 / MODEL_SAMPLE_RATE as f32;
@@ -205,7 +210,7 @@ fn answer(modality: OutputModality, input: &[TurnInput]) -> Answer {
 fn text_answer(last: Option<&TurnInput>) -> String {
     match last {
         Some(TurnInput::Text(t)) if !t.trim().is_empty() => format!("You said: {}", t.trim()),
-        Some(TurnInput::Audio(pcm)) => {
+        Some(TurnInput::Audio(pcm)) if trim_silence(pcm).len() >= MIN_VOICED => {
             let secs = trim_silence(pcm).len() as f32 / MODEL_SAMPLE_RATE as f32;
             format!("I heard {secs:.1} s of audio.")
         }
@@ -379,6 +384,28 @@ mod tests {
         let (audio, text, _) = run(&mut m, slot, 200);
         assert_eq!(text, "You said: hi");
         assert_eq!(audio.len(), 3 * (3840 + 1440));
+    }
+
+    #[test]
+    fn silence_gets_a_spoken_i_did_not_hear() {
+        let mut m = EchoModel::new();
+        let slot = m.open_slot().unwrap();
+        let req = Request::Respond {
+            modality: OutputModality::Audio,
+            instructions: String::new(),
+            input: vec![TurnInput::Audio(Arc::from(vec![0.0; 4800]))],
+        };
+        m.request(slot, req).unwrap();
+        let (audio, text, _) = run(&mut m, slot, 400);
+        assert_eq!(text, "I did not hear anything.");
+        assert_eq!(audio.len(), 5 * (3840 + 1440));
+        let req = Request::Respond {
+            modality: OutputModality::Audio,
+            instructions: String::new(),
+            input: vec![],
+        };
+        m.request(slot, req).unwrap();
+        assert_eq!(run(&mut m, slot, 400).1, "I did not hear anything.");
     }
 
     #[test]

@@ -86,6 +86,11 @@ impl InputState {
         }
     }
 
+    /// Samples received since the session began.
+    pub fn clock(&self) -> u64 {
+        self.clock
+    }
+
     /// Drops buffered audio before input-clock position `at`.
     fn drop_before(&mut self, at: u64) {
         let n = at.saturating_sub(self.start).min(self.buffer.len() as u64) as usize;
@@ -166,6 +171,7 @@ impl Session {
     }
 
     fn speech_started(&mut self, at: u64) {
+        self.idle = None;
         let item_id = ids::item_id();
         self.input.drop_before(at);
         self.input.speech_item = Some(item_id.clone());
@@ -198,6 +204,29 @@ impl Session {
             .as_ref()
             .is_some_and(TurnDetection::create_response);
         if create && self.active.is_none() {
+            if let Err(e) = self.response_create(Default::default()) {
+                self.error(e);
+            }
+        }
+    }
+
+    /// Server VAD's `idle_timeout_ms` passed without speech after a response: commit what
+    /// the buffer holds (possibly nothing) and ask the model to respond.
+    pub(super) fn idle_timeout(&mut self) {
+        let Some((_, armed_at)) = self.idle.take() else {
+            return;
+        };
+        if self.active.is_some() || self.input.speech_item.is_some() {
+            return;
+        }
+        let item_id = ids::item_id();
+        let end = self.input.clock;
+        self.emit(ServerEventBody::InputAudioBufferTimeoutTriggered {
+            audio_start_ms: ms(armed_at),
+            audio_end_ms: ms(end),
+            item_id: item_id.clone(),
+        });
+        if self.commit(item_id, end).is_ok() {
             if let Err(e) = self.response_create(Default::default()) {
                 self.error(e);
             }

@@ -108,6 +108,8 @@ pub struct Session {
     model: ModelSession,
     epoch: u64,
     active: Option<Active>,
+    /// When server VAD's `idle_timeout_ms` fires, and the input clock when it was armed.
+    idle: Option<(tokio::time::Instant, u64)>,
 }
 
 impl Session {
@@ -131,6 +133,7 @@ impl Session {
             model: p.model,
             epoch: 0,
             active: None,
+            idle: None,
         }
     }
 
@@ -162,6 +165,7 @@ impl Session {
                     Some(ev) => self.on_model(ev),
                     None => self.fatal(ErrorPayload::server(codes::MODEL_ERROR, "the model loop stopped")),
                 },
+                _ = idle_timer(self.idle) => self.idle_timeout(),
                 _ = &mut expiry => {
                     self.error(ErrorPayload::invalid(codes::SESSION_EXPIRED, "the session reached its maximum duration"));
                     self.close(1000, "session expired");
@@ -169,6 +173,20 @@ impl Session {
             }
         }
         tracing::debug!(session = %self.cfg.id, "session ended");
+    }
+
+    /// Arms (or disarms) the VAD idle timeout after a response ended.
+    fn arm_idle(&mut self) {
+        self.idle = match &self.cfg.audio.input.turn_detection {
+            Some(crate::protocol::TurnDetection::ServerVad {
+                idle_timeout_ms: Some(ms),
+                ..
+            }) => {
+                let at = tokio::time::Instant::now() + Duration::from_millis(*ms);
+                Some((at, self.input.clock()))
+            }
+            _ => None,
+        };
     }
 
     fn handle(&mut self, env: Envelope) {
@@ -259,5 +277,13 @@ impl Session {
             });
         }
         self.closing = true;
+    }
+}
+
+/// Sleeps until the idle deadline, or forever when none is armed.
+async fn idle_timer(idle: Option<(tokio::time::Instant, u64)>) {
+    match idle {
+        Some((at, _)) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }

@@ -208,6 +208,7 @@ impl Session {
             at: active.at(),
             part: active.part(),
         });
+        self.idle = None;
         self.model.request(
             self.epoch,
             Request::Respond {
@@ -433,6 +434,7 @@ impl Session {
         self.emit(ServerEventBody::ResponseDone {
             response: Box::new(a.response),
         });
+        self.arm_idle();
     }
 
     /// Moves the finished assistant item (its audio and ledger) into the conversation.
