@@ -1,1 +1,41 @@
-pub fn _placeholder() {}
+//! Sans-IO call setup for Duet: offer checks ([`sdp`]), answers and per-call WebRTC state
+//! on str0m ([`call`]), and call ids. No sockets, no clocks: time is an argument.
+
+pub mod call;
+pub mod sdp;
+
+pub use call::{AnswerConfig, Call, CallEvent, Transmit};
+pub use sdp::{check_offer, AudioCodec, OfferSummary, SignalError, MAX_OFFER_BYTES};
+
+use rand::Rng;
+
+/// A new call id: `rtc_` and 32 lowercase hex digits (the shape OpenAI and Codex expect).
+pub fn call_id() -> String {
+    let mut rng = rand::rng();
+    let mut id = String::with_capacity(36);
+    id.push_str("rtc_");
+    for _ in 0..32 {
+        id.push(char::from_digit(rng.random_range(0..16), 16).unwrap_or('0'));
+    }
+    id
+}
+
+/// Whether `id` has the shape of a call id (so unknown garbage is rejected before lookup).
+pub fn is_call_id(id: &str) -> bool {
+    id.strip_prefix("rtc_")
+        .is_some_and(|hex| hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn call_ids() {
+        let a = call_id();
+        assert!(is_call_id(&a), "{a}");
+        assert_ne!(a, call_id());
+        assert!(!is_call_id("rtc_xyz"));
+        assert!(!is_call_id("item_00000000000000000000000000000000"));
+    }
+}
