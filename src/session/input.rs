@@ -184,7 +184,10 @@ impl Session {
             .turn
             .as_ref()
             .is_some_and(TurnDetection::interrupt_response);
-        if interrupt && self.active.as_ref().is_some_and(|a| a.in_conversation) {
+        let responding = self.active.as_ref().is_some_and(|a| a.in_conversation);
+        if interrupt && self.transport.is_webrtc() && (responding || !self.playback.is_empty()) {
+            self.clear_output("turn_detected");
+        } else if interrupt && responding {
             self.cancel_active("turn_detected");
         }
     }

@@ -8,6 +8,7 @@ mod conversation;
 mod input;
 mod items;
 pub mod ledger;
+mod playback;
 mod response;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -22,11 +23,29 @@ use conversation::Conversation;
 use input::InputState;
 use response::Active;
 
+/// Where a WebRTC session's audio goes: the media engine's playback queue for the call.
+pub trait MediaSink: Send {
+    /// Queues 24 kHz audio of the response tagged `tag` for playout.
+    fn play(&self, tag: u64, pcm: Vec<f32>);
+    /// No more audio of `tag` will come; the engine answers [`SessionInput::Drained`] once
+    /// its last sample left.
+    fn finish(&self, tag: u64);
+    /// Purges everything queued; the engine answers with [`SessionInput::Cleared`].
+    fn clear(&self);
+}
+
 /// Which transport carries the session.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Transport {
     /// `GET /v1/realtime`: audio travels base64 in events.
     WebSocket,
+    /// `POST /v1/realtime/calls`: audio on RTP, paced by the media engine.
+    WebRtc(Box<dyn MediaSink>),
+}
+
+impl Transport {
+    fn is_webrtc(&self) -> bool {
+        matches!(self, Transport::WebRtc(_))
+    }
 }
 
 /// Bounds that keep a session's memory finite.
@@ -56,13 +75,33 @@ impl Default for Limits {
     }
 }
 
-/// What the transport hands to the session.
+/// What the transports hand to the session.
 #[derive(Debug)]
 pub enum SessionInput {
     /// A decoded client event.
     Client(Envelope),
     /// A client message that failed to decode; reported as an `error` event.
     Invalid(ErrorPayload),
+    /// A client event as text (decoded by the actor; the WebRTC data channel).
+    Text(String),
+    /// Caller audio at 24 kHz (WebRTC: decoded RTP, one 20 ms frame at a time).
+    Audio(Vec<f32>),
+    /// The media engine sent `samples` (at 24 kHz) of the response tagged `tag` on RTP.
+    Played {
+        /// Response tag.
+        tag: u64,
+        /// Samples that left.
+        samples: u64,
+    },
+    /// The last sample of a finished response left (reply to [`MediaSink::finish`]).
+    Drained {
+        /// Response tag.
+        tag: u64,
+    },
+    /// The media engine purged its playback queue (reply to [`MediaSink::clear`]).
+    Cleared,
+    /// Another connection (a sideband WebSocket) subscribes to this session's events.
+    Attach(mpsc::Sender<Outbound>),
 }
 
 /// What the session hands to the transport.
@@ -101,13 +140,20 @@ pub struct Session {
     transport: Transport,
     conversation_id: String,
     conv: Conversation,
-    out: mpsc::Sender<Outbound>,
+    /// Event subscribers: the transport first, then sideband connections.
+    outs: Vec<mpsc::Sender<Outbound>>,
     closing: bool,
     limits: Limits,
     input: InputState,
     model: ModelSession,
     epoch: u64,
     active: Option<Active>,
+    /// Tag of the next response (WebRTC playback accounting).
+    next_tag: u64,
+    /// Responses whose audio the media engine is playing (WebRTC), oldest first.
+    playback: Vec<playback::Playback>,
+    /// A purge was requested and its [`SessionInput::Cleared`] is pending.
+    clearing: bool,
     /// When server VAD's `idle_timeout_ms` fires, and the input clock when it was armed.
     idle: Option<(tokio::time::Instant, u64)>,
 }
@@ -126,13 +172,16 @@ impl Session {
             cfg,
             transport: p.transport,
             conversation_id: ids::conversation_id(),
-            out: p.out,
+            outs: vec![p.out],
             closing: false,
             limits: p.limits,
             input,
             model: p.model,
             epoch: 0,
             active: None,
+            next_tag: 1,
+            playback: Vec::new(),
+            clearing: false,
             idle: None,
         }
     }
@@ -157,8 +206,7 @@ impl Session {
             tokio::select! {
                 biased;
                 msg = inbox.recv() => match msg {
-                    Some(SessionInput::Client(env)) => self.handle(env),
-                    Some(SessionInput::Invalid(err)) => self.error(err),
+                    Some(input) => self.input(input),
                     None => break,
                 },
                 ev = model_rx.recv() => match ev {
@@ -189,14 +237,47 @@ impl Session {
         };
     }
 
+    fn input(&mut self, input: SessionInput) {
+        match input {
+            SessionInput::Client(env) => self.handle(env),
+            SessionInput::Invalid(err) => self.error(err),
+            SessionInput::Text(text) => match crate::protocol::decode(&text) {
+                Ok(env) => self.handle(env),
+                Err(err) => self.error(err),
+            },
+            SessionInput::Audio(pcm) => {
+                if let Err(e) = self.append_pcm(&pcm) {
+                    self.error(e);
+                }
+            }
+            SessionInput::Played { tag, samples } => self.on_played(tag, samples),
+            SessionInput::Drained { tag } => self.on_drained(tag),
+            SessionInput::Cleared => self.on_cleared(),
+            SessionInput::Attach(tx) => {
+                let created = ServerEvent::new(ServerEventBody::SessionCreated { session: Box::new(self.cfg.clone()) });
+                if tx.try_send(Outbound::Event(created)).is_ok() {
+                    self.outs.push(tx);
+                }
+            }
+        }
+    }
+
     fn handle(&mut self, env: Envelope) {
         let event_id = env.event_id;
         let result = match env.event {
             ClientEvent::SessionUpdate { session } => self.session_update(*session),
+            ClientEvent::InputAudioBufferAppend { .. } if self.transport.is_webrtc() => Err(ErrorPayload::invalid(
+                codes::INVALID_EVENT_FOR_TRANSPORT,
+                "input_audio_buffer.append is not used on WebRTC calls: the audio arrives on the RTP track",
+            )),
             ClientEvent::InputAudioBufferAppend { audio } => self.append_base64(&audio),
             ClientEvent::InputAudioBufferCommit => self.commit_manual(),
             ClientEvent::InputAudioBufferClear => {
                 self.clear_input();
+                Ok(())
+            }
+            ClientEvent::OutputAudioBufferClear if self.transport.is_webrtc() => {
+                self.clear_output("client_cancelled");
                 Ok(())
             }
             ClientEvent::OutputAudioBufferClear => Err(ErrorPayload::invalid(
@@ -248,14 +329,26 @@ impl Session {
         }
     }
 
-    /// Sends an event; a client that stops reading gets its session closed.
+    /// Sends an event to every subscriber. The transport that stops reading gets the session
+    /// closed; a sideband subscriber that stops reading is dropped.
     fn emit(&mut self, body: ServerEventBody) {
         if self.closing {
             return;
         }
-        if let Err(e) = self.out.try_send(Outbound::Event(ServerEvent::new(body))) {
-            tracing::warn!(session = %self.cfg.id, error = %e, "client is not reading events; closing the session");
-            self.closing = true;
+        let event = ServerEvent::new(body);
+        let mut i = 0;
+        while i < self.outs.len() {
+            match self.outs[i].try_send(Outbound::Event(event.clone())) {
+                Ok(()) => i += 1,
+                Err(e) if i == 0 => {
+                    tracing::warn!(session = %self.cfg.id, error = %e, "the transport is not reading events; closing the session");
+                    self.closing = true;
+                    return;
+                }
+                Err(_) => {
+                    self.outs.remove(i);
+                }
+            }
         }
     }
 
@@ -271,7 +364,7 @@ impl Session {
 
     fn close(&mut self, code: u16, reason: &str) {
         if !self.closing {
-            let _ = self.out.try_send(Outbound::Close {
+            let _ = self.outs[0].try_send(Outbound::Close {
                 code,
                 reason: reason.to_string(),
             });

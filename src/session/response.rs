@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::audio_io::Encoder;
 use super::conversation::{user_turn, Placement, StoredItem};
 use super::ledger::PlaybackLedger;
-use super::{Session, Transport};
+use super::Session;
 use crate::protocol::response::{ResponseAudio, ResponseAudioOutput, StatusError};
 use crate::protocol::session::{validate_max_tokens, validate_modalities};
 use crate::protocol::{
@@ -28,8 +28,10 @@ pub struct Active {
     pub(super) response: Response,
     pub(super) in_conversation: bool,
     pub(super) item_id: String,
+    /// Tag of this response's audio in the media engine (WebRTC).
+    pub(super) tag: u64,
     modality: Modality,
-    ledger: PlaybackLedger,
+    pub(super) ledger: PlaybackLedger,
     text: String,
     audio: Vec<f32>,
     encoder: Encoder,
@@ -159,6 +161,7 @@ impl Session {
             response,
             in_conversation,
             item_id: ids::item_id(),
+            tag: 0,
             modality,
             ledger: PlaybackLedger::default(),
             text: String::new(),
@@ -171,7 +174,13 @@ impl Session {
         Ok(())
     }
 
-    fn start(&mut self, active: Active, instructions: String, input: Vec<TurnInput>) {
+    fn start(&mut self, mut active: Active, instructions: String, input: Vec<TurnInput>) {
+        active.tag = self.next_tag;
+        self.next_tag += 1;
+        if active.modality == Modality::Audio {
+            let item = active.in_conversation.then_some(active.item_id.as_str());
+            self.track_playback(active.tag, &active.response.id, item);
+        }
         let model_modality = match active.modality {
             Modality::Audio => OutputModality::Audio,
             Modality::Text => OutputModality::Text,
@@ -313,9 +322,12 @@ impl Session {
         if a.audio.len() as u64 + n <= self.limits.max_conversation_samples {
             a.audio.extend_from_slice(&out.audio);
         }
-        let bytes = a.encoder.encode(&out.audio);
         a.ledger.queued(n);
-        if self.transport == Transport::WebSocket && !bytes.is_empty() {
+        if self.play(a.tag, &out.audio) {
+            return; // WebRTC: the engine reports what left
+        }
+        let bytes = a.encoder.encode(&out.audio);
+        if !bytes.is_empty() {
             let delta = base64::engine::general_purpose::STANDARD.encode(bytes);
             self.emit(ServerEventBody::ResponseOutputAudioDelta { at: a.at(), delta });
         }
@@ -379,7 +391,8 @@ impl Session {
         let at = a.at();
         match a.modality {
             Modality::Audio => {
-                let tail = a.encoder.finish();
+                self.finish_playback(a.tag);
+                let tail = if self.transport.is_webrtc() { Vec::new() } else { a.encoder.finish() };
                 if status == ResponseStatus::Completed && !tail.is_empty() {
                     let delta = base64::engine::general_purpose::STANDARD.encode(tail);
                     self.emit(ServerEventBody::ResponseOutputAudioDelta {

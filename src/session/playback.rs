@@ -1,0 +1,126 @@
+//! WebRTC playback: the session's view of the playback ledger. The media engine reports what
+//! actually left on RTP; from that come `output_audio_buffer.started|stopped|cleared`, and on
+//! interruption the assistant item is truncated to what the caller heard.
+
+use super::ledger::SAMPLES_PER_MS;
+use super::{Session, Transport};
+use crate::protocol::{Content, Item, ServerEventBody};
+
+/// One response's audio in the engine's playback queue.
+#[derive(Debug)]
+pub struct Playback {
+    /// Response tag shared with the engine.
+    pub tag: u64,
+    /// `resp_…`.
+    pub response_id: String,
+    /// The assistant item in the conversation (`None` for out-of-band responses).
+    pub item_id: Option<String>,
+    /// 24 kHz samples that left on RTP.
+    pub sent: u64,
+    /// Whether `output_audio_buffer.started` went out.
+    pub started: bool,
+}
+
+impl Session {
+    /// Hands response audio to the media engine (WebRTC); returns false on WebSocket.
+    pub(super) fn play(&mut self, tag: u64, pcm: &[f32]) -> bool {
+        let Transport::WebRtc(sink) = &self.transport else { return false };
+        sink.play(tag, pcm.to_vec());
+        true
+    }
+
+    /// Starts tracking a response's playback (WebRTC audio responses).
+    pub(super) fn track_playback(&mut self, tag: u64, response_id: &str, item_id: Option<&str>) {
+        if self.transport.is_webrtc() {
+            self.playback.push(Playback {
+                tag,
+                response_id: response_id.to_string(),
+                item_id: item_id.map(str::to_string),
+                sent: 0,
+                started: false,
+            });
+        }
+    }
+
+    /// The response finished generating: the engine reports when its last sample left.
+    pub(super) fn finish_playback(&mut self, tag: u64) {
+        if let Transport::WebRtc(sink) = &self.transport {
+            if self.playback.iter().any(|p| p.tag == tag) {
+                sink.finish(tag);
+            }
+        }
+    }
+
+    /// The engine sent `samples` of `tag`.
+    pub(super) fn on_played(&mut self, tag: u64, samples: u64) {
+        if let Some(a) = self.active.as_mut().filter(|a| a.tag == tag) {
+            a.ledger.sent(samples);
+        }
+        let Some(pb) = self.playback.iter_mut().find(|p| p.tag == tag) else { return };
+        pb.sent += samples;
+        if !pb.started {
+            pb.started = true;
+            let response_id = pb.response_id.clone();
+            self.emit(ServerEventBody::OutputAudioBufferStarted { response_id });
+        }
+    }
+
+    /// The last sample of `tag` left: `output_audio_buffer.stopped`.
+    pub(super) fn on_drained(&mut self, tag: u64) {
+        let Some(i) = self.playback.iter().position(|p| p.tag == tag) else { return };
+        let pb = self.playback.remove(i);
+        if pb.started {
+            self.emit(ServerEventBody::OutputAudioBufferStopped { response_id: pb.response_id });
+        }
+    }
+
+    /// `output_audio_buffer.clear`, or barge-in on WebRTC: cancel the response, purge the
+    /// queue; [`Self::on_cleared`] finishes the job once the engine confirms.
+    pub(super) fn clear_output(&mut self, reason: &str) {
+        self.cancel_active(reason);
+        if let Transport::WebRtc(sink) = &self.transport {
+            sink.clear();
+            self.clearing = true;
+        }
+    }
+
+    /// The queue is empty: report `output_audio_buffer.cleared` and truncate each interrupted
+    /// item to what was played.
+    pub(super) fn on_cleared(&mut self) {
+        if !std::mem::take(&mut self.clearing) {
+            return;
+        }
+        let interrupted = std::mem::take(&mut self.playback);
+        if interrupted.is_empty() {
+            self.emit(ServerEventBody::OutputAudioBufferCleared { response_id: None });
+        }
+        for pb in interrupted {
+            self.emit(ServerEventBody::OutputAudioBufferCleared { response_id: Some(pb.response_id.clone()) });
+            if let Some(item_id) = &pb.item_id {
+                self.truncate_to_played(item_id, pb.sent);
+            }
+        }
+    }
+
+    /// Cuts a stored assistant item to `sent` samples (if more was generated).
+    fn truncate_to_played(&mut self, item_id: &str, sent: u64) {
+        let Some(stored) = self.conv.get_mut(item_id) else { return };
+        let (Item::Message { content, .. }, Some(ledger)) = (&mut stored.item, &mut stored.ledger) else { return };
+        if ledger.generated <= sent {
+            return;
+        }
+        let kept = ledger.truncate(sent);
+        if let Some(Content::OutputAudio { transcript, .. }) = content.get_mut(0) {
+            *transcript = Some(kept);
+        }
+        if let Some(audio) = &stored.audio {
+            stored.audio = Some(std::sync::Arc::from(&audio[..(sent as usize).min(audio.len())]));
+        }
+        self.conv.recount();
+        self.emit(ServerEventBody::ConversationItemTruncated {
+            item_id: item_id.to_string(),
+            content_index: 0,
+            audio_end_ms: sent / SAMPLES_PER_MS,
+        });
+    }
+}
