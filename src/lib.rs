@@ -4,6 +4,7 @@
 //! drivers (HTTP/WebSocket server, model loop thread, configuration).
 
 pub mod config;
+pub mod engine;
 pub mod model_loop;
 pub mod protocol;
 pub mod server;

@@ -9,14 +9,27 @@
 //! - [`frames`]: [`FrameAccumulator`], fixed-size framing of a stream.
 //! - [`vad`]: [`Vad`], an energy-based voice activity detector.
 //! - [`pitch`]: [`pitch_shift`], a granular pitch shifter.
+//! - [`opus_codec`]: [`OpusEncoder`] / [`OpusDecoder`], 48 kHz mono Opus
+//!   with PLC and in-band FEC.
+//! - [`rtp_time`]: RTP sequence/timestamp unwrapping and [`SampleCount`].
+//! - [`jitter`]: [`JitterBuffer`], reordering and loss handling for 20 ms
+//!   packets.
+//! - [`pacer`]: [`FrameGrid`], an absolute frame deadline grid, and
+//!   [`Histogram`] for pacing deviation.
+//! - [`playback`]: [`PlaybackQueue`], the tagged outbound audio queue.
 
 #![warn(missing_docs)]
 
 pub mod frames;
 pub mod g711;
+pub mod jitter;
+pub mod opus_codec;
+pub mod pacer;
 pub mod pcm;
 pub mod pitch;
+pub mod playback;
 pub mod resample;
+pub mod rtp_time;
 pub mod vad;
 
 #[cfg(test)]
@@ -27,7 +40,12 @@ pub use g711::{
     alaw_decode, alaw_encode, decode_alaw, decode_ulaw, encode_alaw, encode_ulaw, ulaw_decode,
     ulaw_encode,
 };
+pub use jitter::{JitterBuffer, JitterConfig, JitterStats, Playout, Push};
+pub use opus_codec::{CodecError, OpusDecoder, OpusEncoder};
+pub use pacer::{FrameGrid, Histogram, Tick};
 pub use pcm::{f32_to_i16, f32_to_pcm16le, i16_to_f32, pcm16le_to_f32, rms_dbfs, PcmError};
 pub use pitch::pitch_shift;
+pub use playback::{PlaybackQueue, QueueFull, Sent};
 pub use resample::{ResampleError, StreamResampler};
+pub use rtp_time::{SampleCount, SeqUnwrapper, TsUnwrapper, FRAME_MS, OPUS_FRAME, OPUS_RATE};
 pub use vad::{speech_probability, Vad, VadConfig, VadEvent};

@@ -10,6 +10,7 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 
 use crate::config::ServeArgs;
@@ -63,6 +64,10 @@ pub async fn start(args: &ServeArgs) -> anyhow::Result<Server> {
     let model = ModelLoop::spawn(model, "cpu")?;
     let listener = TcpListener::bind((args.host, args.port)).await?;
     let addr = listener.local_addr()?;
+    // Realtime events are small and latency-bound: no Nagle delay (it cost ~40 ms per event).
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     let app = router(AppState::new(args, model));
     let task = tokio::spawn(async move {
         axum::serve(listener, app)

@@ -1,0 +1,203 @@
+//! One call's audio pipelines. Inbound: jitter buffer → Opus (PLC/FEC) or G.711 decode →
+//! resample to 24 kHz. Outbound: 24 kHz → resample to the codec rate → playback queue →
+//! one 20 ms frame per tick → encode. Pure computation; the engine thread drives it.
+
+use duet_media::jitter::{JitterBuffer, JitterConfig, Playout};
+use duet_media::playback::{PlaybackQueue, Sent};
+use duet_media::{decode_alaw, decode_ulaw, encode_alaw, encode_ulaw, OpusDecoder, OpusEncoder, StreamResampler};
+use duet_signaling::AudioCodec;
+
+/// The session's audio rate.
+const SESSION_RATE: u32 = 24_000;
+/// Most audio the playback queue holds: 30 s.
+const MAX_QUEUED_SECS: usize = 30;
+
+/// Encoders/decoders for the negotiated codec.
+enum Codec {
+    Opus { enc: OpusEncoder, dec: OpusDecoder },
+    Pcmu,
+    Pcma,
+}
+
+/// One call's media state.
+pub struct Pipeline {
+    codec: Codec,
+    rate: u32,
+    jitter: JitterBuffer,
+    /// Whether any RTP arrived (before that nothing is fed to the session).
+    receiving: bool,
+    in_rs: StreamResampler,
+    out_rs: StreamResampler,
+    playback: PlaybackQueue,
+    /// Tags whose last audio was queued; reported once drained.
+    finishing: Vec<u64>,
+    frame: Vec<f32>,
+    sent: Vec<Sent>,
+    scratch: Vec<f32>,
+}
+
+impl Pipeline {
+    /// A pipeline for `codec`.
+    pub fn new(codec: AudioCodec) -> Result<Self, String> {
+        let rate = codec.clock_rate();
+        let c = match codec {
+            AudioCodec::Opus => Codec::Opus {
+                enc: OpusEncoder::new().map_err(|e| e.to_string())?,
+                dec: OpusDecoder::new().map_err(|e| e.to_string())?,
+            },
+            AudioCodec::Pcmu => Codec::Pcmu,
+            AudioCodec::Pcma => Codec::Pcma,
+        };
+        let frame = rate as usize / 50;
+        Ok(Self {
+            codec: c,
+            rate,
+            jitter: JitterBuffer::new(JitterConfig::default()),
+            receiving: false,
+            in_rs: StreamResampler::new(rate, SESSION_RATE).map_err(|e| e.to_string())?,
+            out_rs: StreamResampler::new(SESSION_RATE, rate).map_err(|e| e.to_string())?,
+            playback: PlaybackQueue::new(frame, rate as usize * MAX_QUEUED_SECS),
+            finishing: Vec::new(),
+            frame: Vec::with_capacity(frame),
+            sent: Vec::new(),
+            scratch: Vec::with_capacity(frame),
+        })
+    }
+
+    /// An inbound RTP payload.
+    pub fn receive(&mut self, seq: u64, payload: Vec<u8>) {
+        self.receiving = true;
+        self.jitter.push(seq, payload);
+    }
+
+    /// The next 20 ms of caller audio at 24 kHz (silence while the jitter buffer is idle),
+    /// or `None` before any RTP arrived.
+    pub fn inbound_frame(&mut self) -> Option<Vec<f32>> {
+        if !self.receiving {
+            return None;
+        }
+        let n = self.rate as usize / 50;
+        self.scratch.clear();
+        match (self.jitter.pop(), &mut self.codec) {
+            (Playout::Packet(p), Codec::Opus { dec, .. }) => {
+                if dec.decode(&p, &mut self.scratch).is_err() {
+                    dec.conceal(n, &mut self.scratch);
+                }
+            }
+            (Playout::Fec(next), Codec::Opus { dec, .. }) => {
+                if dec.decode_fec(&next, n, &mut self.scratch).is_err() {
+                    dec.conceal(n, &mut self.scratch);
+                }
+            }
+            (Playout::Lost, Codec::Opus { dec, .. }) => dec.conceal(n, &mut self.scratch),
+            (Playout::Packet(p), Codec::Pcmu) => self.scratch = decode_ulaw(&p),
+            (Playout::Packet(p), Codec::Pcma) => self.scratch = decode_alaw(&p),
+            _ => {}
+        }
+        self.scratch.resize(n, 0.0);
+        let mut out = Vec::with_capacity(SESSION_RATE as usize / 50);
+        self.in_rs.process(&self.scratch, &mut out);
+        Some(out)
+    }
+
+    /// Queues 24 kHz response audio. Returns false when the queue is full (audio dropped).
+    pub fn play(&mut self, tag: u64, pcm: &[f32]) -> bool {
+        let mut resampled = Vec::with_capacity(pcm.len() * self.rate as usize / SESSION_RATE as usize + 64);
+        self.out_rs.process(pcm, &mut resampled);
+        self.playback.push(tag, &resampled).is_ok()
+    }
+
+    /// No more audio of `tag` will be queued.
+    pub fn finish(&mut self, tag: u64) {
+        self.finishing.push(tag);
+    }
+
+    /// Purges the queue (the resampler's few buffered samples too).
+    pub fn clear(&mut self) {
+        self.playback.clear();
+        self.out_rs.reset();
+        self.finishing.clear();
+    }
+
+    /// Pops and encodes the next frame. Returns the payload, what of each tag it carried
+    /// (in 24 kHz samples), and the tags that finished playing.
+    pub fn outbound_frame(&mut self) -> Result<(Vec<u8>, Vec<(u64, u64)>, Vec<u64>), String> {
+        self.playback.pop_frame(&mut self.frame, &mut self.sent);
+        let to_session = |n: usize| n as u64 * u64::from(SESSION_RATE) / u64::from(self.rate);
+        let played = self.sent.iter().map(|s| (s.tag, to_session(s.samples))).collect();
+        let payload = match &mut self.codec {
+            Codec::Opus { enc, .. } => enc.encode(&self.frame).map_err(|e| e.to_string())?,
+            Codec::Pcmu => encode_ulaw(&self.frame),
+            Codec::Pcma => encode_alaw(&self.frame),
+        };
+        let playback = &self.playback;
+        let (done, waiting): (Vec<u64>, Vec<u64>) = self.finishing.iter().partition(|t| playback.queued_for(**t) == 0);
+        self.finishing = waiting;
+        Ok((payload, played, done))
+    }
+
+    /// Samples queued for playout.
+    #[cfg(test)]
+    pub fn queued(&self) -> usize {
+        self.playback.queued()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tone(n: usize) -> Vec<f32> {
+        (0..n).map(|i| 0.3 * (i as f32 * 0.05).sin()).collect()
+    }
+
+    #[test]
+    fn outbound_accounting_and_drain() {
+        for codec in [AudioCodec::Opus, AudioCodec::Pcmu] {
+            let mut p = Pipeline::new(codec).unwrap();
+            assert!(p.play(7, &tone(4_800)));
+            p.finish(7);
+            let mut sent = 0;
+            let mut drained_at = None;
+            for i in 0..20 {
+                let (payload, played, done) = p.outbound_frame().unwrap();
+                assert!(!payload.is_empty());
+                sent += played.iter().map(|(_, n)| n).sum::<u64>();
+                if done.contains(&7) && drained_at.is_none() {
+                    drained_at = Some(i);
+                }
+            }
+            // 200 ms queued (minus what the resampler still holds) leaves within ~10 frames.
+            assert!((4_400..=4_800).contains(&sent), "{codec:?}: {sent}");
+            assert!(drained_at.is_some_and(|i| i <= 10), "{codec:?}: {drained_at:?}");
+        }
+    }
+
+    #[test]
+    fn clear_makes_next_frame_silent() {
+        let mut p = Pipeline::new(AudioCodec::Pcmu).unwrap();
+        p.play(1, &tone(24_000));
+        p.outbound_frame().unwrap();
+        p.clear();
+        let (payload, played, _) = p.outbound_frame().unwrap();
+        assert!(played.is_empty());
+        assert!(payload.iter().all(|&b| b == 0xFF), "μ-law silence");
+        assert_eq!(p.queued(), 0);
+    }
+
+    #[test]
+    fn inbound_opus_roundtrip_and_silence_before_rtp() {
+        let mut p = Pipeline::new(AudioCodec::Opus).unwrap();
+        assert!(p.inbound_frame().is_none());
+        let mut enc = OpusEncoder::new().unwrap();
+        for seq in 0..10u64 {
+            let pcm: Vec<f32> = (0..960).map(|i| 0.3 * ((seq * 960 + i) as f32 * 2.0 * std::f32::consts::PI * 440.0 / 48_000.0).sin()).collect();
+            p.receive(seq, enc.encode(&pcm).unwrap());
+        }
+        let mut total = 0;
+        for _ in 0..10 {
+            total += p.inbound_frame().unwrap().len();
+        }
+        assert!((4_500..=4_800).contains(&total), "{total}");
+    }
+}
