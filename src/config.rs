@@ -61,6 +61,27 @@ pub struct ServeArgs {
     /// Longest session in seconds; the session then gets `session_expired` and is closed.
     #[arg(long, env = "DUET_MAX_SESSION_SECS", default_value_t = 3600)]
     pub max_session_secs: u64,
+
+    /// Address of the UDP socket that carries every WebRTC call's media.
+    #[arg(long, env = "DUET_UDP_HOST", default_value = "127.0.0.1")]
+    pub udp_host: IpAddr,
+
+    /// UDP port for WebRTC media (0 picks a free port). Open it in firewalls.
+    #[arg(long, env = "DUET_UDP_PORT", default_value_t = 0)]
+    pub udp_port: u16,
+
+    /// Address advertised to callers in ICE candidates, for a NAT 1:1 setup (e.g. a cloud
+    /// VM's public IP). Required when --udp-host is 0.0.0.0.
+    #[arg(long, env = "DUET_PUBLIC_IP")]
+    pub public_ip: Option<IpAddr>,
+
+    /// Concurrent WebRTC calls; further offers get 503 with Retry-After.
+    #[arg(long, env = "DUET_MAX_CALLS", default_value_t = 100)]
+    pub max_calls: usize,
+
+    /// A WebRTC call that receives no packet for this many seconds is ended.
+    #[arg(long, env = "DUET_CALL_INACTIVITY_SECS", default_value_t = 30)]
+    pub call_inactivity_secs: u64,
 }
 
 #[cfg(test)]

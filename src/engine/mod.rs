@@ -83,10 +83,25 @@ impl Engine {
         let (tx, rx) = std_mpsc::channel();
         let calls = Arc::new(AtomicUsize::new(0));
         let stats = Arc::new(PacingStats::default());
-        let t = thread::EngineThread::new(socket, local, rx, cfg.inactivity, calls.clone(), stats.clone());
-        std::thread::Builder::new().name("media-engine".into()).spawn(move || t.run())?;
+        let t = thread::EngineThread::new(
+            socket,
+            local,
+            rx,
+            cfg.inactivity,
+            calls.clone(),
+            stats.clone(),
+        );
+        std::thread::Builder::new()
+            .name("media-engine".into())
+            .spawn(move || t.run())?;
         tracing::info!(%local, %advertised, "media engine listening (UDP)");
-        Ok(Self { tx, local, answer, calls, stats })
+        Ok(Self {
+            tx,
+            local,
+            answer,
+            calls,
+            stats,
+        })
     }
 
     /// The bound UDP address.
@@ -121,7 +136,10 @@ impl Engine {
 
     /// The media sink a session uses for call `key`.
     pub fn sink(&self, key: u64) -> Box<dyn MediaSink> {
-        Box::new(Sink { tx: self.tx.clone(), key })
+        Box::new(Sink {
+            tx: self.tx.clone(),
+            key,
+        })
     }
 }
 
@@ -132,7 +150,11 @@ struct Sink {
 
 impl MediaSink for Sink {
     fn play(&self, tag: u64, pcm: Vec<f32>) {
-        let _ = self.tx.send(Command::Play { key: self.key, tag, pcm });
+        let _ = self.tx.send(Command::Play {
+            key: self.key,
+            tag,
+            pcm,
+        });
     }
 
     fn finish(&self, tag: u64) {

@@ -4,7 +4,9 @@
 
 use duet_media::jitter::{JitterBuffer, JitterConfig, Playout};
 use duet_media::playback::{PlaybackQueue, Sent};
-use duet_media::{decode_alaw, decode_ulaw, encode_alaw, encode_ulaw, OpusDecoder, OpusEncoder, StreamResampler};
+use duet_media::{
+    decode_alaw, decode_ulaw, encode_alaw, encode_ulaw, OpusDecoder, OpusEncoder, StreamResampler,
+};
 use duet_signaling::AudioCodec;
 
 /// The session's audio rate.
@@ -102,7 +104,8 @@ impl Pipeline {
 
     /// Queues 24 kHz response audio. Returns false when the queue is full (audio dropped).
     pub fn play(&mut self, tag: u64, pcm: &[f32]) -> bool {
-        let mut resampled = Vec::with_capacity(pcm.len() * self.rate as usize / SESSION_RATE as usize + 64);
+        let mut resampled =
+            Vec::with_capacity(pcm.len() * self.rate as usize / SESSION_RATE as usize + 64);
         self.out_rs.process(pcm, &mut resampled);
         self.playback.push(tag, &resampled).is_ok()
     }
@@ -124,14 +127,21 @@ impl Pipeline {
     pub fn outbound_frame(&mut self) -> Result<(Vec<u8>, Vec<(u64, u64)>, Vec<u64>), String> {
         self.playback.pop_frame(&mut self.frame, &mut self.sent);
         let to_session = |n: usize| n as u64 * u64::from(SESSION_RATE) / u64::from(self.rate);
-        let played = self.sent.iter().map(|s| (s.tag, to_session(s.samples))).collect();
+        let played = self
+            .sent
+            .iter()
+            .map(|s| (s.tag, to_session(s.samples)))
+            .collect();
         let payload = match &mut self.codec {
             Codec::Opus { enc, .. } => enc.encode(&self.frame).map_err(|e| e.to_string())?,
             Codec::Pcmu => encode_ulaw(&self.frame),
             Codec::Pcma => encode_alaw(&self.frame),
         };
         let playback = &self.playback;
-        let (done, waiting): (Vec<u64>, Vec<u64>) = self.finishing.iter().partition(|t| playback.queued_for(**t) == 0);
+        let (done, waiting): (Vec<u64>, Vec<u64>) = self
+            .finishing
+            .iter()
+            .partition(|t| playback.queued_for(**t) == 0);
         self.finishing = waiting;
         Ok((payload, played, done))
     }
@@ -169,7 +179,10 @@ mod tests {
             }
             // 200 ms queued (minus what the resampler still holds) leaves within ~10 frames.
             assert!((4_400..=4_800).contains(&sent), "{codec:?}: {sent}");
-            assert!(drained_at.is_some_and(|i| i <= 10), "{codec:?}: {drained_at:?}");
+            assert!(
+                drained_at.is_some_and(|i| i <= 10),
+                "{codec:?}: {drained_at:?}"
+            );
         }
     }
 
@@ -191,7 +204,12 @@ mod tests {
         assert!(p.inbound_frame().is_none());
         let mut enc = OpusEncoder::new().unwrap();
         for seq in 0..10u64 {
-            let pcm: Vec<f32> = (0..960).map(|i| 0.3 * ((seq * 960 + i) as f32 * 2.0 * std::f32::consts::PI * 440.0 / 48_000.0).sin()).collect();
+            let pcm: Vec<f32> = (0..960)
+                .map(|i| {
+                    0.3 * ((seq * 960 + i) as f32 * 2.0 * std::f32::consts::PI * 440.0 / 48_000.0)
+                        .sin()
+                })
+                .collect();
             p.receive(seq, enc.encode(&pcm).unwrap());
         }
         let mut total = 0;

@@ -8,8 +8,8 @@ use std::sync::mpsc as std_mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use duet_media::Histogram;
 use duet_media::pacer::FrameGrid;
+use duet_media::Histogram;
 use duet_signaling::{Call, CallEvent, Transmit};
 use tokio::sync::mpsc;
 
@@ -64,8 +64,27 @@ pub(super) struct EngineThread {
 }
 
 impl EngineThread {
-    pub(super) fn new(socket: UdpSocket, local: SocketAddr, rx: std_mpsc::Receiver<Command>, inactivity: Duration, count: Arc<AtomicUsize>, stats: Arc<PacingStats>) -> Self {
-        Self { socket, local, rx, inactivity, calls: HashMap::new(), by_addr: HashMap::new(), count, stats, transmits: Vec::new(), events: Vec::new(), disconnected: false }
+    pub(super) fn new(
+        socket: UdpSocket,
+        local: SocketAddr,
+        rx: std_mpsc::Receiver<Command>,
+        inactivity: Duration,
+        count: Arc<AtomicUsize>,
+        stats: Arc<PacingStats>,
+    ) -> Self {
+        Self {
+            socket,
+            local,
+            rx,
+            inactivity,
+            calls: HashMap::new(),
+            by_addr: HashMap::new(),
+            count,
+            stats,
+            transmits: Vec::new(),
+            events: Vec::new(),
+            disconnected: false,
+        }
     }
 
     pub(super) fn run(mut self) {
@@ -81,12 +100,20 @@ impl EngineThread {
                 if let Ok(mut h) = self.stats.deviation.lock() {
                     h.record(tick.lateness);
                 }
-                self.stats.skipped.fetch_add(tick.skipped, Ordering::Relaxed);
+                self.stats
+                    .skipped
+                    .fetch_add(tick.skipped, Ordering::Relaxed);
                 self.tick(now);
             }
             self.timeouts(Instant::now());
-            let deadline = self.calls.values().map(|c| c.next_timeout).fold(grid.next_deadline(), Instant::min);
-            let wait = deadline.saturating_duration_since(Instant::now()).max(MIN_WAIT);
+            let deadline = self
+                .calls
+                .values()
+                .map(|c| c.next_timeout)
+                .fold(grid.next_deadline(), Instant::min);
+            let wait = deadline
+                .saturating_duration_since(Instant::now())
+                .max(MIN_WAIT);
             if self.socket.set_read_timeout(Some(wait)).is_err() {
                 continue;
             }
@@ -147,32 +174,48 @@ impl EngineThread {
             }
         };
         tracing::info!(call = %new.id, codec = ?new.call.codec(), "call added to the media engine");
-        self.calls.insert(new.key, Live {
-            id: new.id,
-            call: new.call,
-            media,
-            session: new.session,
-            events: new.events,
-            has_dc: new.has_data_channel,
-            on_end: Some(new.on_end),
-            last_rx: now,
-            next_timeout: now,
-            created: now,
-            connected: false,
-            closing: false,
-        });
+        self.calls.insert(
+            new.key,
+            Live {
+                id: new.id,
+                call: new.call,
+                media,
+                session: new.session,
+                events: new.events,
+                has_dc: new.has_data_channel,
+                on_end: Some(new.on_end),
+                last_rx: now,
+                next_timeout: now,
+                created: now,
+                connected: false,
+                closing: false,
+            },
+        );
         self.count.store(self.calls.len(), Ordering::Relaxed);
     }
 
     fn datagram(&mut self, source: SocketAddr, bytes: &[u8]) {
         let now = Instant::now();
         let key = match self.by_addr.get(&source) {
-            Some(k) if self.calls.get(k).is_some_and(|c| c.call.accepts(now, source, self.local, bytes)) => Some(*k),
-            _ => self.calls.iter().find(|(_, c)| c.call.accepts(now, source, self.local, bytes)).map(|(k, _)| *k),
+            Some(k)
+                if self
+                    .calls
+                    .get(k)
+                    .is_some_and(|c| c.call.accepts(now, source, self.local, bytes)) =>
+            {
+                Some(*k)
+            }
+            _ => self
+                .calls
+                .iter()
+                .find(|(_, c)| c.call.accepts(now, source, self.local, bytes))
+                .map(|(k, _)| *k),
         };
         let Some(key) = key else { return };
         self.by_addr.insert(source, key);
-        let Some(c) = self.calls.get_mut(&key) else { return };
+        let Some(c) = self.calls.get_mut(&key) else {
+            return;
+        };
         c.last_rx = now;
         if let Err(e) = c.call.receive(now, source, self.local, bytes) {
             tracing::debug!(call = %c.id, error = %e, "datagram rejected");
@@ -182,7 +225,12 @@ impl EngineThread {
 
     /// Runs str0m timers that are due.
     fn timeouts(&mut self, now: Instant) {
-        let due: Vec<u64> = self.calls.iter().filter(|(_, c)| c.next_timeout <= now).map(|(k, _)| *k).collect();
+        let due: Vec<u64> = self
+            .calls
+            .iter()
+            .filter(|(_, c)| c.next_timeout <= now)
+            .map(|(k, _)| *k)
+            .collect();
         for key in due {
             if let Some(c) = self.calls.get_mut(&key) {
                 let _ = c.call.timeout(now);
@@ -206,7 +254,9 @@ impl EngineThread {
 
     /// Sends what str0m wants sent and handles its events.
     fn drain(&mut self, key: u64) {
-        let Some(c) = self.calls.get_mut(&key) else { return };
+        let Some(c) = self.calls.get_mut(&key) else {
+            return;
+        };
         self.transmits.clear();
         self.events.clear();
         match c.call.poll(&mut self.transmits, &mut self.events) {
@@ -228,7 +278,9 @@ impl EngineThread {
     }
 
     fn reap_if_dead(&mut self, key: u64, now: Instant) {
-        let Some(c) = self.calls.get(&key) else { return };
+        let Some(c) = self.calls.get(&key) else {
+            return;
+        };
         let reason = if !c.call.is_alive() {
             Some("peer gone (DTLS close or ICE timeout)")
         } else if now.duration_since(c.last_rx) > self.inactivity {
@@ -246,7 +298,9 @@ impl EngineThread {
     }
 
     fn end(&mut self, key: u64, reason: &str) {
-        let Some(mut c) = self.calls.remove(&key) else { return };
+        let Some(mut c) = self.calls.remove(&key) else {
+            return;
+        };
         c.call.close();
         self.by_addr.retain(|_, k| *k != key);
         self.count.store(self.calls.len(), Ordering::Relaxed);
@@ -304,7 +358,11 @@ impl Live {
                 self.connected = true;
                 tracing::info!(call = %self.id, connect_ms = self.created.elapsed().as_millis() as u64, "call connected");
             }
-            CallEvent::Audio { seq, payload, codec } if codec == self.call.codec() => self.media.receive(seq, payload),
+            CallEvent::Audio {
+                seq,
+                payload,
+                codec,
+            } if codec == self.call.codec() => self.media.receive(seq, payload),
             CallEvent::Audio { .. } => {}
             CallEvent::ChannelOpen => self.flush_events(),
             CallEvent::Text(text) => {
@@ -313,7 +371,10 @@ impl Live {
                 }
             }
             CallEvent::Binary(n) => {
-                let err = ErrorPayload::invalid(codes::INVALID_JSON, format!("binary message of {n} bytes on oai-events; send JSON text"));
+                let err = ErrorPayload::invalid(
+                    codes::INVALID_JSON,
+                    format!("binary message of {n} bytes on oai-events; send JSON text"),
+                );
                 let _ = self.session.try_send(SessionInput::Invalid(err));
             }
             CallEvent::ChannelClosed => {}

@@ -3,15 +3,18 @@
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
+use axum::http::Method;
 use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use serde_json::json;
+use std::time::Duration;
+use tower_http::cors::{AllowHeaders, Any, CorsLayer};
 
 use super::auth::authorized;
-use super::{ws, AppState};
+use super::{calls, ws, AppState};
 
 /// The demo page.
 const INDEX_HTML: &str = include_str!("../../web/index.html");
@@ -23,11 +26,21 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/ready", get(ready))
         .route("/v1/models", get(models))
         .route("/v1/realtime", get(ws::upgrade))
+        .route("/v1/realtime/calls", post(calls::create))
+        .route("/v1/realtime/calls/{id}/hangup", post(calls::hangup))
+        .route("/v1/realtime/calls/{id}", delete(calls::hangup))
         .fallback(not_found)
         .route_layer(middleware::from_fn_with_state(state.clone(), require_key));
+    let cors = CorsLayer::new()
+        .allow_origin(Any)
+        .allow_methods([Method::GET, Method::POST, Method::DELETE, Method::OPTIONS])
+        .allow_headers(AllowHeaders::mirror_request())
+        .expose_headers([header::LOCATION])
+        .max_age(Duration::from_secs(600));
     Router::new()
         .route("/health", get(health))
         .merge(protected)
+        .layer(cors)
         .with_state(state)
 }
 

@@ -2,20 +2,25 @@
 //! and bearer-token auth.
 
 mod auth;
+mod calls;
 mod http;
 mod ws;
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicUsize;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 
+use tokio::sync::mpsc;
+
 use crate::config::ServeArgs;
+use crate::engine::{Engine, EngineConfig};
 use crate::model_loop::ModelLoop;
-use crate::session::Limits;
+use crate::session::{Limits, SessionInput};
 
 pub use http::router;
 
@@ -31,11 +36,30 @@ pub struct AppState {
     pub sessions: AtomicUsize,
     /// Session cap.
     pub max_sessions: usize,
+    /// The WebRTC media engine.
+    pub engine: Engine,
+    /// Live WebRTC calls by id.
+    pub calls: Mutex<HashMap<String, CallEntry>>,
+    /// Calls admitted (counted from the offer until the call ends).
+    pub open_calls: AtomicUsize,
+    /// Call cap.
+    pub max_calls: usize,
+    /// Engine keys.
+    pub next_call_key: AtomicU64,
+}
+
+/// A live call, as the HTTP layer sees it.
+#[derive(Clone)]
+pub struct CallEntry {
+    /// Engine key.
+    pub key: u64,
+    /// The call's session inbox (sideband connections and hangups).
+    pub session: mpsc::Sender<SessionInput>,
 }
 
 impl AppState {
     /// State for `args` around a running model loop.
-    pub fn new(args: &ServeArgs, model: ModelLoop) -> Arc<Self> {
+    pub fn new(args: &ServeArgs, model: ModelLoop, engine: Engine) -> Arc<Self> {
         let limits = Limits {
             max_session: Duration::from_secs(args.max_session_secs.max(1)),
             ..Limits::default()
@@ -46,6 +70,11 @@ impl AppState {
             limits,
             sessions: AtomicUsize::new(0),
             max_sessions: args.max_sessions,
+            engine,
+            calls: Mutex::new(HashMap::new()),
+            open_calls: AtomicUsize::new(0),
+            max_calls: args.max_calls,
+            next_call_key: AtomicU64::new(1),
         })
     }
 }
@@ -54,6 +83,8 @@ impl AppState {
 pub struct Server {
     /// Where it listens.
     pub addr: SocketAddr,
+    /// The WebRTC media socket.
+    pub udp_addr: SocketAddr,
     /// The serving task.
     pub task: tokio::task::JoinHandle<std::io::Result<()>>,
 }
@@ -62,19 +93,29 @@ pub struct Server {
 pub async fn start(args: &ServeArgs) -> anyhow::Result<Server> {
     let model = duet_models::load(&args.model)?;
     let model = ModelLoop::spawn(model, "cpu")?;
+    let engine = Engine::start(EngineConfig {
+        bind: SocketAddr::new(args.udp_host, args.udp_port),
+        public_ip: args.public_ip,
+        inactivity: Duration::from_secs(args.call_inactivity_secs.max(1)),
+    })?;
+    let udp_addr = engine.local_addr();
     let listener = TcpListener::bind((args.host, args.port)).await?;
     let addr = listener.local_addr()?;
     // Realtime events are small and latency-bound: no Nagle delay (it cost ~40 ms per event).
     let listener = listener.tap_io(|tcp| {
         let _ = tcp.set_nodelay(true);
     });
-    let app = router(AppState::new(args, model));
+    let app = router(AppState::new(args, model, engine));
     let task = tokio::spawn(async move {
         axum::serve(listener, app)
             .with_graceful_shutdown(shutdown_signal())
             .await
     });
-    Ok(Server { addr, task })
+    Ok(Server {
+        addr,
+        udp_addr,
+        task,
+    })
 }
 
 async fn shutdown_signal() {

@@ -28,7 +28,7 @@ const INBOX: usize = 256;
 pub struct RealtimeQuery {
     /// Accepted and ignored: the server runs one model, reported in `session.created`.
     pub model: Option<String>,
-    /// Joining a WebRTC call's events (needs the WebRTC transport).
+    /// Join a live WebRTC call's events (sideband control).
     pub call_id: Option<String>,
 }
 
@@ -40,11 +40,20 @@ pub async fn upgrade(
 ) -> Response {
     tracing::debug!(requested_model = ?q.model, "websocket session requested");
     if let Some(call) = q.call_id {
-        return error_response(
-            StatusCode::NOT_FOUND,
-            "call_not_found",
-            format!("no active call {call:?}"),
-        );
+        let entry = state.calls.lock().ok().and_then(|m| m.get(&call).cloned());
+        let Some(entry) = entry else {
+            return error_response(
+                StatusCode::NOT_FOUND,
+                "call_not_found",
+                format!("no active call {call:?}"),
+            );
+        };
+        let queue = state.limits.max_outbound_events;
+        return ws
+            .protocols(["realtime"])
+            .max_message_size(MAX_WS_MESSAGE)
+            .max_frame_size(MAX_WS_MESSAGE)
+            .on_upgrade(move |socket| sideband(socket, entry.session, queue));
     }
     if !state.model.is_ready() {
         return error_response(
@@ -119,6 +128,21 @@ async fn run(state: Arc<AppState>, socket: WebSocket) {
     }
     let _ = actor.await;
     tracing::info!(parent: &span, "session closed");
+}
+
+/// A sideband connection (`?call_id=`): the same events as the call's data channel, and
+/// client events into the call's session (server-side control).
+async fn sideband(socket: WebSocket, session: mpsc::Sender<SessionInput>, queue: usize) {
+    let (sink, mut stream) = socket.split();
+    let (out_tx, out_rx) = mpsc::channel(queue);
+    if session.send(SessionInput::Attach(out_tx)).await.is_err() {
+        return;
+    }
+    let writer = tokio::spawn(write_loop(sink, out_rx));
+    tokio::select! {
+        _ = read_loop(&mut stream, session) => {}
+        _ = wait(writer) => {}
+    }
 }
 
 async fn wait(task: tokio::task::JoinHandle<()>) {

@@ -186,6 +186,13 @@ impl Session {
         }
     }
 
+    /// Applies the `session` object a call was created with, before the session runs.
+    pub fn configure(&mut self, patch: crate::protocol::SessionPatch) -> Result<(), ErrorPayload> {
+        self.cfg.apply(patch)?;
+        self.input.reconfigure(&self.cfg);
+        Ok(())
+    }
+
     /// The session's id.
     pub fn id(&self) -> &str {
         &self.cfg.id
@@ -254,7 +261,9 @@ impl Session {
             SessionInput::Drained { tag } => self.on_drained(tag),
             SessionInput::Cleared => self.on_cleared(),
             SessionInput::Attach(tx) => {
-                let created = ServerEvent::new(ServerEventBody::SessionCreated { session: Box::new(self.cfg.clone()) });
+                let created = ServerEvent::new(ServerEventBody::SessionCreated {
+                    session: Box::new(self.cfg.clone()),
+                });
                 if tx.try_send(Outbound::Event(created)).is_ok() {
                     self.outs.push(tx);
                 }

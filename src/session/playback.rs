@@ -24,7 +24,9 @@ pub struct Playback {
 impl Session {
     /// Hands response audio to the media engine (WebRTC); returns false on WebSocket.
     pub(super) fn play(&mut self, tag: u64, pcm: &[f32]) -> bool {
-        let Transport::WebRtc(sink) = &self.transport else { return false };
+        let Transport::WebRtc(sink) = &self.transport else {
+            return false;
+        };
         sink.play(tag, pcm.to_vec());
         true
     }
@@ -56,7 +58,9 @@ impl Session {
         if let Some(a) = self.active.as_mut().filter(|a| a.tag == tag) {
             a.ledger.sent(samples);
         }
-        let Some(pb) = self.playback.iter_mut().find(|p| p.tag == tag) else { return };
+        let Some(pb) = self.playback.iter_mut().find(|p| p.tag == tag) else {
+            return;
+        };
         pb.sent += samples;
         if !pb.started {
             pb.started = true;
@@ -67,10 +71,14 @@ impl Session {
 
     /// The last sample of `tag` left: `output_audio_buffer.stopped`.
     pub(super) fn on_drained(&mut self, tag: u64) {
-        let Some(i) = self.playback.iter().position(|p| p.tag == tag) else { return };
+        let Some(i) = self.playback.iter().position(|p| p.tag == tag) else {
+            return;
+        };
         let pb = self.playback.remove(i);
         if pb.started {
-            self.emit(ServerEventBody::OutputAudioBufferStopped { response_id: pb.response_id });
+            self.emit(ServerEventBody::OutputAudioBufferStopped {
+                response_id: pb.response_id,
+            });
         }
     }
 
@@ -95,7 +103,9 @@ impl Session {
             self.emit(ServerEventBody::OutputAudioBufferCleared { response_id: None });
         }
         for pb in interrupted {
-            self.emit(ServerEventBody::OutputAudioBufferCleared { response_id: Some(pb.response_id.clone()) });
+            self.emit(ServerEventBody::OutputAudioBufferCleared {
+                response_id: Some(pb.response_id.clone()),
+            });
             if let Some(item_id) = &pb.item_id {
                 self.truncate_to_played(item_id, pb.sent);
             }
@@ -104,8 +114,13 @@ impl Session {
 
     /// Cuts a stored assistant item to `sent` samples (if more was generated).
     fn truncate_to_played(&mut self, item_id: &str, sent: u64) {
-        let Some(stored) = self.conv.get_mut(item_id) else { return };
-        let (Item::Message { content, .. }, Some(ledger)) = (&mut stored.item, &mut stored.ledger) else { return };
+        let Some(stored) = self.conv.get_mut(item_id) else {
+            return;
+        };
+        let (Item::Message { content, .. }, Some(ledger)) = (&mut stored.item, &mut stored.ledger)
+        else {
+            return;
+        };
         if ledger.generated <= sent {
             return;
         }
@@ -114,7 +129,9 @@ impl Session {
             *transcript = Some(kept);
         }
         if let Some(audio) = &stored.audio {
-            stored.audio = Some(std::sync::Arc::from(&audio[..(sent as usize).min(audio.len())]));
+            stored.audio = Some(std::sync::Arc::from(
+                &audio[..(sent as usize).min(audio.len())],
+            ));
         }
         self.conv.recount();
         self.emit(ServerEventBody::ConversationItemTruncated {

@@ -392,7 +392,11 @@ impl Session {
         match a.modality {
             Modality::Audio => {
                 self.finish_playback(a.tag);
-                let tail = if self.transport.is_webrtc() { Vec::new() } else { a.encoder.finish() };
+                let tail = if self.transport.is_webrtc() {
+                    Vec::new()
+                } else {
+                    a.encoder.finish()
+                };
                 if status == ResponseStatus::Completed && !tail.is_empty() {
                     let delta = base64::engine::general_purpose::STANDARD.encode(tail);
                     self.emit(ServerEventBody::ResponseOutputAudioDelta {
