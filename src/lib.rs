@@ -7,5 +7,6 @@ pub mod config;
 pub mod engine;
 pub mod model_loop;
 pub mod protocol;
+pub mod rtc_client;
 pub mod server;
 pub mod session;

@@ -293,3 +293,8 @@ pub fn assert_nulls_allowed(v: &Value, path: &str, under_error: bool) {
         _ => {}
     }
 }
+
+/// Synthetic voiced audio at 48 kHz (the WebRTC clients' rate).
+pub fn voiced48(secs: f32) -> Vec<f32> {
+    voiced(secs).iter().flat_map(|s| [*s, *s]).collect()
+}

@@ -1,0 +1,458 @@
+//! A WebRTC client for Duet built on str0m as the offerer: it POSTs its offer to
+//! `/v1/realtime/calls`, sends Opus on a 20 ms grid (silence, or audio you queue), decodes
+//! what it receives, and exchanges JSON events on `oai-events`. Used by the examples, the
+//! integration tests and the load generator. Loopback/LAN only: no STUN/TURN.
+
+use std::collections::VecDeque;
+use std::io::ErrorKind;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context};
+use duet_media::{FrameGrid, OpusDecoder, OpusEncoder};
+use serde_json::Value;
+use str0m::change::{SdpAnswer, SdpPendingOffer};
+use str0m::channel::ChannelId;
+use str0m::media::{Direction, Frequency, MediaKind, MediaTime, Mid};
+use str0m::net::{Protocol, Receive};
+use str0m::{Candidate, Event, Input, Output, Rtc};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::mpsc;
+
+const FRAME: usize = 960;
+
+/// What the client measured.
+#[derive(Clone, Debug, Default)]
+pub struct ClientStats {
+    /// When the offer was POSTed.
+    pub started: Option<Instant>,
+    /// When ICE+DTLS connected.
+    pub connected: Option<Instant>,
+    /// Audio frames received, with arrival time and RMS level.
+    pub frames: Vec<(Instant, f32)>,
+    /// Frames sent.
+    pub sent: u64,
+}
+
+impl ClientStats {
+    /// Frames received in `[from, to)`.
+    pub fn frames_between(&self, from: Instant, to: Instant) -> usize {
+        self.frames
+            .iter()
+            .filter(|(t, _)| *t >= from && *t < to)
+            .count()
+    }
+
+    /// Arrival of the first frame after `from` louder than `rms`.
+    pub fn first_loud_after(&self, from: Instant, rms: f32) -> Option<Instant> {
+        self.frames
+            .iter()
+            .find(|(t, r)| *t >= from && *r > rms)
+            .map(|(t, _)| *t)
+    }
+
+    /// Arrival of the last frame louder than `rms`.
+    pub fn last_loud(&self, rms: f32) -> Option<Instant> {
+        self.frames
+            .iter()
+            .rev()
+            .find(|(_, r)| *r > rms)
+            .map(|(t, _)| *t)
+    }
+}
+
+struct Shared {
+    mic: VecDeque<f32>,
+    outbox: VecDeque<String>,
+    stats: ClientStats,
+    stop: bool,
+    audio: Vec<f32>,
+    keep_audio: bool,
+}
+
+/// A connected (or connecting) call.
+pub struct RtcClient {
+    shared: Arc<Mutex<Shared>>,
+    events: mpsc::UnboundedReceiver<Value>,
+    thread: Option<JoinHandle<()>>,
+    /// `rtc_…` from the `Location` header.
+    pub call_id: String,
+    /// The server's base URL (`http://host:port`).
+    pub base: SocketAddr,
+}
+
+/// Options for [`RtcClient::connect`].
+#[derive(Clone, Debug, Default)]
+pub struct ClientOptions {
+    /// Offer PCMU only (a SIP gateway) instead of Opus.
+    pub pcmu_only: bool,
+    /// Keep every decoded sample (for pitch analysis in tests).
+    pub keep_audio: bool,
+    /// Bearer token.
+    pub api_key: Option<String>,
+}
+
+impl RtcClient {
+    /// Offers a call to the server at `base` (e.g. 127.0.0.1:8080) and starts the media thread.
+    pub async fn connect(base: SocketAddr, opts: ClientOptions) -> anyhow::Result<Self> {
+        let socket = UdpSocket::bind(SocketAddr::new(base.ip(), 0))?;
+        let local = socket.local_addr()?;
+        let now = Instant::now();
+        let mut rtc = Rtc::builder()
+            .clear_codecs()
+            .enable_opus(!opts.pcmu_only, false)
+            .enable_pcmu(opts.pcmu_only, false)
+            .build(now);
+        rtc.add_local_candidate(Candidate::host(local, "udp")?);
+        let mut api = rtc.sdp_api();
+        let mid = api.add_media(MediaKind::Audio, Direction::SendRecv, None, None, None);
+        let channel = api.add_channel("oai-events".into());
+        let (offer, pending) = api.apply().ok_or_else(|| anyhow!("no offer"))?;
+        let (call_id, answer) =
+            post_offer(base, &offer.to_sdp_string(), opts.api_key.as_deref()).await?;
+        accept(&mut rtc, pending, &answer)?;
+        let (tx, events) = mpsc::unbounded_channel();
+        let shared = Arc::new(Mutex::new(Shared {
+            mic: VecDeque::new(),
+            outbox: VecDeque::new(),
+            stats: ClientStats {
+                started: Some(now),
+                ..Default::default()
+            },
+            stop: false,
+            audio: Vec::new(),
+            keep_audio: opts.keep_audio,
+        }));
+        let media = Media {
+            rtc,
+            socket,
+            local,
+            mid,
+            channel,
+            tx,
+            shared: shared.clone(),
+            pcmu: opts.pcmu_only,
+        };
+        let thread = std::thread::Builder::new()
+            .name("rtc-client".into())
+            .spawn(move || media.run())?;
+        Ok(Self {
+            shared,
+            events,
+            thread: Some(thread),
+            call_id,
+            base,
+        })
+    }
+
+    /// Queues 48 kHz audio to send (after what is queued).
+    pub fn speak(&self, samples: &[f32]) {
+        if let Ok(mut s) = self.shared.lock() {
+            s.mic.extend(samples);
+        }
+    }
+
+    /// Sends a JSON event on `oai-events` (queued until the channel is open).
+    pub fn send(&self, event: Value) {
+        if let Ok(mut s) = self.shared.lock() {
+            s.outbox.push_back(event.to_string());
+        }
+    }
+
+    /// The next event within `timeout`.
+    pub async fn next(&mut self, timeout: Duration) -> Option<Value> {
+        tokio::time::timeout(timeout, self.events.recv())
+            .await
+            .ok()
+            .flatten()
+    }
+
+    /// Waits for an event of type `kind`, returning it and those skipped.
+    pub async fn until(
+        &mut self,
+        kind: &str,
+        timeout: Duration,
+    ) -> anyhow::Result<(Value, Vec<Value>)> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut skipped = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let ev = self.next(left).await.with_context(|| {
+                format!("no {kind} within {timeout:?}; saw {:?}", types(&skipped))
+            })?;
+            if ev["type"] == kind {
+                return Ok((ev, skipped));
+            }
+            skipped.push(ev);
+        }
+    }
+
+    /// A copy of the measurements.
+    pub fn stats(&self) -> ClientStats {
+        self.shared
+            .lock()
+            .map(|s| s.stats.clone())
+            .unwrap_or_default()
+    }
+
+    /// Every decoded sample so far (when `keep_audio`).
+    pub fn audio(&self) -> Vec<f32> {
+        self.shared
+            .lock()
+            .map(|s| s.audio.clone())
+            .unwrap_or_default()
+    }
+
+    /// Whether the queued microphone audio has all been sent.
+    pub fn done_speaking(&self) -> bool {
+        self.shared.lock().map(|s| s.mic.is_empty()).unwrap_or(true)
+    }
+
+    /// Stops the media thread (closing the peer connection).
+    pub fn close(&mut self) {
+        if let Ok(mut s) = self.shared.lock() {
+            s.stop = true;
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for RtcClient {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// Event types, for messages.
+pub fn types(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| e["type"].as_str().unwrap_or("?").to_string())
+        .collect()
+}
+
+fn accept(rtc: &mut Rtc, pending: SdpPendingOffer, answer: &str) -> anyhow::Result<()> {
+    let answer = SdpAnswer::from_sdp_string(answer)?;
+    rtc.sdp_api().accept_answer(pending, answer)?;
+    Ok(())
+}
+
+/// POSTs an offer; returns the call id and the answer.
+pub async fn post_offer(
+    base: SocketAddr,
+    sdp: &str,
+    key: Option<&str>,
+) -> anyhow::Result<(String, String)> {
+    let (status, headers, body) = http(
+        base,
+        "POST",
+        "/v1/realtime/calls",
+        Some(("application/sdp", sdp)),
+        key,
+    )
+    .await?;
+    if status != 201 {
+        bail!("POST /v1/realtime/calls: {status} {body}");
+    }
+    let location = headers
+        .lines()
+        .find_map(|l| {
+            l.split_once(':')
+                .filter(|(k, _)| k.eq_ignore_ascii_case("location"))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .ok_or_else(|| anyhow!("201 without Location"))?;
+    let id = location.rsplit('/').next().unwrap_or_default().to_string();
+    Ok((id, body))
+}
+
+/// A minimal HTTP/1.1 request; returns (status, header block, body).
+pub async fn http(
+    base: SocketAddr,
+    method: &str,
+    path: &str,
+    body: Option<(&str, &str)>,
+    key: Option<&str>,
+) -> anyhow::Result<(u16, String, String)> {
+    let mut s = tokio::net::TcpStream::connect(base).await?;
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {base}\r\nConnection: close\r\n");
+    if let Some(k) = key {
+        req.push_str(&format!("Authorization: Bearer {k}\r\n"));
+    }
+    match body {
+        Some((ctype, b)) => req.push_str(&format!(
+            "Content-Type: {ctype}\r\nContent-Length: {}\r\n\r\n{b}",
+            b.len()
+        )),
+        None => req.push_str("Content-Length: 0\r\n\r\n"),
+    }
+    s.write_all(req.as_bytes()).await?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).await?;
+    let text = String::from_utf8_lossy(&buf).to_string();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    Ok((status, head.to_string(), body.to_string()))
+}
+
+struct Media {
+    rtc: Rtc,
+    socket: UdpSocket,
+    local: SocketAddr,
+    mid: Mid,
+    channel: ChannelId,
+    tx: mpsc::UnboundedSender<Value>,
+    shared: Arc<Mutex<Shared>>,
+    pcmu: bool,
+}
+
+impl Media {
+    fn run(mut self) {
+        let (Ok(mut enc), Ok(mut dec)) = (OpusEncoder::new(), OpusDecoder::new()) else {
+            return;
+        };
+        let mut grid = FrameGrid::new(Instant::now(), Duration::from_millis(20));
+        let mut buf = vec![0u8; 2048];
+        let mut ts = 0u64;
+        let mut open = false;
+        let mut next = Instant::now();
+        loop {
+            if self.shared.lock().map(|s| s.stop).unwrap_or(true) {
+                self.rtc.disconnect();
+                return;
+            }
+            let now = Instant::now();
+            if grid.tick(now).is_some() {
+                self.send_frame(now, &mut enc, &mut ts);
+                if open {
+                    self.flush_outbox();
+                }
+            }
+            if next <= now {
+                let _ = self.rtc.handle_input(Input::Timeout(now));
+            }
+            loop {
+                match self.rtc.poll_output() {
+                    Ok(Output::Timeout(t)) => {
+                        next = t;
+                        break;
+                    }
+                    Ok(Output::Transmit(t)) => {
+                        let _ = self.socket.send_to(&t.contents, t.destination);
+                    }
+                    Ok(Output::Event(e)) => self.event(e, &mut dec, &mut open),
+                    Err(_) => return,
+                }
+            }
+            let wait = next
+                .min(grid.next_deadline())
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_micros(200));
+            let _ = self.socket.set_read_timeout(Some(wait));
+            match self.socket.recv_from(&mut buf) {
+                Ok((n, source)) => {
+                    if let Ok(contents) = buf[..n].try_into() {
+                        let input = Input::Receive(
+                            Instant::now(),
+                            Receive {
+                                proto: Protocol::Udp,
+                                source,
+                                destination: self.local,
+                                contents,
+                            },
+                        );
+                        let _ = self.rtc.handle_input(input);
+                    }
+                }
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+                Err(_) => return,
+            }
+        }
+    }
+
+    fn send_frame(&mut self, now: Instant, enc: &mut OpusEncoder, ts: &mut u64) {
+        if !self.rtc.is_connected() {
+            return;
+        }
+        let pcm: Vec<f32> = match self.shared.lock() {
+            Ok(mut s) => {
+                let n = FRAME.min(s.mic.len());
+                let mut v: Vec<f32> = s.mic.drain(..n).collect();
+                v.resize(FRAME, 0.0);
+                s.stats.sent += 1;
+                v
+            }
+            Err(_) => return,
+        };
+        let (payload, freq, step) = if self.pcmu {
+            let narrow: Vec<f32> = pcm.iter().step_by(6).copied().collect();
+            (duet_media::encode_ulaw(&narrow), Frequency::EIGHT_KHZ, 160)
+        } else {
+            (
+                enc.encode(&pcm).unwrap_or_default(),
+                Frequency::FORTY_EIGHT_KHZ,
+                960,
+            )
+        };
+        let Some(writer) = self.rtc.writer(self.mid) else {
+            return;
+        };
+        let Some(pt) = writer.payload_params().next().map(|p| p.pt()) else {
+            return;
+        };
+        let _ = writer.write(pt, now, MediaTime::new(*ts, freq), payload);
+        *ts += step;
+    }
+
+    fn flush_outbox(&mut self) {
+        let msgs: Vec<String> = match self.shared.lock() {
+            Ok(mut s) => s.outbox.drain(..).collect(),
+            Err(_) => return,
+        };
+        if let Some(mut ch) = self.rtc.channel(self.channel) {
+            for m in msgs {
+                let _ = ch.write(false, m.as_bytes());
+            }
+        }
+    }
+
+    fn event(&mut self, e: Event, dec: &mut OpusDecoder, open: &mut bool) {
+        match e {
+            Event::Connected => {
+                if let Ok(mut s) = self.shared.lock() {
+                    s.stats.connected = Some(Instant::now());
+                }
+            }
+            Event::ChannelOpen(_, _) => *open = true,
+            Event::ChannelData(d) => {
+                if let Ok(v) = serde_json::from_slice::<Value>(&d.data) {
+                    let _ = self.tx.send(v);
+                }
+            }
+            Event::MediaData(d) => {
+                let mut pcm = Vec::with_capacity(FRAME);
+                if self.pcmu {
+                    pcm = duet_media::decode_ulaw(&d.data);
+                } else if dec.decode(&d.data, &mut pcm).is_err() {
+                    return;
+                }
+                let rms = (pcm.iter().map(|x| x * x).sum::<f32>() / pcm.len().max(1) as f32).sqrt();
+                if let Ok(mut s) = self.shared.lock() {
+                    s.stats.frames.push((Instant::now(), rms));
+                    if s.keep_audio {
+                        s.audio.extend_from_slice(&pcm);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
