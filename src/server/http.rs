@@ -80,7 +80,13 @@ async fn health() -> Json<serde_json::Value> {
 
 async fn ready(State(state): State<Arc<AppState>>) -> Response {
     if state.model.is_ready() {
-        Json(json!({"status": "ready", "model": state.model.info().name})).into_response()
+        Json(json!({
+            "status": "ready",
+            "model": state.model.info().name,
+            "sessions": state.model.active_sessions(),
+            "calls": state.engine.active_calls(),
+        }))
+        .into_response()
     } else {
         error_response(
             StatusCode::SERVICE_UNAVAILABLE,
