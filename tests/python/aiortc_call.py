@@ -1,0 +1,842 @@
+#!/usr/bin/env python3
+"""An independent WebRTC peer (Python aiortc) against Duet's `POST /v1/realtime/calls`.
+
+    python tests/python/aiortc_call.py --base-url http://127.0.0.1:PORT
+
+aiortc is the offerer: it creates the `oai-events` data channel and a send/receive audio
+track, gathers loopback-only host candidates (no STUN/TURN), POSTs the offer as
+`application/sdp` (or multipart with a session object, `--multipart`), applies the answer
+and then runs one call through these steps:
+
+  a. connect: `session.created` on the channel, `session.update` -> `session.updated`;
+  b. idle: count the audio frames received in 2 s (the server sends one every 20 ms,
+     silence when idle);
+  c. one turn: 1.2 s of synthetic voice, then silence; the full server-VAD lifecycle, an
+     audible answer (RMS well above idle) whose pitch is about 140 Hz x 1.25 = 175 Hz;
+  d. `output_audio_buffer.clear` during an answer -> `output_audio_buffer.cleared`, and
+     the received audio goes silent within about 3 frames;
+  e. barge-in: speaking over an answer cancels it (`turn_detected`), clears the buffer and
+     truncates the assistant item to what was played (checked with
+     `conversation.item.retrieve`);
+  f. hangup (`POST .../hangup` -> 200), close.
+
+Prints a summary of the measured figures. Exits 0 when every check passed, 1 with `FAIL:`
+lines otherwise, 2 if aiortc is not installed. Traffic stays on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import array
+import asyncio
+import fractions
+import json
+import logging
+import math
+import re
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from typing import Any
+
+try:
+    import aioice
+    import aioice.ice
+    import aiortc
+    import av
+    from aiortc import (
+        MediaStreamTrack,
+        RTCConfiguration,
+        RTCPeerConnection,
+        RTCSessionDescription,
+    )
+    from aiortc.mediastreams import MediaStreamError
+except ImportError as exc:  # pragma: no cover - environment problem, not a test failure mode
+    print(
+        f"error: {exc}\n"
+        "aiortc is needed: run ./scripts/test, or\n"
+        "  pip install -r tests/python/requirements.txt",
+        file=sys.stderr,
+    )
+    sys.exit(2)
+
+RATE = 48_000
+FRAME = 960  # 20 ms at 48 kHz
+FRAME_S = FRAME / RATE
+EVENT_TIMEOUT = 10.0
+OVERALL_TIMEOUT = 60.0
+# A received frame louder than this (full scale = 1.0) counts as "audible" (-40 dBFS).
+LOUD_RMS = 0.01
+F0 = 140.0
+PITCH_FACTOR = 1.25
+SESSION_UPDATE = {
+    "type": "realtime",
+    "audio": {"input": {"turn_detection": {"type": "server_vad", "silence_duration_ms": 500}}},
+}
+TRANSCRIPT_RE = re.compile(r"^echo of (\d+\.\d) s$")
+
+
+# --- loopback-only ICE -----------------------------------------------------------------------
+
+def _loopback_only(use_ipv4: bool = True, use_ipv6: bool = True) -> list[str]:
+    return ["127.0.0.1"]
+
+
+# aioice skips 127.0.0.1 when it lists host addresses; the server only listens on loopback.
+aioice.ice.get_host_addresses = _loopback_only
+
+
+# --- results ---------------------------------------------------------------------------------
+
+class Abort(Exception):
+    """A step cannot go on (the call is unusable or an awaited event never came)."""
+
+
+FAILURES: list[str] = []
+PASSES: list[str] = []
+FIGURES: dict[str, Any] = {}
+
+
+def check(cond: bool, what: str, detail: str = "") -> bool:
+    if cond:
+        PASSES.append(what)
+    else:
+        msg = what + (f": {detail}" if detail else "")
+        FAILURES.append(msg)
+        print(f"FAIL: {msg}", flush=True)
+    return cond
+
+
+def note(msg: str) -> None:
+    print(f"  .. {msg}", flush=True)
+
+
+def now() -> float:
+    return time.monotonic()
+
+
+# --- the microphone --------------------------------------------------------------------------
+
+class VoiceTrack(MediaStreamTrack):
+    """20 ms, 48 kHz mono s16 frames, paced in real time: silence, or synthetic voice (8
+    harmonics of 140 Hz with 1/h amplitudes, 4 Hz syllable-rate amplitude modulation, about
+    -18 dBFS) for as long as asked."""
+
+    kind = "audio"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._start: float | None = None
+        self._pts = 0
+        self._phase = 0.0
+        self._am_t = 0
+        self._left = 0
+        self._done: asyncio.Future[float] | None = None
+        self.frames_sent = 0
+
+    def speak(self, secs: float) -> asyncio.Future[float]:
+        """Plays `secs` of voice from the next frame on; the future resolves with the
+        (monotonic) time its last sample was due."""
+        fut: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+        self._done = fut
+        self._left = int(secs * RATE)
+        self._am_t = 0
+        return fut
+
+    def _voice(self, n: int) -> array.array:
+        out = array.array("h")
+        step = 2 * math.pi * F0 / RATE
+        ph = self._phase
+        for i in range(n):
+            ph += step
+            t = (self._am_t + i) / RATE
+            am = 0.75 + 0.25 * math.sin(2 * math.pi * 4.0 * t)
+            s = (
+                math.sin(ph) + math.sin(2 * ph) / 2 + math.sin(3 * ph) / 3 + math.sin(4 * ph) / 4
+                + math.sin(5 * ph) / 5 + math.sin(6 * ph) / 6 + math.sin(7 * ph) / 7
+                + math.sin(8 * ph) / 8
+            )
+            out.append(int(max(-1.0, min(1.0, 0.12 * am * s)) * 32767))
+        self._phase = ph % (2 * math.pi)
+        self._am_t += n
+        return out
+
+    async def recv(self) -> av.AudioFrame:
+        if self.readyState != "live":
+            raise MediaStreamError
+        if self._start is None:
+            self._start = now()
+        else:
+            wait = self._start + self._pts / RATE - now()
+            if wait > 0:
+                await asyncio.sleep(wait)
+        due = self._start + self._pts / RATE
+        if self._left > 0:
+            n = min(FRAME, self._left)
+            pcm = self._voice(n)
+            pcm.extend([0] * (FRAME - n))
+            self._left -= n
+            if self._left == 0 and self._done is not None and not self._done.done():
+                self._done.set_result(due + n / RATE)
+        else:
+            pcm = array.array("h", bytes(2 * FRAME))
+        if sys.byteorder != "little":
+            pcm.byteswap()
+        frame = av.AudioFrame(format="s16", layout="mono", samples=FRAME)
+        data = pcm.tobytes()
+        plane = frame.planes[0]
+        plane.update(data + bytes(plane.buffer_size - len(data)))
+        frame.pts = self._pts
+        frame.sample_rate = RATE
+        frame.time_base = fractions.Fraction(1, RATE)
+        self._pts += FRAME
+        self.frames_sent += 1
+        return frame
+
+
+# --- the speaker -----------------------------------------------------------------------------
+
+class Speaker:
+    """Receives the server's audio: every frame's arrival time, RMS and mono samples."""
+
+    def __init__(self) -> None:
+        self.frames: list[tuple[float, float, array.array]] = []
+        self.formats: set[str] = set()
+        self.first_frame: float | None = None
+        self.ended: str | None = None
+
+    async def run(self, track: MediaStreamTrack) -> None:
+        try:
+            while True:
+                frame = await track.recv()
+                self.add(frame)
+        except MediaStreamError:
+            self.ended = "MediaStreamError"
+        except Exception as e:  # noqa: BLE001 - reported, not fatal
+            self.ended = repr(e)
+
+    def add(self, frame: av.AudioFrame) -> None:
+        t = now()
+        nch = len(frame.layout.channels)
+        fmt = frame.format.name
+        self.formats.add(f"{fmt}/{frame.layout.name}/{frame.sample_rate}/{frame.samples}")
+        raw = bytes(frame.planes[0])
+        if fmt == "s16":
+            a = array.array("h")
+            a.frombytes(raw[: frame.samples * nch * 2])
+            if sys.byteorder != "little":
+                a.byteswap()
+            mono = a[::nch] if nch > 1 else a
+            scale = 32768.0
+        else:  # not expected from aiortc's Opus decoder, but do not crash on it
+            a = array.array("f")
+            a.frombytes(raw[: frame.samples * 4 * (nch if fmt == "flt" else 1)])
+            mono = array.array("h", (int(max(-1, min(1, x)) * 32767) for x in a[:: nch if fmt == "flt" else 1]))
+            scale = 32768.0
+        n = len(mono) or 1
+        rms = math.sqrt(sum(x * x for x in mono) / n) / scale
+        if self.first_frame is None:
+            self.first_frame = t
+        self.frames.append((t, rms, mono))
+
+    def count(self, t0: float, t1: float) -> int:
+        return sum(1 for t, _, _ in self.frames if t0 <= t < t1)
+
+    def between(self, t0: float, t1: float) -> list[tuple[float, float, array.array]]:
+        return [f for f in self.frames if t0 <= f[0] < t1]
+
+    def first_loud_after(self, t0: float) -> float | None:
+        for t, r, _ in self.frames:
+            if t >= t0 and r > LOUD_RMS:
+                return t
+        return None
+
+    async def wait_loud(self, t0: float, timeout: float) -> float | None:
+        end = now() + timeout
+        while now() < end:
+            t = self.first_loud_after(t0)
+            if t is not None:
+                return t
+            await asyncio.sleep(0.005)
+        return None
+
+    async def wait_quiet(self, quiet: float, timeout: float) -> bool:
+        """Waits until no audible frame arrived for `quiet` seconds."""
+        end = now() + timeout
+        while now() < end:
+            last = max((t for t, r, _ in self.frames if r > LOUD_RMS), default=0.0)
+            if now() - last >= quiet and self.frames and self.frames[-1][0] > now() - 0.1:
+                return True
+            await asyncio.sleep(0.02)
+        return False
+
+
+def median(xs: list[float]) -> float:
+    s = sorted(xs)
+    return s[len(s) // 2] if s else float("nan")
+
+
+def estimate_pitch(mono: list[int], rate: int = RATE) -> tuple[float, list[float]]:
+    """Median over 40 ms windows of a normalized-autocorrelation pitch estimate (80-400 Hz)
+    on the signal decimated to 12 kHz. Returns (median Hz, per-window estimates)."""
+    dec = 4
+    x = [sum(mono[i : i + dec]) / dec for i in range(0, len(mono) - dec + 1, dec)]
+    r = rate // dec
+    win = int(0.04 * r)
+    lo, hi = int(r / 400), int(r / 80)
+    ests: list[float] = []
+    for start in range(0, len(x) - win - hi, win):
+        seg = x[start : start + win + hi]
+        a = seg[:win]
+        e0 = sum(v * v for v in a)
+        if e0 <= 0:
+            continue
+        corr = []
+        for lag in range(lo, hi + 1):
+            b = seg[lag : lag + win]
+            eb = sum(v * v for v in b)
+            c = sum(p * q for p, q in zip(a, b)) / math.sqrt(e0 * eb) if eb > 0 else 0.0
+            corr.append((lag, c))
+        best = max(c for _, c in corr)
+        if best < 0.5:
+            continue
+        # The smallest lag that is nearly as good as the best avoids octave-down errors.
+        lag = next(lag for lag, c in corr if c >= 0.9 * best)
+        # Refine to the local maximum at or after that lag.
+        i = lag - lo
+        while i + 1 < len(corr) and corr[i + 1][1] > corr[i][1]:
+            i += 1
+        ests.append(r / corr[i][0])
+    return median(ests), ests
+
+
+# --- the data channel ------------------------------------------------------------------------
+
+class Events:
+    """JSON events from `oai-events`, each with its arrival time; a cursor for waiting."""
+
+    def __init__(self) -> None:
+        self.log: list[tuple[float, dict[str, Any]]] = []
+        self.cursor = 0
+        self._new = asyncio.Event()
+        self.bad: list[str] = []
+
+    def on_message(self, msg: Any) -> None:
+        t = now()
+        if isinstance(msg, bytes):
+            self.bad.append(f"binary message of {len(msg)} bytes")
+            return
+        try:
+            ev = json.loads(msg)
+        except ValueError:
+            self.bad.append(f"not JSON: {msg[:80]!r}")
+            return
+        if not (isinstance(ev.get("event_id"), str) and ev["event_id"].startswith("event_")):
+            self.bad.append(f"{ev.get('type')}: event_id {ev.get('event_id')!r}")
+        self.log.append((t, ev))
+        if ev.get("type") == "error":
+            note(f"server error event: {json.dumps(ev.get('error'))}")
+        self._new.set()
+
+    async def next(self, timeout: float = EVENT_TIMEOUT) -> tuple[float, dict[str, Any]]:
+        end = now() + timeout
+        while self.cursor >= len(self.log):
+            self._new.clear()
+            left = end - now()
+            if left <= 0:
+                raise Abort(f"no event within {timeout} s; recent: {self.recent()}")
+            try:
+                await asyncio.wait_for(self._new.wait(), left)
+            except asyncio.TimeoutError:
+                pass
+        self.cursor += 1
+        return self.log[self.cursor - 1]
+
+    async def until(self, kind: str, timeout: float = EVENT_TIMEOUT,
+                    pred: Any = None) -> tuple[float, dict[str, Any]]:
+        end = now() + timeout
+        while True:
+            left = end - now()
+            try:
+                t, ev = await self.next(max(left, 0.0))
+            except Abort:
+                raise Abort(f"no {kind} within {timeout} s; since then: {self.recent()}") from None
+            if ev.get("type") == kind and (pred is None or pred(ev)):
+                return t, ev
+
+    def mark(self) -> int:
+        return len(self.log)
+
+    def types_since(self, mark: int) -> list[str]:
+        return [e.get("type", "?") for _, e in self.log[mark:]]
+
+    def since(self, mark: int, kind: str) -> list[tuple[float, dict[str, Any]]]:
+        return [(t, e) for t, e in self.log[mark:] if e.get("type") == kind]
+
+    def recent(self, n: int = 20) -> list[str]:
+        return [e.get("type", "?") for _, e in self.log[-n:]]
+
+
+def in_order(types: list[str], expected: list[str]) -> tuple[bool, str]:
+    it = iter(types)
+    for want in expected:
+        if not any(t == want for t in it):
+            return False, f"missing {want!r} in order; got {types}"
+    return True, ""
+
+
+# --- HTTP ------------------------------------------------------------------------------------
+
+def _post(url: str, body: bytes, ctype: str) -> tuple[int, dict[str, str], str]:
+    req = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": ctype})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, dict(r.headers), r.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read().decode("utf-8", "replace")
+
+
+async def post(url: str, body: bytes, ctype: str) -> tuple[int, dict[str, str], str]:
+    return await asyncio.to_thread(_post, url, body, ctype)
+
+
+def multipart(sdp: str, session: dict[str, Any]) -> tuple[bytes, str]:
+    boundary = "duet-" + uuid.uuid4().hex
+    parts = []
+    for name, value, ctype in (("sdp", sdp, "application/sdp"),
+                               ("session", json.dumps(session), "application/json")):
+        parts.append(
+            f"--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n"
+            f"Content-Type: {ctype}\r\n\r\n{value}\r\n"
+        )
+    parts.append(f"--{boundary}--\r\n")
+    return "".join(parts).encode(), f"multipart/form-data; boundary={boundary}"
+
+
+# --- the scenario ----------------------------------------------------------------------------
+
+class Call:
+    def __init__(self, base: str, use_multipart: bool) -> None:
+        self.base = base
+        self.use_multipart = use_multipart
+        self.pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
+        self.mic = VoiceTrack()
+        self.speaker = Speaker()
+        self.events = Events()
+        self.location: str | None = None
+        self.connected = asyncio.Event()
+        self.states: list[tuple[float, str]] = []
+        self.dc_open = asyncio.Event()
+        self.tasks: list[asyncio.Task[Any]] = []
+
+    async def connect(self) -> None:
+        pc = self.pc
+
+        @pc.on("connectionstatechange")
+        def _state() -> None:
+            self.states.append((now(), pc.connectionState))
+            note(f"connectionState {pc.connectionState}")
+            if pc.connectionState == "connected":
+                self.connected.set()
+
+        @pc.on("track")
+        def _track(track: MediaStreamTrack) -> None:
+            note(f"remote track: {track.kind}")
+            if track.kind == "audio":
+                self.tasks.append(asyncio.ensure_future(self.speaker.run(track)))
+
+        pc.addTransceiver(self.mic, direction="sendrecv")
+        dc = pc.createDataChannel("oai-events")
+        dc.on("message", self.events.on_message)
+        dc.on("open", lambda: self.dc_open.set())
+        self.dc = dc
+
+        await pc.setLocalDescription(await pc.createOffer())
+        # aiortc gathers (all candidates, loopback only here) inside setLocalDescription.
+        offer = pc.localDescription.sdp
+        cands = [l for l in offer.splitlines() if l.startswith("a=candidate")]
+        note(f"offer: {len(offer)} bytes, candidates {cands}")
+        check(bool(cands) and all(" 127.0.0.1 " in c for c in cands),
+              "offer carries only loopback candidates", str(cands))
+
+        t_post = now()
+        url = f"{self.base}/v1/realtime/calls"
+        if self.use_multipart:
+            body, ctype = multipart(offer, SESSION_UPDATE)
+        else:
+            body, ctype = offer.encode(), "application/sdp"
+        status, headers, answer = await post(url, body, ctype)
+        FIGURES["post_ms"] = round((now() - t_post) * 1000, 1)
+        if status != 201:
+            raise Abort(f"POST /v1/realtime/calls -> {status}, expected 201: {answer[:400]}")
+        hdr = {k.lower(): v for k, v in headers.items()}
+        self.location = hdr.get("location")
+        check(hdr.get("content-type", "").startswith("application/sdp"),
+              "answer Content-Type application/sdp", hdr.get("content-type", ""))
+        check(bool(self.location and re.fullmatch(r"/v1/realtime/calls/rtc_[0-9a-f]{32}", self.location)),
+              "Location /v1/realtime/calls/rtc_<32 hex>", str(self.location))
+        a_cands = [l for l in answer.splitlines() if l.startswith("a=candidate")]
+        note(f"answer: {len(answer)} bytes, candidates {a_cands}")
+        FIGURES["answer_codecs"] = [l.split(":", 1)[1] for l in answer.splitlines()
+                                    if l.startswith("a=rtpmap")]
+        await pc.setRemoteDescription(RTCSessionDescription(sdp=answer, type="answer"))
+        try:
+            await asyncio.wait_for(self.connected.wait(), 10)
+        except asyncio.TimeoutError:
+            raise Abort(f"not connected within 10 s of the answer; states {self.states}") from None
+        FIGURES["connect_ms"] = round((now() - t_post) * 1000, 1)
+        try:
+            await asyncio.wait_for(self.dc_open.wait(), 5)
+        except asyncio.TimeoutError:
+            raise Abort(f"oai-events did not open within 5 s of connecting (dc state {self.dc.readyState})") from None
+        FIGURES["channel_open_ms"] = round((now() - t_post) * 1000, 1)
+        self.t_post = t_post
+
+    async def hangup(self) -> None:
+        if not self.location:
+            return
+        status, _, body = await post(f"{self.base}{self.location}/hangup", b"", "application/json")
+        check(status == 200, "POST .../hangup -> 200", f"got {status}: {body[:200]}")
+
+    async def close(self) -> None:
+        await self.pc.close()
+        for t in self.tasks:
+            t.cancel()
+
+    def send(self, ev: dict[str, Any]) -> None:
+        self.dc.send(json.dumps(ev))
+
+
+async def step_session(c: Call) -> None:
+    _, created = await c.events.until("session.created", 5)
+    FIGURES["session_created_ms"] = round((c.events.log[0][0] - c.t_post) * 1000, 1)
+    first = c.events.log[0][1].get("type")
+    check(first == "session.created", "session.created is the first event", f"first was {first}")
+    sess = created.get("session", {})
+    note(f"session.created: id={sess.get('id')} model={sess.get('model')}")
+    m = c.events.mark()
+    c.send({"type": "session.update", "session": SESSION_UPDATE})
+    _, up = await c.events.until("session.updated", 5)
+    td = up.get("session", {}).get("audio", {}).get("input", {}).get("turn_detection") or {}
+    check(td.get("type") == "server_vad" and td.get("silence_duration_ms") == 500,
+          "session.updated echoes server_vad with silence_duration_ms 500", json.dumps(td))
+    errs = c.events.since(m, "error")
+    check(not errs, "session.update raised no error", json.dumps([e for _, e in errs]))
+
+
+async def step_idle(c: Call) -> None:
+    # Wait for the first frame so counting starts on a running stream.
+    end = now() + 3
+    while c.speaker.first_frame is None and now() < end:
+        await asyncio.sleep(0.01)
+    if c.speaker.first_frame is None:
+        check(False, "audio frames arrive while idle", "no audio frame within 3 s of session.updated")
+        return
+    FIGURES["first_frame_ms"] = round((c.speaker.first_frame - c.t_post) * 1000, 1)
+    t0 = now()
+    await asyncio.sleep(2.0)
+    n = c.speaker.count(t0, t0 + 2.0)
+    frames = c.speaker.between(t0, t0 + 2.0)
+    idle_rms = max((r for _, r, _ in frames), default=float("nan"))
+    FIGURES["idle_frames_2s"] = n
+    FIGURES["idle_rms_max"] = round(idle_rms, 5)
+    FIGURES["received_formats"] = sorted(c.speaker.formats)
+    check(n >= 98, "idle: >= 98 of 100 frames in 2 s", f"got {n}")
+    check(n <= 103, "idle: no more than ~100 frames in 2 s (no bursts)", f"got {n}")
+    check(idle_rms < LOUD_RMS, "idle audio is silent", f"max RMS {idle_rms:.4f}")
+
+
+async def step_turn(c: Call) -> None:
+    ev = c.events
+    m = ev.mark()
+    speech_end = await c.mic.speak(1.2)
+    _, stopped = await ev.until("output_audio_buffer.stopped", 12)
+    t_stopped = ev.log[ev.cursor - 1][0]
+    types = ev.types_since(m)
+    note(f"turn events: {types}")
+    ok, why = in_order(types, [
+        "input_audio_buffer.speech_started", "input_audio_buffer.speech_stopped",
+        "input_audio_buffer.committed", "response.created", "output_audio_buffer.started",
+    ])
+    check(ok, "turn: speech_started, speech_stopped, committed, response.created, output_audio_buffer.started in order", why)
+    for kind in ("response.output_audio_transcript.delta", "response.output_audio.done",
+                 "response.done"):
+        check(kind in types, f"turn: {kind} received", f"events {types}")
+    ok, why = in_order(types, ["output_audio_buffer.started", "output_audio_buffer.stopped"])
+    check(ok, "turn: output_audio_buffer.started before .stopped", why)
+    dones = ev.since(m, "response.done")
+    if dones:
+        resp = dones[0][1].get("response", {})
+        check(resp.get("status") == "completed", "turn: response.done status completed",
+              f"status {resp.get('status')} details {resp.get('status_details')}")
+        try:
+            transcript = resp["output"][0]["content"][0]["transcript"]
+        except (KeyError, IndexError, TypeError):
+            transcript = None
+        FIGURES["turn_transcript"] = transcript
+        mt = TRANSCRIPT_RE.match(transcript or "")
+        check(bool(mt) and 1.0 <= float(mt.group(1)) <= 1.3,
+              "turn: transcript 'echo of ~1.2 s'", repr(transcript))
+        rid = resp.get("id")
+        started = ev.since(m, "output_audio_buffer.started")
+        check(bool(started) and started[0][1].get("response_id") == rid,
+              "turn: output_audio_buffer.started carries the response id",
+              f"{[e for _, e in started]} vs {rid}")
+        check(stopped.get("response_id") == rid, "turn: output_audio_buffer.stopped carries the response id",
+              f"{stopped} vs {rid}")
+    # Audio of the answer: frames between the end of our speech and shortly after .stopped.
+    await asyncio.sleep(0.2)
+    ans = c.speaker.between(speech_end, t_stopped + 0.2)
+    loud = [f for f in ans if f[1] > LOUD_RMS]
+    first_loud = loud[0][0] if loud else None
+    FIGURES["answer_latency_ms"] = round((first_loud - speech_end) * 1000, 1) if first_loud else None
+    FIGURES["answer_audible_ms"] = 20 * len(loud)
+    FIGURES["answer_rms_mean"] = round(sum(f[1] for f in loud) / len(loud), 4) if loud else 0.0
+    t_started = ev.since(m, "output_audio_buffer.started")
+    if t_started and first_loud:
+        FIGURES["started_event_to_first_loud_ms"] = round((first_loud - t_started[0][0]) * 1000, 1)
+    if loud:
+        FIGURES["stopped_event_after_last_loud_ms"] = round((t_stopped - loud[-1][0]) * 1000, 1)
+    check(len(loud) >= 40, "turn: the answer is audible (>= 0.8 s of frames above -40 dBFS)",
+          f"{len(loud)} loud frames of {len(ans)} received between end of speech and .stopped; "
+          f"max RMS {max((f[1] for f in ans), default=0):.4f}")
+    check(bool(loud) and FIGURES["answer_rms_mean"] > 5 * max(FIGURES.get("idle_rms_max", 0), 0.001),
+          "turn: answer RMS clearly above idle", f"answer {FIGURES['answer_rms_mean']} idle {FIGURES.get('idle_rms_max')}")
+    if loud:
+        # The middle of the answer, away from the shifter's fades.
+        mid = loud[len(loud) // 5 : len(loud) - len(loud) // 5] or loud
+        pcm: list[int] = []
+        for _, _, s in mid[:30]:
+            pcm.extend(s)
+        hz, ests = await asyncio.to_thread(estimate_pitch, pcm)
+        FIGURES["answer_pitch_hz"] = round(hz, 1)
+        check(150.0 <= hz <= 200.0, "turn: answer pitch ~175 Hz (140 x 1.25)",
+              f"median {hz:.1f} Hz over {len(ests)} windows: {[round(e) for e in ests]}")
+    # Silence again after the answer.
+    late = [f for f in c.speaker.between(t_stopped + 0.1, now()) if f[1] > LOUD_RMS]
+    check(not late, "turn: silence after output_audio_buffer.stopped", f"{len(late)} loud frames")
+
+
+async def step_clear(c: Call) -> None:
+    ev = c.events
+    m = ev.mark()
+    speech_end = await c.mic.speak(2.0)
+    await ev.until("output_audio_buffer.started", 8)
+    first_loud = await c.speaker.wait_loud(speech_end, 5)
+    if first_loud is None:
+        raise Abort("clear: no audible answer within 5 s of output_audio_buffer.started")
+    await asyncio.sleep(0.4)
+    t_clear = now()
+    c.send({"type": "output_audio_buffer.clear"})
+    _, cleared = await ev.until("output_audio_buffer.cleared", 5)
+    t_cleared = ev.log[ev.cursor - 1][0]
+    FIGURES["clear_to_cleared_event_ms"] = round((t_cleared - t_clear) * 1000, 1)
+    await asyncio.sleep(0.6)
+    after = c.speaker.between(t_cleared, now())
+    loud_after = [f for f in after if f[1] > LOUD_RMS]
+    all_loud = [f for f in c.speaker.between(first_loud, now()) if f[1] > LOUD_RMS]
+    last_loud = all_loud[-1][0] if all_loud else t_clear
+    FIGURES["clear_send_to_silence_ms"] = round((last_loud - t_clear) * 1000, 1)
+    FIGURES["cleared_event_to_silence_ms"] = round(max(0.0, last_loud - t_cleared) * 1000, 1)
+    FIGURES["loud_frames_after_cleared"] = len(loud_after)
+    check(len(loud_after) <= 3 and last_loud - t_cleared <= 0.1,
+          "clear: received audio silent within ~3 frames of output_audio_buffer.cleared",
+          f"{len(loud_after)} loud frames after the event, last {1000 * (last_loud - t_cleared):.0f} ms after it")
+    check(last_loud - t_clear <= 0.3, "clear: silence within 300 ms of sending the clear",
+          f"last loud frame {1000 * (last_loud - t_clear):.0f} ms after the clear was sent")
+    types = ev.types_since(m)
+    note(f"clear events: {types}")
+    rid = ev.since(m, "response.created")
+    rid = rid[0][1]["response"]["id"] if rid else None
+    check(cleared.get("response_id") in (rid, None), "clear: cleared names the response",
+          f"{cleared} vs {rid}")
+    errs = ev.since(m, "error")
+    check(not errs, "clear: no error event", json.dumps([e for _, e in errs]))
+    dones = ev.since(m, "response.done")
+    FIGURES["clear_response_done"] = (
+        [(d.get("response", {}).get("status"), d.get("response", {}).get("status_details")) for _, d in dones]
+    )
+    stopped = [e for _, e in ev.since(m, "output_audio_buffer.stopped")]
+    check(not stopped, "clear: no output_audio_buffer.stopped for the cleared response", str(stopped))
+    if not await c.speaker.wait_quiet(0.8, 5):
+        check(False, "clear: audio stays silent afterwards", "still loud frames")
+
+
+async def step_barge_in(c: Call) -> None:
+    ev = c.events
+    m = ev.mark()
+    speech_end = await c.mic.speak(2.5)
+    _, created = await ev.until("response.created", 8)
+    rid = created["response"]["id"]
+    first_loud = await c.speaker.wait_loud(speech_end, 5)
+    if first_loud is None:
+        raise Abort("barge-in: no audible answer within 5 s of the end of speech")
+    await asyncio.sleep(0.4)
+    t_barge = now()
+    barge_done = c.mic.speak(0.5)
+    await ev.until("input_audio_buffer.speech_started", 5)
+    FIGURES["bargein_speech_started_ms"] = round((ev.log[ev.cursor - 1][0] - t_barge) * 1000, 1)
+    _, done = await ev.until("response.done", 5, pred=lambda e: e.get("response", {}).get("id") == rid)
+    resp = done["response"]
+    check(resp.get("status") == "cancelled", "barge-in: response.done status cancelled",
+          f"status {resp.get('status')}")
+    check((resp.get("status_details") or {}).get("reason") == "turn_detected",
+          "barge-in: status_details.reason turn_detected", json.dumps(resp.get("status_details")))
+    _, cleared = await ev.until("output_audio_buffer.cleared", 5)
+    t_cleared = ev.log[ev.cursor - 1][0]
+    check(cleared.get("response_id") == rid, "barge-in: output_audio_buffer.cleared names the response",
+          f"{cleared} vs {rid}")
+    try:
+        item_id = resp["output"][0]["id"]
+    except (KeyError, IndexError, TypeError):
+        item_id = None
+    truncs = [e for _, e in ev.since(m, "conversation.item.truncated")]
+    if not truncs:
+        try:
+            _, tr = await ev.until("conversation.item.truncated", 3)
+            truncs = [tr]
+        except Abort as e:
+            check(False, "barge-in: conversation.item.truncated", str(e))
+            return
+    tr = truncs[0]
+    end_ms = tr.get("audio_end_ms")
+    FIGURES["bargein_audio_end_ms"] = end_ms
+    # What the client heard of the answer: audible frames from its start to the cleared event.
+    heard = [f for f in c.speaker.between(first_loud, t_cleared + 0.1) if f[1] > LOUD_RMS]
+    heard_ms = round((heard[-1][0] - first_loud) * 1000 + 20) if heard else 0
+    FIGURES["bargein_heard_ms"] = heard_ms
+    FIGURES["bargein_heard_frames"] = len(heard)
+    check(tr.get("item_id") == item_id, "barge-in: truncated names the assistant item",
+          f"{tr.get('item_id')} vs {item_id}")
+    check(isinstance(end_ms, int) and end_ms % 20 == 0,
+          "barge-in: audio_end_ms is a multiple of 20 ms", repr(end_ms))
+    check(isinstance(end_ms, int) and 0 < end_ms <= 2600,
+          "barge-in: 0 < audio_end_ms <= answer length (~2.5 s)", repr(end_ms))
+    check(isinstance(end_ms, int) and abs(end_ms - heard_ms) <= 200,
+          "barge-in: audio_end_ms matches what the client heard (+-200 ms)",
+          f"audio_end_ms {end_ms} vs {heard_ms} ms heard")
+    # The item as stored.
+    if item_id:
+        c.send({"type": "conversation.item.retrieve", "item_id": item_id})
+        _, got = await ev.until("conversation.item.retrieved", 5)
+        item = got.get("item", {})
+        try:
+            transcript = item["content"][0]["transcript"]
+        except (KeyError, IndexError, TypeError):
+            transcript = None
+        FIGURES["bargein_item_transcript"] = transcript
+        FIGURES["bargein_item_status"] = item.get("status")
+        deltas = "".join(e.get("delta", "") for _, e in ev.since(m, "response.output_audio_transcript.delta")
+                         if e.get("response_id") == rid)
+        FIGURES["bargein_transcript_deltas"] = deltas
+        full = "echo of 2.5 s"
+        mfull = re.match(r"^echo of (\d+\.\d) s", deltas)
+        if mfull:
+            full = mfull.group(0)
+        answer_s = float(mfull.group(1)) if mfull else 2.5
+        ok = isinstance(transcript, str) and full.startswith(transcript)
+        check(ok, f"barge-in: retrieved transcript is a prefix of {full!r}", repr(transcript))
+        if ok and isinstance(end_ms, int):
+            # Words are spread evenly over the answer: word i starts at i/4 of its length.
+            expect = sum(1 for i in range(4) if i * answer_s * 1000 / 4 < end_ms)
+            have = len([w for w in re.findall(r"\s?\S+", transcript)])
+            check(abs(have - expect) <= 1,
+                  "barge-in: transcript consistent with audio_end_ms (words spread over the answer)",
+                  f"{have} words {transcript!r} for {end_ms} ms of a {answer_s} s answer (expected ~{expect})")
+    await barge_done
+    # The interruption is the next turn.
+    try:
+        await ev.until("input_audio_buffer.committed", 5)
+        _, nxt = await ev.until("response.created", 5)
+        check(nxt["response"]["id"] != rid, "barge-in: the interruption becomes a new turn", "")
+        _, d2 = await ev.until("response.done", 8, pred=lambda e: e["response"]["id"] == nxt["response"]["id"])
+        FIGURES["bargein_next_response"] = d2["response"].get("status")
+    except Abort as e:
+        check(False, "barge-in: the interruption becomes a new turn", str(e))
+    # Events of the cancelled response after its response.done.
+    idx = next(i for i, (_, e) in enumerate(ev.log) if e.get("type") == "response.done"
+               and e.get("response", {}).get("id") == rid)
+    after = [e.get("type") for _, e in ev.log[idx + 1:] if e.get("response_id") == rid
+             and e.get("type") != "output_audio_buffer.cleared"]
+    check(not after, "barge-in: no events of the cancelled response after its response.done", str(after))
+
+
+async def scenario(base: str, use_multipart: bool) -> None:
+    c = Call(base, use_multipart)
+    steps = [
+        ("a. session", step_session),
+        ("b. idle frames", step_idle),
+        ("c. one turn", step_turn),
+        ("d. output_audio_buffer.clear", step_clear),
+        ("e. barge-in", step_barge_in),
+    ]
+    try:
+        print("== connect", flush=True)
+        await c.connect()
+        for name, fn in steps:
+            print(f"== {name}", flush=True)
+            try:
+                await fn(c)
+            except Abort as e:
+                check(False, name, str(e))
+            if c.pc.connectionState != "connected":
+                check(False, f"{name}: call still connected", f"connectionState {c.pc.connectionState}")
+                break
+            # Let the line settle between steps.
+            await c.speaker.wait_quiet(0.5, 5)
+        print("== f. hangup", flush=True)
+        await c.hangup()
+        # The server ends the call: the peer should notice (DTLS close / consent) soon.
+        end = now() + 3
+        while c.pc.connectionState == "connected" and now() < end:
+            await asyncio.sleep(0.05)
+        FIGURES["state_after_hangup"] = c.pc.connectionState
+        if c.location:
+            status, _, _ = await post(f"{base}{c.location}/hangup", b"", "application/json")
+            check(status == 404, "hangup again -> 404 (the call is gone)", f"got {status}")
+        check(not c.events.bad, "every event is JSON text with an event_id", str(c.events.bad))
+        errs = [e for _, e in c.events.log if e.get("type") == "error"]
+        check(not errs, "no error events during the call", json.dumps(errs)[:600])
+    except Abort as e:
+        check(False, "connect", str(e))
+    finally:
+        FIGURES["frames_sent"] = c.mic.frames_sent
+        FIGURES["frames_received"] = len(c.speaker.frames)
+        FIGURES["events_received"] = len(c.events.log)
+        FIGURES["speaker_ended"] = c.speaker.ended
+        await c.close()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--base-url", required=True, help="http://127.0.0.1:PORT")
+    ap.add_argument("--multipart", action="store_true",
+                    help="POST multipart/form-data with sdp and session parts")
+    ap.add_argument("--verbose", action="store_true", help="aiortc/aioice debug logs")
+    args = ap.parse_args()
+    base = args.base_url.rstrip("/")
+    if base.endswith("/v1"):
+        base = base[:-3]
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING)
+    FIGURES["aiortc"] = aiortc.__version__
+    FIGURES["aioice"] = getattr(aioice, "__version__", "?")
+    FIGURES["av"] = av.__version__
+    t0 = now()
+    try:
+        asyncio.run(asyncio.wait_for(scenario(base, args.multipart), OVERALL_TIMEOUT))
+    except asyncio.TimeoutError:
+        check(False, "overall", f"did not finish within {OVERALL_TIMEOUT} s")
+    FIGURES["total_s"] = round(now() - t0, 1)
+    print("== summary")
+    for k, v in FIGURES.items():
+        print(f"  {k}: {v}")
+    print(f"  checks passed: {len(PASSES)}, failed: {len(FAILURES)}")
+    for f in FAILURES:
+        print(f"FAIL: {f}")
+    return 1 if FAILURES else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
