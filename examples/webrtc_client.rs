@@ -17,8 +17,13 @@ fn voiced(secs: f32) -> Vec<f32> {
     (0..n)
         .map(|i| {
             let t = i as f32 / 48_000.0;
-            phase += 2.0 * std::f32::consts::PI * (140.0 + 8.0 * (2.0 * std::f32::consts::PI * 5.0 * t).sin()) / 48_000.0;
-            0.12 * (1..=8).map(|h| (phase * h as f32).sin() / h as f32).sum::<f32>()
+            phase += 2.0
+                * std::f32::consts::PI
+                * (140.0 + 8.0 * (2.0 * std::f32::consts::PI * 5.0 * t).sin())
+                / 48_000.0;
+            0.12 * (1..=8)
+                .map(|h| (phase * h as f32).sin() / h as f32)
+                .sum::<f32>()
         })
         .collect()
 }
@@ -26,17 +31,27 @@ fn voiced(secs: f32) -> Vec<f32> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
-    let server = args.next().unwrap_or_else(|| "127.0.0.1:8080".into()).parse()?;
+    let server = args
+        .next()
+        .unwrap_or_else(|| "127.0.0.1:8080".into())
+        .parse()?;
     let secs: f32 = args.next().map(|s| s.parse()).transpose()?.unwrap_or(1.5);
     let mut call = RtcClient::connect(server, ClientOptions::default()).await?;
     println!("call {}", call.call_id);
-    call.until("session.created", Duration::from_secs(10)).await?;
+    call.until("session.created", Duration::from_secs(10))
+        .await?;
     let mut audio = voiced(secs);
     audio.extend(vec![0.0; 48_000]);
     call.speak(&audio);
-    let (_, seen) = call.until("output_audio_buffer.stopped", Duration::from_secs(30)).await?;
+    let (_, seen) = call
+        .until("output_audio_buffer.stopped", Duration::from_secs(30))
+        .await?;
     for ev in &seen {
-        let extra = ev.get("delta").or(ev.get("transcript")).map(|v| format!(" {v}")).unwrap_or_default();
+        let extra = ev
+            .get("delta")
+            .or(ev.get("transcript"))
+            .map(|v| format!(" {v}"))
+            .unwrap_or_default();
         println!("<- {}{extra}", ev["type"].as_str().unwrap_or("?"));
     }
     let stats = call.stats();
@@ -44,8 +59,20 @@ async fn main() -> anyhow::Result<()> {
         println!("connected in {:?}", c - s);
     }
     let loud = stats.frames.iter().filter(|(_, r)| *r > 0.02).count();
-    println!("received {} frames, {} with speech ({} ms)", stats.frames.len(), loud, loud * 20);
-    let (status, _, _) = http(server, "POST", &format!("/v1/realtime/calls/{}/hangup", call.call_id), None, None).await?;
+    println!(
+        "received {} frames, {} with speech ({} ms)",
+        stats.frames.len(),
+        loud,
+        loud * 20
+    );
+    let (status, _, _) = http(
+        server,
+        "POST",
+        &format!("/v1/realtime/calls/{}/hangup", call.call_id),
+        None,
+        None,
+    )
+    .await?;
     println!("hangup: {status}");
     call.close();
     Ok(())

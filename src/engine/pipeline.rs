@@ -21,6 +21,24 @@ enum Codec {
     Pcma,
 }
 
+/// One outbound frame and its accounting.
+pub struct OutFrame {
+    /// Encoded payload (silence when nothing plays).
+    pub payload: Vec<u8>,
+    /// `(tag, 24 kHz samples)` of response audio this frame carried.
+    pub played: Vec<(u64, u64)>,
+    /// Tags whose last sample has now left.
+    pub drained: Vec<u64>,
+}
+
+/// Packet-loss concealment when a decode failed.
+fn conceal_unless(decoded: bool, dec: &mut OpusDecoder, n: usize, out: &mut Vec<f32>) {
+    if !decoded {
+        out.clear();
+        dec.conceal(n, out);
+    }
+}
+
 /// One call's media state.
 pub struct Pipeline {
     codec: Codec,
@@ -82,14 +100,12 @@ impl Pipeline {
         self.scratch.clear();
         match (self.jitter.pop(), &mut self.codec) {
             (Playout::Packet(p), Codec::Opus { dec, .. }) => {
-                if dec.decode(&p, &mut self.scratch).is_err() {
-                    dec.conceal(n, &mut self.scratch);
-                }
+                let decoded = dec.decode(&p, &mut self.scratch).is_ok();
+                conceal_unless(decoded, dec, n, &mut self.scratch);
             }
             (Playout::Fec(next), Codec::Opus { dec, .. }) => {
-                if dec.decode_fec(&next, n, &mut self.scratch).is_err() {
-                    dec.conceal(n, &mut self.scratch);
-                }
+                let decoded = dec.decode_fec(&next, n, &mut self.scratch).is_ok();
+                conceal_unless(decoded, dec, n, &mut self.scratch);
             }
             (Playout::Lost, Codec::Opus { dec, .. }) => dec.conceal(n, &mut self.scratch),
             (Playout::Packet(p), Codec::Pcmu) => self.scratch = decode_ulaw(&p),
@@ -122,9 +138,8 @@ impl Pipeline {
         self.finishing.clear();
     }
 
-    /// Pops and encodes the next frame. Returns the payload, what of each tag it carried
-    /// (in 24 kHz samples), and the tags that finished playing.
-    pub fn outbound_frame(&mut self) -> Result<(Vec<u8>, Vec<(u64, u64)>, Vec<u64>), String> {
+    /// Pops and encodes the next frame.
+    pub fn outbound_frame(&mut self) -> Result<OutFrame, String> {
         self.playback.pop_frame(&mut self.frame, &mut self.sent);
         let to_session = |n: usize| n as u64 * u64::from(SESSION_RATE) / u64::from(self.rate);
         let played = self
@@ -143,7 +158,11 @@ impl Pipeline {
             .iter()
             .partition(|t| playback.queued_for(**t) == 0);
         self.finishing = waiting;
-        Ok((payload, played, done))
+        Ok(OutFrame {
+            payload,
+            played,
+            drained: done,
+        })
     }
 
     /// Samples queued for playout.
@@ -170,10 +189,10 @@ mod tests {
             let mut sent = 0;
             let mut drained_at = None;
             for i in 0..20 {
-                let (payload, played, done) = p.outbound_frame().unwrap();
-                assert!(!payload.is_empty());
-                sent += played.iter().map(|(_, n)| n).sum::<u64>();
-                if done.contains(&7) && drained_at.is_none() {
+                let f = p.outbound_frame().unwrap();
+                assert!(!f.payload.is_empty());
+                sent += f.played.iter().map(|(_, n)| n).sum::<u64>();
+                if f.drained.contains(&7) && drained_at.is_none() {
                     drained_at = Some(i);
                 }
             }
@@ -192,9 +211,9 @@ mod tests {
         p.play(1, &tone(24_000));
         p.outbound_frame().unwrap();
         p.clear();
-        let (payload, played, _) = p.outbound_frame().unwrap();
-        assert!(played.is_empty());
-        assert!(payload.iter().all(|&b| b == 0xFF), "μ-law silence");
+        let f = p.outbound_frame().unwrap();
+        assert!(f.played.is_empty());
+        assert!(f.payload.iter().all(|&b| b == 0xFF), "μ-law silence");
         assert_eq!(p.queued(), 0);
     }
 

@@ -318,14 +318,14 @@ impl Live {
             let _ = self.session.try_send(SessionInput::Audio(frame));
         }
         match self.media.outbound_frame() {
-            Ok((payload, played, drained)) => {
-                for (tag, samples) in played {
+            Ok(frame) => {
+                for (tag, samples) in frame.played {
                     let _ = self.session.try_send(SessionInput::Played { tag, samples });
                 }
-                for tag in drained {
+                for tag in frame.drained {
                     let _ = self.session.try_send(SessionInput::Drained { tag });
                 }
-                if self.call.can_send_audio() && self.call.send_audio(now, &payload).is_ok() {
+                if self.call.can_send_audio() && self.call.send_audio(now, &frame.payload).is_ok() {
                     stats.frames.fetch_add(1, Ordering::Relaxed);
                 }
             }

@@ -1,6 +1,9 @@
 //! `POST /v1/realtime/calls` (WebRTC signalling), hangup, and the call registry glue.
 //! Bad offers are refused before anything is allocated.
 
+// The request helpers return ready-made error responses; they are built once per request.
+#![allow(clippy::result_large_err)]
+
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
