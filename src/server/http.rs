@@ -16,13 +16,17 @@ use tower_http::cors::{AllowHeaders, Any, CorsLayer};
 use super::auth::authorized;
 use super::{calls, ws, AppState};
 
-/// The demo page.
+/// The demo page: plain files, embedded in the binary (no build step).
 const INDEX_HTML: &str = include_str!("../../web/index.html");
+const APP_JS: &str = include_str!("../../web/app.js");
+const STYLE_CSS: &str = include_str!("../../web/style.css");
 
 /// Builds the router.
 pub fn router(state: Arc<AppState>) -> Router {
     let protected = Router::new()
         .route("/", get(index))
+        .route("/app.js", get(|| async { ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], APP_JS) }))
+        .route("/style.css", get(|| async { ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], STYLE_CSS) }))
         .route("/ready", get(ready))
         .route("/v1/models", get(models))
         .route("/v1/realtime", get(ws::upgrade))

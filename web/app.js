@@ -1,0 +1,1 @@
+// Duet demo page logic (filled in by the demo page).
