@@ -45,7 +45,8 @@ pub struct ServeArgs {
     #[arg(long, env = "DUET_MODEL", default_value = "echo")]
     pub model: String,
 
-    /// When set, every route except /health requires `Authorization: Bearer <key>`
+    /// When set, every API route (not /health, not the demo page's files) requires
+    /// `Authorization: Bearer <key>`
     /// (browsers may send the WebSocket subprotocol `openai-insecure-api-key.<key>` instead).
     #[arg(long, env = "DUET_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,

@@ -1,4 +1,4 @@
-//! Auth: with --api-key every route but /health needs the key (Bearer header or the
+//! Auth: with --api-key every API route needs the key (not /health or the demo page's files) (Bearer header or the
 //! browser subprotocol); without it everything is open.
 
 mod common;
@@ -23,7 +23,10 @@ async fn api_key_guards_every_route_but_health() {
             .0,
         200
     );
-    assert_eq!(get(addr, "/", &[]).await.0, 401);
+    assert_eq!(get(addr, "/ready", &[]).await.0, 401);
+    // The demo page's static files hold no secrets and load without the key (the page asks for it).
+    assert_eq!(get(addr, "/", &[]).await.0, 200);
+    assert_eq!(get(addr, "/app.js", &[]).await.0, 200);
 
     let refused = Client::connect_with(addr, &[]).await;
     assert!(refused.is_err(), "websocket without a key must be refused");

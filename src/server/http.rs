@@ -24,9 +24,6 @@ const STYLE_CSS: &str = include_str!("../../web/style.css");
 /// Builds the router.
 pub fn router(state: Arc<AppState>) -> Router {
     let protected = Router::new()
-        .route("/", get(index))
-        .route("/app.js", get(|| async { ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], APP_JS) }))
-        .route("/style.css", get(|| async { ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], STYLE_CSS) }))
         .route("/ready", get(ready))
         .route("/v1/models", get(models))
         .route("/v1/realtime", get(ws::upgrade))
@@ -43,6 +40,25 @@ pub fn router(state: Arc<AppState>) -> Router {
         .max_age(Duration::from_secs(600));
     Router::new()
         .route("/health", get(health))
+        .route("/", get(index))
+        .route(
+            "/app.js",
+            get(|| async {
+                (
+                    [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+                    APP_JS,
+                )
+            }),
+        )
+        .route(
+            "/style.css",
+            get(|| async {
+                (
+                    [(header::CONTENT_TYPE, "text/css; charset=utf-8")],
+                    STYLE_CSS,
+                )
+            }),
+        )
         .merge(protected)
         .layer(cors)
         .with_state(state)
