@@ -5,7 +5,9 @@
 
 pub mod config;
 pub mod engine;
+pub mod metrics;
 pub mod model_loop;
+pub mod net;
 pub mod protocol;
 pub mod rtc_client;
 pub mod server;

@@ -334,7 +334,11 @@ impl LoopThread {
             })
             .collect();
         let mut outputs = Vec::with_capacity(batch.len());
+        let started = Instant::now();
         self.model.step(&batch, &mut outputs);
+        crate::metrics::METRICS
+            .model_step
+            .observe(started.elapsed());
         drop(batch);
         let mut results = outputs.into_iter();
         for &slot in ids {

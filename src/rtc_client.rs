@@ -98,6 +98,7 @@ impl RtcClient {
     /// Offers a call to the server at `base` (e.g. 127.0.0.1:8080) and starts the media thread.
     pub async fn connect(base: SocketAddr, opts: ClientOptions) -> anyhow::Result<Self> {
         let socket = UdpSocket::bind(SocketAddr::new(base.ip(), 0))?;
+        socket.set_nonblocking(true)?;
         let local = socket.local_addr()?;
         let now = Instant::now();
         let mut rtc = Rtc::builder()
@@ -356,7 +357,9 @@ impl Media {
                 .min(grid.next_deadline())
                 .saturating_duration_since(Instant::now())
                 .max(Duration::from_micros(200));
-            let _ = self.socket.set_read_timeout(Some(wait));
+            if !crate::net::readable(&self.socket, wait) {
+                continue;
+            }
             match self.socket.recv_from(&mut buf) {
                 Ok((n, source)) => {
                     if let Ok(contents) = buf[..n].try_into() {

@@ -18,8 +18,6 @@ use tokio::sync::mpsc;
 
 use crate::session::{MediaSink, Outbound, SessionInput};
 
-pub use thread::PacingStats;
-
 /// Engine settings.
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
@@ -64,13 +62,13 @@ pub struct Engine {
     local: SocketAddr,
     answer: AnswerConfig,
     calls: Arc<AtomicUsize>,
-    stats: Arc<PacingStats>,
 }
 
 impl Engine {
     /// Binds the socket and starts the engine thread.
     pub fn start(cfg: EngineConfig) -> anyhow::Result<Self> {
         let socket = UdpSocket::bind(cfg.bind)?;
+        socket.set_nonblocking(true)?;
         let local = socket.local_addr()?;
         let advertised = match (cfg.public_ip, local.ip()) {
             (Some(ip), _) => SocketAddr::new(ip, local.port()),
@@ -82,15 +80,8 @@ impl Engine {
         let answer = AnswerConfig::new(vec![advertised])?;
         let (tx, rx) = std_mpsc::channel();
         let calls = Arc::new(AtomicUsize::new(0));
-        let stats = Arc::new(PacingStats::default());
-        let t = thread::EngineThread::new(
-            socket,
-            local,
-            rx,
-            cfg.inactivity,
-            calls.clone(),
-            stats.clone(),
-        );
+
+        let t = thread::EngineThread::new(socket, local, rx, cfg.inactivity, calls.clone());
         std::thread::Builder::new()
             .name("media-engine".into())
             .spawn(move || t.run())?;
@@ -100,7 +91,6 @@ impl Engine {
             local,
             answer,
             calls,
-            stats,
         })
     }
 
@@ -117,11 +107,6 @@ impl Engine {
     /// Calls the engine is running.
     pub fn active_calls(&self) -> usize {
         self.calls.load(Ordering::Relaxed)
-    }
-
-    /// Pacing figures.
-    pub fn pacing(&self) -> &PacingStats {
-        &self.stats
     }
 
     /// Hands a call to the engine.

@@ -3,18 +3,18 @@
 use std::collections::HashMap;
 use std::io::ErrorKind;
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc as std_mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use duet_media::pacer::FrameGrid;
-use duet_media::Histogram;
 use duet_signaling::{Call, CallEvent, Transmit};
 use tokio::sync::mpsc;
 
 use super::pipeline::Pipeline;
 use super::{Command, NewCall};
+use crate::metrics::METRICS;
 use crate::protocol::{codes, ErrorPayload};
 use crate::session::{Outbound, SessionInput};
 
@@ -22,17 +22,6 @@ use crate::session::{Outbound, SessionInput};
 const FRAME: Duration = Duration::from_millis(20);
 /// Socket read timeouts are never shorter than this (avoids spinning).
 const MIN_WAIT: Duration = Duration::from_micros(200);
-
-/// Pacing figures shared with the rest of the server.
-#[derive(Default)]
-pub struct PacingStats {
-    /// Deviation of each tick from its grid deadline.
-    pub deviation: Mutex<Histogram>,
-    /// Grid slots skipped after stalls.
-    pub skipped: AtomicU64,
-    /// Frames sent.
-    pub frames: AtomicU64,
-}
 
 struct Live {
     id: String,
@@ -57,7 +46,6 @@ pub(super) struct EngineThread {
     calls: HashMap<u64, Live>,
     by_addr: HashMap<SocketAddr, u64>,
     count: Arc<AtomicUsize>,
-    stats: Arc<PacingStats>,
     transmits: Vec<Transmit>,
     events: Vec<CallEvent>,
     disconnected: bool,
@@ -70,7 +58,6 @@ impl EngineThread {
         rx: std_mpsc::Receiver<Command>,
         inactivity: Duration,
         count: Arc<AtomicUsize>,
-        stats: Arc<PacingStats>,
     ) -> Self {
         Self {
             socket,
@@ -80,7 +67,6 @@ impl EngineThread {
             calls: HashMap::new(),
             by_addr: HashMap::new(),
             count,
-            stats,
             transmits: Vec::new(),
             events: Vec::new(),
             disconnected: false,
@@ -97,11 +83,9 @@ impl EngineThread {
             }
             let now = Instant::now();
             if let Some(tick) = grid.tick(now) {
-                if let Ok(mut h) = self.stats.deviation.lock() {
-                    h.record(tick.lateness);
-                }
-                self.stats
-                    .skipped
+                METRICS.pacing_deviation.observe(tick.lateness);
+                METRICS
+                    .pacing_skipped
                     .fetch_add(tick.skipped, Ordering::Relaxed);
                 self.tick(now);
             }
@@ -114,13 +98,24 @@ impl EngineThread {
             let wait = deadline
                 .saturating_duration_since(Instant::now())
                 .max(MIN_WAIT);
-            if self.socket.set_read_timeout(Some(wait)).is_err() {
+            if !crate::net::readable(&self.socket, wait) {
                 continue;
             }
-            match self.socket.recv_from(&mut buf) {
-                Ok((n, source)) => self.datagram(source, &buf[..n]),
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
-                Err(e) => tracing::debug!(error = %e, "udp receive failed"),
+            // Drain what arrived (non-blocking), then go back to the grid.
+            loop {
+                match self.socket.recv_from(&mut buf) {
+                    Ok((n, source)) => self.datagram(source, &buf[..n]),
+                    Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                        break
+                    }
+                    Err(e) => {
+                        tracing::debug!(error = %e, "udp receive failed");
+                        break;
+                    }
+                }
+                if Instant::now() >= grid.next_deadline() {
+                    break;
+                }
             }
         }
     }
@@ -244,7 +239,7 @@ impl EngineThread {
         let keys: Vec<u64> = self.calls.keys().copied().collect();
         for key in keys {
             if let Some(c) = self.calls.get_mut(&key) {
-                c.tick(now, &self.stats);
+                c.tick(now);
                 let _ = c.call.timeout(now);
             }
             self.drain(key);
@@ -312,7 +307,7 @@ impl EngineThread {
 }
 
 impl Live {
-    fn tick(&mut self, now: Instant, stats: &PacingStats) {
+    fn tick(&mut self, now: Instant) {
         self.flush_events();
         if let Some(frame) = self.media.inbound_frame() {
             let _ = self.session.try_send(SessionInput::Audio(frame));
@@ -326,7 +321,7 @@ impl Live {
                     let _ = self.session.try_send(SessionInput::Drained { tag });
                 }
                 if self.call.can_send_audio() && self.call.send_audio(now, &frame.payload).is_ok() {
-                    stats.frames.fetch_add(1, Ordering::Relaxed);
+                    METRICS.frames_sent.fetch_add(1, Ordering::Relaxed);
                 }
             }
             Err(e) => tracing::warn!(call = %self.id, error = %e, "encoding failed"),

@@ -128,6 +128,15 @@ impl Drop for Admission {
 
 /// `POST /v1/realtime/calls`.
 pub async fn create(State(state): State<Arc<AppState>>, req: Request) -> Response {
+    let started = Instant::now();
+    let response = create_call(state, req).await;
+    crate::metrics::METRICS
+        .call_setup
+        .observe(started.elapsed());
+    response
+}
+
+async fn create_call(state: Arc<AppState>, req: Request) -> Response {
     let offer = match read_offer(req).await {
         Ok(o) => o,
         Err(r) => return r,

@@ -26,6 +26,7 @@ pub fn router(state: Arc<AppState>) -> Router {
     let protected = Router::new()
         .route("/ready", get(ready))
         .route("/v1/models", get(models))
+        .route("/metrics", get(metrics))
         .route("/v1/realtime", get(ws::upgrade))
         .route("/v1/realtime/calls", post(calls::create))
         .route("/v1/realtime/calls/{id}/hangup", post(calls::hangup))
@@ -122,6 +123,22 @@ async fn models(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
         "object": "list",
         "data": [{"id": info.name, "object": "model", "created": 0, "owned_by": "duet"}]
     }))
+}
+
+async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+    let body = crate::metrics::METRICS.render(
+        state.engine.active_calls(),
+        state.model.active_sessions(),
+        state.sessions.load(std::sync::atomic::Ordering::Relaxed),
+    );
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        body,
+    )
+        .into_response()
 }
 
 async fn index() -> Html<&'static str> {

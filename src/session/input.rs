@@ -186,6 +186,7 @@ impl Session {
             .is_some_and(TurnDetection::interrupt_response);
         let responding = self.active.as_ref().is_some_and(|a| a.in_conversation);
         if interrupt && self.transport.is_webrtc() && (responding || !self.playback.is_empty()) {
+            self.barge_at = Some(std::time::Instant::now());
             self.clear_output("turn_detected");
         } else if interrupt && responding {
             self.cancel_active("turn_detected");
@@ -193,6 +194,7 @@ impl Session {
     }
 
     fn speech_stopped(&mut self, at: u64) {
+        self.turn_end = Some(std::time::Instant::now());
         let item_id = self.input.speech_item.take().unwrap_or_else(ids::item_id);
         self.emit(ServerEventBody::InputAudioBufferSpeechStopped {
             audio_end_ms: ms(at),

@@ -154,6 +154,10 @@ pub struct Session {
     playback: Vec<playback::Playback>,
     /// A purge was requested and its [`SessionInput::Cleared`] is pending.
     clearing: bool,
+    /// When server VAD last saw the caller stop speaking (for the latency metric).
+    turn_end: Option<std::time::Instant>,
+    /// When a barge-in was detected (for the barge-in metric).
+    barge_at: Option<std::time::Instant>,
     /// When server VAD's `idle_timeout_ms` fires, and the input clock when it was armed.
     idle: Option<(tokio::time::Instant, u64)>,
 }
@@ -182,6 +186,8 @@ impl Session {
             next_tag: 1,
             playback: Vec::new(),
             clearing: false,
+            turn_end: None,
+            barge_at: None,
             idle: None,
         }
     }
@@ -362,6 +368,9 @@ impl Session {
     }
 
     fn error(&mut self, error: ErrorPayload) {
+        if let Some(code) = &error.code {
+            crate::metrics::METRICS.error(code);
+        }
         tracing::debug!(session = %self.cfg.id, code = ?error.code, message = %error.message, "error event");
         self.emit(ServerEventBody::Error { error });
     }

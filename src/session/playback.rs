@@ -64,6 +64,11 @@ impl Session {
         pb.sent += samples;
         if !pb.started {
             pb.started = true;
+            if let Some(t) = self.turn_end.take() {
+                crate::metrics::METRICS
+                    .speech_end_to_first_audio
+                    .observe(t.elapsed());
+            }
             let response_id = pb.response_id.clone();
             self.emit(ServerEventBody::OutputAudioBufferStarted { response_id });
         }
@@ -98,6 +103,9 @@ impl Session {
         if !std::mem::take(&mut self.clearing) {
             return;
         }
+        if let Some(t) = self.barge_at.take() {
+            crate::metrics::METRICS.barge_in.observe(t.elapsed());
+        }
         let interrupted = std::mem::take(&mut self.playback);
         if interrupted.is_empty() {
             self.emit(ServerEventBody::OutputAudioBufferCleared { response_id: None });
@@ -112,7 +120,7 @@ impl Session {
         }
     }
 
-    /// Cuts a stored assistant item to `sent` samples (if more was generated).
+    /// Cuts a stored assistant item to the `sent` samples the caller heard.
     fn truncate_to_played(&mut self, item_id: &str, sent: u64) {
         let Some(stored) = self.conv.get_mut(item_id) else {
             return;
@@ -121,9 +129,11 @@ impl Session {
         else {
             return;
         };
-        if ledger.generated <= sent {
+        if ledger.generated == 0 {
             return;
         }
+        // Reported even when everything generated was heard: the caller learns exactly
+        // where the item now ends.
         let kept = ledger.truncate(sent);
         if let Some(Content::OutputAudio { transcript, .. }) = content.get_mut(0) {
             *transcript = Some(kept);

@@ -326,6 +326,13 @@ impl Session {
         if self.play(a.tag, &out.audio) {
             return; // WebRTC: the engine reports what left
         }
+        if a.ledger.generated == n {
+            if let Some(t) = self.turn_end.take() {
+                crate::metrics::METRICS
+                    .speech_end_to_first_audio
+                    .observe(t.elapsed());
+            }
+        }
         let bytes = a.encoder.encode(&out.audio);
         if !bytes.is_empty() {
             let delta = base64::engine::general_purpose::STANDARD.encode(bytes);

@@ -1,0 +1,213 @@
+//! Process-wide metrics in Prometheus text format (`GET /metrics`): lock-free histograms
+//! and counters, written from the engine thread, the model loop and session actors.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{LazyLock, Mutex};
+use std::time::Duration;
+
+/// Bucket upper bounds in seconds shared by the latency histograms.
+const BUCKETS: &[f64] = &[
+    0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2,
+    0.3, 0.5, 1.0, 2.0, 5.0,
+];
+
+/// A cumulative histogram of durations.
+pub struct Histogram {
+    name: &'static str,
+    help: &'static str,
+    buckets: Vec<AtomicU64>,
+    count: AtomicU64,
+    sum_ns: AtomicU64,
+}
+
+impl Histogram {
+    fn new(name: &'static str, help: &'static str) -> Self {
+        Self {
+            name,
+            help,
+            buckets: BUCKETS.iter().map(|_| AtomicU64::new(0)).collect(),
+            count: AtomicU64::new(0),
+            sum_ns: AtomicU64::new(0),
+        }
+    }
+
+    /// Records one observation.
+    pub fn observe(&self, d: Duration) {
+        let secs = d.as_secs_f64();
+        if let Some(i) = BUCKETS.iter().position(|b| secs <= *b) {
+            self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.sum_ns.fetch_add(
+            d.as_nanos().min(u128::from(u64::MAX)) as u64,
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Observations so far.
+    pub fn count(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    /// The upper bound of the bucket holding quantile `q` (0..=1); `None` when empty.
+    pub fn quantile(&self, q: f64) -> Option<f64> {
+        let total = self.count();
+        if total == 0 {
+            return None;
+        }
+        let rank = (q * total as f64).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (i, b) in self.buckets.iter().enumerate() {
+            seen += b.load(Ordering::Relaxed);
+            if seen >= rank {
+                return Some(BUCKETS[i]);
+            }
+        }
+        Some(f64::INFINITY)
+    }
+
+    fn render(&self, out: &mut String) {
+        let _ = writeln!(
+            out,
+            "# HELP {} {}\n# TYPE {} histogram",
+            self.name, self.help, self.name
+        );
+        let mut cumulative = 0;
+        for (i, b) in self.buckets.iter().enumerate() {
+            cumulative += b.load(Ordering::Relaxed);
+            let _ = writeln!(
+                out,
+                "{}_bucket{{le=\"{}\"}} {cumulative}",
+                self.name, BUCKETS[i]
+            );
+        }
+        let count = self.count();
+        let sum = self.sum_ns.load(Ordering::Relaxed) as f64 / 1e9;
+        let _ = writeln!(
+            out,
+            "{}_bucket{{le=\"+Inf\"}} {count}\n{}_sum {sum}\n{}_count {count}",
+            self.name, self.name, self.name
+        );
+    }
+}
+
+/// Every metric Duet exports.
+pub struct Metrics {
+    /// How late each 20 ms media tick ran against its grid deadline.
+    pub pacing_deviation: Histogram,
+    /// Duration of one model step for the whole batch.
+    pub model_step: Histogram,
+    /// End of the caller's speech (VAD) to the first answer audio leaving.
+    pub speech_end_to_first_audio: Histogram,
+    /// Barge-in detected to the playback queue purged (the next frame is silence).
+    pub barge_in: Histogram,
+    /// `POST /v1/realtime/calls` handling time.
+    pub call_setup: Histogram,
+    /// Grid slots the media engine skipped after a stall.
+    pub pacing_skipped: AtomicU64,
+    /// Media frames sent.
+    pub frames_sent: AtomicU64,
+    errors: Mutex<BTreeMap<String, u64>>,
+}
+
+/// The process's metrics.
+pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
+    Metrics {
+    pacing_deviation: Histogram::new("duet_pacing_deviation_seconds", "Lateness of each 20 ms media tick against its absolute grid deadline."),
+    model_step: Histogram::new("duet_model_step_seconds", "Time of one model step over every active session."),
+    speech_end_to_first_audio: Histogram::new("duet_speech_end_to_first_audio_seconds", "Server VAD speech end to the first frame of the answer leaving (RTP) or being written (WebSocket)."),
+    barge_in: Histogram::new("duet_barge_in_seconds", "Caller speech detected during an answer to the answer's playback purged (WebRTC)."),
+    call_setup: Histogram::new("duet_call_setup_seconds", "Time to handle POST /v1/realtime/calls."),
+    pacing_skipped: AtomicU64::new(0),
+    frames_sent: AtomicU64::new(0),
+    errors: Mutex::new(BTreeMap::new()),
+}
+});
+
+impl Metrics {
+    /// Counts an error event by code.
+    pub fn error(&self, code: &str) {
+        if let Ok(mut m) = self.errors.lock() {
+            *m.entry(code.to_string()).or_default() += 1;
+        }
+    }
+
+    /// Renders everything, with the live gauges passed in.
+    pub fn render(&self, calls: usize, sessions: usize, websockets: usize) -> String {
+        let mut out = String::with_capacity(8 * 1024);
+        for (name, help, v) in [
+            ("duet_calls", "Live WebRTC calls.", calls),
+            (
+                "duet_sessions",
+                "Sessions holding a model slot (WebRTC and WebSocket).",
+                sessions,
+            ),
+            (
+                "duet_websocket_sessions",
+                "Open WebSocket sessions.",
+                websockets,
+            ),
+        ] {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+        }
+        for (name, help, v) in [
+            (
+                "duet_pacing_skipped_total",
+                "Media grid slots skipped after a stall.",
+                &self.pacing_skipped,
+            ),
+            (
+                "duet_frames_sent_total",
+                "RTP audio frames sent.",
+                &self.frames_sent,
+            ),
+        ] {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
+                v.load(Ordering::Relaxed)
+            );
+        }
+        let _ = writeln!(out, "# HELP duet_errors_total Error events sent to clients, by code.\n# TYPE duet_errors_total counter");
+        if let Ok(m) = self.errors.lock() {
+            for (code, n) in m.iter() {
+                let _ = writeln!(out, "duet_errors_total{{code=\"{code}\"}} {n}");
+            }
+        }
+        for h in [
+            &self.pacing_deviation,
+            &self.model_step,
+            &self.speech_end_to_first_audio,
+            &self.barge_in,
+            &self.call_setup,
+        ] {
+            h.render(&mut out);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_renders_cumulative_buckets() {
+        let h = Histogram::new("x_seconds", "test");
+        h.observe(Duration::from_micros(300));
+        h.observe(Duration::from_millis(3));
+        h.observe(Duration::from_millis(3));
+        assert_eq!(h.quantile(0.5), Some(0.005));
+        assert_eq!(h.quantile(0.01), Some(0.0005));
+        let mut s = String::new();
+        h.render(&mut s);
+        assert!(s.contains("x_seconds_bucket{le=\"0.0005\"} 1\n"), "{s}");
+        assert!(s.contains("x_seconds_bucket{le=\"0.005\"} 3\n"));
+        assert!(
+            s.contains("x_seconds_bucket{le=\"+Inf\"} 3\nx_seconds_sum 0.0063\nx_seconds_count 3"),
+            "{s}"
+        );
+    }
+}
