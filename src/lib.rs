@@ -5,6 +5,7 @@
 
 pub mod config;
 pub mod engine;
+pub mod loadgen;
 pub mod metrics;
 pub mod model_loop;
 pub mod net;

@@ -20,6 +20,7 @@ pub struct Histogram {
     buckets: Vec<AtomicU64>,
     count: AtomicU64,
     sum_ns: AtomicU64,
+    max_ns: AtomicU64,
 }
 
 impl Histogram {
@@ -30,6 +31,7 @@ impl Histogram {
             buckets: BUCKETS.iter().map(|_| AtomicU64::new(0)).collect(),
             count: AtomicU64::new(0),
             sum_ns: AtomicU64::new(0),
+            max_ns: AtomicU64::new(0),
         }
     }
 
@@ -39,11 +41,10 @@ impl Histogram {
         if let Some(i) = BUCKETS.iter().position(|b| secs <= *b) {
             self.buckets[i].fetch_add(1, Ordering::Relaxed);
         }
+        let ns = d.as_nanos().min(u128::from(u64::MAX)) as u64;
         self.count.fetch_add(1, Ordering::Relaxed);
-        self.sum_ns.fetch_add(
-            d.as_nanos().min(u128::from(u64::MAX)) as u64,
-            Ordering::Relaxed,
-        );
+        self.sum_ns.fetch_add(ns, Ordering::Relaxed);
+        self.max_ns.fetch_max(ns, Ordering::Relaxed);
     }
 
     /// Observations so far.
@@ -89,6 +90,12 @@ impl Histogram {
             out,
             "{}_bucket{{le=\"+Inf\"}} {count}\n{}_sum {sum}\n{}_count {count}",
             self.name, self.name, self.name
+        );
+        let max = self.max_ns.load(Ordering::Relaxed) as f64 / 1e9;
+        let n = self.name;
+        let _ = writeln!(
+            out,
+            "# HELP {n}_max Largest observation.\n# TYPE {n}_max gauge\n{n}_max {max}"
         );
     }
 }

@@ -1,0 +1,443 @@
+//! Load generator: N concurrent WebRTC callers in one process, all driven by one thread with
+//! one `ppoll` over their sockets. Opus is encoded once and replayed. Each caller speaks in
+//! turns, then talks over the answer, and measures on the receiving side: frames and
+//! inter-arrival jitter, end of speech → first answer frame, barge-in onset → last answer
+//! frame, POST → connected, and errors. Voiced vs silent frames are told apart by Opus
+//! packet size (silence encodes to ~20 bytes, speech to ~80–120), so nothing is decoded.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::mpsc as std_mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context};
+use duet_media::OpusEncoder;
+use str0m::change::SdpAnswer;
+use str0m::media::{Direction, Frequency, MediaKind, MediaTime, Mid};
+use str0m::net::{Protocol, Receive};
+use str0m::{Candidate, Event, Input, Output, Rtc};
+
+/// Opus packets at least this large carry speech.
+const VOICED_BYTES: usize = 40;
+/// Silent frames in a row that end an answer.
+const ANSWER_GAP_FRAMES: u32 = 10;
+
+/// Load settings.
+#[derive(Clone, Debug)]
+pub struct LoadConfig {
+    /// Server HTTP address.
+    pub server: SocketAddr,
+    /// Concurrent calls.
+    pub calls: usize,
+    /// How long every call runs after connecting.
+    pub duration: Duration,
+    /// Calls started per second during ramp-up.
+    pub ramp_per_sec: f64,
+    /// Spoken turn length.
+    pub turn: Duration,
+}
+
+/// What one run measured (durations in milliseconds).
+#[derive(Clone, Debug, Default)]
+pub struct LoadReport {
+    /// Calls that connected.
+    pub connected: usize,
+    /// Failures (setup, connect).
+    pub errors: Vec<String>,
+    /// POST → connected per call.
+    pub setup_ms: Vec<f64>,
+    /// Received frames per second per call.
+    pub fps: Vec<f64>,
+    /// |inter-arrival − 20 ms| per received frame.
+    pub jitter_ms: Vec<f64>,
+    /// End of speech → first answer frame.
+    pub latency_ms: Vec<f64>,
+    /// Barge-in onset → last frame of the cancelled answer.
+    pub barge_ms: Vec<f64>,
+}
+
+/// The `p`th percentile (0..=100) of `v`, or NaN when empty.
+pub fn percentile(v: &[f64], p: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let i = ((p / 100.0) * (s.len() - 1) as f64).round() as usize;
+    s[i.min(s.len() - 1)]
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Phase {
+    /// Silence until `at`.
+    Idle { until: Instant },
+    /// Sending the turn's frames.
+    Speaking { frame: usize },
+    /// Waiting for the answer's first voiced frame.
+    Waiting { since: Instant },
+    /// The answer plays; at `barge_at` we talk over it.
+    Answer { barge_at: Instant },
+    /// Talking over the answer; waiting for it to stop.
+    BargeIn { onset: Instant, frame: usize },
+}
+
+struct Caller {
+    rtc: Rtc,
+    socket: UdpSocket,
+    local: SocketAddr,
+    mid: Mid,
+    posted: Instant,
+    connected: Option<Instant>,
+    next_timeout: Instant,
+    send_slot: u64,
+    ts: u64,
+    phase: Phase,
+    last_rx: Option<Instant>,
+    last_voiced_rx: Option<Instant>,
+    silent_run: u32,
+    frames: u64,
+    first_frame: Option<Instant>,
+    dead: bool,
+}
+
+/// Pre-encoded audio shared by every caller.
+struct Clips {
+    silence: Vec<u8>,
+    turn: Vec<Vec<u8>>,
+    barge: Vec<Vec<u8>>,
+}
+
+fn voiced(frames: usize) -> Vec<f32> {
+    let mut phase = 0.0f32;
+    (0..frames * 960)
+        .map(|i| {
+            let t = i as f32 / 48_000.0;
+            phase += 2.0
+                * std::f32::consts::PI
+                * (140.0 + 8.0 * (2.0 * std::f32::consts::PI * 5.0 * t).sin())
+                / 48_000.0;
+            0.12 * (0.75 + 0.25 * (2.0 * std::f32::consts::PI * 4.0 * t).sin())
+                * (1..=8)
+                    .map(|h| (phase * h as f32).sin() / h as f32)
+                    .sum::<f32>()
+        })
+        .collect()
+}
+
+fn encode_clip(enc: &mut OpusEncoder, pcm: &[f32]) -> anyhow::Result<Vec<Vec<u8>>> {
+    pcm.chunks(960)
+        .map(|f| enc.encode(f).map_err(|e| anyhow!("{e}")))
+        .collect()
+}
+
+impl Clips {
+    fn new(turn: Duration) -> anyhow::Result<Self> {
+        let mut enc = OpusEncoder::new().map_err(|e| anyhow!("{e}"))?;
+        let frames = (turn.as_millis() / 20) as usize;
+        let turn = encode_clip(&mut enc, &voiced(frames))?;
+        let barge = encode_clip(&mut enc, &voiced(20))?;
+        let mut silence = Vec::new();
+        for _ in 0..10 {
+            silence = enc.encode_silence().map_err(|e| anyhow!("{e}"))?;
+        }
+        Ok(Self {
+            silence,
+            turn,
+            barge,
+        })
+    }
+}
+
+/// Offers one call (blocking HTTP); returns the caller ready to run.
+fn dial(server: SocketAddr, index: usize) -> anyhow::Result<Caller> {
+    let socket = UdpSocket::bind(SocketAddr::new(server.ip(), 0))?;
+    socket.set_nonblocking(true)?;
+    let local = socket.local_addr()?;
+    let now = Instant::now();
+    let mut rtc = Rtc::builder()
+        .clear_codecs()
+        .enable_opus(true, false)
+        .build(now);
+    rtc.add_local_candidate(Candidate::host(local, "udp")?);
+    let mut api = rtc.sdp_api();
+    let mid = api.add_media(MediaKind::Audio, Direction::SendRecv, None, None, None);
+    api.add_channel("oai-events".into());
+    let (offer, pending) = api.apply().ok_or_else(|| anyhow!("no offer"))?;
+    let answer = post_blocking(server, &offer.to_sdp_string())?;
+    rtc.sdp_api()
+        .accept_answer(pending, SdpAnswer::from_sdp_string(&answer)?)?;
+    Ok(Caller {
+        rtc,
+        socket,
+        local,
+        mid,
+        posted: now,
+        connected: None,
+        next_timeout: now,
+        send_slot: index as u64 % 20,
+        ts: 0,
+        phase: Phase::Idle {
+            until: now + Duration::from_millis(1500),
+        },
+        last_rx: None,
+        last_voiced_rx: None,
+        silent_run: 0,
+        frames: 0,
+        first_frame: None,
+        dead: false,
+    })
+}
+
+fn post_blocking(server: SocketAddr, sdp: &str) -> anyhow::Result<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect_timeout(&server, Duration::from_secs(5))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(s, "POST /v1/realtime/calls HTTP/1.1\r\nHost: {server}\r\nConnection: close\r\nContent-Type: application/sdp\r\nContent-Length: {}\r\n\r\n{sdp}", sdp.len())?;
+    let mut text = String::new();
+    s.read_to_string(&mut text)?;
+    let (head, body) = text.split_once("\r\n\r\n").context("bad HTTP response")?;
+    if !head.starts_with("HTTP/1.1 201") {
+        return Err(anyhow!("{}", head.lines().next().unwrap_or_default()));
+    }
+    Ok(body.to_string())
+}
+
+impl Caller {
+    fn drain(&mut self, report: &mut LoadReport, now: Instant) {
+        loop {
+            match self.rtc.poll_output() {
+                Ok(Output::Timeout(t)) => {
+                    self.next_timeout = t;
+                    return;
+                }
+                Ok(Output::Transmit(t)) => {
+                    let _ = self.socket.send_to(&t.contents, t.destination);
+                }
+                Ok(Output::Event(Event::Connected)) => {
+                    self.connected = Some(now);
+                    report.setup_ms.push(ms(now - self.posted));
+                }
+                Ok(Output::Event(Event::MediaData(d))) => self.frame(d.data.len(), now, report),
+                Ok(Output::Event(_)) => {}
+                Err(e) => {
+                    report.errors.push(format!("rtc: {e}"));
+                    self.dead = true;
+                    return;
+                }
+            }
+        }
+    }
+
+    fn frame(&mut self, bytes: usize, now: Instant, report: &mut LoadReport) {
+        if let Some(prev) = self.last_rx {
+            report.jitter_ms.push((ms(now - prev) - 20.0).abs());
+        }
+        self.last_rx = Some(now);
+        self.first_frame.get_or_insert(now);
+        self.frames += 1;
+        let voiced = bytes >= VOICED_BYTES;
+        if voiced {
+            self.last_voiced_rx = Some(now);
+            self.silent_run = 0;
+        } else {
+            self.silent_run += 1;
+        }
+        match self.phase {
+            Phase::Waiting { since } if voiced => {
+                report.latency_ms.push(ms(now - since));
+                self.phase = Phase::Answer {
+                    barge_at: now + Duration::from_millis(300),
+                };
+            }
+            Phase::BargeIn { onset, .. } if self.silent_run == ANSWER_GAP_FRAMES => {
+                if let Some(last) = self.last_voiced_rx.filter(|t| *t > onset) {
+                    report.barge_ms.push(ms(last - onset));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// This caller's 20 ms send slot: one frame per call, staggered by `send_slot` ms.
+    fn send(&mut self, now: Instant, clips: &Clips, turn_frames: usize) {
+        if self.connected.is_none() || self.dead {
+            return;
+        }
+        let payload = match self.phase {
+            Phase::Idle { until } => {
+                if now >= until {
+                    self.phase = Phase::Speaking { frame: 0 };
+                }
+                &clips.silence
+            }
+            Phase::Speaking { frame } => {
+                self.phase = if frame + 1 >= turn_frames {
+                    Phase::Waiting {
+                        since: now + Duration::from_millis(20),
+                    }
+                } else {
+                    Phase::Speaking { frame: frame + 1 }
+                };
+                &clips.turn[frame]
+            }
+            Phase::Waiting { .. } => &clips.silence,
+            Phase::Answer { barge_at } => {
+                if now >= barge_at {
+                    self.phase = Phase::BargeIn {
+                        onset: now,
+                        frame: 0,
+                    };
+                }
+                &clips.silence
+            }
+            Phase::BargeIn { onset, frame } => {
+                if frame < clips.barge.len() {
+                    self.phase = Phase::BargeIn {
+                        onset,
+                        frame: frame + 1,
+                    };
+                    &clips.barge[frame]
+                } else {
+                    if now - onset > Duration::from_secs(3) {
+                        self.phase = Phase::Idle {
+                            until: now + Duration::from_millis(1000),
+                        };
+                    }
+                    &clips.silence
+                }
+            }
+        };
+        let Some(w) = self.rtc.writer(self.mid) else {
+            return;
+        };
+        let Some(pt) = w.payload_params().next().map(|p| p.pt()) else {
+            return;
+        };
+        let _ = w.write(
+            pt,
+            now,
+            MediaTime::new(self.ts, Frequency::FORTY_EIGHT_KHZ),
+            payload.clone(),
+        );
+        self.ts += 960;
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Runs a load and returns what it measured.
+pub fn run(cfg: &LoadConfig) -> anyhow::Result<LoadReport> {
+    let clips = Clips::new(cfg.turn)?;
+    let turn_frames = clips.turn.len();
+    let (tx, rx) = std_mpsc::channel();
+    let (server, calls, ramp) = (cfg.server, cfg.calls, cfg.ramp_per_sec.max(0.1));
+    let dialer = std::thread::spawn(move || {
+        let start = Instant::now();
+        for i in 0..calls {
+            let due = start + Duration::from_secs_f64(i as f64 / ramp);
+            std::thread::sleep(due.saturating_duration_since(Instant::now()));
+            if tx
+                .send(dial(server, i).map_err(|e| format!("setup: {e}")))
+                .is_err()
+            {
+                return;
+            }
+        }
+    });
+    let mut report = LoadReport::default();
+    let mut callers: Vec<Caller> = Vec::new();
+    let start = Instant::now();
+    let ramp_time = Duration::from_secs_f64(calls as f64 / ramp);
+    let end = start + ramp_time + cfg.duration;
+    let mut buf = vec![0u8; 2048];
+    let mut ms_slot = 0u64;
+    while Instant::now() < end {
+        while let Ok(c) = rx.try_recv() {
+            match c {
+                Ok(c) => callers.push(c),
+                Err(e) => report.errors.push(e),
+            }
+        }
+        let now = Instant::now();
+        let slot = (now - start).as_millis() as u64;
+        while ms_slot <= slot {
+            for c in callers.iter_mut().filter(|c| (ms_slot % 20) == c.send_slot) {
+                c.send(now, &clips, turn_frames);
+                c.drain(&mut report, now);
+            }
+            ms_slot += 1;
+        }
+        for c in callers.iter_mut().filter(|c| c.next_timeout <= now) {
+            let _ = c.rtc.handle_input(Input::Timeout(now));
+            c.drain(&mut report, now);
+        }
+        poll_all(&mut callers, &mut buf, &mut report);
+    }
+    let _ = dialer.join();
+    for c in &callers {
+        if let (Some(first), Some(last)) = (c.first_frame, c.last_rx) {
+            let secs = (last - first).as_secs_f64();
+            if secs > 1.0 {
+                report.fps.push((c.frames - 1) as f64 / secs);
+            }
+        }
+        if c.connected.is_none() {
+            report.errors.push("never connected".into());
+        }
+    }
+    report.connected = callers.iter().filter(|c| c.connected.is_some()).count();
+    Ok(report)
+}
+
+/// Waits up to 1 ms for any socket, then reads every datagram that arrived.
+fn poll_all(callers: &mut [Caller], buf: &mut [u8], report: &mut LoadReport) {
+    let mut fds: Vec<libc::pollfd> = callers
+        .iter()
+        .map(|c| libc::pollfd {
+            fd: c.socket.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 1_000_000,
+    };
+    // SAFETY: `fds` is a valid array of pollfd for its length; no signal mask.
+    let n = unsafe {
+        libc::ppoll(
+            fds.as_mut_ptr(),
+            fds.len() as libc::nfds_t,
+            &ts,
+            std::ptr::null(),
+        )
+    };
+    if n <= 0 {
+        return;
+    }
+    for (c, fd) in callers.iter_mut().zip(&fds) {
+        if fd.revents & libc::POLLIN == 0 {
+            continue;
+        }
+        while let Ok((n, source)) = c.socket.recv_from(buf) {
+            let now = Instant::now();
+            let Ok(contents) = buf[..n].try_into() else {
+                continue;
+            };
+            let input = Input::Receive(
+                now,
+                Receive {
+                    proto: Protocol::Udp,
+                    source,
+                    destination: c.local,
+                    contents,
+                },
+            );
+            if c.rtc.handle_input(input).is_ok() {
+                c.drain(report, now);
+            }
+        }
+    }
+}
