@@ -1,0 +1,110 @@
+//! Micro-benchmarks of the per-frame media work: `cargo bench -p duet-media`.
+//! Each iteration is one 20 ms frame unless the name says otherwise.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use duet_media::{
+    decode_ulaw, encode_ulaw, FrameGrid, JitterBuffer, JitterConfig, OpusDecoder, OpusEncoder,
+    PlaybackQueue, StreamResampler, Vad, VadConfig,
+};
+
+fn tone(n: usize, rate: f32) -> Vec<f32> {
+    (0..n).map(|i| 0.2 * (2.0 * std::f32::consts::PI * 220.0 * i as f32 / rate).sin()).collect()
+}
+
+fn opus(c: &mut Criterion) {
+    let pcm = tone(960, 48_000.0);
+    let mut enc = OpusEncoder::new().expect("encoder");
+    c.bench_function("opus_encode_20ms_48k", |b| b.iter(|| enc.encode(black_box(&pcm)).expect("encode")));
+    let packet = enc.encode(&pcm).expect("encode");
+    let mut dec = OpusDecoder::new().expect("decoder");
+    let mut out = Vec::with_capacity(960);
+    c.bench_function("opus_decode_20ms_48k", |b| {
+        b.iter(|| {
+            out.clear();
+            dec.decode(black_box(&packet), &mut out).expect("decode")
+        })
+    });
+    c.bench_function("opus_conceal_20ms", |b| {
+        b.iter(|| {
+            out.clear();
+            dec.conceal(960, &mut out)
+        })
+    });
+}
+
+fn resample(c: &mut Criterion) {
+    for (from, to) in [(48_000u32, 24_000u32), (24_000, 48_000), (8_000, 24_000), (24_000, 8_000)] {
+        let input = tone(from as usize / 50, from as f32);
+        let mut r = StreamResampler::new(from, to).expect("resampler");
+        let mut out = Vec::with_capacity(to as usize / 50 + 64);
+        c.bench_function(&format!("resample_{from}_to_{to}_20ms"), |b| {
+            b.iter(|| {
+                out.clear();
+                r.process(black_box(&input), &mut out)
+            })
+        });
+    }
+}
+
+fn g711(c: &mut Criterion) {
+    let pcm = tone(160, 8_000.0);
+    c.bench_function("ulaw_encode_decode_20ms", |b| b.iter(|| decode_ulaw(&encode_ulaw(black_box(&pcm)))));
+}
+
+fn jitter(c: &mut Criterion) {
+    let mut jb = JitterBuffer::new(JitterConfig::default());
+    let mut seq = 0u64;
+    let payload = vec![0u8; 100];
+    c.bench_function("jitter_push_pop_reordered", |b| {
+        b.iter(|| {
+            // Pairs arrive swapped: n+1 before n.
+            jb.push(seq + 1, payload.clone());
+            jb.push(seq, payload.clone());
+            seq += 2;
+            black_box(jb.pop());
+            black_box(jb.pop());
+        })
+    });
+}
+
+fn pacer(c: &mut Criterion) {
+    let start = Instant::now();
+    let mut grid = FrameGrid::new(start, Duration::from_millis(20));
+    let mut now = start;
+    c.bench_function("frame_grid_tick", |b| {
+        b.iter(|| {
+            now += Duration::from_millis(20);
+            black_box(grid.tick(now))
+        })
+    });
+}
+
+fn playback(c: &mut Criterion) {
+    let mut q = PlaybackQueue::new(960, 48_000 * 30);
+    let audio = tone(960, 48_000.0);
+    let (mut out, mut sent) = (Vec::with_capacity(960), Vec::new());
+    c.bench_function("playback_push_pop_frame", |b| {
+        b.iter(|| {
+            q.push(1, black_box(&audio)).expect("room");
+            q.pop_frame(&mut out, &mut sent)
+        })
+    });
+}
+
+fn vad(c: &mut Criterion) {
+    let mut v = Vad::new(VadConfig::default(), 24_000);
+    let frame = tone(480, 24_000.0);
+    let mut events = Vec::new();
+    c.bench_function("vad_push_20ms_24k", |b| {
+        b.iter(|| {
+            events.clear();
+            v.push(black_box(&frame), &mut events)
+        })
+    });
+}
+
+criterion_group!(benches, opus, resample, g711, jitter, pacer, playback, vad);
+criterion_main!(benches);
