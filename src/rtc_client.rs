@@ -327,7 +327,7 @@ impl Media {
         let mut next = Instant::now();
         loop {
             if self.shared.lock().map(|s| s.stop).unwrap_or(true) {
-                self.rtc.disconnect();
+                self.hang_up();
                 return;
             }
             let now = Instant::now();
@@ -377,6 +377,22 @@ impl Media {
                 }
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
                 Err(_) => return,
+            }
+        }
+    }
+
+    /// Closes gracefully (DTLS close_notify and friends reach the server) and returns.
+    fn hang_up(&mut self) {
+        if self.rtc.close().is_err() {
+            return;
+        }
+        while let Ok(out) = self.rtc.poll_output() {
+            match out {
+                Output::Transmit(t) => {
+                    let _ = self.socket.send_to(&t.contents, t.destination);
+                }
+                Output::Timeout(_) => return,
+                Output::Event(_) => {}
             }
         }
     }

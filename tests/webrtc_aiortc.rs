@@ -77,7 +77,9 @@ async fn aiortc_peer_full_call() {
     let addr = common::server(&[]).await;
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/aiortc_call.py");
     let mut cmd = Command::new(&py);
-    cmd.arg(&script).arg("--base-url").arg(format!("http://{addr}"));
+    cmd.arg(&script)
+        .arg("--base-url")
+        .arg(format!("http://{addr}"));
     let started = Instant::now();
     let out = run(cmd, &format!("{} with {label}", script.display())).await;
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));

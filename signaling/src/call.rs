@@ -278,9 +278,12 @@ impl Call {
         self.rtc.is_alive()
     }
 
-    /// Ends the call.
+    /// Ends the call gracefully: RTCP BYE, SCTP shutdown and DTLS close_notify are queued
+    /// for [`Call::poll`]; the call is dead once they drained.
     pub fn close(&mut self) {
-        self.rtc.disconnect();
+        if self.rtc.close().is_err() {
+            self.rtc.disconnect();
+        }
     }
 }
 

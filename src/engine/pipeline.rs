@@ -11,6 +11,8 @@ use duet_signaling::AudioCodec;
 
 /// The session's audio rate.
 const SESSION_RATE: u32 = 24_000;
+/// Inbound frames buffered beyond this (the target is 2) are dropped, one per tick.
+const MAX_DEPTH_FRAMES: usize = 5;
 /// Most audio the playback queue holds: 30 s.
 const MAX_QUEUED_SECS: usize = 30;
 
@@ -98,6 +100,10 @@ impl Pipeline {
         }
         let n = self.rate as usize / 50;
         self.scratch.clear();
+        // A stalled peer leaves a backlog behind; never let it become permanent latency.
+        if self.jitter.len() > MAX_DEPTH_FRAMES {
+            let _ = self.jitter.pop();
+        }
         match (self.jitter.pop(), &mut self.codec) {
             (Playout::Packet(p), Codec::Opus { dec, .. }) => {
                 let decoded = dec.decode(&p, &mut self.scratch).is_ok();
@@ -215,6 +221,27 @@ mod tests {
         assert!(f.played.is_empty());
         assert!(f.payload.iter().all(|&b| b == 0xFF), "μ-law silence");
         assert_eq!(p.queued(), 0);
+    }
+
+    #[test]
+    fn a_stall_does_not_become_permanent_latency() {
+        let mut p = Pipeline::new(AudioCodec::Pcmu).unwrap();
+        p.receive(0, vec![0xFF; 160]);
+        p.receive(1, vec![0xFF; 160]);
+        p.inbound_frame();
+        // The peer stalled, then delivered 30 frames at once and keeps sending in real time.
+        for seq in 2..32 {
+            p.receive(seq, vec![0xFF; 160]);
+        }
+        for seq in 32..80 {
+            p.receive(seq, vec![0xFF; 160]);
+            p.inbound_frame();
+        }
+        assert!(
+            p.jitter.len() <= MAX_DEPTH_FRAMES,
+            "{} frames still buffered",
+            p.jitter.len()
+        );
     }
 
     #[test]

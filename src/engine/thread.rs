@@ -206,6 +206,14 @@ impl EngineThread {
                 .find(|(_, c)| c.call.accepts(now, source, self.local, bytes))
                 .map(|(k, _)| *k),
         };
+        // A new call's first ICE check can race the command that adds the call.
+        let key = key.or_else(|| {
+            self.commands();
+            self.calls
+                .iter()
+                .find(|(_, c)| c.call.accepts(now, source, self.local, bytes))
+                .map(|(k, _)| *k)
+        });
         let Some(key) = key else { return };
         self.by_addr.insert(source, key);
         let Some(c) = self.calls.get_mut(&key) else {
@@ -293,10 +301,15 @@ impl EngineThread {
     }
 
     fn end(&mut self, key: u64, reason: &str) {
+        // Close gracefully (RTCP BYE, SCTP shutdown, DTLS close_notify) so the peer learns
+        // at once, and send what that produced before forgetting the call.
+        if let Some(c) = self.calls.get_mut(&key) {
+            c.call.close();
+        }
+        self.drain(key);
         let Some(mut c) = self.calls.remove(&key) else {
             return;
         };
-        c.call.close();
         self.by_addr.retain(|_, k| *k != key);
         self.count.store(self.calls.len(), Ordering::Relaxed);
         tracing::info!(call = %c.id, reason, lived_ms = c.created.elapsed().as_millis() as u64, "call ended");

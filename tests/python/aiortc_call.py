@@ -8,7 +8,8 @@ track, gathers loopback-only host candidates (no STUN/TURN), POSTs the offer as
 `application/sdp` (or multipart with a session object, `--multipart`), applies the answer
 and then runs one call through these steps:
 
-  a. connect: `session.created` on the channel, `session.update` -> `session.updated`;
+  a. connect (within 400 ms on loopback): `session.created` on the channel,
+     `session.update` -> `session.updated`;
   b. idle: count the audio frames received in 2 s (the server sends one every 20 ms,
      silence when idle);
   c. one turn: 1.2 s of synthetic voice, then silence; the full server-VAD lifecycle, an
@@ -19,6 +20,11 @@ and then runs one call through these steps:
      truncates the assistant item to what was played (checked with
      `conversation.item.retrieve`);
   f. hangup (`POST .../hangup` -> 200), close.
+
+Audio timings use each RTP packet's arrival (recorded in aiortc's receiver), not the moment
+the decoded frame reaches the track: aiortc's audio jitter buffer holds ~80 ms before
+decoding. `GET /metrics` (skipped pacing slots) and our own sender's lateness are reported
+next to frame counts, so a failure on an overloaded machine says who was starved.
 
 Prints a summary of the measured figures. Exits 0 when every check passed, 1 with `FAIL:`
 lines otherwise, 2 if aiortc is not installed. Traffic stays on 127.0.0.1.
@@ -44,7 +50,9 @@ from typing import Any
 try:
     import aioice
     import aioice.ice
+    import aioice.stun
     import aiortc
+    import aiortc.rtcrtpreceiver
     import av
     from aiortc import (
         MediaStreamTrack,
@@ -86,6 +94,58 @@ def _loopback_only(use_ipv4: bool = True, use_ipv6: bool = True) -> list[str]:
 
 # aioice skips 127.0.0.1 when it lists host addresses; the server only listens on loopback.
 aioice.ice.get_host_addresses = _loopback_only
+
+
+# Outgoing STUN binding requests (time, transaction id): a retransmitted connectivity check
+# means the server ignored the first one.
+STUN_REQUESTS: list[tuple[float, bytes]] = []
+_orig_send_stun = aioice.ice.StunProtocol.send_stun
+
+
+def _recording_send_stun(self: Any, message: Any, addr: tuple[str, int]) -> None:
+    if message.message_class == aioice.stun.Class.REQUEST:
+        STUN_REQUESTS.append((time.monotonic(), message.transaction_id))
+    _orig_send_stun(self, message, addr)
+
+
+aioice.ice.StunProtocol.send_stun = _recording_send_stun
+
+
+# --- RTP arrival times ----------------------------------------------------------------------
+
+# aiortc's audio jitter buffer holds 4 packets (~80 ms) before decoding, so a decoded frame
+# reaches the track well after its packet arrived. Timings here use the packet's arrival:
+# every inbound RTP packet is recorded (timestamp -> arrival), and decoded frames, whose pts is
+# their RTP timestamp, are matched to it.
+RTP_ARRIVALS: dict[int, float] = {}
+RTP_LOG: list[tuple[float, int, int, int]] = []  # (arrival, seq, timestamp, payload bytes)
+_orig_handle_rtp = aiortc.rtcrtpreceiver.RTCRtpReceiver._handle_rtp_packet
+
+
+async def _recording_handle_rtp(self: Any, packet: Any, arrival_time_ms: int) -> None:
+    t = time.monotonic()
+    RTP_ARRIVALS.setdefault(packet.timestamp, t)
+    RTP_LOG.append((t, packet.sequence_number, packet.timestamp, len(packet.payload)))
+    await _orig_handle_rtp(self, packet, arrival_time_ms)
+
+
+aiortc.rtcrtpreceiver.RTCRtpReceiver._handle_rtp_packet = _recording_handle_rtp
+
+
+def rtp_stats(t0: float, t1: float) -> dict[str, Any]:
+    """Sequence, timestamp and arrival regularity of the inbound RTP in [t0, t1)."""
+    pk = [p for p in RTP_LOG if t0 <= p[0] < t1]
+    if len(pk) < 2:
+        return {"packets": len(pk)}
+    seq_gaps = sum(1 for a, b in zip(pk, pk[1:]) if (b[1] - a[1]) % 65536 != 1)
+    ts_steps = sorted({(b[2] - a[2]) % 2**32 for a, b in zip(pk, pk[1:])})
+    gaps = [1000 * (b[0] - a[0]) for a, b in zip(pk, pk[1:])]
+    return {
+        "packets": len(pk),
+        "seq_gaps": seq_gaps,
+        "ts_steps": ts_steps[:6],
+        "interarrival_ms_min_max": [round(min(gaps), 1), round(max(gaps), 1)],
+    }
 
 
 # --- results ---------------------------------------------------------------------------------
@@ -135,12 +195,18 @@ class VoiceTrack(MediaStreamTrack):
         self._left = 0
         self._done: asyncio.Future[float] | None = None
         self.frames_sent = 0
+        # (due time, how late the frame was handed to aiortc) for every frame
+        self.late: list[tuple[float, float]] = []
+        # (wall time its first frame is due, ms of our stream at that point, length in s)
+        self.speeches: list[tuple[float, float, float]] = []
 
     def speak(self, secs: float) -> asyncio.Future[float]:
         """Plays `secs` of voice from the next frame on; the future resolves with the
         (monotonic) time its last sample was due."""
         fut: asyncio.Future[float] = asyncio.get_running_loop().create_future()
         self._done = fut
+        due = (self._start + self._pts / RATE) if self._start is not None else now()
+        self.speeches.append((due, self._pts / RATE * 1000, secs))
         self._left = int(secs * RATE)
         self._am_t = 0
         return fut
@@ -173,6 +239,7 @@ class VoiceTrack(MediaStreamTrack):
             if wait > 0:
                 await asyncio.sleep(wait)
         due = self._start + self._pts / RATE
+        self.late.append((due, now() - due))
         if self._left > 0:
             n = min(FRAME, self._left)
             pcm = self._voice(n)
@@ -206,6 +273,8 @@ class Speaker:
         self.formats: set[str] = set()
         self.first_frame: float | None = None
         self.ended: str | None = None
+        self.unmatched = 0
+        self.buffer_delay: list[float] = []
 
     async def run(self, track: MediaStreamTrack) -> None:
         try:
@@ -218,7 +287,13 @@ class Speaker:
             self.ended = repr(e)
 
     def add(self, frame: av.AudioFrame) -> None:
-        t = now()
+        decoded = now()
+        t = RTP_ARRIVALS.pop(frame.pts, None) if frame.pts is not None else None
+        if t is None:
+            self.unmatched += 1
+            t = decoded
+        else:
+            self.buffer_delay.append(decoded - t)
         nch = len(frame.layout.channels)
         fmt = frame.format.name
         self.formats.add(f"{fmt}/{frame.layout.name}/{frame.sample_rate}/{frame.samples}")
@@ -267,7 +342,7 @@ class Speaker:
         end = now() + timeout
         while now() < end:
             last = max((t for t, r, _ in self.frames if r > LOUD_RMS), default=0.0)
-            if now() - last >= quiet and self.frames and self.frames[-1][0] > now() - 0.1:
+            if now() - last >= quiet and self.frames and self.frames[-1][0] > now() - 0.25:
                 return True
             await asyncio.sleep(0.02)
         return False
@@ -366,6 +441,18 @@ class Events:
             if ev.get("type") == kind and (pred is None or pred(ev)):
                 return t, ev
 
+    async def find(self, mark: int, kind: str, timeout: float) -> dict[str, Any] | None:
+        """The first event of `kind` logged since `mark`, waiting up to `timeout`; leaves
+        the cursor alone."""
+        end = now() + timeout
+        while True:
+            for _, e in self.log[mark:]:
+                if e.get("type") == kind:
+                    return e
+            if now() >= end:
+                return None
+            await asyncio.sleep(0.01)
+
     def mark(self) -> int:
         return len(self.log)
 
@@ -400,6 +487,42 @@ def _post(url: str, body: bytes, ctype: str) -> tuple[int, dict[str, str], str]:
 
 async def post(url: str, body: bytes, ctype: str) -> tuple[int, dict[str, str], str]:
     return await asyncio.to_thread(_post, url, body, ctype)
+
+
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status, r.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as e:
+        return e.code, ""
+    except OSError:
+        return 0, ""
+
+
+async def server_metrics(base: str) -> dict[str, float]:
+    """The server's `GET /metrics` counters (empty if it has none)."""
+    status, text = await asyncio.to_thread(_get, f"{base}/metrics")
+    out: dict[str, float] = {}
+    if status != 200:
+        return out
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and not line.startswith("#"):
+            try:
+                out[parts[0]] = float(parts[1])
+            except ValueError:
+                pass
+    return out
+
+
+def stalls(c: "Call", before: dict[str, float], after: dict[str, float], t0: float, t1: float) -> str:
+    """Who was starved of CPU in [t0, t1): the server's skipped 20 ms slots and our own late
+    frames (explains missing frames on an overloaded machine)."""
+    skipped = after.get("duet_pacing_skipped_total", 0) - before.get("duet_pacing_skipped_total", 0)
+    late = [d for t, d in c.mic.late if t0 <= t < t1]
+    worst = max(late, default=0.0)
+    return (f"server skipped {skipped:.0f} pacing slots (duet_pacing_skipped_total); "
+            f"our sender was up to {1000 * worst:.0f} ms late")
 
 
 def multipart(sdp: str, session: dict[str, Any]) -> tuple[bytes, str]:
@@ -487,6 +610,13 @@ class Call:
         except asyncio.TimeoutError:
             raise Abort(f"not connected within 10 s of the answer; states {self.states}") from None
         FIGURES["connect_ms"] = round((now() - t_post) * 1000, 1)
+        sent = [tid for t, tid in STUN_REQUESTS if t <= now()]
+        FIGURES["ice_check_retransmits"] = len(sent) - len(set(sent))
+        why = (f"{FIGURES['ice_check_retransmits']} ICE connectivity check(s) went unanswered "
+               f"and were retransmitted (aioice retransmits after 500 ms)"
+               if FIGURES["ice_check_retransmits"] else "no ICE check was retransmitted")
+        check(FIGURES["connect_ms"] < 400, "connected within 400 ms of the POST (loopback)",
+              f"{FIGURES['connect_ms']} ms; {why}")
         try:
             await asyncio.wait_for(self.dc_open.wait(), 5)
         except asyncio.TimeoutError:
@@ -535,16 +665,22 @@ async def step_idle(c: Call) -> None:
         check(False, "audio frames arrive while idle", "no audio frame within 3 s of session.updated")
         return
     FIGURES["first_frame_ms"] = round((c.speaker.first_frame - c.t_post) * 1000, 1)
+    m0 = await server_metrics(c.base)
     t0 = now()
-    await asyncio.sleep(2.0)
+    await asyncio.sleep(2.2)  # the last frames of the window are still in aiortc's buffer
+    m1 = await server_metrics(c.base)
     n = c.speaker.count(t0, t0 + 2.0)
+    FIGURES["idle_stalls"] = stalls(c, m0, m1, t0, t0 + 2.0)
+    FIGURES["rtp_idle_2s"] = rtp_stats(t0, t0 + 2.0)
     frames = c.speaker.between(t0, t0 + 2.0)
     idle_rms = max((r for _, r, _ in frames), default=float("nan"))
     FIGURES["idle_frames_2s"] = n
     FIGURES["idle_rms_max"] = round(idle_rms, 5)
     FIGURES["received_formats"] = sorted(c.speaker.formats)
-    check(n >= 98, "idle: >= 98 of 100 frames in 2 s", f"got {n}")
-    check(n <= 103, "idle: no more than ~100 frames in 2 s (no bursts)", f"got {n}")
+    check(n >= 98, "idle: >= 98 of 100 frames in 2 s",
+          f"got {n}; RTP {FIGURES['rtp_idle_2s']}; {FIGURES['idle_stalls']}")
+    check(n <= 103, "idle: no more than ~100 frames in 2 s (no bursts)",
+          f"got {n}; {FIGURES['idle_stalls']}")
     check(idle_rms < LOUD_RMS, "idle audio is silent", f"max RMS {idle_rms:.4f}")
 
 
@@ -675,6 +811,7 @@ async def step_barge_in(c: Call) -> None:
         raise Abort("barge-in: no audible answer within 5 s of the end of speech")
     await asyncio.sleep(0.4)
     t_barge = now()
+    m_barge = ev.mark()
     barge_done = c.mic.speak(0.5)
     await ev.until("input_audio_buffer.speech_started", 5)
     FIGURES["bargein_speech_started_ms"] = round((ev.log[ev.cursor - 1][0] - t_barge) * 1000, 1)
@@ -692,42 +829,49 @@ async def step_barge_in(c: Call) -> None:
         item_id = resp["output"][0]["id"]
     except (KeyError, IndexError, TypeError):
         item_id = None
-    truncs = [e for _, e in ev.since(m, "conversation.item.truncated")]
-    if not truncs:
-        try:
-            _, tr = await ev.until("conversation.item.truncated", 3)
-            truncs = [tr]
-        except Abort as e:
-            check(False, "barge-in: conversation.item.truncated", str(e))
-            return
-    tr = truncs[0]
-    end_ms = tr.get("audio_end_ms")
+    tr = await ev.find(m, "conversation.item.truncated", 1.5)
+    end_ms = tr.get("audio_end_ms") if tr else None
     FIGURES["bargein_audio_end_ms"] = end_ms
     # What the client heard of the answer: audible frames from its start to the cleared event.
+    await asyncio.sleep(max(0.0, t_cleared + 0.25 - now()))
     heard = [f for f in c.speaker.between(first_loud, t_cleared + 0.1) if f[1] > LOUD_RMS]
     heard_ms = round((heard[-1][0] - first_loud) * 1000 + 20) if heard else 0
     FIGURES["bargein_heard_ms"] = heard_ms
     FIGURES["bargein_heard_frames"] = len(heard)
-    check(tr.get("item_id") == item_id, "barge-in: truncated names the assistant item",
-          f"{tr.get('item_id')} vs {item_id}")
-    check(isinstance(end_ms, int) and end_ms % 20 == 0,
-          "barge-in: audio_end_ms is a multiple of 20 ms", repr(end_ms))
-    check(isinstance(end_ms, int) and 0 < end_ms <= 2600,
-          "barge-in: 0 < audio_end_ms <= answer length (~2.5 s)", repr(end_ms))
-    check(isinstance(end_ms, int) and abs(end_ms - heard_ms) <= 200,
-          "barge-in: audio_end_ms matches what the client heard (+-200 ms)",
-          f"audio_end_ms {end_ms} vs {heard_ms} ms heard")
+    FIGURES["bargein_cleared_after_last_loud_ms"] = (
+        round((t_cleared - heard[-1][0]) * 1000, 1) if heard else None)
+    if check(tr is not None, "barge-in: conversation.item.truncated for the assistant item",
+             f"none within 1.5 s of output_audio_buffer.cleared; events since the barge-in: "
+             f"{ev.types_since(m_barge)[:12]}"):
+        check(tr.get("item_id") == item_id, "barge-in: truncated names the assistant item",
+              f"{tr.get('item_id')} vs {item_id}")
+        check(isinstance(end_ms, int) and end_ms % 20 == 0,
+              "barge-in: audio_end_ms is a multiple of 20 ms", repr(end_ms))
+        check(isinstance(end_ms, int) and 0 < end_ms <= 2600,
+              "barge-in: 0 < audio_end_ms <= answer length (~2.5 s)", repr(end_ms))
+        check(isinstance(end_ms, int) and abs(end_ms - heard_ms) <= 200,
+              "barge-in: audio_end_ms matches what the client heard (+-200 ms)",
+              f"audio_end_ms {end_ms} vs {heard_ms} ms heard")
     # The item as stored.
     if item_id:
+        m_ret = ev.mark()
         c.send({"type": "conversation.item.retrieve", "item_id": item_id})
-        _, got = await ev.until("conversation.item.retrieved", 5)
+        got = await ev.find(m_ret, "conversation.item.retrieved", 5)
+        if not check(got is not None, "barge-in: conversation.item.retrieve answered",
+                     f"events since: {ev.types_since(m_ret)}"):
+            got = {}
         item = got.get("item", {})
         try:
-            transcript = item["content"][0]["transcript"]
-        except (KeyError, IndexError, TypeError):
-            transcript = None
+            part = item["content"][0]
+            transcript = part.get("transcript")
+            audio_b64 = part.get("audio") or ""
+        except (KeyError, IndexError, TypeError, AttributeError):
+            transcript, audio_b64 = None, ""
+        # base64 PCM16 at 24 kHz: 4 chars -> 3 bytes, 48 bytes per ms.
+        stored_ms = (len(audio_b64) * 3 // 4 - audio_b64.count("=")) / 48
         FIGURES["bargein_item_transcript"] = transcript
         FIGURES["bargein_item_status"] = item.get("status")
+        FIGURES["bargein_item_audio_ms"] = round(stored_ms, 1)
         deltas = "".join(e.get("delta", "") for _, e in ev.since(m, "response.output_audio_transcript.delta")
                          if e.get("response_id") == rid)
         FIGURES["bargein_transcript_deltas"] = deltas
@@ -738,18 +882,23 @@ async def step_barge_in(c: Call) -> None:
         answer_s = float(mfull.group(1)) if mfull else 2.5
         ok = isinstance(transcript, str) and full.startswith(transcript)
         check(ok, f"barge-in: retrieved transcript is a prefix of {full!r}", repr(transcript))
-        if ok and isinstance(end_ms, int):
+        played_ms = end_ms if isinstance(end_ms, int) else heard_ms
+        check(abs(stored_ms - played_ms) <= 100,
+              "barge-in: the stored item's audio is what was played",
+              f"item audio {stored_ms:.0f} ms vs {'audio_end_ms' if tr else 'heard'} {played_ms} ms")
+        if ok:
             # Words are spread evenly over the answer: word i starts at i/4 of its length.
-            expect = sum(1 for i in range(4) if i * answer_s * 1000 / 4 < end_ms)
-            have = len([w for w in re.findall(r"\s?\S+", transcript)])
+            expect = sum(1 for i in range(4) if i * answer_s * 1000 / 4 < played_ms)
+            have = len(re.findall(r"\s?\S+", transcript))
             check(abs(have - expect) <= 1,
-                  "barge-in: transcript consistent with audio_end_ms (words spread over the answer)",
-                  f"{have} words {transcript!r} for {end_ms} ms of a {answer_s} s answer (expected ~{expect})")
+                  "barge-in: transcript consistent with the played audio (words spread over the answer)",
+                  f"{have} words {transcript!r} for {played_ms} ms of a {answer_s} s answer (expected ~{expect})")
     await barge_done
     # The interruption is the next turn.
     try:
         await ev.until("input_audio_buffer.committed", 5)
-        _, nxt = await ev.until("response.created", 5)
+        _, nxt = await ev.until("response.created", 5,
+                                pred=lambda e: e["response"]["id"] != rid)
         check(nxt["response"]["id"] != rid, "barge-in: the interruption becomes a new turn", "")
         _, d2 = await ev.until("response.done", 8, pred=lambda e: e["response"]["id"] == nxt["response"]["id"])
         FIGURES["bargein_next_response"] = d2["response"].get("status")
@@ -765,6 +914,7 @@ async def step_barge_in(c: Call) -> None:
 
 async def scenario(base: str, use_multipart: bool) -> None:
     c = Call(base, use_multipart)
+    metrics_before = await server_metrics(base)
     steps = [
         ("a. session", step_session),
         ("b. idle frames", step_idle),
@@ -789,10 +939,20 @@ async def scenario(base: str, use_multipart: bool) -> None:
         print("== f. hangup", flush=True)
         await c.hangup()
         # The server ends the call: the peer should notice (DTLS close / consent) soon.
-        end = now() + 3
-        while c.pc.connectionState == "connected" and now() < end:
+        t_hang = now()
+        end = t_hang + 2
+        while c.pc.connectionState == "connected" and c.dc.readyState == "open" and now() < end:
             await asyncio.sleep(0.05)
-        FIGURES["state_after_hangup"] = c.pc.connectionState
+        FIGURES["after_hangup"] = (f"connection {c.pc.connectionState}, oai-events {c.dc.readyState} "
+                                   f"{now() - t_hang:.1f} s after the hangup")
+        rtp_after = [p for p in RTP_LOG if p[0] > t_hang + 0.1]
+        check(not rtp_after, "no RTP from the server after the hangup", f"{len(rtp_after)} packets")
+        if c.pc.connectionState == "connected" and c.dc.readyState == "open":
+            # Not a failure (the API does not say how the peer learns of a hangup), but a
+            # browser would sit "connected" until ICE consent expires (~30 s).
+            print("NOTE: after the hangup the server sent nothing that ends the call for the peer "
+                  "(no SCTP ABORT / data channel close / DTLS close_notify); "
+                  "it stays connected until ICE consent fails", flush=True)
         if c.location:
             status, _, _ = await post(f"{base}{c.location}/hangup", b"", "application/json")
             check(status == 404, "hangup again -> 404 (the call is gone)", f"got {status}")
@@ -806,7 +966,47 @@ async def scenario(base: str, use_multipart: bool) -> None:
         FIGURES["frames_received"] = len(c.speaker.frames)
         FIGURES["events_received"] = len(c.events.log)
         FIGURES["speaker_ended"] = c.speaker.ended
+        FIGURES["frames_without_rtp_arrival"] = c.speaker.unmatched
+        if c.speaker.buffer_delay:
+            FIGURES["client_jitter_buffer_ms_median"] = round(1000 * median(c.speaker.buffer_delay), 1)
+        FIGURES["rtp_whole_call"] = rtp_stats(0, now())
+        FIGURES["stalls_whole_call"] = stalls(c, metrics_before, await server_metrics(base), 0, now())
+        FIGURES["sender_frames_over_40ms_late"] = sum(1 for _, d in c.mic.late if d > 0.04)
+        # Inbound latency per utterance: speech_started arrival after we began speaking, and
+        # the server's audio_start_ms against our own stream position (a drift here means
+        # the server's view of our audio falls behind real time).
+        lags = []
+        for t, e in c.events.log:
+            if e.get("type") != "input_audio_buffer.speech_started":
+                continue
+            before = [sp for sp in c.mic.speeches if sp[0] <= t]
+            if before:
+                wall, pos_ms, _ = before[-1]
+                lags.append((round(1000 * (t - wall)), round(pos_ms - e.get("audio_start_ms", 0))))
+        FIGURES["speech_started_after_onset_ms__stream_minus_audio_start_ms"] = lags
+        if FAILURES or DUMP:
+            print("== events (arrival ms since POST, type, fields)")
+            t_post = getattr(c, "t_post", 0.0)
+            for t, e in c.events.log:
+                print(f"  {1000 * (t - t_post):8.1f} {compact(e)}")
         await c.close()
+
+
+DUMP = False
+
+
+def compact(e: dict[str, Any]) -> str:
+    """One line per event, long strings shortened."""
+    def short(v: Any) -> Any:
+        if isinstance(v, str) and len(v) > 40:
+            return v[:20] + f"...({len(v)})"
+        if isinstance(v, dict):
+            return {k: short(x) for k, x in v.items() if k not in ("event_id",)}
+        if isinstance(v, list):
+            return [short(x) for x in v]
+        return v
+    s = json.dumps(short(e), separators=(",", ":"))
+    return s if len(s) <= 400 else s[:400] + "..."
 
 
 def main() -> int:
@@ -815,7 +1015,10 @@ def main() -> int:
     ap.add_argument("--multipart", action="store_true",
                     help="POST multipart/form-data with sdp and session parts")
     ap.add_argument("--verbose", action="store_true", help="aiortc/aioice debug logs")
+    ap.add_argument("--dump-events", action="store_true", help="print every event at the end")
     args = ap.parse_args()
+    global DUMP
+    DUMP = args.dump_events
     base = args.base_url.rstrip("/")
     if base.endswith("/v1"):
         base = base[:-3]
