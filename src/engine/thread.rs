@@ -310,6 +310,7 @@ impl EngineThread {
         let Some(mut c) = self.calls.remove(&key) else {
             return;
         };
+        let _ = c.session.try_send(SessionInput::Ended);
         self.by_addr.retain(|_, k| *k != key);
         self.count.store(self.calls.len(), Ordering::Relaxed);
         tracing::info!(call = %c.id, reason, lived_ms = c.created.elapsed().as_millis() as u64, "call ended");

@@ -102,6 +102,8 @@ pub enum SessionInput {
     Cleared,
     /// Another connection (a sideband WebSocket) subscribes to this session's events.
     Attach(mpsc::Sender<Outbound>),
+    /// The call ended (hangup, peer gone, timeout): close every subscriber and stop.
+    Ended,
 }
 
 /// What the session hands to the transport.
@@ -265,6 +267,7 @@ impl Session {
             }
             SessionInput::Played { tag, samples } => self.on_played(tag, samples),
             SessionInput::Drained { tag } => self.on_drained(tag),
+            SessionInput::Ended => self.close(1000, "call ended"),
             SessionInput::Cleared => self.on_cleared(),
             SessionInput::Attach(tx) => {
                 let created = ServerEvent::new(ServerEventBody::SessionCreated {
@@ -382,10 +385,12 @@ impl Session {
 
     fn close(&mut self, code: u16, reason: &str) {
         if !self.closing {
-            let _ = self.outs[0].try_send(Outbound::Close {
-                code,
-                reason: reason.to_string(),
-            });
+            for out in &self.outs {
+                let _ = out.try_send(Outbound::Close {
+                    code,
+                    reason: reason.to_string(),
+                });
+            }
         }
         self.closing = true;
     }

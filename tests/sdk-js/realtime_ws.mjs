@@ -1,0 +1,374 @@
+#!/usr/bin/env node
+// @openai/agents-realtime (Node) over WebSocket against Duet.
+//
+//   node tests/sdk-js/realtime_ws.mjs --base-url http://127.0.0.1:PORT [--dump-events]
+//
+// The SDK's normal path: a RealtimeAgent in a RealtimeSession whose transport is
+// `new OpenAIRealtimeWebSocket({ url: 'ws://127.0.0.1:PORT/v1/realtime?model=gpt-realtime' })`,
+// connected with a plain API key (Node sends it as `Authorization: Bearer`), the SDK's
+// default session config (semantic_vad, gpt-4o-mini-transcribe, audio/pcm 24 kHz).
+//
+//   a. connect: session.created, then the SDK's session.update -> session.updated within 5 s
+//      (with interrupt_response: true, so the SDK leaves barge-in cancelling to the server);
+//   b. one turn: a real-time "microphone" streams 24 kHz PCM16 through session.sendAudio:
+//      silence, 1.5 s of synthetic voice, silence; server VAD ends the turn; the answer comes
+//      as the SDK's `audio` events (about 1.5 s of PCM16) with transcript "echo of 1.5 s",
+//      response.done completed, the SDK's history holds both items;
+//   c. interrupt: a second spoken turn; 400 ms into its answer session.interrupt(); the SDK
+//      sends response.cancel + conversation.item.truncate (audio_end_ms = what it received);
+//      the server answers response.done cancelled, conversation.item.truncated, and the
+//      SDK's follow-up conversation.item.retrieve gets the truncated item; nothing of the
+//      cancelled response arrives after its response.done;
+//   d. close.
+// Any `error` event, any event the SDK's schema rejects, or an SDK `error` fails the run.
+// Exits 0 when every check passed, 1 otherwise, 2 when the SDK is not installed.
+
+import { parseArgs } from 'node:util';
+import { readFileSync } from 'node:fs';
+
+import { Abort, Checks, EventLog, compact, now, sleep } from './checks.mjs';
+
+let sdk;
+let WebSocketImpl;
+try {
+  sdk = await import('@openai/agents-realtime');
+  WebSocketImpl = (await import('ws')).WebSocket;
+} catch (e) {
+  console.error(
+    `error: ${e.message}\n@openai/agents-realtime is needed: npm ci --prefix tests/sdk-js (./scripts/test does it)`,
+  );
+  process.exit(2);
+}
+const { RealtimeAgent, RealtimeSession, OpenAIRealtimeWebSocket } = sdk;
+const SDK_VERSION = JSON.parse(
+  readFileSync(new URL('./node_modules/@openai/agents-realtime/package.json', import.meta.url)),
+).version;
+
+const RATE = 24_000;
+const CHUNK = 960; // 40 ms per sendAudio call
+const OVERALL_TIMEOUT_MS = 60_000;
+
+const { values: args } = parseArgs({
+  options: {
+    'base-url': { type: 'string' },
+    'dump-events': { type: 'boolean', default: false },
+  },
+});
+if (!args['base-url']) {
+  console.error('usage: realtime_ws.mjs --base-url http://127.0.0.1:PORT');
+  process.exit(2);
+}
+const base = args['base-url'].replace(/\/+$/, '').replace(/\/v1$/, '');
+const wsUrl = `${base.replace(/^http/, 'ws')}/v1/realtime?model=gpt-realtime`;
+
+const C = new Checks();
+const F = C.figures;
+F['@openai/agents-realtime'] = SDK_VERSION;
+F.url = wsUrl;
+
+// --- what the SDK sends: every frame through the `ws` package the SDK's Node shim uses -------
+const sent = []; // [{t, ev}]
+const origSend = WebSocketImpl.prototype.send;
+WebSocketImpl.prototype.send = function send(data, ...rest) {
+  try {
+    sent.push({ t: now(), ev: JSON.parse(String(data)) });
+  } catch {
+    sent.push({ t: now(), ev: { type: '(not JSON)' } });
+  }
+  return origSend.call(this, data, ...rest);
+};
+const sentTypes = (from = 0) => sent.slice(from).map((s) => s.ev.type).filter((t) => t !== 'input_audio_buffer.append');
+
+// --- synthetic microphone --------------------------------------------------------------------
+
+/** 24 kHz voiced audio: 8 harmonics of ~140 Hz (5 Hz vibrato), 4 Hz syllable AM, ~-18 dBFS. */
+function voiced(secs, state = { phase: 0, n: 0 }) {
+  const n = Math.round(secs * RATE);
+  const out = new Float32Array(n);
+  for (let i = 0; i < n; i++) {
+    const t = (state.n + i) / RATE;
+    const f0 = 140 + 8 * Math.sin(2 * Math.PI * 5 * t);
+    state.phase += (2 * Math.PI * f0) / RATE;
+    const syllable = 0.75 + 0.25 * Math.sin(2 * Math.PI * 4 * t);
+    let s = 0;
+    for (let h = 1; h <= 8; h++) s += Math.sin(state.phase * h) / h;
+    out[i] = 0.12 * syllable * s;
+  }
+  state.n += n;
+  return out;
+}
+
+function pcm16(samples) {
+  const buf = new ArrayBuffer(samples.length * 2);
+  const view = new DataView(buf);
+  samples.forEach((s, i) => view.setInt16(2 * i, Math.round(Math.max(-1, Math.min(1, s)) * 32767), true));
+  return buf;
+}
+
+/** Streams 40 ms chunks through session.sendAudio in real time: queued voice, else silence. */
+class Mic {
+  constructor(session) {
+    this.session = session;
+    this.queue = [];
+    this.sentChunks = 0;
+    this.running = false;
+  }
+  speak(secs) {
+    const samples = voiced(secs);
+    return new Promise((resolve) => {
+      for (let i = 0; i < samples.length; i += CHUNK) {
+        const last = i + CHUNK >= samples.length;
+        const chunk = new Float32Array(CHUNK);
+        chunk.set(samples.subarray(i, Math.min(i + CHUNK, samples.length)));
+        this.queue.push({ chunk, done: last ? resolve : null });
+      }
+    });
+  }
+  async run() {
+    this.running = true;
+    const start = now();
+    const silence = new Float32Array(CHUNK);
+    while (this.running) {
+      const due = start + (this.sentChunks * CHUNK * 1000) / RATE;
+      const wait = due - now();
+      if (wait > 0) await sleep(wait);
+      if (!this.running) break;
+      const next = this.queue.shift();
+      this.session.sendAudio(pcm16(next ? next.chunk : silence));
+      this.sentChunks++;
+      if (next?.done) next.done(now());
+    }
+  }
+  stop() {
+    this.running = false;
+  }
+}
+
+// --- the scenario ----------------------------------------------------------------------------
+
+const ev = new EventLog();
+
+async function scenario() {
+  const sdkErrors = [];
+  const audio = new Map(); // responseId -> {bytes, first, last, events}
+  const audioLog = []; // [{t, responseId, bytes}]
+  const sessionEvents = []; // RealtimeSession-level events, in order
+
+  const transport = new OpenAIRealtimeWebSocket({ url: wsUrl });
+  const agent = new RealtimeAgent({
+    name: 'Duet compatibility test',
+    instructions: 'Repeat what the user says.',
+  });
+  const session = new RealtimeSession(agent, { transport, model: 'gpt-realtime' });
+
+  transport.on('*', (raw) => ev.record(raw));
+  session.on('error', (e) => {
+    const err = e?.error;
+    // Server `error` events reach here too (as {type:'error', error: <event>}); they are
+    // counted from the raw log. Everything else is the SDK's own complaint.
+    if (err && typeof err === 'object' && err.type === 'error' && err.event_id) return;
+    sdkErrors.push(err instanceof Error ? `${err.name}: ${err.message}` : JSON.stringify(err)?.slice(0, 300));
+  });
+  session.on('audio', (e) => {
+    const t = now();
+    const a = audio.get(e.responseId) ?? { bytes: 0, first: t, last: t, events: 0 };
+    a.bytes += e.data.byteLength;
+    a.last = t;
+    a.events += 1;
+    audio.set(e.responseId, a);
+    audioLog.push({ t, responseId: e.responseId, bytes: e.data.byteLength });
+  });
+  for (const name of ['agent_start', 'agent_end', 'audio_start', 'audio_stopped', 'audio_interrupted']) {
+    session.on(name, () => sessionEvents.push({ t: now(), name }));
+  }
+  let history = [];
+  session.on('history_updated', (h) => {
+    history = h;
+  });
+
+  // a. connect
+  console.log('== a. connect');
+  const t0 = now();
+  ev.t0 = t0;
+  await session.connect({ apiKey: 'sk-duet-test' });
+  F.connect_ms = Math.round(now() - t0);
+  C.check(transport.status === 'connected', 'a. transport status connected', transport.status);
+  const created = await ev.waitFor('session.created', { timeout: 5000 });
+  C.check(created.index === 0, 'a. session.created is the first event', JSON.stringify(ev.types().slice(0, 3)));
+  const sdkUpdate = sent.find((s) => s.ev.type === 'session.update' && s.ev.session?.audio);
+  if (!sdkUpdate) throw new Abort("the SDK sent no full session.update on connect");
+  F.sdk_session_update = compact(sdkUpdate.ev, 600);
+  const updated = await ev.waitFor('session.updated', {
+    pred: (e) => e.session?.audio !== undefined,
+    timeout: 5000,
+  });
+  F.session_updated_ms = Math.round(updated.t - t0);
+  C.check(updated.t - t0 <= 5000, 'a. session.updated within 5 s of connect', `${F.session_updated_ms} ms`);
+  const s = updated.ev.session;
+  const td = s.audio?.input?.turn_detection;
+  F.session_updated = compact({ model: s.model, output_modalities: s.output_modalities, turn_detection: td, transcription: s.audio?.input?.transcription, tracing: s.tracing });
+  C.check(td?.type === 'semantic_vad', "a. session.updated keeps the SDK's semantic_vad", JSON.stringify(td));
+  C.check(td?.interrupt_response === true, 'a. session.updated reports interrupt_response: true', JSON.stringify(td));
+  C.check(
+    JSON.stringify(s.output_modalities) === '["audio"]',
+    'a. output_modalities ["audio"]',
+    JSON.stringify(s.output_modalities),
+  );
+  // After session.created the SDK also turns tracing on (session.update tracing:"auto").
+  const tracing = await ev.waitFor('session.updated', { from: updated.index + 1, timeout: 5000 }).catch(() => null);
+  const sentTracing = sent.some((x) => x.ev.type === 'session.update' && x.ev.session?.tracing === 'auto');
+  if (sentTracing) {
+    C.check(tracing !== null, 'a. the tracing session.update is answered', '');
+  }
+
+  // b. one turn
+  console.log('== b. one turn');
+  const mic = new Mic(session);
+  const micDone = mic.run();
+  await sleep(300);
+  const mB = ev.length;
+  const sentB = sent.length;
+  const spoken = mic.speak(1.5);
+  const speechEnd = await spoken;
+  const started = await ev.waitFor('input_audio_buffer.speech_started', { from: mB, timeout: 5000 });
+  await ev.waitFor('input_audio_buffer.speech_stopped', { from: mB, timeout: 5000 });
+  await ev.waitFor('input_audio_buffer.committed', { from: mB, timeout: 5000 });
+  const rc = await ev.waitFor('response.created', { from: mB, timeout: 5000 });
+  const rid1 = rc.ev.response.id;
+  F.turn1_response_created_after_speech_end_ms = Math.round(rc.t - speechEnd);
+  const done1 = await ev.waitFor('response.done', { from: mB, pred: (e) => e.response?.id === rid1, timeout: 10_000 });
+  const r1 = done1.ev.response;
+  C.check(r1.status === 'completed', 'b. response.done completed', `${r1.status} ${JSON.stringify(r1.status_details)}`);
+  const a1 = audio.get(rid1);
+  const a1ms = a1 ? a1.bytes / 48 : 0;
+  F.turn1_audio = a1 ? `${a1.events} audio events, ${a1.bytes} bytes (${Math.round(a1ms)} ms)` : 'none';
+  C.check(a1 !== undefined, "b. the SDK emitted `audio` events for the response", JSON.stringify([...audio.keys()]));
+  C.check(a1ms >= 1200 && a1ms <= 1900, 'b. about 1.5 s of answer audio', `${Math.round(a1ms)} ms`);
+  const tdone = ev.find(mB, 'response.output_audio_transcript.done', (e) => e.response_id === rid1);
+  F.turn1_transcript = tdone?.ev.transcript;
+  C.check(/^echo of 1\.[3-7] s$/.test(tdone?.ev.transcript ?? ''), 'b. transcript "echo of ~1.5 s"', JSON.stringify(tdone?.ev.transcript));
+  const deltasAfterDone = ev.since(done1.index + 1, 'response.output_audio.delta', (e) => e.response_id === rid1);
+  C.check(deltasAfterDone.length === 0, 'b. no audio deltas after response.done', `${deltasAfterDone.length}`);
+  F.turn1_first_audio_after_speech_end_ms = a1 ? Math.round(a1.first - speechEnd) : null;
+  F.turn1_speech_started_after_voice_start_ms = Math.round(started.t - (speechEnd - 1500));
+  await sleep(200);
+  const names = sessionEvents.map((e) => e.name);
+  C.check(names.includes('agent_start') && names.includes('agent_end'), 'b. RealtimeSession agent_start / agent_end', JSON.stringify(names));
+  C.check(names.includes('audio_start') && names.includes('audio_stopped'), 'b. RealtimeSession audio_start / audio_stopped', JSON.stringify(names));
+  const users = history.filter((i) => i.type === 'message' && i.role === 'user');
+  const assistants = history.filter((i) => i.type === 'message' && i.role === 'assistant');
+  const atext = assistants.at(-1)?.content?.map((c) => c.transcript ?? c.text ?? '').join('');
+  F.turn1_history = `${history.length} items; assistant says ${JSON.stringify(atext)}`;
+  C.check(users.length >= 1 && assistants.length >= 1, "b. the SDK's history has the user and assistant items", JSON.stringify(history).slice(0, 400));
+  C.check(atext === tdone?.ev.transcript, "b. the SDK's history holds the transcript", JSON.stringify(atext));
+  F.turn1_sdk_sent = JSON.stringify(sentTypes(sentB));
+
+  // c. interrupt during a second answer
+  console.log('== c. interrupt');
+  await sleep(500);
+  const mC = ev.length;
+  const sentC = sent.length;
+  const sessC = sessionEvents.length;
+  await mic.speak(1.5);
+  const rc2 = await ev.waitFor('response.created', { from: mC, timeout: 5000 });
+  const rid2 = rc2.ev.response.id;
+  // Wait for the SDK's first `audio` of that response, then let it play 400 ms.
+  const deadline = now() + 5000;
+  while (!audio.get(rid2) && now() < deadline) await sleep(5);
+  if (!audio.get(rid2)) throw new Abort('no audio events for the second response');
+  await sleep(400);
+  const tInterrupt = now();
+  const sentBefore = sent.length;
+  const received2 = audio.get(rid2).bytes / 48;
+  session.interrupt();
+  const sdkSent = sent.slice(sentBefore).map((x) => x.ev);
+  F.interrupt_sdk_sent = compact(sdkSent.filter((e) => e.type !== 'input_audio_buffer.append'));
+  const cancel = sdkSent.find((e) => e.type === 'response.cancel');
+  const truncate = sdkSent.find((e) => e.type === 'conversation.item.truncate');
+  C.check(cancel !== undefined, 'c. interrupt() sent response.cancel', F.interrupt_sdk_sent);
+  C.check(truncate !== undefined, 'c. interrupt() sent conversation.item.truncate', F.interrupt_sdk_sent);
+  const done2 = await ev.waitFor('response.done', { from: mC, pred: (e) => e.response?.id === rid2, timeout: 3000 });
+  const r2 = done2.ev.response;
+  F.cancel_response_done_ms = Math.round(done2.t - tInterrupt);
+  C.check(r2.status === 'cancelled', 'c. response.done cancelled', `${r2.status} ${JSON.stringify(r2.status_details)}`);
+  F.cancel_reason = r2.status_details?.reason;
+  C.check(r2.status_details?.reason === 'client_cancelled', 'c. status_details.reason client_cancelled', JSON.stringify(r2.status_details));
+  const itemId = r2.output?.[0]?.id;
+  if (truncate) {
+    C.check(truncate.item_id === itemId, 'c. the SDK truncates the assistant item', `${truncate.item_id} vs ${itemId}`);
+    F.truncate_audio_end_ms = truncate.audio_end_ms;
+    F.audio_received_before_interrupt_ms = Math.round(received2);
+    const tr = await ev.waitFor('conversation.item.truncated', { from: mC, timeout: 3000 }).catch((e) => {
+      C.check(false, 'c. conversation.item.truncated', e.message);
+      return null;
+    });
+    if (tr) {
+      C.check(tr.ev.item_id === truncate.item_id && tr.ev.audio_end_ms === truncate.audio_end_ms,
+        'c. conversation.item.truncated echoes the truncate', compact(tr.ev));
+      // The SDK answers `truncated` with conversation.item.retrieve.
+      const ret = await ev.waitFor('conversation.item.retrieved', { from: tr.index, timeout: 3000 }).catch((e) => {
+        C.check(false, "c. the SDK's conversation.item.retrieve is answered", e.message);
+        return null;
+      });
+      if (ret) {
+        const part = ret.ev.item?.content?.[0] ?? {};
+        F.truncated_item = compact({ status: ret.ev.item?.status, transcript: part.transcript, audio_b64_chars: part.audio?.length });
+        C.check(
+          sent.some((x) => x.ev.type === 'conversation.item.retrieve' && x.ev.item_id === truncate.item_id),
+          'c. the SDK sent conversation.item.retrieve after truncated', '');
+        C.check(typeof part.transcript === 'string' && 'echo of 1.5 s'.startsWith(part.transcript),
+          'c. the retrieved transcript is cut to what was played (a prefix of the full one)', JSON.stringify(part.transcript));
+      }
+    }
+  }
+  const ints = sessionEvents.slice(sessC).map((e) => e.name);
+  C.check(ints.includes('audio_interrupted'), 'c. RealtimeSession emitted audio_interrupted', JSON.stringify(ints));
+  await sleep(1000);
+  const late = ev.log.slice(done2.index + 1).filter((e) => e.ev.response_id === rid2 || e.ev.response?.id === rid2);
+  C.check(late.length === 0, 'c. nothing of the cancelled response after its response.done', JSON.stringify(late.map((e) => e.ev.type)));
+  const audioAfterInterrupt = audioLog.filter((a) => a.responseId === rid2 && a.t > tInterrupt);
+  F.audio_events_after_interrupt = audioAfterInterrupt.length;
+  const more = ev.since(done2.index + 1, 'response.created');
+  C.check(more.length === 0, 'c. no new response while the user is silent', JSON.stringify(more.map((e) => e.ev.response?.id)));
+  F.interrupt_sdk_sent_all = JSON.stringify(sentTypes(sentC));
+
+  // d. close
+  console.log('== d. close');
+  mic.stop();
+  await micDone;
+  session.close();
+  await sleep(100);
+  C.check(transport.status === 'disconnected', 'd. transport disconnected after close()', transport.status);
+
+  // whole run
+  C.check(ev.problems.length === 0, "every server event parses with the SDK's schema", ev.problems.join('\n    '));
+  const errs = ev.errors();
+  C.check(errs.length === 0, 'no server error events', errs.map((e) => compact(e)).join('\n    '));
+  C.check(sdkErrors.length === 0, 'no SDK errors', sdkErrors.join('\n    '));
+  if (ev.unknownTypes.size) F.types_unknown_to_sdk = [...ev.unknownTypes].join(', ');
+  F.events_received = ev.length;
+  F.events_sent = sent.length;
+  F.mic_chunks_sent = mic.sentChunks;
+}
+
+const tStart = now();
+try {
+  await Promise.race([
+    scenario(),
+    sleep(OVERALL_TIMEOUT_MS).then(() => {
+      throw new Abort(`did not finish within ${OVERALL_TIMEOUT_MS} ms`);
+    }),
+  ]);
+} catch (e) {
+  C.check(false, 'scenario', e instanceof Abort ? e.message : e?.stack ?? String(e));
+}
+F.total_s = ((now() - tStart) / 1000).toFixed(1);
+console.log('== summary');
+for (const [k, v] of Object.entries(F)) console.log(`  ${k}: ${v}`);
+console.log(`  checks passed: ${C.passed.length}, failed: ${C.failed.length}`);
+if (C.failed.length || args['dump-events']) {
+  console.log('== events (ms since connect, type, fields)');
+  for (const line of ev.dump()) console.log(line);
+}
+for (const f of C.failed) console.log(`FAIL: ${f}`);
+process.exit(C.failed.length ? 1 : 0);
