@@ -11,13 +11,17 @@ use duet_media::{
 };
 
 fn tone(n: usize, rate: f32) -> Vec<f32> {
-    (0..n).map(|i| 0.2 * (2.0 * std::f32::consts::PI * 220.0 * i as f32 / rate).sin()).collect()
+    (0..n)
+        .map(|i| 0.2 * (2.0 * std::f32::consts::PI * 220.0 * i as f32 / rate).sin())
+        .collect()
 }
 
 fn opus(c: &mut Criterion) {
     let pcm = tone(960, 48_000.0);
     let mut enc = OpusEncoder::new().expect("encoder");
-    c.bench_function("opus_encode_20ms_48k", |b| b.iter(|| enc.encode(black_box(&pcm)).expect("encode")));
+    c.bench_function("opus_encode_20ms_48k", |b| {
+        b.iter(|| enc.encode(black_box(&pcm)).expect("encode"))
+    });
     let packet = enc.encode(&pcm).expect("encode");
     let mut dec = OpusDecoder::new().expect("decoder");
     let mut out = Vec::with_capacity(960);
@@ -36,7 +40,12 @@ fn opus(c: &mut Criterion) {
 }
 
 fn resample(c: &mut Criterion) {
-    for (from, to) in [(48_000u32, 24_000u32), (24_000, 48_000), (8_000, 24_000), (24_000, 8_000)] {
+    for (from, to) in [
+        (48_000u32, 24_000u32),
+        (24_000, 48_000),
+        (8_000, 24_000),
+        (24_000, 8_000),
+    ] {
         let input = tone(from as usize / 50, from as f32);
         let mut r = StreamResampler::new(from, to).expect("resampler");
         let mut out = Vec::with_capacity(to as usize / 50 + 64);
@@ -51,7 +60,9 @@ fn resample(c: &mut Criterion) {
 
 fn g711(c: &mut Criterion) {
     let pcm = tone(160, 8_000.0);
-    c.bench_function("ulaw_encode_decode_20ms", |b| b.iter(|| decode_ulaw(&encode_ulaw(black_box(&pcm)))));
+    c.bench_function("ulaw_encode_decode_20ms", |b| {
+        b.iter(|| decode_ulaw(&encode_ulaw(black_box(&pcm))))
+    });
 }
 
 fn jitter(c: &mut Criterion) {
