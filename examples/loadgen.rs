@@ -15,6 +15,8 @@ use anyhow::{anyhow, Context};
 use duet::loadgen::{percentile, run, LoadConfig, LoadReport};
 
 struct Args {
+    /// An already running server (then `pid` is what CPU/RSS are read from).
+    server: Option<(SocketAddr, u32)>,
     calls: Vec<usize>,
     secs: u64,
     binary: String,
@@ -23,6 +25,7 @@ struct Args {
 
 fn args() -> anyhow::Result<Args> {
     let mut a = Args {
+        server: None,
         calls: vec![1, 16, 32, 64, 100],
         secs: 20,
         binary: "target/release/duet".into(),
@@ -35,8 +38,12 @@ fn args() -> anyhow::Result<Args> {
             "--calls" => a.calls = v.split(',').map(str::parse).collect::<Result<_, _>>()?,
             "--secs" => a.secs = v.parse()?,
             "--binary" => a.binary = v,
-            "--ramp" => a.ramp = v.parse()?,
-            other => anyhow::bail!("unknown flag {other}; use --calls 1,16,64 --secs 20 --binary PATH --ramp CALLS_PER_SEC"),
+                        "--ramp" => a.ramp = v.parse()?,
+            "--server" => {
+                let (addr, pid) = v.split_once(',').ok_or_else(|| anyhow!("--server HOST:PORT,PID"))?;
+                a.server = Some((addr.parse()?, pid.parse()?));
+            }
+            other => anyhow::bail!("unknown flag {other}; use --calls 1,16,64 --secs 20 --binary PATH --ramp CALLS_PER_SEC [--server HOST:PORT,PID]"),
         }
     }
     Ok(a)
@@ -144,10 +151,22 @@ fn metrics_text(addr: SocketAddr) -> String {
     t
 }
 
-fn row(n: usize, secs: u64, binary: &str, ramp: f64) -> anyhow::Result<()> {
-    let (mut child, addr) = spawn(binary, n + 8)?;
-    std::thread::sleep(Duration::from_millis(300));
-    let pid = child.id();
+fn row(
+    n: usize,
+    secs: u64,
+    binary: &str,
+    ramp: f64,
+    server: Option<(SocketAddr, u32)>,
+) -> anyhow::Result<()> {
+    let (mut child, addr, pid) = match server {
+        Some((addr, pid)) => (None, addr, pid),
+        None => {
+            let (child, addr) = spawn(binary, n + 8)?;
+            std::thread::sleep(Duration::from_millis(300));
+            let pid = child.id();
+            (Some(child), addr, pid)
+        }
+    };
     let (_, rss0) = proc_sample(pid);
     let cfg = LoadConfig {
         server: addr,
@@ -166,8 +185,10 @@ fn row(n: usize, secs: u64, binary: &str, ramp: f64) -> anyhow::Result<()> {
     let cpu = (t1 - t0) as f64 / 100.0 / w0.elapsed().as_secs_f64() * 100.0;
     let report: LoadReport = load.join().map_err(|_| anyhow!("load thread panicked"))??;
     let m = metrics_text(addr);
-    let _ = child.kill();
-    let _ = child.wait();
+    if let Some(c) = child.as_mut() {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
     let per_call = rss1.saturating_sub(rss0) as f64 / 1024.0 / n.max(1) as f64;
     let pace = "duet_pacing_deviation_seconds";
     println!(
@@ -209,7 +230,7 @@ fn main() -> anyhow::Result<()> {
     println!("| calls | connected | server CPU | server RSS (per call) | pacing p50 / p99 / max ms (server grid) | arrival jitter p50 / p99 ms (client) | fps p1 | latency p50 / p99 ms | barge-in p50 / p99 ms | setup p50 / p99 ms | errors |");
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for n in &a.calls {
-        row(*n, a.secs, &a.binary, a.ramp)?;
+        row(*n, a.secs, &a.binary, a.ramp, a.server)?;
     }
     Ok(())
 }

@@ -78,7 +78,11 @@ enum Phase {
     /// The answer plays; at `barge_at` we talk over it.
     Answer { barge_at: Instant },
     /// Talking over the answer; waiting for it to stop.
-    BargeIn { onset: Instant, frame: usize },
+    BargeIn {
+        onset: Instant,
+        frame: usize,
+        measured: bool,
+    },
 }
 
 struct Caller {
@@ -236,6 +240,14 @@ impl Caller {
         self.first_frame.get_or_insert(now);
         self.frames += 1;
         let voiced = bytes >= VOICED_BYTES;
+        if std::env::var_os("DUET_LOADGEN_TRACE").is_some() {
+            let phase = format!("{:?}", self.phase);
+            eprintln!(
+                "rx {} {bytes} {}",
+                (now - self.posted).as_millis(),
+                phase.split([' ', '{']).next().unwrap_or("")
+            );
+        }
         if voiced {
             self.last_voiced_rx = Some(now);
             self.silent_run = 0;
@@ -249,10 +261,19 @@ impl Caller {
                     barge_at: now + Duration::from_millis(300),
                 };
             }
-            Phase::BargeIn { onset, .. } if self.silent_run == ANSWER_GAP_FRAMES => {
+            Phase::BargeIn {
+                onset,
+                frame,
+                measured: false,
+            } if self.silent_run == ANSWER_GAP_FRAMES => {
                 if let Some(last) = self.last_voiced_rx.filter(|t| *t > onset) {
                     report.barge_ms.push(ms(last - onset));
                 }
+                self.phase = Phase::BargeIn {
+                    onset,
+                    frame,
+                    measured: true,
+                };
             }
             _ => {}
         }
@@ -286,15 +307,21 @@ impl Caller {
                     self.phase = Phase::BargeIn {
                         onset: now,
                         frame: 0,
+                        measured: false,
                     };
                 }
                 &clips.silence
             }
-            Phase::BargeIn { onset, frame } => {
+            Phase::BargeIn {
+                onset,
+                frame,
+                measured,
+            } => {
                 if frame < clips.barge.len() {
                     self.phase = Phase::BargeIn {
                         onset,
                         frame: frame + 1,
+                        measured,
                     };
                     &clips.barge[frame]
                 } else {

@@ -1,23 +1,118 @@
-//! Small socket helpers shared by the media engine and the WebRTC client.
+//! Small socket helpers shared by the media engine and the WebRTC client: high-resolution
+//! waits (`ppoll` sleeps on an hrtimer; socket read timeouts round up to scheduler ticks,
+//! which made 20 ms ticks milliseconds late) and an eventfd waker so that commands reach a
+//! thread blocked on its socket at once.
 
 use std::net::UdpSocket;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
-/// Waits until `socket` is readable or `wait` passed, with a high-resolution timer (`ppoll`
-/// sleeps on an hrtimer; socket read timeouts round up to scheduler ticks, which made ticks
-/// milliseconds late).
-pub fn readable(socket: &UdpSocket, wait: Duration) -> bool {
-    use std::os::fd::AsRawFd;
-    let mut fds = libc::pollfd {
-        fd: socket.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let ts = libc::timespec {
+fn timespec(wait: Duration) -> libc::timespec {
+    libc::timespec {
         tv_sec: wait.as_secs() as libc::time_t,
         tv_nsec: wait.subsec_nanos() as libc::c_long,
-    };
-    // SAFETY: one valid pollfd, a valid timespec, no signal mask.
-    let n = unsafe { libc::ppoll(&mut fds, 1, &ts, std::ptr::null()) };
-    n > 0 && fds.revents & libc::POLLIN != 0
+    }
+}
+
+fn ppoll(fds: &mut [libc::pollfd], wait: Duration) -> i32 {
+    let ts = timespec(wait);
+    // SAFETY: `fds` is a valid array of pollfd for its length, `ts` a valid timespec, no mask.
+    unsafe {
+        libc::ppoll(
+            fds.as_mut_ptr(),
+            fds.len() as libc::nfds_t,
+            &ts,
+            std::ptr::null(),
+        )
+    }
+}
+
+fn pollfd(fd: RawFd) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    }
+}
+
+/// Waits until `socket` is readable or `wait` passed.
+pub fn readable(socket: &UdpSocket, wait: Duration) -> bool {
+    let mut fds = [pollfd(socket.as_raw_fd())];
+    ppoll(&mut fds, wait) > 0 && fds[0].revents & libc::POLLIN != 0
+}
+
+/// Wakes a thread that waits in [`Waker::wait`].
+pub struct Waker {
+    fd: OwnedFd,
+}
+
+impl Waker {
+    /// A new non-blocking eventfd.
+    pub fn new() -> std::io::Result<Self> {
+        // SAFETY: plain syscall; the result is checked before use.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is a fresh descriptor we own.
+        Ok(Self {
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+        })
+    }
+
+    /// Wakes the waiting thread (coalesces: many wakes, one wake-up).
+    pub fn wake(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a valid u64 to our eventfd; failure (counter full) is fine.
+        let _ = unsafe { libc::write(self.fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+    }
+
+    /// Waits until `socket` is readable, the waker fired, or `wait` passed. Returns whether
+    /// the socket is readable; a wake is consumed.
+    pub fn wait(&self, socket: &UdpSocket, wait: Duration) -> bool {
+        let mut fds = [pollfd(socket.as_raw_fd()), pollfd(self.fd.as_raw_fd())];
+        if ppoll(&mut fds, wait) <= 0 {
+            return false;
+        }
+        if fds[1].revents & libc::POLLIN != 0 {
+            let mut buf = 0u64;
+            // SAFETY: reads 8 bytes into a valid u64 from our non-blocking eventfd.
+            let _ = unsafe { libc::read(self.fd.as_raw_fd(), (&mut buf as *mut u64).cast(), 8) };
+        }
+        fds[0].revents & libc::POLLIN != 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    #[test]
+    fn waker_interrupts_a_wait_and_timeouts_are_precise() {
+        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let waker = std::sync::Arc::new(Waker::new().unwrap());
+        let t = Instant::now();
+        assert!(!waker.wait(&socket, Duration::from_millis(5)));
+        let waited = t.elapsed();
+        assert!(
+            waited >= Duration::from_millis(5) && waited < Duration::from_millis(50),
+            "{waited:?}"
+        );
+        let w = waker.clone();
+        let h = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            w.wake();
+        });
+        let t = Instant::now();
+        assert!(!waker.wait(&socket, Duration::from_secs(5)));
+        assert!(
+            t.elapsed() < Duration::from_secs(2),
+            "the wake ended the wait"
+        );
+        h.join().unwrap();
+        let peer = UdpSocket::bind("127.0.0.1:0").unwrap();
+        peer.send_to(b"x", socket.local_addr().unwrap()).unwrap();
+        assert!(waker.wait(&socket, Duration::from_secs(1)));
+    }
 }

@@ -16,6 +16,7 @@ use std::time::Duration;
 use duet_signaling::{AnswerConfig, Call};
 use tokio::sync::mpsc;
 
+use crate::net::Waker;
 use crate::session::{MediaSink, Outbound, SessionInput};
 
 /// Engine settings.
@@ -59,6 +60,7 @@ enum Command {
 #[derive(Clone)]
 pub struct Engine {
     tx: std_mpsc::Sender<Command>,
+    waker: Arc<Waker>,
     local: SocketAddr,
     answer: AnswerConfig,
     calls: Arc<AtomicUsize>,
@@ -79,15 +81,24 @@ impl Engine {
         };
         let answer = AnswerConfig::new(vec![advertised])?;
         let (tx, rx) = std_mpsc::channel();
+        let waker = Arc::new(Waker::new()?);
         let calls = Arc::new(AtomicUsize::new(0));
 
-        let t = thread::EngineThread::new(socket, local, rx, cfg.inactivity, calls.clone());
+        let t = thread::EngineThread::new(
+            socket,
+            local,
+            rx,
+            waker.clone(),
+            cfg.inactivity,
+            calls.clone(),
+        );
         std::thread::Builder::new()
             .name("media-engine".into())
             .spawn(move || t.run())?;
         tracing::info!(%local, %advertised, "media engine listening (UDP)");
         Ok(Self {
             tx,
+            waker,
             local,
             answer,
             calls,
@@ -112,17 +123,20 @@ impl Engine {
     /// Hands a call to the engine.
     pub fn add(&self, call: NewCall) {
         let _ = self.tx.send(Command::Add(Box::new(call)));
+        self.waker.wake();
     }
 
     /// Ends a call.
     pub fn hangup(&self, key: u64) {
         let _ = self.tx.send(Command::Hangup(key));
+        self.waker.wake();
     }
 
     /// The media sink a session uses for call `key`.
     pub fn sink(&self, key: u64) -> Box<dyn MediaSink> {
         Box::new(Sink {
             tx: self.tx.clone(),
+            waker: self.waker.clone(),
             key,
         })
     }
@@ -130,6 +144,7 @@ impl Engine {
 
 struct Sink {
     tx: std_mpsc::Sender<Command>,
+    waker: Arc<Waker>,
     key: u64,
 }
 
@@ -148,5 +163,7 @@ impl MediaSink for Sink {
 
     fn clear(&self) {
         let _ = self.tx.send(Command::Clear(self.key));
+        // Barge-in latency: purge now, not at the next datagram or tick.
+        self.waker.wake();
     }
 }

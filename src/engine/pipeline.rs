@@ -11,8 +11,13 @@ use duet_signaling::AudioCodec;
 
 /// The session's audio rate.
 const SESSION_RATE: u32 = 24_000;
-/// Inbound frames buffered beyond this (the target is 2) are dropped, one per tick.
+/// Inbound playout delay in frames. One frame (20 ms) keeps barge-in fast; packets later
+/// than that are concealed (Opus PLC/FEC) rather than waited for.
+const JITTER_TARGET_FRAMES: usize = 1;
+/// Inbound frames buffered beyond this are dropped, one per tick.
 const MAX_DEPTH_FRAMES: usize = 5;
+/// Silent frames encoded for real before the settled silent packet is replayed.
+const SILENCE_SETTLE_FRAMES: u32 = 10;
 /// Most audio the playback queue holds: 30 s.
 const MAX_QUEUED_SECS: usize = 30;
 
@@ -55,6 +60,10 @@ pub struct Pipeline {
     finishing: Vec<u64>,
     frame: Vec<f32>,
     sent: Vec<Sent>,
+    /// Consecutive frames without response audio.
+    silent_frames: u32,
+    /// The encoder's settled silent packet.
+    silence: Vec<u8>,
     scratch: Vec<f32>,
 }
 
@@ -74,7 +83,10 @@ impl Pipeline {
         Ok(Self {
             codec: c,
             rate,
-            jitter: JitterBuffer::new(JitterConfig::default()),
+            jitter: JitterBuffer::new(JitterConfig {
+                target_frames: JITTER_TARGET_FRAMES,
+                ..JitterConfig::default()
+            }),
             receiving: false,
             in_rs: StreamResampler::new(rate, SESSION_RATE).map_err(|e| e.to_string())?,
             out_rs: StreamResampler::new(SESSION_RATE, rate).map_err(|e| e.to_string())?,
@@ -82,6 +94,8 @@ impl Pipeline {
             finishing: Vec::new(),
             frame: Vec::with_capacity(frame),
             sent: Vec::new(),
+            silent_frames: 0,
+            silence: Vec::new(),
             scratch: Vec::with_capacity(frame),
         })
     }
@@ -148,13 +162,28 @@ impl Pipeline {
     pub fn outbound_frame(&mut self) -> Result<OutFrame, String> {
         self.playback.pop_frame(&mut self.frame, &mut self.sent);
         let to_session = |n: usize| n as u64 * u64::from(SESSION_RATE) / u64::from(self.rate);
-        let played = self
+        let played: Vec<(u64, u64)> = self
             .sent
             .iter()
             .map(|s| (s.tag, to_session(s.samples)))
             .collect();
+        let silent = played.is_empty();
+        self.silent_frames = if silent { self.silent_frames + 1 } else { 0 };
         let payload = match &mut self.codec {
-            Codec::Opus { enc, .. } => enc.encode(&self.frame).map_err(|e| e.to_string())?,
+            // Idle calls are most calls: once the encoder has settled on silence, replay its
+            // silent packet instead of running the encoder (~155 µs a frame) every 20 ms.
+            Codec::Opus { .. }
+                if self.silent_frames > SILENCE_SETTLE_FRAMES && !self.silence.is_empty() =>
+            {
+                self.silence.clone()
+            }
+            Codec::Opus { enc, .. } => {
+                let p = enc.encode(&self.frame).map_err(|e| e.to_string())?;
+                if self.silent_frames == SILENCE_SETTLE_FRAMES {
+                    self.silence = p.clone();
+                }
+                p
+            }
             Codec::Pcmu => encode_ulaw(&self.frame),
             Codec::Pcma => encode_alaw(&self.frame),
         };

@@ -15,6 +15,7 @@ use tokio::sync::mpsc;
 use super::pipeline::Pipeline;
 use super::{Command, NewCall};
 use crate::metrics::METRICS;
+use crate::net::Waker;
 use crate::protocol::{codes, ErrorPayload};
 use crate::session::{Outbound, SessionInput};
 
@@ -42,6 +43,7 @@ pub(super) struct EngineThread {
     socket: UdpSocket,
     local: SocketAddr,
     rx: std_mpsc::Receiver<Command>,
+    waker: Arc<Waker>,
     inactivity: Duration,
     calls: HashMap<u64, Live>,
     by_addr: HashMap<SocketAddr, u64>,
@@ -56,6 +58,7 @@ impl EngineThread {
         socket: UdpSocket,
         local: SocketAddr,
         rx: std_mpsc::Receiver<Command>,
+        waker: Arc<Waker>,
         inactivity: Duration,
         count: Arc<AtomicUsize>,
     ) -> Self {
@@ -63,6 +66,7 @@ impl EngineThread {
             socket,
             local,
             rx,
+            waker,
             inactivity,
             calls: HashMap::new(),
             by_addr: HashMap::new(),
@@ -98,7 +102,7 @@ impl EngineThread {
             let wait = deadline
                 .saturating_duration_since(Instant::now())
                 .max(MIN_WAIT);
-            if !crate::net::readable(&self.socket, wait) {
+            if !self.waker.wait(&self.socket, wait) {
                 continue;
             }
             // Drain what arrived (non-blocking), then go back to the grid.
