@@ -80,6 +80,11 @@ pub struct ServeArgs {
     #[arg(long, env = "DUET_MAX_CALLS", default_value_t = 100)]
     pub max_calls: usize,
 
+    /// Media threads, each with its own UDP socket (ports --udp-port, +1, …) and a share of
+    /// the calls. Default: the number of cores, at most 4.
+    #[arg(long, env = "DUET_MEDIA_THREADS")]
+    pub media_threads: Option<usize>,
+
     /// A WebRTC call that receives no packet for this many seconds is ended.
     #[arg(long, env = "DUET_CALL_INACTIVITY_SECS", default_value_t = 30)]
     pub call_inactivity_secs: u64,

@@ -102,7 +102,7 @@ impl Histogram {
 
 /// Every metric Duet exports.
 pub struct Metrics {
-    /// How late each 20 ms media tick ran against its grid deadline.
+    /// How late each RTP audio frame left against its 20 ms grid deadline.
     pub pacing_deviation: Histogram,
     /// Duration of one model step for the whole batch.
     pub model_step: Histogram,
@@ -122,7 +122,7 @@ pub struct Metrics {
 /// The process's metrics.
 pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     Metrics {
-    pacing_deviation: Histogram::new("duet_pacing_deviation_seconds", "Lateness of each 20 ms media tick against its absolute grid deadline."),
+    pacing_deviation: Histogram::new("duet_pacing_deviation_seconds", "Lateness of each RTP audio frame leaving against its absolute 20 ms grid deadline."),
     model_step: Histogram::new("duet_model_step_seconds", "Time of one model step over every active session."),
     speech_end_to_first_audio: Histogram::new("duet_speech_end_to_first_audio_seconds", "Server VAD speech end to the first frame of the answer leaving (RTP) or being written (WebSocket)."),
     barge_in: Histogram::new("duet_barge_in_seconds", "Caller speech detected during an answer to the answer's playback purged (WebRTC)."),

@@ -25,6 +25,14 @@ pub struct AnswerConfig {
 }
 
 impl AnswerConfig {
+    /// The same certificate with other host candidates (one per media socket).
+    pub fn for_candidates(&self, candidates: Vec<SocketAddr>) -> Self {
+        Self {
+            cert: self.cert.clone(),
+            candidates,
+        }
+    }
+
     /// Installs the crypto backend (once per process) and makes the shared certificate.
     pub fn new(candidates: Vec<SocketAddr>) -> Result<Self, SignalError> {
         let provider = str0m::crypto::from_feature_flags();

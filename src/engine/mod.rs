@@ -67,8 +67,8 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Binds the socket and starts the engine thread.
-    pub fn start(cfg: EngineConfig) -> anyhow::Result<Self> {
+    /// Binds the socket and starts the engine thread; answers use `base`'s certificate.
+    pub fn start(cfg: EngineConfig, base: &AnswerConfig, index: usize) -> anyhow::Result<Self> {
         let socket = UdpSocket::bind(cfg.bind)?;
         socket.set_nonblocking(true)?;
         let local = socket.local_addr()?;
@@ -79,7 +79,7 @@ impl Engine {
             }
             (None, _) => local,
         };
-        let answer = AnswerConfig::new(vec![advertised])?;
+        let answer = base.for_candidates(vec![advertised]);
         let (tx, rx) = std_mpsc::channel();
         let waker = Arc::new(Waker::new()?);
         let calls = Arc::new(AtomicUsize::new(0));
@@ -93,7 +93,7 @@ impl Engine {
             calls.clone(),
         );
         std::thread::Builder::new()
-            .name("media-engine".into())
+            .name(format!("media-engine-{index}"))
             .spawn(move || t.run())?;
         tracing::info!(%local, %advertised, "media engine listening (UDP)");
         Ok(Self {
@@ -165,5 +165,59 @@ impl MediaSink for Sink {
         let _ = self.tx.send(Command::Clear(self.key));
         // Barge-in latency: purge now, not at the next datagram or tick.
         self.waker.wake();
+    }
+}
+
+/// One engine per core: each owns a socket (ports `--udp-port`, `+1`, … or free ports) and
+/// a share of the calls, so a tick's per-call work is split across cores.
+#[derive(Clone)]
+pub struct EnginePool {
+    engines: Vec<Engine>,
+}
+
+impl EnginePool {
+    /// Starts `threads` engines sharing one DTLS certificate.
+    pub fn start(cfg: EngineConfig, threads: usize) -> anyhow::Result<Self> {
+        let base = AnswerConfig::new(Vec::new())?;
+        let mut engines = Vec::with_capacity(threads.max(1));
+        for i in 0..threads.max(1) {
+            let port = if cfg.bind.port() == 0 {
+                0
+            } else {
+                cfg.bind.port().saturating_add(i as u16)
+            };
+            let c = EngineConfig {
+                bind: SocketAddr::new(cfg.bind.ip(), port),
+                ..cfg.clone()
+            };
+            engines.push(Engine::start(c, &base, i)?);
+        }
+        Ok(Self { engines })
+    }
+
+    /// The engine with the fewest calls, and its index.
+    pub fn pick(&self) -> (usize, &Engine) {
+        let (i, e) = self
+            .engines
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, e)| e.active_calls())
+            .unwrap_or((0, &self.engines[0]));
+        (i, e)
+    }
+
+    /// Engine `i`.
+    pub fn get(&self, i: usize) -> Option<&Engine> {
+        self.engines.get(i)
+    }
+
+    /// Calls across all engines.
+    pub fn active_calls(&self) -> usize {
+        self.engines.iter().map(Engine::active_calls).sum()
+    }
+
+    /// The bound UDP addresses.
+    pub fn local_addrs(&self) -> Vec<SocketAddr> {
+        self.engines.iter().map(Engine::local_addr).collect()
     }
 }

@@ -87,11 +87,10 @@ impl EngineThread {
             }
             let now = Instant::now();
             if let Some(tick) = grid.tick(now) {
-                METRICS.pacing_deviation.observe(tick.lateness);
                 METRICS
                     .pacing_skipped
                     .fetch_add(tick.skipped, Ordering::Relaxed);
-                self.tick(now);
+                self.tick(now, now - tick.lateness);
             }
             self.timeouts(Instant::now());
             let deadline = self
@@ -246,12 +245,24 @@ impl EngineThread {
         }
     }
 
-    /// One grid slot for every call: events out, caller audio in, one audio frame out.
-    fn tick(&mut self, now: Instant) {
+    /// One grid slot for every call. First every call's audio frame goes out (the timing
+    /// critical part, measured per frame against the grid deadline), then the rest: events,
+    /// caller audio in, timers, reaping.
+    fn tick(&mut self, now: Instant, deadline: Instant) {
         let keys: Vec<u64> = self.calls.keys().copied().collect();
-        for key in keys {
+        let mut ticks = Vec::with_capacity(keys.len());
+        for &key in &keys {
             if let Some(c) = self.calls.get_mut(&key) {
-                c.tick(now);
+                ticks.push(c.send_frame(deadline));
+            }
+            self.drain(key);
+            METRICS
+                .pacing_deviation
+                .observe(Instant::now().saturating_duration_since(deadline));
+        }
+        for (&key, (played, drained)) in keys.iter().zip(ticks) {
+            if let Some(c) = self.calls.get_mut(&key) {
+                c.receive_tick(played, drained);
                 let _ = c.call.timeout(now);
             }
             self.drain(key);
@@ -325,24 +336,36 @@ impl EngineThread {
 }
 
 impl Live {
-    fn tick(&mut self, now: Instant) {
-        self.flush_events();
-        if let Some(frame) = self.media.inbound_frame() {
-            let _ = self.session.try_send(SessionInput::Audio(frame));
-        }
+    /// Encodes and sends this tick's frame; returns what of each response left.
+    fn send_frame(&mut self, now: Instant) -> (Vec<(u64, u64)>, Vec<u64>) {
         match self.media.outbound_frame() {
             Ok(frame) => {
-                for (tag, samples) in frame.played {
-                    let _ = self.session.try_send(SessionInput::Played { tag, samples });
-                }
-                for tag in frame.drained {
-                    let _ = self.session.try_send(SessionInput::Drained { tag });
-                }
                 if self.call.can_send_audio() && self.call.send_audio(now, &frame.payload).is_ok() {
                     METRICS.frames_sent.fetch_add(1, Ordering::Relaxed);
                 }
+                (frame.played, frame.drained)
             }
-            Err(e) => tracing::warn!(call = %self.id, error = %e, "encoding failed"),
+            Err(e) => {
+                tracing::warn!(call = %self.id, error = %e, "encoding failed");
+                (Vec::new(), Vec::new())
+            }
+        }
+    }
+
+    /// Events out, caller audio in, and the tick's report to the session.
+    fn receive_tick(&mut self, played: Vec<(u64, u64)>, drained: Vec<u64>) {
+        self.flush_events();
+        let audio = self.media.inbound_frame();
+        // One message per call per tick: each message can wake the session's task.
+        if audio.is_some() || !played.is_empty() || !drained.is_empty() {
+            let tick = SessionInput::Media {
+                audio,
+                played,
+                drained,
+            };
+            if self.session.try_send(tick).is_err() {
+                tracing::debug!(call = %self.id, "session inbox full; media tick dropped");
+            }
         }
     }
 

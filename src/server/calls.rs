@@ -163,6 +163,8 @@ async fn create_call(state: Arc<AppState>, req: Request) -> Response {
         return r;
     }
     let mut admission = Admission(state.clone(), false);
+    let (engine_index, engine) = state.engines.pick();
+    let engine = engine.clone();
     if !state.model.is_ready() {
         return error_response(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -170,15 +172,11 @@ async fn create_call(state: Arc<AppState>, req: Request) -> Response {
             "the model is still warming up",
         );
     }
-    let (call, answer) = match Call::accept(
-        &offer.sdp,
-        summary,
-        state.engine.answer_config(),
-        Instant::now(),
-    ) {
-        Ok(x) => x,
-        Err(e) => return bad_offer(&e),
-    };
+    let (call, answer) =
+        match Call::accept(&offer.sdp, summary, engine.answer_config(), Instant::now()) {
+            Ok(x) => x,
+            Err(e) => return bad_offer(&e),
+        };
     let (model, model_rx) = match state.model.open().await {
         Ok(m) => m,
         Err(e) => return error_response(StatusCode::SERVICE_UNAVAILABLE, e.code(), e.to_string()),
@@ -188,7 +186,7 @@ async fn create_call(state: Arc<AppState>, req: Request) -> Response {
     let (out_tx, out_rx) = mpsc::channel(state.limits.max_outbound_events);
     let (in_tx, in_rx) = mpsc::channel(INBOX);
     let mut session = Session::new(SessionParams {
-        transport: Transport::WebRtc(state.engine.sink(key)),
+        transport: Transport::WebRtc(engine.sink(key)),
         model_name: state.model.info().name.clone(),
         model,
         model_frame: state.model.info().frame_samples,
@@ -208,6 +206,7 @@ async fn create_call(state: Arc<AppState>, req: Request) -> Response {
                 id.clone(),
                 CallEntry {
                     key,
+                    engine: engine_index,
                     session: in_tx.clone(),
                 },
             )
@@ -225,7 +224,7 @@ async fn create_call(state: Arc<AppState>, req: Request) -> Response {
     admission.1 = true;
     tracing::info!(call = %id, session = %session.id(), codec = ?summary.codec, "call created");
     tokio::spawn(session.run(in_rx, model_rx));
-    state.engine.add(NewCall {
+    engine.add(NewCall {
         key,
         id: id.clone(),
         call,
@@ -251,7 +250,9 @@ pub async fn hangup(State(state): State<Arc<AppState>>, Path(id): Path<String>) 
     let entry = state.calls.lock().ok().and_then(|m| m.get(&id).cloned());
     match entry {
         Some(e) => {
-            state.engine.hangup(e.key);
+            if let Some(engine) = state.engines.get(e.engine) {
+                engine.hangup(e.key);
+            }
             StatusCode::OK.into_response()
         }
         None => error_response(

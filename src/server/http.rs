@@ -105,7 +105,7 @@ async fn ready(State(state): State<Arc<AppState>>) -> Response {
             "status": "ready",
             "model": state.model.info().name,
             "sessions": state.model.active_sessions(),
-            "calls": state.engine.active_calls(),
+                        "calls": state.engines.active_calls(),
         }))
         .into_response()
     } else {
@@ -127,7 +127,7 @@ async fn models(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
 
 async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     let body = crate::metrics::METRICS.render(
-        state.engine.active_calls(),
+        state.engines.active_calls(),
         state.model.active_sessions(),
         state.sessions.load(std::sync::atomic::Ordering::Relaxed),
     );

@@ -18,7 +18,7 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 use crate::config::ServeArgs;
-use crate::engine::{Engine, EngineConfig};
+use crate::engine::{EngineConfig, EnginePool};
 use crate::model_loop::ModelLoop;
 use crate::session::{Limits, SessionInput};
 
@@ -36,8 +36,8 @@ pub struct AppState {
     pub sessions: AtomicUsize,
     /// Session cap.
     pub max_sessions: usize,
-    /// The WebRTC media engine.
-    pub engine: Engine,
+    /// The WebRTC media engines (one per media thread).
+    pub engines: EnginePool,
     /// Live WebRTC calls by id.
     pub calls: Mutex<HashMap<String, CallEntry>>,
     /// Calls admitted (counted from the offer until the call ends).
@@ -53,13 +53,15 @@ pub struct AppState {
 pub struct CallEntry {
     /// Engine key.
     pub key: u64,
+    /// Which engine of the pool runs it.
+    pub engine: usize,
     /// The call's session inbox (sideband connections and hangups).
     pub session: mpsc::Sender<SessionInput>,
 }
 
 impl AppState {
     /// State for `args` around a running model loop.
-    pub fn new(args: &ServeArgs, model: ModelLoop, engine: Engine) -> Arc<Self> {
+    pub fn new(args: &ServeArgs, model: ModelLoop, engines: EnginePool) -> Arc<Self> {
         let limits = Limits {
             max_session: Duration::from_secs(args.max_session_secs.max(1)),
             ..Limits::default()
@@ -70,7 +72,7 @@ impl AppState {
             limits,
             sessions: AtomicUsize::new(0),
             max_sessions: args.max_sessions,
-            engine,
+            engines,
             calls: Mutex::new(HashMap::new()),
             open_calls: AtomicUsize::new(0),
             max_calls: args.max_calls,
@@ -83,8 +85,8 @@ impl AppState {
 pub struct Server {
     /// Where it listens.
     pub addr: SocketAddr,
-    /// The WebRTC media socket.
-    pub udp_addr: SocketAddr,
+    /// The WebRTC media sockets (one per media thread).
+    pub udp_addrs: Vec<SocketAddr>,
     /// The serving task.
     pub task: tokio::task::JoinHandle<std::io::Result<()>>,
 }
@@ -93,19 +95,25 @@ pub struct Server {
 pub async fn start(args: &ServeArgs) -> anyhow::Result<Server> {
     let model = duet_models::load(&args.model)?;
     let model = ModelLoop::spawn(model, "cpu")?;
-    let engine = Engine::start(EngineConfig {
-        bind: SocketAddr::new(args.udp_host, args.udp_port),
-        public_ip: args.public_ip,
-        inactivity: Duration::from_secs(args.call_inactivity_secs.max(1)),
-    })?;
-    let udp_addr = engine.local_addr();
+    let threads = args
+        .media_threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(4)));
+    let engines = EnginePool::start(
+        EngineConfig {
+            bind: SocketAddr::new(args.udp_host, args.udp_port),
+            public_ip: args.public_ip,
+            inactivity: Duration::from_secs(args.call_inactivity_secs.max(1)),
+        },
+        threads,
+    )?;
+    let udp_addrs = engines.local_addrs();
     let listener = TcpListener::bind((args.host, args.port)).await?;
     let addr = listener.local_addr()?;
     // Realtime events are small and latency-bound: no Nagle delay (it cost ~40 ms per event).
     let listener = listener.tap_io(|tcp| {
         let _ = tcp.set_nodelay(true);
     });
-    let app = router(AppState::new(args, model, engine));
+    let app = router(AppState::new(args, model, engines));
     let task = tokio::spawn(async move {
         axum::serve(listener, app)
             .with_graceful_shutdown(shutdown_signal())
@@ -113,7 +121,7 @@ pub async fn start(args: &ServeArgs) -> anyhow::Result<Server> {
     });
     Ok(Server {
         addr,
-        udp_addr,
+        udp_addrs,
         task,
     })
 }

@@ -27,7 +27,7 @@ use response::Active;
 pub trait MediaSink: Send {
     /// Queues 24 kHz audio of the response tagged `tag` for playout.
     fn play(&self, tag: u64, pcm: Vec<f32>);
-    /// No more audio of `tag` will come; the engine answers [`SessionInput::Drained`] once
+    /// No more audio of `tag` will come; the engine answers [`SessionInput::Media`]`.drained` once
     /// its last sample left.
     fn finish(&self, tag: u64);
     /// Purges everything queued; the engine answers with [`SessionInput::Cleared`].
@@ -84,19 +84,14 @@ pub enum SessionInput {
     Invalid(ErrorPayload),
     /// A client event as text (decoded by the actor; the WebRTC data channel).
     Text(String),
-    /// Caller audio at 24 kHz (WebRTC: decoded RTP, one 20 ms frame at a time).
-    Audio(Vec<f32>),
-    /// The media engine sent `samples` (at 24 kHz) of the response tagged `tag` on RTP.
-    Played {
-        /// Response tag.
-        tag: u64,
-        /// Samples that left.
-        samples: u64,
-    },
-    /// The last sample of a finished response left (reply to [`MediaSink::finish`]).
-    Drained {
-        /// Response tag.
-        tag: u64,
+    /// One media-engine tick of a WebRTC call, in one message.
+    Media {
+        /// Caller audio at 24 kHz (20 ms), once RTP flows.
+        audio: Option<Vec<f32>>,
+        /// `(tag, samples at 24 kHz)` of response audio that left on RTP.
+        played: Vec<(u64, u64)>,
+        /// Tags whose last sample left (replies to [`MediaSink::finish`]).
+        drained: Vec<u64>,
     },
     /// The media engine purged its playback queue (reply to [`MediaSink::clear`]).
     Cleared,
@@ -260,13 +255,23 @@ impl Session {
                 Ok(env) => self.handle(env),
                 Err(err) => self.error(err),
             },
-            SessionInput::Audio(pcm) => {
-                if let Err(e) = self.append_pcm(&pcm) {
-                    self.error(e);
+            SessionInput::Media {
+                audio,
+                played,
+                drained,
+            } => {
+                if let Some(pcm) = audio {
+                    if let Err(e) = self.append_pcm(&pcm) {
+                        self.error(e);
+                    }
+                }
+                for (tag, samples) in played {
+                    self.on_played(tag, samples);
+                }
+                for tag in drained {
+                    self.on_drained(tag);
                 }
             }
-            SessionInput::Played { tag, samples } => self.on_played(tag, samples),
-            SessionInput::Drained { tag } => self.on_drained(tag),
             SessionInput::Ended => self.close(1000, "call ended"),
             SessionInput::Cleared => self.on_cleared(),
             SessionInput::Attach(tx) => {
