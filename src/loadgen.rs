@@ -403,6 +403,12 @@ pub fn run(cfg: &LoadConfig) -> anyhow::Result<LoadReport> {
         poll_all(&mut callers, &mut buf, &mut report);
     }
     let _ = dialer.join();
+    // Hang up like a real caller: DTLS close_notify lets the server free the call at once.
+    for c in callers.iter_mut() {
+        if c.rtc.close().is_ok() {
+            c.drain(&mut report, Instant::now());
+        }
+    }
     for c in &callers {
         if let (Some(first), Some(last)) = (c.first_frame, c.last_rx) {
             let secs = (last - first).as_secs_f64();
