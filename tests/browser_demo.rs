@@ -6,16 +6,16 @@
 //! does a turn and an interrupt over the WebSocket fallback. It saves
 //! `tests/artifacts/demo.png`.
 //!
-//! Needs `node`, `/usr/bin/chromium` (or `CHROMIUM`) and `tests/browser/node_modules`
+//! Needs `node`, `/usr/bin/chromium` (or `DUET_CHROMIUM`; node from `DUET_TEST_NODE`) and `tests/browser/node_modules`
 //! (`npm ci`; `./scripts/test` runs it before the tests' network namespace). Anything missing
 //! fails the test, with directions; it never skips.
 
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::external;
 use tokio::process::Command;
 
 /// The script bounds itself at 60 s; this leaves room for node and chromium to start.
@@ -26,29 +26,6 @@ const NPM_TIMEOUT: Duration = Duration::from_secs(120);
 const HOW_TO_INSTALL: &str = "run .ci/run (it installs chromium and nodejs), or \
      `apt-get install -y chromium nodejs npm`, then `./scripts/test` (it runs `npm ci` in \
      tests/browser)";
-
-fn browser_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/browser")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-async fn run(mut cmd: Command, what: &str, limit: Duration) -> Output {
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
-        .kill_on_drop(true);
-    let child = cmd
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {what}: {e}; {HOW_TO_INSTALL}"));
-    match tokio::time::timeout(limit, child.wait_with_output()).await {
-        Ok(out) => out.unwrap_or_else(|e| panic!("{what}: {e}")),
-        Err(_) => panic!("{what} did not finish within {limit:?} (killed)"),
-    }
-}
 
 /// The version of `playwright-core` that package-lock.json pins, and the installed one.
 fn playwright_versions(dir: &Path) -> (String, Option<String>) {
@@ -85,16 +62,21 @@ async fn ensure_node_modules(dir: &Path) -> String {
         "--fetch-retry-mintimeout=1000",
         "--fetch-retry-maxtimeout=3000",
     ])
+    .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
     .current_dir(dir);
-    let out = run(cmd, "npm ci (in tests/browser)", NPM_TIMEOUT).await;
+    let out = external::output(cmd, NPM_TIMEOUT)
+        .await
+        .unwrap_or_else(|e| {
+            panic!("cannot start npm ci (in tests/browser): {e}; {HOW_TO_INSTALL}")
+        });
     assert!(
         out.status.success(),
         "`npm ci` in tests/browser failed ({}); without network (the tests' namespace) it \
          must run beforehand: ./scripts/test does that, or run `npm ci` in tests/browser\n\
          --- stdout ---\n{}\n--- stderr ---\n{}",
         out.status,
-        text(&out.stdout),
-        text(&out.stderr)
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
     );
     let (_, now) = playwright_versions(dir);
     assert_eq!(
@@ -107,48 +89,27 @@ async fn ensure_node_modules(dir: &Path) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demo_page_in_chromium() {
-    let chromium = std::env::var_os("CHROMIUM")
-        .filter(|p| !p.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"));
+    let chromium = external::chromium("DUET_CHROMIUM");
     assert!(
-        chromium.exists(),
-        "no chromium at {}: {HOW_TO_INSTALL} (or set CHROMIUM to a Chromium binary)",
-        chromium.display()
+        chromium.path.exists(),
+        "no chromium at {}: {HOW_TO_INSTALL} (or set DUET_CHROMIUM to a Chromium binary)",
+        chromium.path.display()
     );
-    let mut probe = Command::new("node");
-    probe.arg("--version");
-    let out = run(probe, "node --version", Duration::from_secs(20)).await;
-    assert!(out.status.success(), "node does not run: {HOW_TO_INSTALL}");
-    let node_version = text(&out.stdout).trim().to_string();
+    let node = external::node();
+    external::require_version(&node, HOW_TO_INSTALL).await;
 
-    let dir = browser_dir();
+    let dir = external::repo_path("tests/browser");
     let playwright = ensure_node_modules(&dir).await;
+    println!("playwright-core {playwright}");
 
     let addr = common::server(&[]).await;
-    let mut cmd = Command::new("node");
+    let mut cmd = node.command();
     cmd.arg(dir.join("demo.mjs"))
         .arg("--url")
         .arg(format!("http://{addr}/"))
         .arg("--chromium")
-        .arg(&chromium)
-        .current_dir(env!("CARGO_MANIFEST_DIR"));
-    let started = Instant::now();
-    let out = run(cmd, "node tests/browser/demo.mjs", SCRIPT_TIMEOUT).await;
-    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
-    assert!(
-        out.status.success(),
-        "the demo page failed in chromium ({}); node {node_version}, playwright-core \
-         {playwright}, {}\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}",
-        out.status,
-        chromium.display()
-    );
-    println!(
-        "node {node_version}, playwright-core {playwright}, {}: {:.1} s\n{stdout}",
-        chromium.display(),
-        started.elapsed().as_secs_f64()
-    );
-    if !stderr.trim().is_empty() {
-        println!("--- stderr ---\n{stderr}");
-    }
+        .arg(&chromium.path)
+        .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
+        .current_dir(external::repo_path(""));
+    external::run_script(cmd, SCRIPT_TIMEOUT).await;
 }

@@ -9,6 +9,7 @@ mod nullable;
 pub mod response;
 pub mod server;
 pub mod session;
+pub mod strict;
 
 #[cfg(test)]
 mod tests;

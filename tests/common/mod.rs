@@ -1,6 +1,8 @@
 //! Test harness: an in-process server on loopback, a WebSocket client speaking JSON events,
-//! synthetic voiced audio, and a tiny HTTP client.
+//! synthetic voiced audio, and a tiny HTTP client; [`external`] runs external client scripts.
 #![allow(dead_code)]
+
+pub mod external;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -137,7 +139,7 @@ impl Client {
                             .is_some_and(|id| id.starts_with("event_")),
                         "event_id on {v}"
                     );
-                    assert_nulls_allowed(&v, v["type"].as_str().unwrap_or("?"), false);
+                    assert_nulls_allowed(&v);
                     self.log.push(v.clone());
                     return Some(v);
                 }
@@ -255,43 +257,14 @@ pub fn assert_in_order(types: &[String], expected: &[&str]) {
     }
 }
 
-/// Keys at which the GA types allow `null` (`code`, `param`, `event_id` only inside `error`).
-const NULLABLE: &[&str] = &[
-    "previous_item_id",
-    "transcript",
-    "audio",
-    "output",
-    "status_details",
-    "usage",
-    "conversation_id",
-    "turn_detection",
-    "code",
-    "param",
-    "event_id",
-];
-
 /// Every received event is checked: no `null` where the GA types make a field optional but
 /// not nullable (strict clients such as agents-js drop such events).
-pub fn assert_nulls_allowed(v: &Value, path: &str, under_error: bool) {
-    match v {
-        Value::Object(map) => {
-            for (k, child) in map {
-                let p = format!("{path}.{k}");
-                if child.is_null() {
-                    let error_only = ["code", "param", "event_id"].contains(&k.as_str());
-                    assert!(
-                        NULLABLE.contains(&k.as_str()) && (!error_only || under_error),
-                        "null at {p}"
-                    );
-                }
-                assert_nulls_allowed(child, &p, under_error || k == "error");
-            }
-        }
-        Value::Array(items) => items
-            .iter()
-            .for_each(|c| assert_nulls_allowed(c, path, under_error)),
-        _ => {}
-    }
+pub fn assert_nulls_allowed(v: &Value) {
+    let bad = duet::protocol::strict::forbidden_nulls(v);
+    assert!(
+        bad.is_empty(),
+        "null where the GA types forbid it: {bad:?} in {v}"
+    );
 }
 
 /// Synthetic voiced audio at 48 kHz (the WebRTC clients' rate).
