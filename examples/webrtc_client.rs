@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use duet::rtc_client::{http, ClientOptions, RtcClient};
+use duet::rtc_client::{hangup, ClientOptions, RtcClient};
 
 /// 48 kHz voiced synthetic speech: a 140 Hz harmonic series with vibrato.
 fn voiced(secs: f32) -> Vec<f32> {
@@ -65,14 +65,7 @@ async fn main() -> anyhow::Result<()> {
         loud,
         loud * 20
     );
-    let (status, _, _) = http(
-        server,
-        "POST",
-        &format!("/v1/realtime/calls/{}/hangup", call.call_id),
-        None,
-        None,
-    )
-    .await?;
+    let status = hangup(server, &call.call_id, None).await?;
     println!("hangup: {status}");
     call.close();
     Ok(())

@@ -271,6 +271,12 @@ pub async fn post_offer(
     Ok((id, body))
 }
 
+/// `POST /v1/realtime/calls/{call_id}/hangup`; returns the HTTP status.
+pub async fn hangup(base: SocketAddr, call_id: &str, key: Option<&str>) -> anyhow::Result<u16> {
+    let path = format!("/v1/realtime/calls/{call_id}/hangup");
+    Ok(http(base, "POST", &path, None, key).await?.0)
+}
+
 /// A minimal HTTP/1.1 request; returns (status, header block, body).
 pub async fn http(
     base: SocketAddr,

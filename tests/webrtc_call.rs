@@ -136,26 +136,14 @@ async fn webrtc_call_end_to_end() {
     );
 
     // Hangup frees the call.
-    let (status, _, _) = duet::rtc_client::http(
-        addr,
-        "POST",
-        &format!("/v1/realtime/calls/{}/hangup", c.call_id),
-        None,
-        None,
-    )
-    .await
-    .unwrap();
+    let status = duet::rtc_client::hangup(addr, &c.call_id, None)
+        .await
+        .unwrap();
     assert_eq!(status, 200);
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let (status, _, _) = duet::rtc_client::http(
-        addr,
-        "POST",
-        &format!("/v1/realtime/calls/{}/hangup", c.call_id),
-        None,
-        None,
-    )
-    .await
-    .unwrap();
+    let status = duet::rtc_client::hangup(addr, &c.call_id, None)
+        .await
+        .unwrap();
     assert_eq!(status, 404, "the call is gone");
     c.close();
 }

@@ -2,7 +2,7 @@
 
 mod common;
 use common::*;
-use duet::rtc_client::{http, ClientOptions, RtcClient};
+use duet::rtc_client::{ClientOptions, RtcClient};
 use std::time::Duration;
 
 fn proc_status(key: &str) -> u64 {
@@ -25,15 +25,9 @@ async fn call_and_hang_up(addr: std::net::SocketAddr) {
     c.until("session.created", Duration::from_secs(10))
         .await
         .expect("events flow");
-    let (s, _, _) = http(
-        addr,
-        "POST",
-        &format!("/v1/realtime/calls/{}/hangup", c.call_id),
-        None,
-        None,
-    )
-    .await
-    .unwrap();
+    let s = duet::rtc_client::hangup(addr, &c.call_id, None)
+        .await
+        .unwrap();
     assert_eq!(s, 200);
     c.close();
 }

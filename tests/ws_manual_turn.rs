@@ -29,10 +29,7 @@ async fn manual_audio_turn_follows_ga_lifecycle() {
 
     c.send(json!({"type":"response.create"})).await;
     let events = c.collect_until("response.done").await;
-    let types: Vec<String> = events
-        .iter()
-        .map(|e| e["type"].as_str().unwrap().to_string())
-        .collect();
+    let types = duet::rtc_client::types(&events);
     assert_in_order(
         &types,
         &[
