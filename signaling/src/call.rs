@@ -1,7 +1,7 @@
 //! One WebRTC call on str0m: answering the offer, feeding datagrams and time in, and turning
 //! str0m's outputs into what Duet cares about (transmits, audio packets, `oai-events` text).
 
-use std::net::SocketAddr;
+use core::net::SocketAddr;
 use std::time::Instant;
 
 use str0m::change::SdpOffer;

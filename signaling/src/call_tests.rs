@@ -1,7 +1,7 @@
 //! A whole call in memory: a str0m offerer (like a browser) and our [`Call`] exchange
 //! datagrams through a simulated network on a simulated clock.
 
-use std::net::SocketAddr;
+use core::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use str0m::change::SdpAnswer;
