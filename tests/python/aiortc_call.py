@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import array
 import asyncio
-import fractions
 import json
 import logging
 import math
@@ -47,6 +46,27 @@ import urllib.request
 import uuid
 from typing import Any
 
+from duet_testlib import (
+    EVENT_TIMEOUT,
+    FAILURES,
+    FIGURES,
+    FRAME,
+    LOUD_RMS,
+    OVERALL_TIMEOUT,
+    RATE,
+    Abort,
+    Peer,
+    VoiceTrack,
+    check,
+    compact,
+    in_order,
+    loopback_ice,
+    missing_packages,
+    note,
+    now,
+    summary,
+)
+
 try:
     import aioice
     import aioice.ice
@@ -54,30 +74,12 @@ try:
     import aiortc
     import aiortc.rtcrtpreceiver
     import av
-    from aiortc import (
-        MediaStreamTrack,
-        RTCConfiguration,
-        RTCPeerConnection,
-        RTCSessionDescription,
-    )
+    from aiortc import MediaStreamTrack
     from aiortc.mediastreams import MediaStreamError
 except ImportError as exc:  # pragma: no cover - environment problem, not a test failure mode
-    print(
-        f"error: {exc}\n"
-        "aiortc is needed: run ./scripts/test, or\n"
-        "  pip install -r tests/python/requirements.txt",
-        file=sys.stderr,
-    )
-    sys.exit(2)
+    missing_packages(exc, "aiortc is needed")
 
-RATE = 48_000
-FRAME = 960  # 20 ms at 48 kHz
 FRAME_S = FRAME / RATE
-EVENT_TIMEOUT = 10.0
-OVERALL_TIMEOUT = 60.0
-# A received frame louder than this (full scale = 1.0) counts as "audible" (-40 dBFS).
-LOUD_RMS = 0.01
-F0 = 140.0
 PITCH_FACTOR = 1.25
 SESSION_UPDATE = {
     "type": "realtime",
@@ -88,12 +90,7 @@ TRANSCRIPT_RE = re.compile(r"^echo of (\d+\.\d) s$")
 
 # --- loopback-only ICE -----------------------------------------------------------------------
 
-def _loopback_only(use_ipv4: bool = True, use_ipv6: bool = True) -> list[str]:
-    return ["127.0.0.1"]
-
-
-# aioice skips 127.0.0.1 when it lists host addresses; the server only listens on loopback.
-aioice.ice.get_host_addresses = _loopback_only
+loopback_ice()
 
 
 # Outgoing STUN binding requests (time, transaction id): a retransmitted connectivity check
@@ -146,121 +143,6 @@ def rtp_stats(t0: float, t1: float) -> dict[str, Any]:
         "ts_steps": ts_steps[:6],
         "interarrival_ms_min_max": [round(min(gaps), 1), round(max(gaps), 1)],
     }
-
-
-# --- results ---------------------------------------------------------------------------------
-
-class Abort(Exception):
-    """A step cannot go on (the call is unusable or an awaited event never came)."""
-
-
-FAILURES: list[str] = []
-PASSES: list[str] = []
-FIGURES: dict[str, Any] = {}
-
-
-def check(cond: bool, what: str, detail: str = "") -> bool:
-    if cond:
-        PASSES.append(what)
-    else:
-        msg = what + (f": {detail}" if detail else "")
-        FAILURES.append(msg)
-        print(f"FAIL: {msg}", flush=True)
-    return cond
-
-
-def note(msg: str) -> None:
-    print(f"  .. {msg}", flush=True)
-
-
-def now() -> float:
-    return time.monotonic()
-
-
-# --- the microphone --------------------------------------------------------------------------
-
-class VoiceTrack(MediaStreamTrack):
-    """20 ms, 48 kHz mono s16 frames, paced in real time: silence, or synthetic voice (8
-    harmonics of 140 Hz with 1/h amplitudes, 4 Hz syllable-rate amplitude modulation, about
-    -18 dBFS) for as long as asked."""
-
-    kind = "audio"
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._start: float | None = None
-        self._pts = 0
-        self._phase = 0.0
-        self._am_t = 0
-        self._left = 0
-        self._done: asyncio.Future[float] | None = None
-        self.frames_sent = 0
-        # (due time, how late the frame was handed to aiortc) for every frame
-        self.late: list[tuple[float, float]] = []
-        # (wall time its first frame is due, ms of our stream at that point, length in s)
-        self.speeches: list[tuple[float, float, float]] = []
-
-    def speak(self, secs: float) -> asyncio.Future[float]:
-        """Plays `secs` of voice from the next frame on; the future resolves with the
-        (monotonic) time its last sample was due."""
-        fut: asyncio.Future[float] = asyncio.get_running_loop().create_future()
-        self._done = fut
-        due = (self._start + self._pts / RATE) if self._start is not None else now()
-        self.speeches.append((due, self._pts / RATE * 1000, secs))
-        self._left = int(secs * RATE)
-        self._am_t = 0
-        return fut
-
-    def _voice(self, n: int) -> array.array:
-        out = array.array("h")
-        step = 2 * math.pi * F0 / RATE
-        ph = self._phase
-        for i in range(n):
-            ph += step
-            t = (self._am_t + i) / RATE
-            am = 0.75 + 0.25 * math.sin(2 * math.pi * 4.0 * t)
-            s = (
-                math.sin(ph) + math.sin(2 * ph) / 2 + math.sin(3 * ph) / 3 + math.sin(4 * ph) / 4
-                + math.sin(5 * ph) / 5 + math.sin(6 * ph) / 6 + math.sin(7 * ph) / 7
-                + math.sin(8 * ph) / 8
-            )
-            out.append(int(max(-1.0, min(1.0, 0.12 * am * s)) * 32767))
-        self._phase = ph % (2 * math.pi)
-        self._am_t += n
-        return out
-
-    async def recv(self) -> av.AudioFrame:
-        if self.readyState != "live":
-            raise MediaStreamError
-        if self._start is None:
-            self._start = now()
-        else:
-            wait = self._start + self._pts / RATE - now()
-            if wait > 0:
-                await asyncio.sleep(wait)
-        due = self._start + self._pts / RATE
-        self.late.append((due, now() - due))
-        if self._left > 0:
-            n = min(FRAME, self._left)
-            pcm = self._voice(n)
-            pcm.extend([0] * (FRAME - n))
-            self._left -= n
-            if self._left == 0 and self._done is not None and not self._done.done():
-                self._done.set_result(due + n / RATE)
-        else:
-            pcm = array.array("h", bytes(2 * FRAME))
-        if sys.byteorder != "little":
-            pcm.byteswap()
-        frame = av.AudioFrame(format="s16", layout="mono", samples=FRAME)
-        data = pcm.tobytes()
-        plane = frame.planes[0]
-        plane.update(data + bytes(plane.buffer_size - len(data)))
-        frame.pts = self._pts
-        frame.sample_rate = RATE
-        frame.time_base = fractions.Fraction(1, RATE)
-        self._pts += FRAME
-        self.frames_sent += 1
-        return frame
 
 
 # --- the speaker -----------------------------------------------------------------------------
@@ -466,14 +348,6 @@ class Events:
         return [e.get("type", "?") for _, e in self.log[-n:]]
 
 
-def in_order(types: list[str], expected: list[str]) -> tuple[bool, str]:
-    it = iter(types)
-    for want in expected:
-        if not any(t == want for t in it):
-            return False, f"missing {want!r} in order; got {types}"
-    return True, ""
-
-
 # --- HTTP ------------------------------------------------------------------------------------
 
 def _post(url: str, body: bytes, ctype: str) -> tuple[int, dict[str, str], str]:
@@ -540,45 +414,17 @@ def multipart(sdp: str, session: dict[str, Any]) -> tuple[bytes, str]:
 
 # --- the scenario ----------------------------------------------------------------------------
 
-class Call:
+class Call(Peer):
     def __init__(self, base: str, use_multipart: bool) -> None:
+        self.events = Events()
+        super().__init__(VoiceTrack(), Speaker(), self.events.on_message, verbose=True)
         self.base = base
         self.use_multipart = use_multipart
-        self.pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
-        self.mic = VoiceTrack()
-        self.speaker = Speaker()
-        self.events = Events()
         self.location: str | None = None
-        self.connected = asyncio.Event()
-        self.states: list[tuple[float, str]] = []
-        self.dc_open = asyncio.Event()
-        self.tasks: list[asyncio.Task[Any]] = []
 
     async def connect(self) -> None:
-        pc = self.pc
-
-        @pc.on("connectionstatechange")
-        def _state() -> None:
-            self.states.append((now(), pc.connectionState))
-            note(f"connectionState {pc.connectionState}")
-            if pc.connectionState == "connected":
-                self.connected.set()
-
-        @pc.on("track")
-        def _track(track: MediaStreamTrack) -> None:
-            note(f"remote track: {track.kind}")
-            if track.kind == "audio":
-                self.tasks.append(asyncio.ensure_future(self.speaker.run(track)))
-
-        pc.addTransceiver(self.mic, direction="sendrecv")
-        dc = pc.createDataChannel("oai-events")
-        dc.on("message", self.events.on_message)
-        dc.on("open", lambda: self.dc_open.set())
-        self.dc = dc
-
-        await pc.setLocalDescription(await pc.createOffer())
         # aiortc gathers (all candidates, loopback only here) inside setLocalDescription.
-        offer = pc.localDescription.sdp
+        offer = await self.offer()
         cands = [l for l in offer.splitlines() if l.startswith("a=candidate")]
         note(f"offer: {len(offer)} bytes, candidates {cands}")
         check(bool(cands) and all(" 127.0.0.1 " in c for c in cands),
@@ -604,11 +450,7 @@ class Call:
         note(f"answer: {len(answer)} bytes, candidates {a_cands}")
         FIGURES["answer_codecs"] = [l.split(":", 1)[1] for l in answer.splitlines()
                                     if l.startswith("a=rtpmap")]
-        await pc.setRemoteDescription(RTCSessionDescription(sdp=answer, type="answer"))
-        try:
-            await asyncio.wait_for(self.connected.wait(), 10)
-        except asyncio.TimeoutError:
-            raise Abort(f"not connected within 10 s of the answer; states {self.states}") from None
+        await self.answer(answer)
         FIGURES["connect_ms"] = round((now() - t_post) * 1000, 1)
         sent = [tid for t, tid in STUN_REQUESTS if t <= now()]
         FIGURES["ice_check_retransmits"] = len(sent) - len(set(sent))
@@ -629,11 +471,6 @@ class Call:
             return
         status, _, body = await post(f"{self.base}{self.location}/hangup", b"", "application/json")
         check(status == 200, "POST .../hangup -> 200", f"got {status}: {body[:200]}")
-
-    async def close(self) -> None:
-        await self.pc.close()
-        for t in self.tasks:
-            t.cancel()
 
     def send(self, ev: dict[str, Any]) -> None:
         self.dc.send(json.dumps(ev))
@@ -988,25 +825,11 @@ async def scenario(base: str, use_multipart: bool) -> None:
             print("== events (arrival ms since POST, type, fields)")
             t_post = getattr(c, "t_post", 0.0)
             for t, e in c.events.log:
-                print(f"  {1000 * (t - t_post):8.1f} {compact(e)}")
+                print(f"  {1000 * (t - t_post):8.1f} {compact(e, long=40, head=20)}")
         await c.close()
 
 
 DUMP = False
-
-
-def compact(e: dict[str, Any]) -> str:
-    """One line per event, long strings shortened."""
-    def short(v: Any) -> Any:
-        if isinstance(v, str) and len(v) > 40:
-            return v[:20] + f"...({len(v)})"
-        if isinstance(v, dict):
-            return {k: short(x) for k, x in v.items() if k not in ("event_id",)}
-        if isinstance(v, list):
-            return [short(x) for x in v]
-        return v
-    s = json.dumps(short(e), separators=(",", ":"))
-    return s if len(s) <= 400 else s[:400] + "..."
 
 
 def main() -> int:
@@ -1031,14 +854,7 @@ def main() -> int:
         asyncio.run(asyncio.wait_for(scenario(base, args.multipart), OVERALL_TIMEOUT))
     except asyncio.TimeoutError:
         check(False, "overall", f"did not finish within {OVERALL_TIMEOUT} s")
-    FIGURES["total_s"] = round(now() - t0, 1)
-    print("== summary")
-    for k, v in FIGURES.items():
-        print(f"  {k}: {v}")
-    print(f"  checks passed: {len(PASSES)}, failed: {len(FAILURES)}")
-    for f in FAILURES:
-        print(f"FAIL: {f}")
-    return 1 if FAILURES else 0
+    return summary(t0)
 
 
 if __name__ == "__main__":

@@ -34,42 +34,47 @@ from __future__ import annotations
 import argparse
 import array
 import asyncio
-import fractions
 import json
 import logging
 import math
 import re
 import sys
-import time
-import typing
-import warnings
 from typing import Any
 
+from duet_testlib import (
+    EVENT_TIMEOUT,
+    FAILURES,
+    FIGURES,
+    LOUD_RMS,
+    OVERALL_TIMEOUT,
+    Abort,
+    Peer,
+    VoiceTrack,
+    check,
+    compact,
+    event_classes,
+    loopback_ice,
+    missing_in_order,
+    missing_packages,
+    now,
+    revalidate,
+    summary,
+)
+
 try:
-    import aioice.ice
+    import aioice.ice  # noqa: F401  (duet_testlib's WebRTC part)
     import aiortc
-    import av
+    import av  # noqa: F401  (duet_testlib's WebRTC part)
     import pydantic
-    from aiortc import MediaStreamTrack, RTCConfiguration, RTCPeerConnection, RTCSessionDescription
+    from aiortc import MediaStreamTrack
     from aiortc.mediastreams import MediaStreamError
     import openai
     from openai import AsyncOpenAI
     from openai.types.realtime import RealtimeServerEvent
     import websockets  # noqa: F401  (the `openai[realtime]` extra)
 except ImportError as exc:  # pragma: no cover - environment problem, not a test failure mode
-    print(
-        f"error: {exc}\n"
-        "The official OpenAI SDK and aiortc are needed: run ./scripts/test, or\n"
-        "  pip install -r tests/python/requirements.txt",
-        file=sys.stderr,
-    )
-    sys.exit(2)
+    missing_packages(exc, "The official OpenAI SDK and aiortc are needed")
 
-RATE = 48_000
-FRAME = 960  # 20 ms at 48 kHz
-EVENT_TIMEOUT = 10.0
-OVERALL_TIMEOUT = 60.0
-LOUD_RMS = 0.01  # -40 dBFS
 SEEDED_SESSION = {
     "type": "realtime",
     "model": "gpt-realtime",
@@ -79,119 +84,12 @@ SEEDED_SESSION = {
         "output": {"voice": "marin"},
     },
 }
-KNOWN_EVENT_CLASSES = set(typing.get_args(typing.get_args(RealtimeServerEvent)[0]))
+KNOWN_EVENT_CLASSES = event_classes(RealtimeServerEvent)
 
-
-# aioice skips 127.0.0.1 when it lists host addresses; the server only listens on loopback.
-def _loopback_only(use_ipv4: bool = True, use_ipv6: bool = True) -> list[str]:
-    return ["127.0.0.1"]
-
-
-aioice.ice.get_host_addresses = _loopback_only
-
-
-# --- results ---------------------------------------------------------------------------------
-
-class Abort(Exception):
-    """A step cannot go on."""
-
-
-FAILURES: list[str] = []
-PASSES: list[str] = []
-FIGURES: dict[str, Any] = {}
-
-
-def check(cond: bool, what: str, detail: str = "") -> bool:
-    if cond:
-        PASSES.append(what)
-    else:
-        msg = what + (f": {detail}" if detail else "")
-        FAILURES.append(msg)
-        print(f"FAIL: {msg}", flush=True)
-    return cond
-
-
-def note(msg: str) -> None:
-    print(f"  .. {msg}", flush=True)
-
-
-def now() -> float:
-    return time.monotonic()
-
-
-def compact(e: dict[str, Any], limit: int = 400) -> str:
-    def short(v: Any) -> Any:
-        if isinstance(v, str) and len(v) > 60:
-            return v[:24] + f"...({len(v)})"
-        if isinstance(v, dict):
-            return {k: short(x) for k, x in v.items() if k != "event_id"}
-        if isinstance(v, list):
-            return [short(x) for x in v]
-        return v
-
-    s = json.dumps(short(e), separators=(",", ":"))
-    return s if len(s) <= limit else s[:limit] + "..."
+loopback_ice()
 
 
 # --- media -----------------------------------------------------------------------------------
-
-class VoiceTrack(MediaStreamTrack):
-    """20 ms frames of 48 kHz mono s16 in real time: silence, or synthetic voice (8 harmonics
-    of 140 Hz, 1/h amplitudes, 4 Hz syllable-rate modulation, about -18 dBFS) when asked."""
-
-    kind = "audio"
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._start: float | None = None
-        self._pts = 0
-        self._phase = 0.0
-        self._left = 0
-        self._n = 0
-        self._done: asyncio.Future[float] | None = None
-
-    def speak(self, secs: float) -> asyncio.Future[float]:
-        fut: asyncio.Future[float] = asyncio.get_running_loop().create_future()
-        self._done = fut
-        self._left = int(secs * RATE)
-        self._n = 0
-        return fut
-
-    async def recv(self) -> av.AudioFrame:
-        if self.readyState != "live":
-            raise MediaStreamError
-        if self._start is None:
-            self._start = now()
-        else:
-            wait = self._start + self._pts / RATE - now()
-            if wait > 0:
-                await asyncio.sleep(wait)
-        pcm = array.array("h", bytes(2 * FRAME))
-        if self._left > 0:
-            n = min(FRAME, self._left)
-            step = 2 * math.pi * 140.0 / RATE
-            for i in range(n):
-                self._phase += step
-                am = 0.75 + 0.25 * math.sin(2 * math.pi * 4.0 * (self._n + i) / RATE)
-                s = sum(math.sin(self._phase * h) / h for h in range(1, 9))
-                pcm[i] = int(max(-1.0, min(1.0, 0.12 * am * s)) * 32767)
-            self._phase %= 2 * math.pi
-            self._n += n
-            self._left -= n
-            if self._left == 0 and self._done is not None and not self._done.done():
-                self._done.set_result(self._start + (self._pts + n) / RATE)
-        if sys.byteorder != "little":
-            pcm.byteswap()
-        frame = av.AudioFrame(format="s16", layout="mono", samples=FRAME)
-        data = pcm.tobytes()
-        plane = frame.planes[0]
-        plane.update(data + bytes(plane.buffer_size - len(data)))
-        frame.pts = self._pts
-        frame.sample_rate = RATE
-        frame.time_base = fractions.Fraction(1, RATE)
-        self._pts += FRAME
-        return frame
-
 
 class Speaker:
     """Counts the received audio frames and the loud ones (with their arrival times)."""
@@ -276,13 +174,9 @@ def validate_typed(ev: Any, log: EventLog, extras: set[str]) -> dict[str, Any]:
     kind = getattr(ev, "type", None)
     if type(ev) not in KNOWN_EVENT_CLASSES:
         log.problems.append(f"the SDK did not parse {kind!r} into a known server event class ({type(ev).__name__})")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        dumped = ev.model_dump(mode="json", by_alias=True, exclude_unset=True)
-    try:
-        type(ev).model_validate(dumped)
-    except pydantic.ValidationError as e:
-        log.problems.append(f"{kind} does not match the SDK's {type(ev).__name__}: {e}")
+    dumped, err = revalidate(ev, exclude_unset=True)
+    if err is not None:
+        log.problems.append(f"{kind} does not match the SDK's {type(ev).__name__}: {err}")
     if isinstance(ev, pydantic.BaseModel):
         for k in (ev.__pydantic_extra__ or {}):
             extras.add(f"{kind}.{k}")
@@ -307,44 +201,25 @@ async def scenario(base_url: str) -> None:
     )
     FIGURES["openai"] = openai.__version__
     FIGURES["aiortc"] = aiortc.__version__
-    pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
-    mic = VoiceTrack()
-    speaker = Speaker()
     dc_log = EventLog("data channel")
     sb_log = EventLog("sideband")
+
+    def on_message(msg: Any) -> None:
+        try:
+            dc_log.add(json.loads(msg))
+        except (ValueError, TypeError):
+            dc_log.problems.append(f"not JSON text: {str(msg)[:80]!r}")
+
+    speaker = Speaker()
+    peer = Peer(VoiceTrack(), speaker, on_message)
+    pc, mic = peer.pc, peer.mic
     extras: set[str] = set()
-    tasks: list[asyncio.Task[Any]] = []
-    connected = asyncio.Event()
-    dc_open = asyncio.Event()
-    states: list[tuple[float, str]] = []
     sideband = None
     sb_cm = None
     call_id = None
     try:
-        @pc.on("connectionstatechange")
-        def _state() -> None:
-            states.append((now(), pc.connectionState))
-            if pc.connectionState == "connected":
-                connected.set()
-
-        @pc.on("track")
-        def _track(track: MediaStreamTrack) -> None:
-            if track.kind == "audio":
-                tasks.append(asyncio.ensure_future(speaker.run(track)))
-
-        pc.addTransceiver(mic, direction="sendrecv")
-        dc = pc.createDataChannel("oai-events")
-
-        def on_message(msg: Any) -> None:
-            try:
-                dc_log.add(json.loads(msg))
-            except (ValueError, TypeError):
-                dc_log.problems.append(f"not JSON text: {str(msg)[:80]!r}")
-
-        dc.on("message", on_message)
-        dc.on("open", dc_open.set)
-        await pc.setLocalDescription(await pc.createOffer())
-        offer = pc.localDescription.sdp
+        offer = await peer.offer()
+        dc = peer.dc
 
         # a. calls.create, multipart with the session object.
         print("== a. calls.create", flush=True)
@@ -372,12 +247,11 @@ async def scenario(base_url: str) -> None:
         answer = answer_obj.text
         for needle in ("m=audio", "a=fingerprint:", "a=ice-ufrag:", "a=candidate:", "m=application"):
             check(needle in answer, f"a. the answer SDP has {needle}", answer[:300])
-        await pc.setRemoteDescription(RTCSessionDescription(sdp=answer, type="answer"))
+        await peer.answer(answer)
         try:
-            await asyncio.wait_for(connected.wait(), 10)
-            await asyncio.wait_for(dc_open.wait(), 5)
+            await asyncio.wait_for(peer.dc_open.wait(), 5)
         except asyncio.TimeoutError:
-            raise Abort(f"not connected within 10 s of the answer; states {states}") from None
+            raise Abort(f"not connected within 10 s of the answer; states {peer.states}") from None
         FIGURES["connect_ms"] = round((now() - t_post) * 1000, 1)
 
         # b. the session part seeded the call.
@@ -411,7 +285,7 @@ async def scenario(base_url: str) -> None:
             except Exception as e:  # noqa: BLE001 - reported
                 sb_log.close(f"{type(e).__name__}: {e}")
 
-        tasks.append(asyncio.ensure_future(read_sideband()))
+        peer.tasks.append(asyncio.ensure_future(read_sideband()))
         _, sb_created = await sb_log.until("session.created", timeout=5)
         FIGURES["sideband_join_ms"] = round((now() - t_sb) * 1000, 1)
         check(sb_log.log[0][1].get("type") == "session.created", "c. the sideband's first event is session.created",
@@ -442,8 +316,7 @@ async def scenario(base_url: str) -> None:
         expected = ["input_audio_buffer.speech_started", "input_audio_buffer.speech_stopped",
                     "input_audio_buffer.committed", "response.created", "output_audio_buffer.started",
                     "response.output_audio_transcript.done", "response.done", "output_audio_buffer.stopped"]
-        it = iter(types)
-        missing = [w for w in expected if not any(t == w for t in it)]
+        missing = missing_in_order(types, expected)
         check(not missing, "d. the sideband sees the whole turn in order", f"missing {missing}; got {types}")
         check(done["response"]["status"] == "completed", "d. response.done completed", compact(done["response"]))
         tr = [e.get("transcript") for e in sb_log.since(m_sb, "response.output_audio_transcript.done")]
@@ -510,7 +383,7 @@ async def scenario(base_url: str) -> None:
         # not required: without it a peer notices through ICE consent (~30 s).
         while pc.connectionState not in ("closed", "failed") and now() < end + 1:
             await asyncio.sleep(0.05)
-        ended = next((t for t, st in states if t >= t_h and st in ("closed", "failed")), None)
+        ended = next((t for t, st in peer.states if t >= t_h and st in ("closed", "failed")), None)
         FIGURES["peer_after_hangup"] = (
             f"connectionState {pc.connectionState} {round((ended - t_h) * 1000)} ms after the hangup"
             if ended is not None else f"connectionState {pc.connectionState}, data channel {dc.readyState} "
@@ -541,9 +414,7 @@ async def scenario(base_url: str) -> None:
                 await sb_cm.__aexit__(None, None, None)
             except Exception:  # noqa: BLE001 - already closed by the server
                 pass
-        await pc.close()
-        for t in tasks:
-            t.cancel()
+        await peer.close()
         await client.close()
 
 
@@ -574,14 +445,7 @@ def main() -> int:
 
         traceback.print_exc()
         check(False, "scenario", f"{type(e).__name__}: {e}")
-    FIGURES["total_s"] = round(now() - t0, 1)
-    print("== summary")
-    for k, v in FIGURES.items():
-        print(f"  {k}: {v}")
-    print(f"  checks passed: {len(PASSES)}, failed: {len(FAILURES)}")
-    for f in FAILURES:
-        print(f"FAIL: {f}")
-    return 1 if FAILURES else 0
+    return summary(t0)
 
 
 if __name__ == "__main__":

@@ -24,9 +24,9 @@ import logging
 import math
 import sys
 import time
-import typing
-import warnings
 from typing import Any
+
+from duet_testlib import EVENT_TIMEOUT, OVERALL_TIMEOUT, event_classes, in_order, missing_packages, revalidate
 
 try:
     import pydantic
@@ -34,20 +34,12 @@ try:
     from openai.types.realtime import RealtimeServerEvent
     import websockets  # noqa: F401  (the `openai[realtime]` extra)
 except ImportError as exc:  # pragma: no cover - environment problem, not a test failure mode
-    print(
-        f"error: {exc}\n"
-        "The official OpenAI SDK is needed: run ./scripts/test, or\n"
-        "  pip install -r tests/python/requirements.txt",
-        file=sys.stderr,
-    )
-    sys.exit(2)
+    missing_packages(exc, "The official OpenAI SDK is needed")
 
 RATE = 24_000
-EVENT_TIMEOUT = 10.0
-OVERALL_TIMEOUT = 60.0
 
 # Server event classes the SDK knows (the members of the `RealtimeServerEvent` union).
-KNOWN_EVENT_CLASSES = set(typing.get_args(typing.get_args(RealtimeServerEvent)[0]))
+KNOWN_EVENT_CLASSES = event_classes(RealtimeServerEvent)
 
 
 class Failure(Exception):
@@ -118,13 +110,9 @@ class Events:
             f"SDK did not parse event {kind!r} into a known server event class "
             f"(got {type(ev).__name__}): {ev!r}",
         )
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # serializer warnings; validation reports the problem
-            dumped = ev.model_dump(mode="json", by_alias=True)
-        try:
-            type(ev).model_validate(dumped)
-        except pydantic.ValidationError as e:
-            raise Failure(f"{kind} does not match the SDK's {type(ev).__name__}: {e}\n{dumped}") from None
+        dumped, err = revalidate(ev)
+        if err is not None:
+            raise Failure(f"{kind} does not match the SDK's {type(ev).__name__}: {err}\n{dumped}")
         check(
             isinstance(ev.event_id, str) and ev.event_id.startswith("event_"),
             f"{kind}: event_id {ev.event_id!r}",
@@ -167,9 +155,8 @@ class Events:
 
 
 def assert_in_order(types: list[str], expected: list[str]) -> None:
-    it = iter(types)
-    for want in expected:
-        check(any(t == want for t in it), f"missing {want!r} in order; got {types}")
+    ok, why = in_order(types, expected)
+    check(ok, why)
 
 
 async def append_audio(conn: Any, pcm: bytes) -> None:
