@@ -167,10 +167,7 @@ pub enum ServerEventBody {
     OutputAudioBufferStopped { response_id: String },
     /// WebRTC: queued audio was dropped.
     #[serde(rename = "output_audio_buffer.cleared")]
-    OutputAudioBufferCleared {
-        #[serde(skip_serializing_if = "Option::is_none")]
-        response_id: Option<String>,
-    },
+    OutputAudioBufferCleared { response_id: String },
     /// A response began.
     #[serde(rename = "response.created")]
     ResponseCreated { response: Box<Response> },

@@ -168,7 +168,7 @@ fn every_server_event() -> Vec<ServerEventBody> {
             response_id: "resp_test".into(),
         },
         B::OutputAudioBufferCleared {
-            response_id: Some("resp_test".into()),
+            response_id: "resp_test".into(),
         },
         B::ResponseCreated {
             response: Box::new(response(ResponseStatus::InProgress, false)),

@@ -145,6 +145,8 @@ pub struct Session {
     model: ModelSession,
     epoch: u64,
     active: Option<Active>,
+    /// The most recent response's id (for `output_audio_buffer.cleared` when nothing plays).
+    last_response_id: Option<String>,
     /// Tag of the next response (WebRTC playback accounting).
     next_tag: u64,
     /// Responses whose audio the media engine is playing (WebRTC), oldest first.
@@ -180,6 +182,7 @@ impl Session {
             model: p.model,
             epoch: 0,
             active: None,
+            last_response_id: None,
             next_tag: 1,
             playback: Vec::new(),
             clearing: false,

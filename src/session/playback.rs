@@ -108,11 +108,14 @@ impl Session {
         }
         let interrupted = std::mem::take(&mut self.playback);
         if interrupted.is_empty() {
-            self.emit(ServerEventBody::OutputAudioBufferCleared { response_id: None });
+            // Nothing was playing (e.g. the answer already played out after a
+            // `response.cancel`): the GA event still names a response, the latest one.
+            let response_id = self.last_response_id.clone().unwrap_or_default();
+            self.emit(ServerEventBody::OutputAudioBufferCleared { response_id });
         }
         for pb in interrupted {
             self.emit(ServerEventBody::OutputAudioBufferCleared {
-                response_id: Some(pb.response_id.clone()),
+                response_id: pb.response_id.clone(),
             });
             if let Some(item_id) = &pb.item_id {
                 self.truncate_to_played(item_id, pb.sent);

@@ -176,6 +176,7 @@ impl Session {
 
     fn start(&mut self, mut active: Active, instructions: String, input: Vec<TurnInput>) {
         active.tag = self.next_tag;
+        self.last_response_id = Some(active.response.id.clone());
         self.next_tag += 1;
         if active.modality == Modality::Audio {
             let item = active.in_conversation.then_some(active.item_id.as_str());
