@@ -18,8 +18,16 @@ use super::{calls, ws, AppState};
 
 /// The demo page: plain files, embedded in the binary (no build step).
 const INDEX_HTML: &str = include_str!("../../web/index.html");
-const APP_JS: &str = include_str!("../../web/app.js");
-const STYLE_CSS: &str = include_str!("../../web/style.css");
+const JS: &str = "text/javascript; charset=utf-8";
+/// The demo page's other files: (name, content type, body).
+const WEB_FILES: &[(&str, &str, &str)] = &[
+    ("app.js", JS, include_str!("../../web/app.js")),
+    (
+        "style.css",
+        "text/css; charset=utf-8",
+        include_str!("../../web/style.css"),
+    ),
+];
 
 /// Builds the router.
 pub fn router(state: Arc<AppState>) -> Router {
@@ -42,24 +50,7 @@ pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/health", get(health))
         .route("/", get(index))
-        .route(
-            "/app.js",
-            get(|| async {
-                (
-                    [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
-                    APP_JS,
-                )
-            }),
-        )
-        .route(
-            "/style.css",
-            get(|| async {
-                (
-                    [(header::CONTENT_TYPE, "text/css; charset=utf-8")],
-                    STYLE_CSS,
-                )
-            }),
-        )
+        .route("/{file}", get(web_file))
         .merge(protected)
         .layer(cors)
         .with_state(state)
@@ -143,6 +134,13 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
 
 async fn index() -> Html<&'static str> {
     Html(INDEX_HTML)
+}
+
+async fn web_file(axum::extract::Path(file): axum::extract::Path<String>) -> Response {
+    match WEB_FILES.iter().find(|(name, _, _)| *name == file) {
+        Some((_, ctype, body)) => ([(header::CONTENT_TYPE, *ctype)], *body).into_response(),
+        None => not_found().await,
+    }
 }
 
 async fn not_found() -> Response {
