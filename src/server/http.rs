@@ -22,6 +22,14 @@ const JS: &str = "text/javascript; charset=utf-8";
 /// The demo page's other files: (name, content type, body).
 const WEB_FILES: &[(&str, &str, &str)] = &[
     ("app.js", JS, include_str!("../../web/app.js")),
+    ("audio.js", JS, include_str!("../../web/audio.js")),
+    ("events.js", JS, include_str!("../../web/events.js")),
+    ("log.js", JS, include_str!("../../web/log.js")),
+    ("rtc.js", JS, include_str!("../../web/rtc.js")),
+    ("session.js", JS, include_str!("../../web/session.js")),
+    ("state.js", JS, include_str!("../../web/state.js")),
+    ("ui.js", JS, include_str!("../../web/ui.js")),
+    ("ws.js", JS, include_str!("../../web/ws.js")),
     (
         "style.css",
         "text/css; charset=utf-8",

@@ -1,0 +1,90 @@
+// ---------------------------------------------------------------------------------------
+// WebRTC.
+
+import { el, duet, conn, UserError, apiKey } from './state.js';
+import { setState, showNotice, showError, httpError, iceFailedError } from './ui.js';
+import { outAnalyser, audioContext } from './audio.js';
+import { onServerEvent } from './events.js';
+import { teardown } from './session.js';
+
+export function waitForIceGathering(pc, ms) {
+  if (pc.iceGatheringState === 'complete') return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => { pc.removeEventListener('icegatheringstatechange', check); resolve(); };
+    const check = () => { if (pc.iceGatheringState === 'complete') done(); };
+    pc.addEventListener('icegatheringstatechange', check);
+    setTimeout(done, ms);
+  });
+}
+
+export async function connectWebRtc(c) {
+  const pc = new RTCPeerConnection();
+  c.pc = pc;
+  const track = c.mic.getAudioTracks()[0];
+  c.sender = pc.addTrack(track, c.mic);
+  const dc = pc.createDataChannel('oai-events');
+  c.dc = dc;
+
+  pc.ontrack = (e) => {
+    const stream = e.streams[0] || new MediaStream([e.track]);
+    el.audio.srcObject = stream;
+    el.audio.play().catch(() => {
+      showNotice('warn', 'The browser blocked audio playback: click anywhere on the page to hear Duet.');
+      document.addEventListener('click', () => el.audio.play().catch(() => {}), { once: true });
+    });
+    // The meter taps the same stream (Chrome needs it attached to a media element too).
+    const src = audioContext().createMediaStreamSource(stream);
+    src.connect(outAnalyser);
+    c.outSource = src;
+    c.outConnected = true;
+  };
+  dc.onopen = () => { if (conn === c) setState('connected', 'WebRTC'); };
+  dc.onmessage = (m) => {
+    let ev;
+    try { ev = JSON.parse(m.data); } catch (_) { return; }
+    if (conn === c) onServerEvent(ev);
+  };
+  dc.onclose = () => {
+    if (conn === c && duet.state === 'connected') {
+      showNotice('info', 'The server ended the call.');
+      teardown(c, { hangup: false });
+    }
+  };
+  pc.onconnectionstatechange = () => {
+    if (conn !== c) return;
+    if (pc.connectionState === 'failed') {
+      showError(iceFailedError());
+      teardown(c, { hangup: true, state: 'failed' });
+    }
+  };
+
+  await pc.setLocalDescription(await pc.createOffer());
+  await waitForIceGathering(pc, 500);
+  if (conn !== c) return;
+
+  const headers = { 'Content-Type': 'application/sdp' };
+  if (apiKey()) headers.Authorization = `Bearer ${apiKey()}`;
+  let res;
+  try {
+    res = await fetch('/v1/realtime/calls', { method: 'POST', headers, body: pc.localDescription.sdp });
+  } catch (e) {
+    throw new UserError(`Could not reach the server: ${e.message}`);
+  }
+  if (res.status !== 201 && !res.ok) throw await httpError(res);
+  const location = res.headers.get('Location') || '';
+  c.callId = location.split('/').pop() || null;
+  duet.callId = c.callId;
+  const answer = await res.text();
+  if (conn !== c) return;
+  await pc.setRemoteDescription({ type: 'answer', sdp: answer });
+
+  // ICE + DTLS + SCTP must finish in a few seconds on any sane path.
+  setTimeout(() => {
+    if (conn === c && duet.state === 'connecting') {
+      showError(pc.connectionState === 'connected'
+        ? new UserError('The call connected but the event channel did not open.')
+        : iceFailedError());
+      teardown(c, { hangup: true, state: 'failed' });
+    }
+  }, 10000);
+}
