@@ -90,6 +90,8 @@ pub struct Call {
     pt: Option<Pt>,
     channel: Option<ChannelId>,
     rtp_time: u64,
+    /// The WebRTC stack panicked once; the call is dead.
+    poisoned: bool,
 }
 
 fn to_codec(c: Codec) -> Option<AudioCodec> {
@@ -136,6 +138,7 @@ impl Call {
             pt: None,
             channel: None,
             rtp_time: 0,
+            poisoned: false,
         };
         Ok((call, answer.to_sdp_string()))
     }
@@ -168,14 +171,30 @@ impl Call {
         contents: &[u8],
     ) -> Result<(), String> {
         let i = input(now, source, destination, contents).ok_or("not a WebRTC datagram")?;
-        self.rtc.handle_input(i).map_err(|e| e.to_string())
+        self.guard(|rtc| rtc.handle_input(i).map_err(|e| e.to_string()))
+    }
+
+    /// Runs `f` on the `Rtc`, containing a panic inside the WebRTC stack (e.g. on a crafted
+    /// packet) to this call: it is marked dead and reaped, every other call goes on.
+    fn guard<T>(&mut self, f: impl FnOnce(&mut Rtc) -> Result<T, String>) -> Result<T, String> {
+        if self.poisoned {
+            return Err("call failed earlier".into());
+        }
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mut self.rtc))) {
+            Ok(r) => r,
+            Err(_) => {
+                self.poisoned = true;
+                Err("the WebRTC stack panicked; call ended".into())
+            }
+        }
     }
 
     /// Advances time.
     pub fn timeout(&mut self, now: Instant) -> Result<(), String> {
-        self.rtc
-            .handle_input(Input::Timeout(now))
-            .map_err(|e| e.to_string())
+        self.guard(|rtc| {
+            rtc.handle_input(Input::Timeout(now))
+                .map_err(|e| e.to_string())
+        })
     }
 
     /// Drains str0m's outputs; returns when the call next needs [`Call::timeout`].
@@ -185,7 +204,7 @@ impl Call {
         events: &mut Vec<CallEvent>,
     ) -> Result<Instant, String> {
         loop {
-            match self.rtc.poll_output().map_err(|e| e.to_string())? {
+            match self.guard(|rtc| rtc.poll_output().map_err(|e| e.to_string()))? {
                 Output::Timeout(at) => return Ok(at),
                 Output::Transmit(t) => transmits.push(Transmit {
                     source: t.source,
@@ -283,7 +302,7 @@ impl Call {
 
     /// False once the peer closed DTLS, ICE timed out, or [`Call::close`] ran.
     pub fn is_alive(&self) -> bool {
-        self.rtc.is_alive()
+        !self.poisoned && self.rtc.is_alive()
     }
 
     /// Ends the call gracefully: RTCP BYE, SCTP shutdown and DTLS close_notify are queued

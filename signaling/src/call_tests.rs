@@ -216,3 +216,19 @@ fn rejects_offer_str0m_cannot_parse() {
         "{err:?}"
     );
 }
+
+#[test]
+fn a_panic_in_the_stack_ends_only_that_call() {
+    let cfg = AnswerConfig::new(vec!["127.0.0.1:6000".parse().unwrap()]).unwrap();
+    let (_c, offer) = client(Instant::now());
+    let summary = check_offer(&offer).unwrap();
+    let (mut s, _) = Call::accept(&offer, summary, &cfg, Instant::now()).unwrap();
+    assert!(s.is_alive());
+    let prev = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let r: Result<(), String> = s.guard(|_| panic!("crafted packet"));
+    std::panic::set_hook(prev);
+    assert!(r.is_err());
+    assert!(!s.is_alive(), "the call is dead and will be reaped");
+    assert!(s.timeout(Instant::now()).is_err());
+}
