@@ -158,3 +158,18 @@ export class EventLog {
     return this.log.map((e) => `${(e.t - this.t0).toFixed(1).padStart(9)} ${compact(e.ev)}`);
   }
 }
+
+/**
+ * Records a RealtimeSession's lifecycle events into `sessionEvents` and keeps its latest
+ * history; returns a getter for that history.
+ */
+export function watchSession(session, sessionEvents) {
+  for (const name of ['agent_start', 'agent_end', 'audio_start', 'audio_stopped', 'audio_interrupted']) {
+    session.on(name, () => sessionEvents.push({ t: now(), name }));
+  }
+  let history = [];
+  session.on('history_updated', (h) => {
+    history = h;
+  });
+  return () => history;
+}

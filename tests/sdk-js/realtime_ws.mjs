@@ -26,7 +26,7 @@
 import { parseArgs } from 'node:util';
 import { readFileSync } from 'node:fs';
 
-import { Abort, Checks, EventLog, compact, now, sleep } from './checks.mjs';
+import { Abort, Checks, EventLog, compact, now, sleep, watchSession } from './checks.mjs';
 
 let sdk;
 let WebSocketImpl;
@@ -178,13 +178,7 @@ async function scenario() {
     audio.set(e.responseId, a);
     audioLog.push({ t, responseId: e.responseId, bytes: e.data.byteLength });
   });
-  for (const name of ['agent_start', 'agent_end', 'audio_start', 'audio_stopped', 'audio_interrupted']) {
-    session.on(name, () => sessionEvents.push({ t: now(), name }));
-  }
-  let history = [];
-  session.on('history_updated', (h) => {
-    history = h;
-  });
+  const history = watchSession(session, sessionEvents);
 
   // a. connect
   console.log('== a. connect');
@@ -198,8 +192,12 @@ async function scenario() {
   const sdkUpdate = sent.find((s) => s.ev.type === 'session.update' && s.ev.session?.audio);
   if (!sdkUpdate) throw new Abort("the SDK sent no full session.update on connect");
   F.sdk_session_update = compact(sdkUpdate.ev, 600);
+  // Updates are answered in order: wait for the answer to the SDK's full update (the
+  // tracing-only update it also sends may be answered first).
+  const nth = sent.filter((x) => x.ev.type === 'session.update').indexOf(sdkUpdate) + 1;
+  let seen = 0;
   const updated = await ev.waitFor('session.updated', {
-    pred: (e) => e.session?.audio !== undefined,
+    pred: () => ++seen === nth,
     timeout: 5000,
   });
   F.session_updated_ms = Math.round(updated.t - t0);
@@ -255,11 +253,11 @@ async function scenario() {
   const names = sessionEvents.map((e) => e.name);
   C.check(names.includes('agent_start') && names.includes('agent_end'), 'b. RealtimeSession agent_start / agent_end', JSON.stringify(names));
   C.check(names.includes('audio_start') && names.includes('audio_stopped'), 'b. RealtimeSession audio_start / audio_stopped', JSON.stringify(names));
-  const users = history.filter((i) => i.type === 'message' && i.role === 'user');
-  const assistants = history.filter((i) => i.type === 'message' && i.role === 'assistant');
+  const users = history().filter((i) => i.type === 'message' && i.role === 'user');
+  const assistants = history().filter((i) => i.type === 'message' && i.role === 'assistant');
   const atext = assistants.at(-1)?.content?.map((c) => c.transcript ?? c.text ?? '').join('');
-  F.turn1_history = `${history.length} items; assistant says ${JSON.stringify(atext)}`;
-  C.check(users.length >= 1 && assistants.length >= 1, "b. the SDK's history has the user and assistant items", JSON.stringify(history).slice(0, 400));
+  F.turn1_history = `${history().length} items; assistant says ${JSON.stringify(atext)}`;
+  C.check(users.length >= 1 && assistants.length >= 1, "b. the SDK's history has the user and assistant items", JSON.stringify(history()).slice(0, 400));
   C.check(atext === tdone?.ev.transcript, "b. the SDK's history holds the transcript", JSON.stringify(atext));
   F.turn1_sdk_sent = JSON.stringify(sentTypes(sentB));
 

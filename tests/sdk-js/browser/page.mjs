@@ -9,7 +9,7 @@
 
 import { OpenAIRealtimeWebRTC, RealtimeAgent, RealtimeSession } from '@openai/agents-realtime';
 
-import { Abort, Checks, EventLog, compact, now, sleep } from '../checks.mjs';
+import { Abort, Checks, EventLog, compact, now, sleep, watchSession } from '../checks.mjs';
 
 /** Polls the inbound audio's playout energy (getStats) so the page can tell sound from silence. */
 class Meter {
@@ -121,13 +121,7 @@ window.duetRun = async (base, opts = {}) => {
       if (err && typeof err === 'object' && err.type === 'error' && err.event_id) return; // server error, counted from the log
       sdkErrors.push(err instanceof Error ? `${err.name}: ${err.message}` : String(err?.message ?? JSON.stringify(err)).slice(0, 300));
     });
-    for (const name of ['agent_start', 'agent_end', 'audio_start', 'audio_stopped', 'audio_interrupted']) {
-      session.on(name, () => sessionEvents.push({ t: now(), name }));
-    }
-    let history = [];
-    session.on('history_updated', (h) => {
-      history = h;
-    });
+    const history = watchSession(session, sessionEvents);
 
     // a. connect
     console.log('== a. connect');
@@ -181,10 +175,10 @@ window.duetRun = async (base, opts = {}) => {
     C.check(loud !== null && loud > -40, 'b. the answer is audible in the browser (> -40 dBFS)', `${loud} dBFS`);
     const names = sessionEvents.map((e) => e.name);
     C.check(names.includes('agent_start') && names.includes('agent_end'), 'b. RealtimeSession agent_start / agent_end', JSON.stringify(names));
-    const assistants = history.filter((i) => i.type === 'message' && i.role === 'assistant');
+    const assistants = history().filter((i) => i.type === 'message' && i.role === 'assistant');
     const atext = assistants.at(-1)?.content?.map((c) => c.transcript ?? c.text ?? '').join('');
-    F.turn1_history = `${history.length} items; assistant says ${JSON.stringify(atext)}`;
-    C.check(atext === tdone?.ev.transcript, "b. the SDK's history holds the transcript", JSON.stringify(history).slice(0, 300));
+    F.turn1_history = `${history().length} items; assistant says ${JSON.stringify(atext)}`;
+    C.check(atext === tdone?.ev.transcript, "b. the SDK's history holds the transcript", JSON.stringify(history()).slice(0, 300));
 
     // c. interrupt(): a text turn (answered with one tone burst per word), interrupted.
     console.log('== c. interrupt');
