@@ -57,6 +57,7 @@ impl EchoModel {
                 name: "echo".into(),
                 frame_samples: FRAME,
                 max_slots: MAX_SLOTS,
+                autonomous: false,
             },
             slots: Vec::new(),
         }

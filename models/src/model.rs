@@ -14,6 +14,10 @@ pub struct ModelInfo {
     pub frame_samples: usize,
     /// How many sessions the model can step at once.
     pub max_slots: usize,
+    /// The model decides on its own when to speak (full duplex, e.g. Moshi): its output
+    /// arrives without a [`Request::Respond`], and [`StepOutput::speaking`] tells the session
+    /// when a spoken turn starts and ends. `false` for request/response models (echo).
+    pub autonomous: bool,
 }
 
 impl ModelInfo {
@@ -79,6 +83,10 @@ pub struct StepOutput {
     pub text: String,
     /// The model finished its answer with this step.
     pub end_of_turn: bool,
+    /// Autonomous models only: this frame belongs to the model's own speech. The plugin
+    /// applies its own hysteresis, so a `false` after `true` means the model fell silent
+    /// and is listening. Always `false` for request/response models.
+    pub speaking: bool,
 }
 
 /// Model failures. A slot error ends that session only.
