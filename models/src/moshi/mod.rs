@@ -1,0 +1,658 @@
+//! Moshi (Kyutai's full-duplex speech model) on candle.
+//!
+//! One [`MoshiModel`] owns the weights on one device and steps every session of that device
+//! together, once per 80 ms frame:
+//!
+//! 1. per session: Mimi encodes the caller's 1920 samples to `input_audio_codebooks` tokens
+//!    (Mimi keeps per-session streaming state, so each session has its own clone; the
+//!    weights are shared);
+//! 2. **batched**: the 7B temporal transformer runs once for all slots (`LmModel::batched`
+//!    with a slot mask, a scattered KV cache per slot, `reset_batch_idx` on reuse);
+//! 3. the text token of every active session is sampled from one host copy of the logits;
+//! 4. **batched**: the depth transformer makes the audio tokens of every active session
+//!    together, one pass per codebook ([`depformer::BatchedDepformer`]);
+//! 5. per session: Mimi decodes the (delayed) audio tokens to 1920 samples, and the text
+//!    token becomes transcript text.
+//!
+//! Each session's state is small: its Mimi state, a ring of `acoustic_delay + 2` token rows,
+//! two seeded samplers and its KV-cache slot.
+
+pub mod config;
+mod depformer;
+mod sampler;
+mod spm;
+pub mod tiny;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::Path;
+
+use candle::{DType, Device, IndexOp, Tensor};
+use moshi::lm::LmModel;
+use moshi::mimi::Mimi;
+use moshi::nn::MaybeQuantizedVarBuilder;
+use moshi::{StreamMask, StreamTensor};
+
+use crate::{DuplexModel, ModelError, ModelInfo, Request, SlotId, StepInput, StepOutput};
+pub use config::{Generation, ModelFiles, MoshiConfig, PRESETS};
+use depformer::BatchedDepformer;
+use sampler::Sampler;
+pub use sampler::Sampling;
+pub use spm::TextDecoder;
+
+/// Samples per step at 24 kHz (80 ms).
+pub const FRAME_SAMPLES: usize = 1920;
+const UNSET: u32 = u32::MAX;
+
+/// Where the model runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DeviceSpec {
+    /// The CPU (f32).
+    Cpu,
+    /// CUDA device N (bf16 LM); needs a build with the `cuda` feature.
+    Cuda(usize),
+}
+
+impl DeviceSpec {
+    /// Parses `cpu`, `cuda` or `cuda:N`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "cpu" => Ok(Self::Cpu),
+            "cuda" => Ok(Self::Cuda(0)),
+            _ => s
+                .strip_prefix("cuda:")
+                .and_then(|n| n.parse().ok())
+                .map(Self::Cuda)
+                .ok_or_else(|| format!("bad device {s:?}; expected cpu, cuda or cuda:N")),
+        }
+    }
+
+    /// Opens the device.
+    pub fn open(&self) -> Result<Device, ModelError> {
+        match self {
+            Self::Cpu => Ok(Device::Cpu),
+            Self::Cuda(n) => Device::new_cuda(*n).map_err(|e| {
+                ModelError::Failed(format!(
+                    "cannot open cuda:{n}: {e} (CUDA needs a build with `--features cuda`)"
+                ))
+            }),
+        }
+    }
+}
+
+/// How to load Moshi.
+#[derive(Clone, Debug)]
+pub struct MoshiOptions {
+    /// Preset (architecture) name, overridden by `duet-moshi.toml` in the directory.
+    pub preset: String,
+    /// Device.
+    pub device: DeviceSpec,
+    /// Sessions stepped together (the KV cache is allocated for all of them).
+    pub max_slots: usize,
+    /// Sampling seed (each session derives its own from it); `None` = random.
+    pub seed: Option<u64>,
+}
+
+impl Default for MoshiOptions {
+    fn default() -> Self {
+        Self {
+            preset: "moshiko".into(),
+            device: DeviceSpec::Cpu,
+            max_slots: 8,
+            seed: None,
+        }
+    }
+}
+
+pub(crate) fn err(context: &str) -> impl Fn(candle::Error) -> ModelError + '_ {
+    move |e| ModelError::Failed(format!("{context}: {e}"))
+}
+
+/// Token rows of the last `acoustic_delay + 2` steps (all codebooks, generated first).
+#[derive(Clone, Debug)]
+struct History {
+    rows: Vec<Vec<u32>>,
+}
+
+impl History {
+    fn new(delay: usize, codebooks: usize) -> Self {
+        Self {
+            rows: vec![vec![UNSET; codebooks]; delay + 2],
+        }
+    }
+    fn row(&self, step: usize) -> &[u32] {
+        &self.rows[step % self.rows.len()]
+    }
+    fn row_mut(&mut self, step: usize) -> &mut Vec<u32> {
+        let n = self.rows.len();
+        &mut self.rows[step % n]
+    }
+}
+
+/// One session's state.
+struct Slot {
+    mimi: Mimi,
+    history: History,
+    step: usize,
+    last_text: u32,
+    text_sampler: Sampler,
+    audio_sampler: Sampler,
+    speaking: bool,
+    quiet_frames: u32,
+    pending_bytes: Vec<u8>,
+}
+
+/// The Moshi plugin.
+pub struct MoshiModel {
+    info: ModelInfo,
+    cfg: MoshiConfig,
+    device: Device,
+    lm: LmModel,
+    depformer: BatchedDepformer,
+    mimi: Mimi,
+    text: TextDecoder,
+    slots: Vec<Option<Slot>>,
+    seed: u64,
+    opened: u64,
+}
+
+impl MoshiModel {
+    /// Loads from a Kyutai candle release directory (or one written by
+    /// [`tiny::write_tiny_dir`]). Never downloads anything.
+    pub fn load(dir: &Path, opts: &MoshiOptions) -> Result<Self, ModelError> {
+        let files = ModelFiles::find(dir)?;
+        let cfg = files.config(&opts.preset)?;
+        let device = opts.device.open()?;
+        let tok = std::fs::read(&files.tokenizer)
+            .map_err(|e| ModelError::Failed(format!("{}: {e}", files.tokenizer.display())))?;
+        let text = TextDecoder::parse(&tok).map_err(|e| {
+            ModelError::Failed(format!(
+                "{}: not a SentencePiece model: {e}",
+                files.tokenizer.display()
+            ))
+        })?;
+        if text.len() < cfg.lm.text_out_vocab_size {
+            return Err(ModelError::Failed(format!(
+                "{} has {} pieces but the model's text vocabulary is {}: tokenizer and \
+                 model do not match",
+                files.tokenizer.display(),
+                text.len(),
+                cfg.lm.text_out_vocab_size
+            )));
+        }
+        let lm_dtype = lm_dtype(&device);
+        let quantized = files.lm.extension().is_some_and(|e| e == "gguf");
+        let unreadable = |what: &Path| {
+            let name = what.display().to_string();
+            move |e: candle::Error| ModelError::Failed(format!("cannot read {name}: {e}"))
+        };
+        let lm_vb = if quantized {
+            let vb = candle_transformers_gguf(&files.lm, &device).map_err(unreadable(&files.lm))?;
+            MaybeQuantizedVarBuilder::Quantized(vb)
+        } else {
+            // SAFETY: the weights file is mapped read-only; Duet never writes it, and the
+            // operator must not modify it while the server runs (as with any mmaped model).
+            let vb = unsafe {
+                candle_nn::VarBuilder::from_mmaped_safetensors(&[&files.lm], lm_dtype, &device)
+            }
+            .map_err(unreadable(&files.lm))?;
+            MaybeQuantizedVarBuilder::Real(vb)
+        };
+        // SAFETY: as above, a read-only mapping of a file nobody writes.
+        let mimi_vb = unsafe {
+            candle_nn::VarBuilder::from_mmaped_safetensors(&[&files.mimi], DType::F32, &device)
+        }
+        .map_err(unreadable(&files.mimi))?;
+        let ctx = |f: &Path| {
+            let extra = match &files.config {
+                Some(_) => format!(" in {}", config::CONFIG_FILE),
+                None => format!(" of preset {}", opts.preset),
+            };
+            format!("{} does not match the architecture{extra}", f.display())
+        };
+        Self::build_named(
+            cfg,
+            (lm_vb, &ctx(&files.lm)),
+            (mimi_vb, &ctx(&files.mimi)),
+            text,
+            device,
+            opts,
+        )
+    }
+
+    /// Builds from any var builders (the loader above, or generated weights).
+    pub fn build(
+        cfg: MoshiConfig,
+        lm_vb: MaybeQuantizedVarBuilder,
+        mimi_vb: candle_nn::VarBuilder,
+        text: TextDecoder,
+        device: Device,
+        opts: &MoshiOptions,
+    ) -> Result<Self, ModelError> {
+        Self::build_named(
+            cfg,
+            (lm_vb, "language model"),
+            (mimi_vb, "Mimi codec"),
+            text,
+            device,
+            opts,
+        )
+    }
+
+    fn build_named(
+        cfg: MoshiConfig,
+        (lm_vb, lm_name): (MaybeQuantizedVarBuilder, &str),
+        (mimi_vb, mimi_name): (candle_nn::VarBuilder, &str),
+        text: TextDecoder,
+        device: Device,
+        opts: &MoshiOptions,
+    ) -> Result<Self, ModelError> {
+        cfg.validate()?;
+        if opts.max_slots == 0 {
+            return Err(ModelError::Failed("max_slots must be at least 1".into()));
+        }
+        let (lm, depformer) = build_lm(&cfg, opts.max_slots, lm_vb).map_err(err(lm_name))?;
+        let mimi = Mimi::new(cfg.mimi.clone(), mimi_vb).map_err(err(mimi_name))?;
+        let seed = opts.seed.unwrap_or_else(rand::random);
+        Ok(Self {
+            info: ModelInfo {
+                name: "moshi".into(),
+                frame_samples: FRAME_SAMPLES,
+                max_slots: opts.max_slots,
+                autonomous: true,
+            },
+            cfg,
+            device,
+            lm,
+            depformer,
+            mimi,
+            text,
+            slots: (0..opts.max_slots).map(|_| None).collect(),
+            seed,
+            opened: 0,
+        })
+    }
+
+    /// The architecture in use.
+    pub fn config(&self) -> &MoshiConfig {
+        &self.cfg
+    }
+
+    fn listen_after_frames(&self) -> u32 {
+        (self.cfg.generation.listen_after_ms / 80).max(1)
+    }
+
+    /// The batched part of a step: every slot with codes goes through the LM and the
+    /// depformer together. Returns per active slot (text token, audio tokens).
+    fn step_lm(
+        &mut self,
+        active: &[usize],
+    ) -> Result<Vec<Result<(u32, Vec<u32>), ModelError>>, candle::Error> {
+        let g = &self.cfg.generation;
+        let b = self.slots.len();
+        let total = g.generated_audio_codebooks + g.input_audio_codebooks;
+        let pad = self.lm.audio_pad_token();
+        let mut mask = vec![false; b];
+        let mut text_in = vec![g.text_start_token; b];
+        let mut audio_in = vec![vec![pad; b]; total];
+        for &s in active {
+            let slot = self.slots[s].as_ref().expect("active slot is open");
+            mask[s] = true;
+            text_in[s] = slot.last_text;
+            for (cb, col) in audio_in.iter_mut().enumerate() {
+                col[s] = input_token(slot, cb, g.generated_audio_codebooks, g.acoustic_delay, pad);
+            }
+        }
+        let dev = &self.device;
+        let text = Tensor::from_vec(text_in, (b, 1), dev)?;
+        let audio = audio_in
+            .into_iter()
+            .map(|col| Tensor::from_vec(col, (b, 1), dev).map(Some))
+            .collect::<candle::Result<Vec<_>>>()?;
+        let mask = StreamMask::new(mask, dev)?;
+        let (logits, ys) = self.lm.forward(Some(text), audio, &mask)?;
+        let idx = Tensor::from_vec(
+            active.iter().map(|&s| s as u32).collect(),
+            active.len(),
+            dev,
+        )?;
+        let ys = ys.index_select(&idx, 0)?;
+        let text_logits = logits
+            .index_select(&idx, 0)?
+            .i((.., 0))?
+            .to_dtype(DType::F32)?
+            .to_vec2::<f32>()?;
+        let mut results: Vec<Result<(u32, Vec<u32>), ModelError>> =
+            Vec::with_capacity(active.len());
+        let mut text_tokens = Vec::with_capacity(active.len());
+        for (r, &s) in active.iter().enumerate() {
+            let slot = self.slots[s].as_mut().expect("active slot is open");
+            match slot.text_sampler.sample(&text_logits[r]) {
+                Some(t) => {
+                    text_tokens.push(t);
+                    results.push(Ok((t, Vec::new())));
+                }
+                None => {
+                    text_tokens.push(g.text_pad_token);
+                    results.push(Err(ModelError::Failed("text logits are not finite".into())));
+                }
+            }
+        }
+        let delay = g.acoustic_delay;
+        let pre_delay: Vec<bool> = active
+            .iter()
+            .map(|&s| self.slots[s].as_ref().is_some_and(|sl| sl.step < delay))
+            .collect();
+        let feed = |r: usize, slice: usize, t: u32| if pre_delay[r] && slice > 0 { pad } else { t };
+        let slots = &mut self.slots;
+        let mut failed = vec![false; active.len()];
+        let mut sample = |r: usize, _slice: usize, logits: &[f32]| -> candle::Result<u32> {
+            let slot = slots[active[r]].as_mut().expect("active slot is open");
+            Ok(slot.audio_sampler.sample(logits).unwrap_or_else(|| {
+                failed[r] = true;
+                0
+            }))
+        };
+        let audio = self
+            .depformer
+            .sample(&ys, &text_tokens, &feed, &mut sample)?;
+        for (r, toks) in audio.into_iter().enumerate() {
+            if failed[r] {
+                results[r] = Err(ModelError::Failed("audio logits are not finite".into()));
+            } else if let Ok((_, a)) = &mut results[r] {
+                *a = toks;
+            }
+        }
+        Ok(results)
+    }
+
+    /// Per-slot work after the batched step: write tokens, decode audio, text, speaking.
+    fn finish_slot(
+        &mut self,
+        s: usize,
+        text_token: u32,
+        audio: &[u32],
+    ) -> Result<StepOutput, ModelError> {
+        let listen_after = self.listen_after_frames();
+        let g = &self.cfg.generation;
+        let pad = self.lm.audio_pad_token();
+        let slot = self.slots[s].as_mut().expect("open slot");
+        let step = slot.step;
+        for (c, &t) in audio.iter().enumerate() {
+            let at = if c == 0 {
+                step
+            } else {
+                step.saturating_sub(g.acoustic_delay)
+            };
+            slot.history.row_mut(at)[c] = t;
+        }
+        slot.last_text = text_token;
+        slot.step += 1;
+        let mut pcm = vec![0f32; FRAME_SAMPLES];
+        if slot.step > g.acoustic_delay {
+            let row =
+                &slot.history.row(slot.step - g.acoustic_delay - 1)[..g.generated_audio_codebooks];
+            if row.iter().all(|&t| t < pad) {
+                let codes = Tensor::from_vec(row.to_vec(), (1, row.len(), 1), &self.device)
+                    .map_err(err("decode"))?;
+                let out = slot
+                    .mimi
+                    .decode_step(&StreamTensor::from_tensor(codes), &().into())
+                    .map_err(err("Mimi decode"))?;
+                if let Some(out) = out.as_option() {
+                    let v = out
+                        .flatten_all()
+                        .and_then(|t| t.to_vec1::<f32>())
+                        .map_err(err("Mimi decode"))?;
+                    let n = v.len().min(FRAME_SAMPLES);
+                    pcm[..n].copy_from_slice(&v[..n]);
+                }
+            }
+        }
+        let mut text = String::new();
+        let word = text_token != g.text_pad_token
+            && text_token != g.text_eop_token
+            && text_token != g.text_start_token;
+        if word {
+            self.text
+                .push(text_token, &mut slot.pending_bytes, &mut text);
+        }
+        let loud = duet_media::pcm::rms_dbfs(&pcm) >= g.voice_dbfs;
+        if word || loud {
+            slot.speaking = true;
+            slot.quiet_frames = 0;
+        } else if slot.speaking {
+            slot.quiet_frames += 1;
+            if slot.quiet_frames >= listen_after {
+                slot.speaking = false;
+            }
+        }
+        Ok(StepOutput {
+            audio: pcm,
+            text,
+            end_of_turn: false,
+            speaking: slot.speaking,
+        })
+    }
+
+    fn encode(&mut self, s: usize, pcm: &[f32]) -> Result<bool, ModelError> {
+        let g = &self.cfg.generation;
+        let slot = self.slots[s].as_mut().ok_or(ModelError::UnknownSlot(s))?;
+        let x = Tensor::from_slice(pcm, (1, 1, pcm.len()), &self.device).map_err(err("encode"))?;
+        let codes = slot
+            .mimi
+            .encode_step(&StreamTensor::from_tensor(x), &().into())
+            .map_err(err("Mimi encode"))?;
+        let Some(codes) = codes.as_option() else {
+            return Ok(false); // not enough audio yet: this slot skips the LM this tick
+        };
+        let (_, n_q, t) = codes.dims3().map_err(err("Mimi encode"))?;
+        if t != 1 || n_q < g.input_audio_codebooks {
+            return Err(ModelError::Failed(format!(
+                "Mimi produced {n_q}x{t} codes for one frame"
+            )));
+        }
+        let codes = codes
+            .i((0, ..g.input_audio_codebooks, 0))
+            .and_then(|c| c.to_vec1::<u32>())
+            .map_err(err("Mimi encode"))?;
+        let row = slot.history.row_mut(slot.step);
+        row.fill(UNSET);
+        row[g.generated_audio_codebooks..].copy_from_slice(&codes);
+        Ok(true)
+    }
+}
+
+/// The token fed for codebook `cb` at the slot's current step (as upstream's
+/// `lm_generate_multistream::State::step_`: first codebook of each stream from the
+/// previous step, the others `acoustic_delay` further back; padding before that).
+fn input_token(slot: &Slot, cb: usize, generated: usize, delay: usize, pad: u32) -> u32 {
+    let step = slot.step;
+    let t = if cb == 0 || cb == generated {
+        if step == 0 {
+            pad
+        } else {
+            slot.history.row(step - 1)[cb]
+        }
+    } else if step <= delay {
+        pad
+    } else {
+        slot.history.row(step - delay - 1)[cb]
+    };
+    if t == UNSET {
+        pad
+    } else {
+        t
+    }
+}
+
+fn lm_dtype(device: &Device) -> DType {
+    if device.is_cpu() {
+        DType::F32
+    } else {
+        DType::BF16
+    }
+}
+
+fn candle_transformers_gguf(
+    path: &Path,
+    device: &Device,
+) -> candle::Result<candle_transformers::quantized_var_builder::VarBuilder> {
+    candle_transformers::quantized_var_builder::VarBuilder::from_gguf(path, device)
+}
+
+/// The temporal transformer (batched over `slots`) and the batched depformer, from the
+/// same tensor names as upstream's `LmModel::new`.
+fn build_lm(
+    cfg: &MoshiConfig,
+    slots: usize,
+    vb: MaybeQuantizedVarBuilder,
+) -> candle::Result<(LmModel, BatchedDepformer)> {
+    let mut lm_cfg = cfg.lm.clone();
+    let dep_cfg = lm_cfg.depformer.take().expect("validated");
+    let depformer = BatchedDepformer::new(
+        lm_cfg.text_in_vocab_size,
+        lm_cfg.audio_vocab_size,
+        lm_cfg.transformer.d_model,
+        &dep_cfg,
+        vb.pp("depformer"),
+    )?;
+    let lm = LmModel::batched(slots, &lm_cfg, vb)?;
+    Ok((lm, depformer))
+}
+
+impl DuplexModel for MoshiModel {
+    fn info(&self) -> &ModelInfo {
+        &self.info
+    }
+
+    fn warmup(&mut self) -> Result<(), ModelError> {
+        let slot = self.open_slot()?;
+        let silence = vec![0f32; FRAME_SAMPLES];
+        let mut out = Vec::new();
+        for _ in 0..(self.cfg.generation.acoustic_delay + 2) {
+            out.clear();
+            self.step(
+                &[StepInput {
+                    slot,
+                    pcm: &silence,
+                }],
+                &mut out,
+            );
+            if let Some(Err(e)) = out.pop() {
+                self.close_slot(slot);
+                return Err(e);
+            }
+        }
+        self.close_slot(slot);
+        Ok(())
+    }
+
+    fn open_slot(&mut self) -> Result<SlotId, ModelError> {
+        let s = self
+            .slots
+            .iter()
+            .position(Option::is_none)
+            .ok_or(ModelError::SlotsExhausted(self.slots.len()))?;
+        self.lm
+            .reset_batch_idx(s, self.slots.len())
+            .map_err(err("reset slot"))?;
+        let g = &self.cfg.generation;
+        let n = self.opened;
+        self.opened += 1;
+        let seed = self.seed ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let mut mimi = self.mimi.clone();
+        mimi.reset_state();
+        self.slots[s] = Some(Slot {
+            mimi,
+            history: History::new(
+                g.acoustic_delay,
+                g.generated_audio_codebooks + g.input_audio_codebooks,
+            ),
+            step: 0,
+            last_text: g.text_start_token,
+            text_sampler: Sampler::new(g.text, seed),
+            audio_sampler: Sampler::new(g.audio, seed ^ 0xA5A5_A5A5),
+            speaking: false,
+            quiet_frames: 0,
+            pending_bytes: Vec::new(),
+        });
+        Ok(s)
+    }
+
+    fn close_slot(&mut self, slot: SlotId) {
+        if let Some(s) = self.slots.get_mut(slot) {
+            *s = None;
+        }
+    }
+
+    fn request(&mut self, slot: SlotId, _request: Request) -> Result<(), ModelError> {
+        // Moshi decides when to speak on its own; the session fences cancelled output by
+        // epoch and opens responses from `StepOutput::speaking`.
+        match self.slots.get(slot) {
+            Some(Some(_)) => Ok(()),
+            _ => Err(ModelError::UnknownSlot(slot)),
+        }
+    }
+
+    fn step(&mut self, batch: &[StepInput<'_>], out: &mut Vec<Result<StepOutput, ModelError>>) {
+        // Per-slot encode; a failing slot fails alone.
+        let mut pre: Vec<Option<Result<StepOutput, ModelError>>> = Vec::with_capacity(batch.len());
+        let mut active = Vec::with_capacity(batch.len());
+        for inp in batch {
+            let r = if inp.pcm.len() != FRAME_SAMPLES {
+                Err(ModelError::BadFrame {
+                    got: inp.pcm.len(),
+                    expected: FRAME_SAMPLES,
+                })
+            } else if active.contains(&inp.slot) {
+                Err(ModelError::Failed(format!(
+                    "slot {} twice in one step",
+                    inp.slot
+                )))
+            } else {
+                self.encode(inp.slot, inp.pcm)
+            };
+            match r {
+                Ok(true) => {
+                    active.push(inp.slot);
+                    pre.push(None);
+                }
+                Ok(false) => pre.push(Some(Ok(StepOutput {
+                    audio: vec![0.0; FRAME_SAMPLES],
+                    speaking: self.slots[inp.slot].as_ref().is_some_and(|s| s.speaking),
+                    ..StepOutput::default()
+                }))),
+                Err(e) => pre.push(Some(Err(e))),
+            }
+        }
+        let lm_out = if active.is_empty() {
+            Ok(Vec::new())
+        } else {
+            self.step_lm(&active)
+        };
+        let mut lm_out = match lm_out {
+            Ok(v) => v.into_iter(),
+            Err(e) => {
+                // The batched pass failed: every session of this tick fails.
+                let msg = format!("model step: {e}");
+                for p in pre.iter_mut().filter(|p| p.is_none()) {
+                    *p = Some(Err(ModelError::Failed(msg.clone())));
+                }
+                Vec::new().into_iter()
+            }
+        };
+        for (inp, p) in batch.iter().zip(pre) {
+            let r = match p {
+                Some(r) => r,
+                None => match lm_out.next() {
+                    Some(Ok((text, audio))) => self.finish_slot(inp.slot, text, &audio),
+                    Some(Err(e)) => Err(e),
+                    None => Err(ModelError::Failed("model step produced no output".into())),
+                },
+            };
+            out.push(r);
+        }
+    }
+}

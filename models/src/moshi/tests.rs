@@ -1,0 +1,413 @@
+//! Tiny-weight tests: generated weights, saved with the release's file names, loaded back
+//! through the production loader, streamed.
+
+use std::path::PathBuf;
+
+use moshi::lm_generate_multistream as upstream;
+
+use super::tiny::{self, write_tiny_dir};
+use super::*;
+
+const SEED: u64 = 42;
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> Self {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static N: AtomicU32 = AtomicU32::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let p = std::env::temp_dir().join(format!("duet-moshi-{tag}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        Self(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tiny_dir(tag: &str) -> TempDir {
+    let d = TempDir::new(tag);
+    write_tiny_dir(&d.0, SEED).unwrap();
+    d
+}
+
+fn opts(slots: usize) -> MoshiOptions {
+    MoshiOptions {
+        preset: "moshiko".into(),
+        device: DeviceSpec::Cpu,
+        max_slots: slots,
+        seed: Some(7),
+    }
+}
+
+/// Deterministic "speech": a gliding tone with a seeded hiss, different per `voice`.
+fn input(voice: u32, frame: usize) -> Vec<f32> {
+    (0..FRAME_SAMPLES)
+        .map(|i| {
+            let t = (frame * FRAME_SAMPLES + i) as f32 / 24_000.0;
+            let f = 150.0 + 60.0 * voice as f32 + 40.0 * (t * 2.0).sin();
+            let hiss = (((i as u32).wrapping_mul(2_654_435_761) ^ voice) % 1000) as f32 / 1e5;
+            0.3 * (std::f32::consts::TAU * f * t).sin() + hiss
+        })
+        .collect()
+}
+
+/// Steps `slot` alone through `frames` frames of `voice`; returns outputs and the
+/// (text, first generated codebook row) tokens after each step.
+fn run(m: &mut MoshiModel, slot: usize, voice: u32, frames: usize) -> (Vec<StepOutput>, Vec<u32>) {
+    let mut outs = Vec::new();
+    let mut texts = Vec::new();
+    for f in 0..frames {
+        let pcm = input(voice, f);
+        let mut out = Vec::new();
+        m.step(&[StepInput { slot, pcm: &pcm }], &mut out);
+        outs.push(out.pop().unwrap().unwrap());
+        texts.push(m.slots[slot].as_ref().unwrap().last_text);
+    }
+    (outs, texts)
+}
+
+#[test]
+fn tiny_dir_loads_through_the_production_loader_and_streams() {
+    let dir = tiny_dir("stream");
+    for f in [
+        config::LM_SAFETENSORS,
+        config::MIMI_FILE,
+        config::TEXT_TOKENIZER,
+        config::CONFIG_FILE,
+    ] {
+        assert!(dir.0.join(f).is_file(), "{f}");
+    }
+    let mut m = MoshiModel::load(&dir.0, &opts(2)).unwrap();
+    assert_eq!(m.info().frame_samples, 1920);
+    assert_eq!(m.info().frame_micros(), 80_000);
+    assert!(m.info().autonomous);
+    m.warmup().unwrap();
+    let s = m.open_slot().unwrap();
+    let (outs, texts) = run(&mut m, s, 1, 25);
+    let delay = m.config().generation.acoustic_delay;
+    for (i, o) in outs.iter().enumerate() {
+        assert_eq!(o.audio.len(), FRAME_SAMPLES, "frame {i}");
+        assert!(o.audio.iter().all(|v| v.is_finite()), "NaN in frame {i}");
+        assert!(!o.end_of_turn);
+        if i < delay {
+            assert!(
+                o.audio.iter().all(|&v| v == 0.0),
+                "frame {i} precedes the acoustic delay"
+            );
+        }
+    }
+    let voiced = outs
+        .iter()
+        .skip(delay)
+        .filter(|o| o.audio.iter().any(|&v| v != 0.0))
+        .count();
+    assert_eq!(
+        voiced,
+        25 - delay,
+        "every step after the delay decodes audio"
+    );
+    assert!(texts
+        .iter()
+        .all(|&t| (t as usize) < m.config().lm.text_out_vocab_size));
+    // Words of the tiny vocabulary reach the transcript.
+    let text: String = outs.iter().map(|o| o.text.as_str()).collect();
+    assert!(text.starts_with(' ') && text.len() > 10, "{text:?}");
+    // Seeded weights + seeded sampling: the same tokens on every run and machine.
+    assert_eq!(texts, GOLDEN_TEXT, "text tokens changed");
+}
+
+/// Text tokens of `tiny_dir_loads_through_the_production_loader_and_streams`.
+const GOLDEN_TEXT: &[u32] = &[
+    40, 41, 41, 60, 5, 18, 12, 5, 55, 81, 47, 31, 19, 92, 8, 6, 70, 19, 87, 46, 6, 29, 88, 49, 25,
+];
+
+#[test]
+fn loader_asks_for_exactly_upstreams_tensors() {
+    let tiny = tiny::tiny_config();
+    assert_eq!(
+        tiny::loader_schema(&tiny).unwrap(),
+        tiny::upstream_schema(&tiny).unwrap()
+    );
+}
+
+#[test]
+fn matches_upstream_reference_generation_greedy() {
+    // Greedy sampling on both sides: Duet's batched LM + batched depformer must make the
+    // same tokens as upstream's single-session `lm_generate_multistream::State`.
+    let dir = tiny_dir("greedy");
+    let greedy = Sampling {
+        temperature: 0.0,
+        top_k: 0,
+    };
+    let toml = format!(
+        "{}\n",
+        tiny::TINY_TOML
+            .replace(
+                "text = { temperature = 0.7, top_k = 25 }",
+                "text = { temperature = 0.0, top_k = 0 }"
+            )
+            .replace(
+                "audio = { temperature = 0.8, top_k = 250 }",
+                "audio = { temperature = 0.0, top_k = 0 }"
+            )
+    );
+    std::fs::write(dir.0.join(config::CONFIG_FILE), toml).unwrap();
+    let mut m = MoshiModel::load(&dir.0, &opts(3)).unwrap();
+    assert_eq!(m.config().generation.text, greedy);
+    let cfg = m.config().clone();
+
+    // Upstream reference, one model per voice.
+    let reference = |voice: u32, frames: usize| {
+        let files = ModelFiles::find(&dir.0).unwrap();
+        let lm =
+            moshi::lm::load_lm_model(cfg.lm.clone(), &files.lm, DType::F32, &Device::Cpu).unwrap();
+        let mut mimi = moshi::mimi::Mimi::new(
+            cfg.mimi.clone(),
+            unsafe {
+                candle_nn::VarBuilder::from_mmaped_safetensors(
+                    &[&files.mimi],
+                    DType::F32,
+                    &Device::Cpu,
+                )
+            }
+            .unwrap(),
+        )
+        .unwrap();
+        let g = &cfg.generation;
+        let gcfg = upstream::Config {
+            generated_audio_codebooks: g.generated_audio_codebooks,
+            input_audio_codebooks: g.input_audio_codebooks,
+            audio_vocab_size: cfg.lm.audio_vocab_size,
+            acoustic_delay: g.acoustic_delay,
+            text_pad_token: g.text_pad_token,
+            text_eop_token: g.text_eop_token,
+            text_start_token: g.text_start_token,
+        };
+        let lp = || candle_transformers::generation::LogitsProcessor::new(0, None, None);
+        let mut st = upstream::State::new(lm, frames + 10, lp(), lp(), None, None, None, gcfg);
+        let mut text = g.text_start_token;
+        let mut texts = Vec::new();
+        let mut audio = Vec::new();
+        for f in 0..frames {
+            let pcm = input(voice, f);
+            let x = Tensor::from_slice(&pcm, (1, 1, FRAME_SAMPLES), &Device::Cpu).unwrap();
+            let codes = mimi.encode_step(&x.into(), &().into()).unwrap();
+            let codes = codes
+                .as_option()
+                .unwrap()
+                .i((0, ..g.input_audio_codebooks, 0))
+                .unwrap();
+            text = st
+                .step_(
+                    Some(text),
+                    &codes.to_vec1::<u32>().unwrap(),
+                    None,
+                    None,
+                    None,
+                )
+                .unwrap();
+            texts.push(text);
+            audio.push(st.last_audio_tokens());
+        }
+        (texts, audio)
+    };
+
+    let frames = 12;
+    let (ref_a, ref_audio_a) = reference(1, frames);
+    let (ref_b, _) = reference(2, frames);
+    // Two sessions side by side in slots 0 and 2 (slot 1 idle), different voices.
+    let a = m.open_slot().unwrap();
+    let idle = m.open_slot().unwrap();
+    let b = m.open_slot().unwrap();
+    m.close_slot(idle);
+    let (mut ta, mut tb, mut aa) = (Vec::new(), Vec::new(), Vec::new());
+    for f in 0..frames {
+        let (pa, pb) = (input(1, f), input(2, f));
+        let mut out = Vec::new();
+        m.step(
+            &[
+                StepInput { slot: b, pcm: &pb },
+                StepInput { slot: a, pcm: &pa },
+            ],
+            &mut out,
+        );
+        assert!(out.iter().all(Result::is_ok));
+        let sa = m.slots[a].as_ref().unwrap();
+        ta.push(sa.last_text);
+        let delay = cfg.generation.acoustic_delay;
+        aa.push(
+            (sa.step > delay)
+                .then(|| sa.history.row(sa.step - delay - 1).to_vec())
+                .filter(|r| {
+                    r[..cfg.generation.generated_audio_codebooks]
+                        .iter()
+                        .all(|&t| t < m.lm.audio_pad_token())
+                }),
+        );
+        tb.push(m.slots[b].as_ref().unwrap().last_text);
+    }
+    assert_eq!(ta, ref_a, "session A's text tokens differ from upstream");
+    assert_eq!(tb, ref_b, "session B's text tokens differ from upstream");
+    let gen = cfg.generation.generated_audio_codebooks;
+    let ours: Vec<_> = aa
+        .iter()
+        .map(|r| r.as_ref().map(|r| r[..gen].to_vec()))
+        .collect();
+    let theirs: Vec<_> = ref_audio_a
+        .iter()
+        .map(|r| r.as_ref().map(|r| r[..gen].to_vec()))
+        .collect();
+    assert_eq!(
+        ours, theirs,
+        "session A's audio tokens differ from upstream"
+    );
+    let decoded = theirs.iter().filter(|r| r.is_some()).count();
+    assert_eq!(
+        decoded,
+        frames - cfg.generation.acoustic_delay,
+        "{theirs:?}"
+    );
+    assert_ne!(ta, tb, "two voices gave the same text");
+}
+
+#[test]
+fn sessions_are_isolated_and_slots_reused_clean() {
+    let dir = tiny_dir("isolated");
+    // A alone.
+    let mut m1 = MoshiModel::load(&dir.0, &opts(2)).unwrap();
+    let a = m1.open_slot().unwrap();
+    let (alone, _) = run(&mut m1, a, 1, 8);
+
+    // A next to B: A's output is bit-identical.
+    let mut m2 = MoshiModel::load(&dir.0, &opts(2)).unwrap();
+    let a = m2.open_slot().unwrap();
+    let b = m2.open_slot().unwrap();
+    let (mut beside, mut other) = (Vec::new(), Vec::new());
+    for f in 0..8 {
+        let (pa, pb) = (input(1, f), input(3, f));
+        let mut out = Vec::new();
+        m2.step(
+            &[
+                StepInput { slot: a, pcm: &pa },
+                StepInput { slot: b, pcm: &pb },
+            ],
+            &mut out,
+        );
+        let mut it = out.into_iter();
+        beside.push(it.next().unwrap().unwrap());
+        other.push(it.next().unwrap().unwrap());
+    }
+    assert!(
+        alone == beside,
+        "session A changed when B stepped beside it"
+    );
+    assert!(
+        other.iter().zip(&beside).any(|(b, a)| b.audio != a.audio),
+        "B is not A"
+    );
+
+    // A slot reused after a session of 10 frames behaves like a fresh one.
+    let mut used = MoshiModel::load(&dir.0, &opts(1)).unwrap();
+    let s = used.open_slot().unwrap();
+    run(&mut used, s, 2, 10);
+    used.close_slot(s);
+    assert_eq!(used.open_slot().unwrap(), s);
+    let (after_reuse, _) = run(&mut used, s, 1, 8);
+    let mut fresh = MoshiModel::load(&dir.0, &opts(1)).unwrap();
+    let s = fresh.open_slot().unwrap();
+    fresh.close_slot(s);
+    let s = fresh.open_slot().unwrap();
+    let (fresh_out, _) = run(&mut fresh, s, 1, 8);
+    assert!(
+        after_reuse == fresh_out,
+        "a reused slot kept state of its previous session"
+    );
+    assert!(matches!(
+        used.open_slot(),
+        Err(ModelError::SlotsExhausted(1))
+    ));
+}
+
+#[test]
+fn a_bad_frame_fails_only_its_session() {
+    let dir = tiny_dir("badframe");
+    let mut m = MoshiModel::load(&dir.0, &opts(2)).unwrap();
+    let a = m.open_slot().unwrap();
+    let b = m.open_slot().unwrap();
+    let good = input(1, 0);
+    let mut out = Vec::new();
+    m.step(
+        &[
+            StepInput {
+                slot: a,
+                pcm: &good[..100],
+            },
+            StepInput {
+                slot: b,
+                pcm: &good,
+            },
+        ],
+        &mut out,
+    );
+    assert!(matches!(
+        out[0],
+        Err(ModelError::BadFrame {
+            got: 100,
+            expected: 1920
+        })
+    ));
+    assert_eq!(out[1].as_ref().unwrap().audio.len(), FRAME_SAMPLES);
+    assert!(matches!(
+        m.request(9, Request::Cancel),
+        Err(ModelError::UnknownSlot(9))
+    ));
+}
+
+#[test]
+fn mismatched_files_are_clear_errors() {
+    let dir = tiny_dir("mismatch");
+    let toml = tiny::TINY_TOML.replacen("d_model = 64", "d_model = 128", 1);
+    std::fs::write(dir.0.join(config::CONFIG_FILE), toml).unwrap();
+    let e = MoshiModel::load(&dir.0, &opts(1))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("model.safetensors") && e.contains("does not match"),
+        "{e}"
+    );
+
+    let dir = tiny_dir("tokenizer");
+    std::fs::write(
+        dir.0.join(config::TEXT_TOKENIZER),
+        spm::write_model(&["a", "b"]),
+    )
+    .unwrap();
+    let e = MoshiModel::load(&dir.0, &opts(1))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("2 pieces") && e.contains("text vocabulary is 100"),
+        "{e}"
+    );
+    std::fs::write(dir.0.join(config::TEXT_TOKENIZER), b"\xff\xff").unwrap();
+    let e = MoshiModel::load(&dir.0, &opts(1))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("not a SentencePiece model"), "{e}");
+
+    assert!(DeviceSpec::parse("cuda:1") == Ok(DeviceSpec::Cuda(1)));
+    assert!(DeviceSpec::parse("gpu").is_err());
+    // Without the `cuda` feature (CI), asking for CUDA is an error, not a crash.
+    if !cfg!(feature = "cuda") {
+        let e = DeviceSpec::Cuda(0).open().unwrap_err().to_string();
+        assert!(e.contains("--features cuda"), "{e}");
+    }
+}

@@ -1,0 +1,250 @@
+//! Models without downloads: a recording `VarBuilder` backend builds Moshi through the
+//! production constructors, so the constructors themselves are the schema.
+//!
+//! * [`write_tiny_dir`]: a tiny Moshi ([`TINY_TOML`]: small dimensions, the real 24 kHz /
+//!   1920-sample framing) with seeded weights, saved with the release's file names, so the
+//!   production loader ([`super::MoshiModel::load`]) reads it like a real release.
+//! * [`random_model`]: any architecture (e.g. full-size Moshiko) with random weights made
+//!   directly on the device, for benchmarks. No file involved.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use candle::{DType, Device, Shape, Tensor};
+use candle_nn::var_builder::SimpleBackend;
+use candle_nn::VarBuilder;
+use moshi::nn::MaybeQuantizedVarBuilder;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::config::{self, MoshiConfig};
+use super::{build_lm, err, spm, MoshiModel, MoshiOptions, TextDecoder};
+use crate::ModelError;
+
+/// The tiny architecture (also written as `duet-moshi.toml` in a tiny directory).
+pub const TINY_TOML: &str = include_str!("tiny.toml");
+
+/// The tiny configuration.
+pub fn tiny_config() -> MoshiConfig {
+    let base = MoshiConfig::preset("moshiko").expect("built-in preset");
+    MoshiConfig::from_toml(TINY_TOML, base).expect("built-in tiny config is valid")
+}
+
+/// How a recorder fills the tensors it is asked for.
+#[derive(Clone, Copy, Debug)]
+enum Fill {
+    /// Values from a generator seeded by (seed, tensor name): reproducible, CPU.
+    Seeded(u64),
+    /// `randn` on the device (fast for billions of parameters; not reproducible).
+    Device,
+}
+
+/// A `SimpleBackend` that invents every tensor it is asked for and remembers it.
+struct Recorder {
+    fill: Fill,
+    tensors: Arc<Mutex<HashMap<String, Tensor>>>,
+}
+
+impl Recorder {
+    /// A recorder and a handle on what it records.
+    fn new(fill: Fill) -> (Self, Arc<Mutex<HashMap<String, Tensor>>>) {
+        let tensors = Arc::new(Mutex::new(HashMap::new()));
+        let rec = Self {
+            fill,
+            tensors: tensors.clone(),
+        };
+        (rec, tensors)
+    }
+
+    fn make(
+        &self,
+        shape: &Shape,
+        name: &str,
+        dtype: DType,
+        dev: &Device,
+    ) -> candle::Result<Tensor> {
+        let leaf = name.rsplit('.').next().unwrap_or(name);
+        let is_norm = leaf == "alpha"
+            || (leaf == "weight" && name.contains("norm"))
+            || leaf == "cluster_usage"
+            || leaf == "_initialized";
+        if is_norm {
+            return Tensor::ones(shape, dtype, dev);
+        }
+        if leaf == "bias" {
+            return Tensor::zeros(shape, dtype, dev);
+        }
+        match self.fill {
+            Fill::Device => Tensor::randn(0f32, 0.02, shape, dev)?.to_dtype(dtype),
+            Fill::Seeded(seed) => {
+                let mut rng = ChaCha8Rng::seed_from_u64(seed ^ fnv1a(name));
+                let n = shape.elem_count();
+                let std = if leaf == "embedding_sum" { 1.0 } else { 0.02 };
+                let v: Vec<f32> = (0..n).map(|_| normal(&mut rng) * std).collect();
+                Tensor::from_vec(v, shape, dev)?.to_dtype(dtype)
+            }
+        }
+    }
+}
+
+impl SimpleBackend for Recorder {
+    fn get(
+        &self,
+        s: Shape,
+        name: &str,
+        _h: candle_nn::Init,
+        dtype: DType,
+        dev: &Device,
+    ) -> candle::Result<Tensor> {
+        let mut map = self.tensors.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(t) = map.get(name) {
+            if t.shape() != &s {
+                candle::bail!(
+                    "{name} asked for twice with shapes {:?} and {s:?}",
+                    t.shape()
+                );
+            }
+            return t.to_dtype(dtype);
+        }
+        let t = self.make(&s, name, dtype, dev)?;
+        map.insert(name.to_string(), t.clone());
+        Ok(t)
+    }
+
+    fn get_unchecked(&self, name: &str, dtype: DType, _dev: &Device) -> candle::Result<Tensor> {
+        let map = self.tensors.lock().unwrap_or_else(|p| p.into_inner());
+        match map.get(name) {
+            Some(t) => t.to_dtype(dtype),
+            None => candle::bail!("recorder: {name} was never created"),
+        }
+    }
+
+    fn contains_tensor(&self, name: &str) -> bool {
+        // Answer like an inference checkpoint: plain `weight` (no weight-norm `weight_g`,
+        // `weight_v`), norms as `alpha`, no fused cross-attention projections.
+        name.ends_with(".weight") && !name.ends_with("in_proj_weight")
+            || name.ends_with("alpha")
+            || self
+                .tensors
+                .lock()
+                .map(|m| m.contains_key(name))
+                .unwrap_or(false)
+    }
+}
+
+fn fnv1a(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+fn normal(rng: &mut ChaCha8Rng) -> f32 {
+    // Box-Muller; u1 in (0, 1].
+    let u1 = 1.0 - rng.random::<f32>();
+    let u2 = rng.random::<f32>();
+    (-2.0 * u1.ln()).sqrt() * (std::f32::consts::TAU * u2).cos()
+}
+
+type Tensors = HashMap<String, Tensor>;
+
+fn drain(map: Arc<Mutex<Tensors>>) -> Tensors {
+    std::mem::take(&mut *map.lock().unwrap_or_else(|p| p.into_inner()))
+}
+
+/// Every (name, shape) the LM and Mimi constructors of `cfg` ask for, with values.
+fn record(
+    cfg: &MoshiConfig,
+    fill: Fill,
+    lm_dtype: DType,
+    dev: &Device,
+) -> candle::Result<(Tensors, Tensors)> {
+    let (rec, lm) = Recorder::new(fill);
+    let vb = VarBuilder::from_backend(Box::new(rec), lm_dtype, dev.clone());
+    // Upstream's own constructor (with its depformer) is the schema of the file.
+    moshi::lm::LmModel::new(&cfg.lm, MaybeQuantizedVarBuilder::Real(vb))?;
+    let (rec, mimi) = Recorder::new(fill);
+    let vb = VarBuilder::from_backend(Box::new(rec), DType::F32, dev.clone());
+    moshi::mimi::Mimi::new(cfg.mimi.clone(), vb)?;
+    Ok((drain(lm), drain(mimi)))
+}
+
+/// The tensor names and shapes Duet's loader asks for (batched LM + batched depformer),
+/// to compare with upstream's schema.
+pub fn loader_schema(cfg: &MoshiConfig) -> Result<Vec<(String, Vec<usize>)>, ModelError> {
+    let (rec, map) = Recorder::new(Fill::Seeded(0));
+    let vb = VarBuilder::from_backend(Box::new(rec), DType::F32, Device::Cpu);
+    build_lm(cfg, 1, MaybeQuantizedVarBuilder::Real(vb)).map_err(err("schema"))?;
+    Ok(schema(&drain(map)))
+}
+
+/// Upstream's schema of the LM file for `cfg`.
+pub fn upstream_schema(cfg: &MoshiConfig) -> Result<Vec<(String, Vec<usize>)>, ModelError> {
+    let (lm, _) = record(cfg, Fill::Seeded(0), DType::F32, &Device::Cpu).map_err(err("schema"))?;
+    Ok(schema(&lm))
+}
+
+fn schema(map: &Tensors) -> Vec<(String, Vec<usize>)> {
+    let mut v: Vec<_> = map
+        .iter()
+        .map(|(k, t)| (k.clone(), t.dims().to_vec()))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Text pieces of a tiny model: control tokens at the ids Moshi uses for them, then words.
+fn tiny_pieces(n: usize) -> Vec<String> {
+    const WORDS: &[&str] = &[
+        "hello", "there", "duet", "speaks", "and", "listens", "at", "once", "tiny", "random",
+        "model", "voice", "yes", "no", "maybe", "okay",
+    ];
+    (0..n)
+        .map(|i| match i {
+            0 => "<eop>".to_string(),
+            1 => "<s>".to_string(),
+            2 => "</s>".to_string(),
+            3 => "<pad>".to_string(),
+            i => format!("\u{2581}{}", WORDS[i % WORDS.len()]),
+        })
+        .collect()
+}
+
+/// Writes a tiny Moshi directory: `model.safetensors` (bf16, like Kyutai's release),
+/// the Mimi file (f32), a SentencePiece tokenizer and `duet-moshi.toml`, all from `seed`.
+pub fn write_tiny_dir(dir: &Path, seed: u64) -> Result<(), ModelError> {
+    let io = |e: std::io::Error| ModelError::Failed(format!("{}: {e}", dir.display()));
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let cfg = tiny_config();
+    let (lm, mimi) =
+        record(&cfg, Fill::Seeded(seed), DType::BF16, &Device::Cpu).map_err(err("generate"))?;
+    candle::safetensors::save(&lm, dir.join(config::LM_SAFETENSORS)).map_err(err("save"))?;
+    candle::safetensors::save(&mimi, dir.join(config::MIMI_FILE)).map_err(err("save"))?;
+    let pieces = tiny_pieces(cfg.lm.text_out_vocab_size);
+    let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
+    std::fs::write(dir.join(config::TEXT_TOKENIZER), spm::write_model(&refs)).map_err(io)?;
+    std::fs::write(dir.join(config::CONFIG_FILE), TINY_TOML).map_err(io)?;
+    Ok(())
+}
+
+/// Any architecture with random weights made on the device (bf16 on GPU, f32 on CPU):
+/// real timings and memory without a weights file.
+pub fn random_model(cfg: MoshiConfig, opts: &MoshiOptions) -> Result<MoshiModel, ModelError> {
+    let device = opts.device.open()?;
+    let lm_dtype = super::lm_dtype(&device);
+    let (rec, _) = Recorder::new(Fill::Device);
+    let lm_vb = VarBuilder::from_backend(Box::new(rec), lm_dtype, device.clone());
+    let (rec, _) = Recorder::new(Fill::Device);
+    let mimi_vb = VarBuilder::from_backend(Box::new(rec), DType::F32, device.clone());
+    let pieces = tiny_pieces(cfg.lm.text_out_vocab_size);
+    let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
+    let text = TextDecoder::parse(&spm::write_model(&refs)).map_err(|e| ModelError::Failed(e.0))?;
+    MoshiModel::build(
+        cfg,
+        MaybeQuantizedVarBuilder::Real(lm_vb),
+        mimi_vb,
+        text,
+        device,
+        opts,
+    )
+}
