@@ -80,7 +80,16 @@ impl Recorder {
             Fill::Seeded(seed) => {
                 let mut rng = ChaCha8Rng::seed_from_u64(seed ^ fnv1a(name));
                 let n = shape.elem_count();
-                let std = if leaf == "embedding_sum" { 1.0 } else { 0.02 };
+                // Fan-in scaling keeps activations alive through the tiny networks, so the
+                // caller's audio changes Mimi's codes and the LM's tokens.
+                let dims = shape.dims();
+                let std = match dims {
+                    _ if leaf == "embedding_sum" => 1.0,
+                    [_, rest @ ..] if !rest.is_empty() => {
+                        1.0 / (rest.iter().product::<usize>() as f32).sqrt()
+                    }
+                    _ => 0.02,
+                };
                 let v: Vec<f32> = (0..n).map(|_| normal(&mut rng) * std).collect();
                 Tensor::from_vec(v, shape, dev)?.to_dtype(dtype)
             }
