@@ -1,6 +1,7 @@
 //! Command line and environment configuration. Every flag has a `DUET_*` variable.
 
 use std::net::IpAddr;
+use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -19,6 +20,21 @@ pub struct Cli {
 pub enum Command {
     /// Run the server (HTTP, WebSocket, demo page).
     Serve(ServeArgs),
+    /// Write a tiny Moshi model directory with seeded random weights (Kyutai's file names
+    /// and architecture, small dimensions), to try `--model moshi` without any download.
+    MoshiTiny(MoshiTinyArgs),
+}
+
+/// `duet moshi-tiny` options.
+#[derive(Clone, Debug, Parser)]
+pub struct MoshiTinyArgs {
+    /// Directory to write (created if missing; its model files are overwritten).
+    #[arg(long, env = "DUET_TINY_OUT")]
+    pub out: PathBuf,
+
+    /// Seed of the weights (the same seed writes the same files).
+    #[arg(long, env = "DUET_TINY_SEED", default_value_t = 42)]
+    pub seed: u64,
 }
 
 /// Log output format.
@@ -42,8 +58,34 @@ pub struct ServeArgs {
     pub port: u16,
 
     /// Model to serve. `echo` is built in: no weights, CPU, speaks your words back.
+    /// `moshi` is Kyutai's full-duplex model (needs --model-dir).
     #[arg(long, env = "DUET_MODEL", default_value = "echo")]
     pub model: String,
+
+    /// Directory with the model's files, for `--model moshi`: Kyutai's candle release
+    /// (`model.safetensors` or `model.q8.gguf`, `tokenizer-e351c8d8-checkpoint125.safetensors`,
+    /// `tokenizer_spm_32k_3.model`, optional `duet-moshi.toml`) or a directory written by
+    /// `duet moshi-tiny`. Duet never downloads weights.
+    #[arg(long, env = "DUET_MODEL_DIR")]
+    pub model_dir: Option<PathBuf>,
+
+    /// Device the model runs on: `cpu`, `cuda` or `cuda:N` (CUDA needs a binary built with
+    /// `--features cuda`).
+    #[arg(long, env = "DUET_DEVICE", default_value = "cpu")]
+    pub device: String,
+
+    /// Moshi preset (`moshiko` or `moshika`) when the directory has no `duet-moshi.toml`.
+    #[arg(long, env = "DUET_MOSHI_PRESET", default_value = "moshiko")]
+    pub moshi_preset: String,
+
+    /// Sessions the model steps together in one batch (Moshi reserves KV-cache memory for
+    /// every slot up front). Sessions beyond it are refused with `model_slots_exhausted`.
+    #[arg(long, env = "DUET_MODEL_SLOTS", default_value_t = 8)]
+    pub model_slots: usize,
+
+    /// Sampling seed for reproducible model output; random when unset.
+    #[arg(long, env = "DUET_MODEL_SEED")]
+    pub model_seed: Option<u64>,
 
     /// When set, every API route (not /health, not the demo page's files) requires
     /// `Authorization: Bearer <key>`
@@ -97,7 +139,13 @@ mod tests {
     #[test]
     fn defaults_and_env() {
         let cli = Cli::try_parse_from(["duet", "serve"]).unwrap();
-        let Command::Serve(a) = cli.command;
+        let Command::Serve(a) = cli.command else {
+            panic!("serve")
+        };
+        assert_eq!(
+            (a.device.as_str(), a.model_slots, a.model_dir),
+            ("cpu", 8, None)
+        );
         assert_eq!(
             (a.host.to_string(), a.port, a.model.as_str()),
             ("127.0.0.1".into(), 8080, "echo")
@@ -115,11 +163,19 @@ mod tests {
             "k",
         ])
         .unwrap();
-        let Command::Serve(a) = cli.command;
+        let Command::Serve(a) = cli.command else {
+            panic!("serve")
+        };
         assert_eq!(
             (a.port, a.log_format, a.api_key.as_deref()),
             (0, LogFormat::Json, Some("k"))
         );
         assert!(Cli::try_parse_from(["duet", "serve", "--log-format", "xml"]).is_err());
+        let cli = Cli::try_parse_from(["duet", "moshi-tiny", "--out", "/tmp/x"]).unwrap();
+        let Command::MoshiTiny(t) = cli.command else {
+            panic!("moshi-tiny")
+        };
+        assert_eq!((t.out.to_str(), t.seed), (Some("/tmp/x"), 42));
+        assert!(Cli::try_parse_from(["duet", "moshi-tiny"]).is_err());
     }
 }

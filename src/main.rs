@@ -26,6 +26,14 @@ async fn main() -> anyhow::Result<()> {
             println!("duet listening on http://{}", server.addr);
             server.task.await??;
         }
+        Command::MoshiTiny(args) => {
+            duet_models::moshi::tiny::write_tiny_dir(&args.out, args.seed)?;
+            println!(
+                "wrote a tiny random Moshi to {}; try: duet serve --model moshi --model-dir {}",
+                args.out.display(),
+                args.out.display()
+            );
+        }
     }
     Ok(())
 }

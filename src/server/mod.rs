@@ -93,8 +93,20 @@ pub struct Server {
 
 /// Loads the model, starts its loop thread, binds, and serves in a background task.
 pub async fn start(args: &ServeArgs) -> anyhow::Result<Server> {
-    let model = duet_models::load(&args.model)?;
-    let model = ModelLoop::spawn(model, "cpu")?;
+    let device = duet_models::moshi::DeviceSpec::parse(&args.device).map_err(anyhow::Error::msg)?;
+    let opts = duet_models::LoadOptions {
+        model_dir: args.model_dir.clone(),
+        moshi: duet_models::moshi::MoshiOptions {
+            preset: args.moshi_preset.clone(),
+            device,
+            max_slots: args.model_slots,
+            seed: args.model_seed,
+        },
+    };
+    let name = args.model.clone();
+    // Loading may map gigabytes of weights: keep it off the async workers.
+    let model = tokio::task::spawn_blocking(move || duet_models::load(&name, &opts)).await??;
+    let model = ModelLoop::spawn(model, &args.device)?;
     let threads = args
         .media_threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(4)));

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod external;
+pub mod moshi;
 
 use std::net::SocketAddr;
 use std::time::Duration;
