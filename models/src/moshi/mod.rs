@@ -92,6 +92,9 @@ pub struct MoshiOptions {
     pub max_slots: usize,
     /// Sampling seed (each session derives its own from it); `None` = random.
     pub seed: Option<u64>,
+    /// Benchmark switch: run upstream's single-session depformer once per session instead
+    /// of the batched one (same weights; compares the two strategies).
+    pub per_session_depformer: bool,
 }
 
 impl Default for MoshiOptions {
@@ -101,6 +104,7 @@ impl Default for MoshiOptions {
             device: DeviceSpec::Cpu,
             max_slots: 8,
             seed: None,
+            per_session_depformer: false,
         }
     }
 }
@@ -149,7 +153,7 @@ pub struct MoshiModel {
     cfg: MoshiConfig,
     device: Device,
     lm: LmModel,
-    depformer: BatchedDepformer,
+    depformer: Depformer,
     mimi: Mimi,
     text: TextDecoder,
     slots: Vec<Option<Slot>>,
@@ -252,7 +256,8 @@ impl MoshiModel {
         if opts.max_slots == 0 {
             return Err(ModelError::Failed("max_slots must be at least 1".into()));
         }
-        let (lm, depformer) = build_lm(&cfg, opts.max_slots, lm_vb).map_err(err(lm_name))?;
+        let (lm, depformer) = build_lm(&cfg, opts.max_slots, opts.per_session_depformer, lm_vb)
+            .map_err(err(lm_name))?;
         let mimi = Mimi::new(cfg.mimi.clone(), mimi_vb).map_err(err(mimi_name))?;
         let seed = opts.seed.unwrap_or_else(rand::random);
         Ok(Self {
@@ -354,9 +359,36 @@ impl MoshiModel {
                 0
             }))
         };
-        let audio = self
-            .depformer
-            .sample(&ys, &text_tokens, &feed, &mut sample)?;
+        let audio = match &mut self.depformer {
+            Depformer::Batched(d) => d.sample(&ys, &text_tokens, &feed, &mut sample)?,
+            Depformer::PerSession(d) => {
+                let a = g.audio;
+                let mut all = Vec::with_capacity(active.len());
+                for (r, &t) in text_tokens.iter().enumerate() {
+                    let sampling = if a.temperature <= 0.0 {
+                        candle_transformers::generation::Sampling::ArgMax
+                    } else {
+                        candle_transformers::generation::Sampling::TopK {
+                            k: a.top_k.max(1),
+                            temperature: f64::from(a.temperature),
+                        }
+                    };
+                    let mut lp = candle_transformers::generation::LogitsProcessor::from_sampling(
+                        self.seed ^ r as u64,
+                        sampling,
+                    );
+                    let forced: Vec<Option<u32>> = if pre_delay[r] {
+                        (0..g.generated_audio_codebooks)
+                            .map(|c| (c > 0).then_some(pad))
+                            .collect()
+                    } else {
+                        Vec::new()
+                    };
+                    all.push(d.sample(&ys.narrow(0, r, 1)?, Some(t), &forced, &mut lp)?);
+                }
+                all
+            }
+        };
         for (r, toks) in audio.into_iter().enumerate() {
             if failed[r] {
                 results[r] = Err(ModelError::Failed("audio logits are not finite".into()));
@@ -507,19 +539,33 @@ fn candle_transformers_gguf(
 fn build_lm(
     cfg: &MoshiConfig,
     slots: usize,
+    per_session_depformer: bool,
     vb: MaybeQuantizedVarBuilder,
-) -> candle::Result<(LmModel, BatchedDepformer)> {
+) -> candle::Result<(LmModel, Depformer)> {
     let mut lm_cfg = cfg.lm.clone();
     let dep_cfg = lm_cfg.depformer.take().expect("validated");
-    let depformer = BatchedDepformer::new(
+    let (text_vocab, audio_vocab, dim) = (
         lm_cfg.text_in_vocab_size,
         lm_cfg.audio_vocab_size,
         lm_cfg.transformer.d_model,
-        &dep_cfg,
-        vb.pp("depformer"),
-    )?;
+    );
+    let vb_d = vb.pp("depformer");
+    let depformer = if per_session_depformer {
+        let d = moshi::lm::DepFormer::new(text_vocab, audio_vocab, dim, &dep_cfg, vb_d)?;
+        Depformer::PerSession(d)
+    } else {
+        let d = BatchedDepformer::new(text_vocab, audio_vocab, dim, &dep_cfg, vb_d)?;
+        Depformer::Batched(d)
+    };
     let lm = LmModel::batched(slots, &lm_cfg, vb)?;
     Ok((lm, depformer))
+}
+
+/// How audio tokens are made: batched across sessions (production) or upstream's
+/// one-session depformer per session (benchmark comparison).
+enum Depformer {
+    Batched(BatchedDepformer),
+    PerSession(moshi::lm::DepFormer),
 }
 
 impl DuplexModel for MoshiModel {

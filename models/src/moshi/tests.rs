@@ -41,6 +41,7 @@ fn opts(slots: usize) -> MoshiOptions {
         device: DeviceSpec::Cpu,
         max_slots: slots,
         seed: Some(7),
+        per_session_depformer: false,
     }
 }
 

@@ -183,7 +183,7 @@ fn record(
 pub fn loader_schema(cfg: &MoshiConfig) -> Result<Vec<(String, Vec<usize>)>, ModelError> {
     let (rec, map) = Recorder::new(Fill::Seeded(0));
     let vb = VarBuilder::from_backend(Box::new(rec), DType::F32, Device::Cpu);
-    build_lm(cfg, 1, MaybeQuantizedVarBuilder::Real(vb)).map_err(err("schema"))?;
+    build_lm(cfg, 1, false, MaybeQuantizedVarBuilder::Real(vb)).map_err(err("schema"))?;
     Ok(schema(&drain(map)))
 }
 

@@ -1,0 +1,184 @@
+//! Moshi step benchmark: per-step time (p50/p99/max) and memory for N concurrent sessions,
+//! every session stepped once per 80 ms frame in one batch, as the model loop does.
+//!
+//! CPU, tiny architecture (no file needed):
+//!   cargo run --release -p duet-models --example moshi_bench
+//! GPU, full-size Moshiko with random bf16 weights (no file needed; `--features cuda`):
+//!   moshi_bench --device cuda:0 --config moshiko --sessions 1,4,16,32,64
+//!
+//! Options: --device cpu|cuda:N, --config tiny|moshiko, --sessions 1,4,16,32,64,
+//! --steps N (measured steps, after 5 warm-up steps), --context N (KV context in steps,
+//! default: the architecture's), --depformer batched|per-session|both.
+
+use std::time::Instant;
+
+use duet_models::moshi::{tiny, DeviceSpec, MoshiConfig, MoshiOptions, FRAME_SAMPLES};
+use duet_models::{DuplexModel, StepInput};
+
+struct Args {
+    device: String,
+    config: String,
+    sessions: Vec<usize>,
+    steps: usize,
+    context: Option<usize>,
+    depformer: Vec<bool>,
+}
+
+fn parse() -> Result<Args, String> {
+    let mut a = Args {
+        device: "cpu".into(),
+        config: "tiny".into(),
+        sessions: vec![1, 4, 16, 32, 64],
+        steps: 40,
+        context: None,
+        depformer: vec![false],
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut val = || it.next().ok_or(format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--device" => a.device = val()?,
+            "--config" => a.config = val()?,
+            "--sessions" => {
+                a.sessions = val()?
+                    .split(',')
+                    .map(|s| s.trim().parse().map_err(|_| format!("bad count {s:?}")))
+                    .collect::<Result<_, _>>()?
+            }
+            "--steps" => a.steps = val()?.parse().map_err(|_| "bad --steps")?,
+            "--context" => a.context = Some(val()?.parse().map_err(|_| "bad --context")?),
+            "--depformer" => {
+                a.depformer = match val()?.as_str() {
+                    "batched" => vec![false],
+                    "per-session" => vec![true],
+                    "both" => vec![false, true],
+                    o => return Err(format!("bad --depformer {o}")),
+                }
+            }
+            "--bench" => {} // passed by `cargo bench`
+            o => return Err(format!("unknown option {o}")),
+        }
+    }
+    Ok(a)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn rss_mib() -> (f64, f64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<f64>().ok())
+            .map_or(0.0, |kb| kb / 1024.0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+fn gpu_mib() -> Option<f64> {
+    let out = std::process::Command::new("nvidia-smi")
+        .args(["--query-gpu=memory.used", "--format=csv,noheader,nounits"])
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .next()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+fn main() {
+    let args = match parse() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("moshi_bench: {e}");
+            std::process::exit(2);
+        }
+    };
+    let device = DeviceSpec::parse(&args.device).unwrap_or_else(|e| panic!("{e}"));
+    let mut cfg = match args.config.as_str() {
+        "tiny" => tiny::tiny_config(),
+        preset => MoshiConfig::preset(preset).unwrap_or_else(|e| panic!("{e}")),
+    };
+    if let Some(c) = args.context {
+        cfg.lm.transformer.context = c;
+    }
+    let t = &cfg.lm.transformer;
+    let kv_bytes = if device == DeviceSpec::Cpu { 4 } else { 2 };
+    let kv_mib = (t.num_layers * 2 * t.context * t.d_model * kv_bytes) as f64 / (1 << 20) as f64;
+    println!(
+        "# moshi_bench: config {} (d_model {}, {} layers, context {} steps), device {}, {} steps per point",
+        args.config, t.d_model, t.num_layers, t.context, args.device, args.steps
+    );
+    println!("# KV cache per session when full: {kv_mib:.1} MiB; step budget 80 ms");
+    println!("| sessions | depformer | step p50 ms | p99 ms | max ms | on time | per session ms | RSS MiB (peak) | GPU MiB |");
+    println!("|---|---|---|---|---|---|---|---|---|");
+    let pcm: Vec<Vec<f32>> = (0..8)
+        .map(|v| {
+            (0..FRAME_SAMPLES)
+                .map(|i| 0.2 * ((i as f32) * (0.03 + v as f32 * 0.007)).sin())
+                .collect()
+        })
+        .collect();
+    for &per_session in &args.depformer {
+        for &n in &args.sessions {
+            let opts = MoshiOptions {
+                preset: "moshiko".into(),
+                device: device.clone(),
+                max_slots: n,
+                seed: Some(1),
+                per_session_depformer: per_session,
+            };
+            let built = Instant::now();
+            let mut m = tiny::random_model(cfg.clone(), &opts).unwrap_or_else(|e| panic!("{e}"));
+            let build_s = built.elapsed().as_secs_f64();
+            let slots: Vec<usize> = (0..n).map(|_| m.open_slot().expect("slot")).collect();
+            let mut out = Vec::with_capacity(n);
+            let mut times = Vec::with_capacity(args.steps);
+            for step in 0..(5 + args.steps) {
+                let batch: Vec<StepInput> = slots
+                    .iter()
+                    .map(|&slot| StepInput {
+                        slot,
+                        pcm: &pcm[(slot + step) % pcm.len()],
+                    })
+                    .collect();
+                out.clear();
+                let t0 = Instant::now();
+                m.step(&batch, &mut out);
+                let dt = t0.elapsed().as_secs_f64() * 1e3;
+                if let Some(Err(e)) = out.iter().find(|r| r.is_err()) {
+                    panic!("step failed: {e}");
+                }
+                if step >= 5 {
+                    times.push(dt);
+                }
+            }
+            times.sort_by(f64::total_cmp);
+            let on_time = times.iter().filter(|&&t| t <= 80.0).count() as f64 / times.len() as f64;
+            let (rss, peak) = rss_mib();
+            let gpu = if device == DeviceSpec::Cpu {
+                "-".to_string()
+            } else {
+                gpu_mib().map_or("?".into(), |g| format!("{g:.0}"))
+            };
+            let p50 = percentile(&times, 0.5);
+            println!(
+                "| {n} | {} | {p50:.2} | {:.2} | {:.2} | {:.0} % | {:.3} | {rss:.0} ({peak:.0}) | {gpu} |",
+                if per_session { "per-session" } else { "batched" },
+                percentile(&times, 0.99),
+                times[times.len() - 1],
+                on_time * 100.0,
+                p50 / n as f64,
+            );
+            eprintln!("  (built in {build_s:.1} s)");
+            drop(m);
+        }
+    }
+}
