@@ -101,6 +101,7 @@ pub async fn start(args: &ServeArgs) -> anyhow::Result<Server> {
             device,
             max_slots: args.model_slots,
             seed: args.model_seed,
+            per_session_depformer: false,
         },
     };
     let name = args.model.clone();
