@@ -17,6 +17,7 @@ pub struct Cli {
 
 /// Subcommands.
 #[derive(Debug, Subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once at start-up
 pub enum Command {
     /// Run the server (HTTP, WebSocket, demo page).
     Serve(ServeArgs),

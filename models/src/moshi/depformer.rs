@@ -23,6 +23,9 @@ struct Slice {
     linear_out: MaybeQuantizedLinear,
 }
 
+/// Picks a token for (row, slice) from that row's logits.
+pub type SampleFn<'a> = dyn FnMut(usize, usize, &[f32]) -> Result<u32> + 'a;
+
 /// The depth transformer: one slice per generated codebook.
 #[derive(Clone, Debug)]
 pub struct BatchedDepformer {
@@ -79,7 +82,7 @@ impl BatchedDepformer {
         xs: &Tensor,
         text: &[u32],
         feed: &dyn Fn(usize, usize, u32) -> u32,
-        sample: &mut dyn FnMut(usize, usize, &[f32]) -> Result<u32>,
+        sample: &mut SampleFn<'_>,
     ) -> Result<Vec<Vec<u32>>> {
         let rows = text.len();
         let dev: Device = xs.device().clone();

@@ -134,6 +134,9 @@ impl History {
     }
 }
 
+/// One active slot's tokens from a batched step: (text token, audio tokens), or its error.
+type SlotTokens = Result<(u32, Vec<u32>), ModelError>;
+
 /// One session's state.
 struct Slot {
     mimi: Mimi,
@@ -290,10 +293,7 @@ impl MoshiModel {
 
     /// The batched part of a step: every slot with codes goes through the LM and the
     /// depformer together. Returns per active slot (text token, audio tokens).
-    fn step_lm(
-        &mut self,
-        active: &[usize],
-    ) -> Result<Vec<Result<(u32, Vec<u32>), ModelError>>, candle::Error> {
+    fn step_lm(&mut self, active: &[usize]) -> Result<Vec<SlotTokens>, candle::Error> {
         let g = &self.cfg.generation;
         let b = self.slots.len();
         let total = g.generated_audio_codebooks + g.input_audio_codebooks;
@@ -328,8 +328,7 @@ impl MoshiModel {
             .i((.., 0))?
             .to_dtype(DType::F32)?
             .to_vec2::<f32>()?;
-        let mut results: Vec<Result<(u32, Vec<u32>), ModelError>> =
-            Vec::with_capacity(active.len());
+        let mut results: Vec<SlotTokens> = Vec::with_capacity(active.len());
         let mut text_tokens = Vec::with_capacity(active.len());
         for (r, &s) in active.iter().enumerate() {
             let slot = self.slots[s].as_mut().expect("active slot is open");
