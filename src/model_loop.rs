@@ -24,7 +24,8 @@ pub const SESSION_CHANNEL: usize = 4096;
 /// What the loop sends to a session.
 #[derive(Debug)]
 pub enum ModelEvent {
-    /// One step's output (only sent when it carries audio, text or the end of a turn).
+    /// One step's output (only sent when it carries audio, text or the end of a turn; every
+    /// step of an autonomous model).
     Output {
         /// Epoch of the request this output belongs to.
         epoch: u64,
@@ -120,6 +121,7 @@ impl ModelLoop {
                 tx: self.tx.clone(),
                 input,
                 frame,
+                autonomous: self.info.autonomous,
             },
             rx,
         ))
@@ -132,6 +134,7 @@ pub struct ModelSession {
     tx: std_mpsc::Sender<Command>,
     input: Arc<InputQueue>,
     frame: usize,
+    autonomous: bool,
 }
 
 /// A slot's pending input frames, shared between its session (which pushes) and the loop
@@ -161,6 +164,11 @@ impl InputQueue {
 }
 
 impl ModelSession {
+    /// Whether the model decides on its own when to speak ([`ModelInfo::autonomous`]).
+    pub fn autonomous(&self) -> bool {
+        self.autonomous
+    }
+
     /// Queues whole input frames (a multiple of the model's frame size).
     pub fn input(&self, pcm: Vec<f32>) {
         self.input.push_frames(&pcm, self.frame);
@@ -374,7 +382,9 @@ impl LoopThread {
     }
 
     fn deliver(&mut self, slot: SlotId, output: StepOutput) {
-        if output.audio.is_empty() && output.text.is_empty() && !output.end_of_turn {
+        // An autonomous model's every step counts: a silent one may carry the end of its speech.
+        let autonomous = self.model.info().autonomous;
+        if !autonomous && output.audio.is_empty() && output.text.is_empty() && !output.end_of_turn {
             return;
         }
         let Some(s) = self.slots.get(&slot) else {

@@ -265,6 +265,75 @@ pub enum ServerEventBody {
     /// Rate limits.
     #[serde(rename = "rate_limits.updated")]
     RateLimitsUpdated { rate_limits: Vec<RateLimit> },
+    /// Duplex extension (full-duplex models only): the model took the turn and speaks in
+    /// this response. At most once per response, before its first audio delta.
+    #[serde(rename = "response.speak")]
+    ResponseSpeak {
+        #[serde(flatten)]
+        at: ContentRef,
+        metadata: SpeakMetadata,
+    },
+    /// Duplex extension (full-duplex models only): the model fell silent and listens. Names
+    /// the response it ended (after that response's `response.done`), if any.
+    #[serde(rename = "response.listen")]
+    ResponseListen {
+        session_id: String,
+        epoch: u64,
+        response: ListenResponse,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        response_id: Option<String>,
+    },
+}
+
+/// `metadata` of `response.speak`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SpeakMetadata {
+    /// `sess_…`.
+    pub session_id: String,
+    /// The session's interruption epoch.
+    pub epoch: u64,
+    /// Always true: the model decided to speak.
+    pub model_speak: bool,
+}
+
+/// `response` of `response.listen`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ListenResponse {
+    /// `realtime.response`.
+    pub object: &'static str,
+    /// `listening`.
+    pub status: &'static str,
+    /// Why the model listens.
+    pub metadata: ListenMetadata,
+    /// The response this listen ended (omitted when none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+}
+
+/// `response.metadata` of `response.listen`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ListenMetadata {
+    /// `model_listen`: the model chose to listen.
+    pub reason: String,
+}
+
+impl ServerEventBody {
+    /// `response.listen` with reason `model_listen`, ending `response_id` when given.
+    pub fn model_listen(session_id: &str, epoch: u64, response_id: Option<String>) -> Self {
+        ServerEventBody::ResponseListen {
+            session_id: session_id.to_string(),
+            epoch,
+            response: ListenResponse {
+                object: "realtime.response",
+                status: "listening",
+                metadata: ListenMetadata {
+                    reason: "model_listen".into(),
+                },
+                id: response_id.clone(),
+            },
+            response_id,
+        }
+    }
 }
 
 /// `usage` of a completed transcription (duration-based).
@@ -332,6 +401,8 @@ impl ServerEventBody {
             ResponseFunctionCallArgumentsDelta { .. } => "response.function_call_arguments.delta",
             ResponseFunctionCallArgumentsDone { .. } => "response.function_call_arguments.done",
             RateLimitsUpdated { .. } => "rate_limits.updated",
+            ResponseSpeak { .. } => "response.speak",
+            ResponseListen { .. } => "response.listen",
         }
     }
 }

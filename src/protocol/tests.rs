@@ -248,6 +248,15 @@ fn every_server_event() -> Vec<ServerEventBody> {
                 reset_seconds: 1.0,
             }],
         },
+        B::ResponseSpeak {
+            at: at(),
+            metadata: SpeakMetadata {
+                session_id: "sess_test".into(),
+                epoch: 2,
+                model_speak: true,
+            },
+        },
+        B::model_listen("sess_test", 2, Some("resp_test".into())),
     ]
 }
 
@@ -262,7 +271,7 @@ fn render(body: ServerEventBody) -> Value {
 #[test]
 fn snapshot_every_server_event() {
     let bodies = every_server_event();
-    assert_eq!(bodies.len(), 34, "one instance of every server event");
+    assert_eq!(bodies.len(), 36, "one instance of every server event");
     for body in bodies {
         let kind = body.kind();
         let json = render(body);
@@ -283,6 +292,26 @@ fn no_null_in_optional_non_nullable_fields() {
             "{kind}"
         );
     }
+}
+
+#[test]
+fn response_listen_without_a_response_omits_its_ids() {
+    let json = render(ServerEventBody::model_listen("sess_test", 0, None));
+    assert_eq!(
+        json,
+        json!({
+            "type": "response.listen",
+            "event_id": "event_test",
+            "session_id": "sess_test",
+            "epoch": 0,
+            "response": {
+                "object": "realtime.response",
+                "status": "listening",
+                "metadata": {"reason": "model_listen"}
+            }
+        })
+    );
+    assert!(super::strict::forbidden_nulls(&json).is_empty());
 }
 
 #[test]

@@ -203,11 +203,13 @@ impl Session {
         if self.commit(item_id, at).is_err() {
             return;
         }
-        let create = self
-            .input
-            .turn
-            .as_ref()
-            .is_some_and(TurnDetection::create_response);
+        // An autonomous model decides itself when to answer: `create_response` does not apply.
+        let create = !self.autonomous
+            && self
+                .input
+                .turn
+                .as_ref()
+                .is_some_and(TurnDetection::create_response);
         if create && self.active.is_none() {
             if let Err(e) = self.response_create(Default::default()) {
                 self.error(e);
@@ -216,7 +218,8 @@ impl Session {
     }
 
     /// Server VAD's `idle_timeout_ms` passed without speech after a response: commit what
-    /// the buffer holds (possibly nothing) and ask the model to respond.
+    /// the buffer holds (possibly nothing) and ask the model to respond (unless the model is
+    /// autonomous and decides that itself).
     pub(super) fn idle_timeout(&mut self) {
         let Some((_, armed_at)) = self.idle.take() else {
             return;
@@ -231,7 +234,7 @@ impl Session {
             audio_end_ms: ms(end),
             item_id: item_id.clone(),
         });
-        if self.commit(item_id, end).is_ok() {
+        if self.commit(item_id, end).is_ok() && !self.autonomous {
             if let Err(e) = self.response_create(Default::default()) {
                 self.error(e);
             }

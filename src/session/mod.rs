@@ -10,6 +10,8 @@ mod items;
 pub mod ledger;
 mod playback;
 mod response;
+#[cfg(test)]
+mod tests;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -47,6 +49,10 @@ impl Transport {
         matches!(self, Transport::WebRtc(_))
     }
 }
+
+/// How long a client-created response on an autonomous model waits for the model to speak
+/// before it completes empty.
+const SPEAK_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// Bounds that keep a session's memory finite.
 #[derive(Clone, Debug)]
@@ -159,6 +165,18 @@ pub struct Session {
     barge_at: Option<std::time::Instant>,
     /// When server VAD's `idle_timeout_ms` fires, and the input clock when it was armed.
     idle: Option<(tokio::time::Instant, u64)>,
+    /// The model decides on its own when to speak (full duplex): its speech opens and ends
+    /// responses, with `response.speak`/`response.listen`.
+    autonomous: bool,
+    /// Autonomous models: whether the model's last step was part of its speech.
+    model_speaking: bool,
+    /// Autonomous models: a response was cancelled; its model's ongoing speech opens no new
+    /// response until the model fell silent.
+    suppress_speak: bool,
+    /// Autonomous models: when the client-created response still waiting for speech gives up.
+    speak_deadline: Option<tokio::time::Instant>,
+    /// How long that wait is ([`SPEAK_TIMEOUT`]).
+    speak_timeout: Duration,
 }
 
 impl Session {
@@ -170,6 +188,7 @@ impl Session {
             .map_or(0, |d| d.as_secs());
         let cfg = SessionConfig::new(ids::session_id(), p.model_name, expires_at);
         let input = InputState::new(&cfg, p.model_frame);
+        let autonomous = p.model.autonomous();
         Self {
             conv: Conversation::new(p.limits.max_items, p.limits.max_conversation_samples),
             cfg,
@@ -189,6 +208,11 @@ impl Session {
             turn_end: None,
             barge_at: None,
             idle: None,
+            autonomous,
+            model_speaking: false,
+            suppress_speak: false,
+            speak_deadline: None,
+            speak_timeout: SPEAK_TIMEOUT,
         }
     }
 
@@ -226,7 +250,8 @@ impl Session {
                     Some(ev) => self.on_model(ev),
                     None => self.fatal(ErrorPayload::server(codes::MODEL_ERROR, "the model loop stopped")),
                 },
-                _ = idle_timer(self.idle) => self.idle_timeout(),
+                _ = sleep_until(self.idle.map(|(at, _)| at)) => self.idle_timeout(),
+                _ = sleep_until(self.speak_deadline) => self.speak_timed_out(),
                 _ = &mut expiry => {
                     self.error(ErrorPayload::invalid(codes::SESSION_EXPIRED, "the session reached its maximum duration"));
                     self.close(1000, "session expired");
@@ -404,10 +429,10 @@ impl Session {
     }
 }
 
-/// Sleeps until the idle deadline, or forever when none is armed.
-async fn idle_timer(idle: Option<(tokio::time::Instant, u64)>) {
-    match idle {
-        Some((at, _)) => tokio::time::sleep_until(at).await,
+/// Sleeps until a deadline, or forever when none is armed.
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
     }
 }

@@ -1,5 +1,11 @@
 //! Responses: the GA lifecycle (created → output item → content part → deltas → the done
 //! chain → `response.done`, always), cancellation behind the epoch fence, and usage.
+//!
+//! A full-duplex (autonomous) model decides itself when to speak: its speaking frames open a
+//! response when none is active (`response.speak` before the content part), fill a response
+//! the client created (`response.speak` before the first delta), and its falling silent
+//! completes the response (`response.done`, then `response.listen`). After a cancel the
+//! session waits for the model to fall silent before it opens another response on its own.
 
 use std::sync::Arc;
 
@@ -12,6 +18,7 @@ use super::conversation::{user_turn, Placement, StoredItem};
 use super::ledger::PlaybackLedger;
 use super::Session;
 use crate::protocol::response::{ResponseAudio, ResponseAudioOutput, StatusError};
+use crate::protocol::server::SpeakMetadata;
 use crate::protocol::session::{validate_max_tokens, validate_modalities};
 use crate::protocol::{
     codes, ids, Content, ContentRef, ErrorPayload, Item, ItemStatus, Modality, Part, Response,
@@ -37,6 +44,8 @@ pub struct Active {
     encoder: Encoder,
     input_tokens: (u64, u64),
     max_tokens: Option<u64>,
+    /// Autonomous models: `response.speak` went out (the model's speech fills this response).
+    spoke: bool,
 }
 
 impl Active {
@@ -47,6 +56,14 @@ impl Active {
             output_index: 0,
             content_index: 0,
         }
+    }
+
+    /// Whether the output reached `max_output_tokens`.
+    fn over_limit(&self) -> bool {
+        self.max_tokens.is_some_and(|max| {
+            let (t, au) = self.output_tokens();
+            t + au >= max
+        })
     }
 
     fn output_tokens(&self) -> (u64, u64) {
@@ -99,8 +116,44 @@ fn input_tokens(turns: &[TurnInput]) -> (u64, u64) {
 }
 
 impl Session {
-    /// `response.create` (also used by server VAD with default parameters).
+    /// `response.create` (also used by server VAD with default parameters). On an autonomous
+    /// model the response opens at once and waits for the model's speech to fill it (no
+    /// request goes to the model, which decides itself when to speak); without speech within
+    /// the speak timeout it completes empty.
     pub(super) fn response_create(&mut self, params: ResponseParams) -> Result<(), ErrorPayload> {
+        let (active, instructions, input) = self.prepare(params)?;
+        if self.autonomous {
+            self.speak_deadline = Some(tokio::time::Instant::now() + self.speak_timeout);
+            self.start(active, None, false);
+            return Ok(());
+        }
+        let modality = match active.modality {
+            Modality::Audio => OutputModality::Audio,
+            Modality::Text => OutputModality::Text,
+        };
+        let request = Request::Respond {
+            modality,
+            instructions,
+            input,
+        };
+        self.start(active, Some(request), false);
+        Ok(())
+    }
+
+    /// Opens a response because an autonomous model started speaking on its own.
+    fn open_model_response(&mut self) {
+        match self.prepare(ResponseParams::default()) {
+            Ok((active, _, _)) => self.start(active, None, true),
+            Err(e) => self.error(e),
+        }
+    }
+
+    /// Validates `response.create` parameters into a response (not yet started), its
+    /// instructions and its model context.
+    fn prepare(
+        &self,
+        params: ResponseParams,
+    ) -> Result<(Active, String, Vec<TurnInput>), ErrorPayload> {
         let in_conversation = match params.conversation.as_deref() {
             None | Some("auto") => true,
             Some("none") => false,
@@ -169,12 +222,15 @@ impl Session {
             encoder: Encoder::new(format),
             input_tokens: input_tokens(&context),
             max_tokens: max_output_tokens.as_u64(),
+            spoke: false,
         };
-        self.start(active, instructions, context);
-        Ok(())
+        Ok((active, instructions, context))
     }
 
-    fn start(&mut self, mut active: Active, instructions: String, input: Vec<TurnInput>) {
+    /// Emits the opening events of a response, sends `request` to the model, and makes the
+    /// response active. `speaking`: an autonomous model is already speaking it
+    /// (`response.speak` goes out before the content part).
+    fn start(&mut self, mut active: Active, request: Option<Request>, speaking: bool) {
         active.tag = self.next_tag;
         self.last_response_id = Some(active.response.id.clone());
         self.next_tag += 1;
@@ -182,10 +238,6 @@ impl Session {
             let item = active.in_conversation.then_some(active.item_id.as_str());
             self.track_playback(active.tag, &active.response.id, item);
         }
-        let model_modality = match active.modality {
-            Modality::Audio => OutputModality::Audio,
-            Modality::Text => OutputModality::Text,
-        };
         self.emit(ServerEventBody::ResponseCreated {
             response: Box::new(active.response.clone()),
         });
@@ -214,20 +266,32 @@ impl Session {
                 Err(e) => self.error(e),
             }
         }
+        if speaking {
+            self.emit_speak(&mut active);
+        }
         self.emit(ServerEventBody::ResponseContentPartAdded {
             at: active.at(),
             part: active.part(),
         });
         self.idle = None;
-        self.model.request(
-            self.epoch,
-            Request::Respond {
-                modality: model_modality,
-                instructions,
-                input,
-            },
-        );
+        if let Some(request) = request {
+            self.model.request(self.epoch, request);
+        }
         self.active = Some(active);
+    }
+
+    /// `response.speak`: the model's speech fills `a` from now on.
+    fn emit_speak(&mut self, a: &mut Active) {
+        a.spoke = true;
+        self.speak_deadline = None;
+        self.emit(ServerEventBody::ResponseSpeak {
+            at: a.at(),
+            metadata: SpeakMetadata {
+                session_id: self.cfg.id.clone(),
+                epoch: self.epoch,
+                model_speak: true,
+            },
+        });
     }
 
     /// Resolves `response.input`: item references and inline items, as model context.
@@ -275,14 +339,90 @@ impl Session {
         Ok(turns)
     }
 
-    /// A model step for the active response.
+    /// A model step (already past the epoch fence).
     pub(super) fn on_model_output(&mut self, out: StepOutput) {
+        if self.autonomous {
+            self.on_autonomous_output(out);
+            return;
+        }
         let Some(mut a) = self.active.take() else {
             tracing::debug!(session = %self.cfg.id, "model output without a response; dropped");
             return;
         };
+        self.stream(&mut a, &out);
+        let over_limit = a.over_limit();
+        self.active = Some(a);
+        if out.end_of_turn {
+            self.finish(ResponseStatus::Completed, None);
+        } else if over_limit {
+            self.stop_incomplete();
+        }
+    }
+
+    /// A step of an autonomous model: its speaking frames open or fill a response, its
+    /// falling silent completes it; listening frames (silence) are dropped.
+    fn on_autonomous_output(&mut self, out: StepOutput) {
+        let was_speaking = std::mem::replace(&mut self.model_speaking, out.speaking);
+        if !out.speaking {
+            self.suppress_speak = false;
+            if was_speaking {
+                self.model_fell_silent();
+            }
+            return;
+        }
+        if self.active.is_none() {
+            if self.suppress_speak {
+                return; // the rest of speech whose response was cancelled
+            }
+            self.open_model_response();
+        }
+        let Some(mut a) = self.active.take() else {
+            return;
+        };
+        if !a.spoke {
+            self.emit_speak(&mut a);
+        }
+        self.stream(&mut a, &out);
+        let over_limit = a.over_limit();
+        self.active = Some(a);
+        if over_limit {
+            self.stop_incomplete();
+        }
+    }
+
+    /// The autonomous model stopped speaking: the response its speech filled completes, then
+    /// `response.listen` (naming that response, if any).
+    fn model_fell_silent(&mut self) {
+        let ended = self
+            .active
+            .as_ref()
+            .filter(|a| a.spoke)
+            .map(|a| a.response.id.clone());
+        if ended.is_some() {
+            self.finish(ResponseStatus::Completed, None);
+        }
+        let listen = ServerEventBody::model_listen(&self.cfg.id, self.epoch, ended);
+        self.emit(listen);
+    }
+
+    /// A client-created response on an autonomous model got no speech in time: it completes
+    /// empty and the model is reported listening.
+    pub(super) fn speak_timed_out(&mut self) {
+        self.speak_deadline = None;
+        let Some(a) = self.active.as_ref().filter(|a| !a.spoke) else {
+            return;
+        };
+        let id = a.response.id.clone();
+        self.finish(ResponseStatus::Completed, None);
+        let listen = ServerEventBody::model_listen(&self.cfg.id, self.epoch, Some(id));
+        self.emit(listen);
+    }
+
+    /// Streams one step into `a`: audio (with transcript) or text, by its modality. A text
+    /// response drops the audio.
+    fn stream(&mut self, a: &mut Active, out: &StepOutput) {
         match a.modality {
-            Modality::Audio => self.stream_audio(&mut a, &out),
+            Modality::Audio => self.stream_audio(a, out),
             Modality::Text => {
                 if !out.text.is_empty() {
                     a.text.push_str(&out.text);
@@ -293,17 +433,22 @@ impl Session {
                 }
             }
         }
-        let over_limit = a.max_tokens.is_some_and(|max| {
-            let (t, au) = a.output_tokens();
-            t + au >= max
-        });
-        self.active = Some(a);
-        if out.end_of_turn {
-            self.finish(ResponseStatus::Completed, None);
-        } else if over_limit {
-            self.epoch += 1;
-            self.model.request(self.epoch, Request::Cancel);
-            self.finish(ResponseStatus::Incomplete, Some("max_output_tokens"));
+    }
+
+    /// The response reached `max_output_tokens`: stop the model and end it `incomplete`.
+    fn stop_incomplete(&mut self) {
+        self.fence_model();
+        self.finish(ResponseStatus::Incomplete, Some("max_output_tokens"));
+    }
+
+    /// Advances the epoch (fencing off the model's output in flight) and stops the model. An
+    /// autonomous model may keep speaking: no response opens on its speech until it fell
+    /// silent.
+    fn fence_model(&mut self) {
+        self.epoch += 1;
+        self.model.request(self.epoch, Request::Cancel);
+        if self.autonomous {
+            self.suppress_speak = true;
         }
     }
 
@@ -370,8 +515,7 @@ impl Session {
         if self.active.is_none() {
             return;
         }
-        self.epoch += 1;
-        self.model.request(self.epoch, Request::Cancel);
+        self.fence_model();
         self.finish(ResponseStatus::Cancelled, Some(reason));
     }
 
@@ -396,6 +540,7 @@ impl Session {
         let Some(mut a) = self.active.take() else {
             return;
         };
+        self.speak_deadline = None;
         let at = a.at();
         match a.modality {
             Modality::Audio => {
