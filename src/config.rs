@@ -47,6 +47,28 @@ pub enum LogFormat {
     Json,
 }
 
+/// `auto`, `on` or `off`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Toggle {
+    /// Let Duet choose.
+    Auto,
+    /// Always.
+    On,
+    /// Never.
+    Off,
+}
+
+impl Toggle {
+    /// `None` for auto.
+    pub fn choice(self) -> Option<bool> {
+        match self {
+            Toggle::Auto => None,
+            Toggle::On => Some(true),
+            Toggle::Off => Some(false),
+        }
+    }
+}
+
 /// `duet serve` options.
 #[derive(Clone, Debug, Parser)]
 pub struct ServeArgs {
@@ -83,6 +105,17 @@ pub struct ServeArgs {
     /// every slot up front). Sessions beyond it are refused with `model_slots_exhausted`.
     #[arg(long, env = "DUET_MODEL_SLOTS", default_value_t = 8)]
     pub model_slots: usize,
+
+    /// Decode Moshi's audio for all sessions in one batched Mimi pass: `auto` (on CUDA yes,
+    /// on the CPU no, where candle 0.9.2 gets batched transposed convolutions wrong), `on`,
+    /// `off`. `moshi_bench --check` compares the two on a device.
+    #[arg(
+        long,
+        env = "DUET_MIMI_BATCHED_DECODE",
+        value_enum,
+        default_value = "auto"
+    )]
+    pub mimi_batched_decode: Toggle,
 
     /// Sampling seed for reproducible model output; random when unset.
     #[arg(long, env = "DUET_MODEL_SEED")]

@@ -102,6 +102,7 @@ pub async fn start(args: &ServeArgs) -> anyhow::Result<Server> {
             max_slots: args.model_slots,
             seed: args.model_seed,
             per_session_depformer: false,
+            batched_decode: args.mimi_batched_decode.choice(),
         },
     };
     let name = args.model.clone();

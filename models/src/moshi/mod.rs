@@ -19,6 +19,7 @@
 
 pub mod config;
 mod depformer;
+mod mimi;
 mod sampler;
 mod spm;
 pub mod tiny;
@@ -30,13 +31,13 @@ use std::path::Path;
 
 use candle::{DType, Device, IndexOp, Tensor};
 use moshi::lm::LmModel;
-use moshi::mimi::Mimi;
 use moshi::nn::MaybeQuantizedVarBuilder;
-use moshi::{StreamMask, StreamTensor};
+use moshi::StreamMask;
 
 use crate::{DuplexModel, ModelError, ModelInfo, Request, SlotId, StepInput, StepOutput};
 pub use config::{Generation, ModelFiles, MoshiConfig, PRESETS};
 use depformer::BatchedDepformer;
+use mimi::BatchedMimi;
 use sampler::Sampler;
 pub use sampler::Sampling;
 pub use spm::TextDecoder;
@@ -95,6 +96,10 @@ pub struct MoshiOptions {
     /// Benchmark switch: run upstream's single-session depformer once per session instead
     /// of the batched one (same weights; compares the two strategies).
     pub per_session_depformer: bool,
+    /// Mimi decoding batched across sessions (`None`: on CUDA yes, on the CPU no, where
+    /// candle 0.9.2's CPU matmul gets a batched transposed convolution wrong; see
+    /// [`MimiDecode`]).
+    pub batched_decode: Option<bool>,
 }
 
 impl Default for MoshiOptions {
@@ -105,6 +110,7 @@ impl Default for MoshiOptions {
             max_slots: 8,
             seed: None,
             per_session_depformer: false,
+            batched_decode: None,
         }
     }
 }
@@ -139,7 +145,6 @@ type SlotTokens = Result<(u32, Vec<u32>), ModelError>;
 
 /// One session's state.
 struct Slot {
-    mimi: Mimi,
     history: History,
     step: usize,
     last_text: u32,
@@ -157,7 +162,8 @@ pub struct MoshiModel {
     device: Device,
     lm: LmModel,
     depformer: Depformer,
-    mimi: Mimi,
+    mimi: BatchedMimi,
+    mimi_decode: MimiDecode,
     text: TextDecoder,
     slots: Vec<Option<Slot>>,
     seed: u64,
@@ -261,7 +267,18 @@ impl MoshiModel {
         }
         let (lm, depformer) = build_lm(&cfg, opts.max_slots, opts.per_session_depformer, lm_vb)
             .map_err(err(lm_name))?;
-        let mimi = Mimi::new(cfg.mimi.clone(), mimi_vb).map_err(err(mimi_name))?;
+        let mimi =
+            BatchedMimi::new(opts.max_slots, &cfg.mimi, mimi_vb.clone()).map_err(err(mimi_name))?;
+        let mimi_decode = if opts.batched_decode.unwrap_or(!device.is_cpu()) {
+            MimiDecode::Batched
+        } else {
+            let template =
+                moshi::mimi::Mimi::new(cfg.mimi.clone(), mimi_vb).map_err(err(mimi_name))?;
+            MimiDecode::PerSession {
+                template: Box::new(template),
+                slots: (0..opts.max_slots).map(|_| None).collect(),
+            }
+        };
         let seed = opts.seed.unwrap_or_else(rand::random);
         Ok(Self {
             info: ModelInfo {
@@ -275,6 +292,7 @@ impl MoshiModel {
             lm,
             depformer,
             mimi,
+            mimi_decode,
             text,
             slots: (0..opts.max_slots).map(|_| None).collect(),
             seed,
@@ -398,14 +416,9 @@ impl MoshiModel {
         Ok(results)
     }
 
-    /// Per-slot work after the batched step: write tokens, decode audio, text, speaking.
-    fn finish_slot(
-        &mut self,
-        s: usize,
-        text_token: u32,
-        audio: &[u32],
-    ) -> Result<StepOutput, ModelError> {
-        let listen_after = self.listen_after_frames();
+    /// Writes a slot's new tokens, advances it, and returns the generated codes that are
+    /// now due for decoding (none before the acoustic delay or while any is padding).
+    fn advance_slot(&mut self, s: usize, text_token: u32, audio: &[u32]) -> Option<Vec<u32>> {
         let g = &self.cfg.generation;
         let pad = self.lm.audio_pad_token();
         let slot = self.slots[s].as_mut().expect("open slot");
@@ -420,27 +433,19 @@ impl MoshiModel {
         }
         slot.last_text = text_token;
         slot.step += 1;
-        let mut pcm = vec![0f32; FRAME_SAMPLES];
-        if slot.step > g.acoustic_delay {
-            let row =
-                &slot.history.row(slot.step - g.acoustic_delay - 1)[..g.generated_audio_codebooks];
-            if row.iter().all(|&t| t < pad) {
-                let codes = Tensor::from_vec(row.to_vec(), (1, row.len(), 1), &self.device)
-                    .map_err(err("decode"))?;
-                let out = slot
-                    .mimi
-                    .decode_step(&StreamTensor::from_tensor(codes), &().into())
-                    .map_err(err("Mimi decode"))?;
-                if let Some(out) = out.as_option() {
-                    let v = out
-                        .flatten_all()
-                        .and_then(|t| t.to_vec1::<f32>())
-                        .map_err(err("Mimi decode"))?;
-                    let n = v.len().min(FRAME_SAMPLES);
-                    pcm[..n].copy_from_slice(&v[..n]);
-                }
-            }
+        if slot.step <= g.acoustic_delay {
+            return None;
         }
+        let row =
+            &slot.history.row(slot.step - g.acoustic_delay - 1)[..g.generated_audio_codebooks];
+        row.iter().all(|&t| t < pad).then(|| row.to_vec())
+    }
+
+    /// A slot's output for this step: its audio, the text of its token, whether it speaks.
+    fn emit_slot(&mut self, s: usize, text_token: u32, pcm: Vec<f32>) -> StepOutput {
+        let listen_after = self.listen_after_frames();
+        let g = &self.cfg.generation;
+        let slot = self.slots[s].as_mut().expect("open slot");
         let mut text = String::new();
         let word = text_token != g.text_pad_token
             && text_token != g.text_eop_token
@@ -459,39 +464,151 @@ impl MoshiModel {
                 slot.speaking = false;
             }
         }
-        Ok(StepOutput {
+        StepOutput {
             audio: pcm,
             text,
             end_of_turn: false,
             speaking: slot.speaking,
-        })
+        }
     }
 
-    fn encode(&mut self, s: usize, pcm: &[f32]) -> Result<bool, ModelError> {
+    /// Mimi-encodes every stepping slot's frame in one pass and stores the user codes.
+    /// `false` when Mimi has no complete frame yet (then nobody steps the LM).
+    fn encode(&mut self, stepping: &[(usize, &[f32])]) -> candle::Result<bool> {
         let g = &self.cfg.generation;
-        let slot = self.slots[s].as_mut().ok_or(ModelError::UnknownSlot(s))?;
-        let x = Tensor::from_slice(pcm, (1, 1, pcm.len()), &self.device).map_err(err("encode"))?;
-        let codes = slot
-            .mimi
-            .encode_step(&StreamTensor::from_tensor(x), &().into())
-            .map_err(err("Mimi encode"))?;
-        let Some(codes) = codes.as_option() else {
-            return Ok(false); // not enough audio yet: this slot skips the LM this tick
+        let b = self.slots.len();
+        let mut pcm = vec![0f32; b * FRAME_SAMPLES];
+        let mut mask = vec![false; b];
+        for &(s, frame) in stepping {
+            pcm[s * FRAME_SAMPLES..(s + 1) * FRAME_SAMPLES].copy_from_slice(frame);
+            mask[s] = true;
+        }
+        let x = Tensor::from_vec(pcm, (b, 1, FRAME_SAMPLES), &self.device)?;
+        let mask = StreamMask::new(mask, &self.device)?;
+        let Some(codes) = self.mimi.encode_step(&x, &mask)? else {
+            return Ok(false);
         };
-        let (_, n_q, t) = codes.dims3().map_err(err("Mimi encode"))?;
+        let (_, n_q, t) = codes.dims3()?;
         if t != 1 || n_q < g.input_audio_codebooks {
-            return Err(ModelError::Failed(format!(
-                "Mimi produced {n_q}x{t} codes for one frame"
-            )));
+            candle::bail!("Mimi produced {n_q}x{t} codes for one frame");
         }
         let codes = codes
-            .i((0, ..g.input_audio_codebooks, 0))
-            .and_then(|c| c.to_vec1::<u32>())
-            .map_err(err("Mimi encode"))?;
-        let row = slot.history.row_mut(slot.step);
-        row.fill(UNSET);
-        row[g.generated_audio_codebooks..].copy_from_slice(&codes);
+            .i((.., ..g.input_audio_codebooks, 0))?
+            .to_vec2::<u32>()?;
+        for &(s, _) in stepping {
+            let slot = self.slots[s].as_mut().expect("open slot");
+            let row = slot.history.row_mut(slot.step);
+            row.fill(UNSET);
+            row[g.generated_audio_codebooks..].copy_from_slice(&codes[s]);
+        }
         Ok(true)
+    }
+
+    /// Mimi-decodes the due codes of every slot in one pass; slots without codes keep their
+    /// decoder state and get silence.
+    fn decode(&mut self, due: &[(usize, Vec<u32>)]) -> candle::Result<Vec<Vec<f32>>> {
+        if due.is_empty() {
+            return Ok(Vec::new());
+        }
+        let n = self.cfg.generation.generated_audio_codebooks;
+        if let MimiDecode::PerSession { slots, .. } = &mut self.mimi_decode {
+            let mut out = Vec::with_capacity(due.len());
+            for (s, c) in due {
+                let mimi = slots[*s].as_mut().expect("open slot has a decoder");
+                let codes = Tensor::from_vec(c.clone(), (1, n, 1), &self.device)?;
+                let pcm = mimi.decode_step(&codes.into(), &().into())?;
+                let mut v = match pcm.as_option() {
+                    Some(p) => p.flatten_all()?.to_vec1::<f32>()?,
+                    None => Vec::new(),
+                };
+                v.resize(FRAME_SAMPLES, 0.0);
+                out.push(v);
+            }
+            return Ok(out);
+        }
+        let b = self.slots.len();
+        let mut codes = vec![0u32; b * n];
+        let mut mask = vec![false; b];
+        for (s, c) in due {
+            codes[s * n..(s + 1) * n].copy_from_slice(c);
+            mask[*s] = true;
+        }
+        let codes = Tensor::from_vec(codes, (b, n, 1), &self.device)?;
+        let mask = StreamMask::new(mask, &self.device)?;
+        let mut out = Vec::with_capacity(due.len());
+        match self.mimi.decode_step(&codes, &mask)? {
+            None => out.resize(due.len(), vec![0f32; FRAME_SAMPLES]),
+            Some(pcm) => {
+                let pcm = pcm.i((.., 0))?.to_vec2::<f32>()?;
+                for (s, _) in due {
+                    let mut v = pcm[*s].clone();
+                    v.resize(FRAME_SAMPLES, 0.0);
+                    out.push(v);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// One tick for the slots in `stepping`; one result per entry, in order.
+    fn step_slots(&mut self, stepping: &[(usize, &[f32])]) -> Vec<Result<StepOutput, ModelError>> {
+        let n = stepping.len();
+        let fail_all = |what: &str, e: candle::Error| -> Vec<Result<StepOutput, ModelError>> {
+            let msg = format!("{what}: {e}");
+            (0..n)
+                .map(|_| Err(ModelError::Failed(msg.clone())))
+                .collect()
+        };
+        match self.encode(stepping) {
+            Err(e) => return fail_all("Mimi encode", e),
+            Ok(false) => {
+                return stepping
+                    .iter()
+                    .map(|&(s, _)| {
+                        Ok(StepOutput {
+                            audio: vec![0.0; FRAME_SAMPLES],
+                            speaking: self.slots[s].as_ref().is_some_and(|sl| sl.speaking),
+                            ..StepOutput::default()
+                        })
+                    })
+                    .collect()
+            }
+            Ok(true) => {}
+        }
+        let active: Vec<usize> = stepping.iter().map(|&(s, _)| s).collect();
+        let tokens = match self.step_lm(&active) {
+            Ok(t) => t,
+            Err(e) => return fail_all("model step", e),
+        };
+        let mut due = Vec::new();
+        for (&s, t) in active.iter().zip(&tokens) {
+            if let Ok((text, audio)) = t {
+                if let Some(codes) = self.advance_slot(s, *text, audio) {
+                    due.push((s, codes));
+                }
+            }
+        }
+        let mut pcm = match self.decode(&due) {
+            Ok(p) => due
+                .iter()
+                .map(|d| d.0)
+                .zip(p)
+                .collect::<Vec<_>>()
+                .into_iter(),
+            Err(e) => return fail_all("Mimi decode", e),
+        }
+        .peekable();
+        let mut out = Vec::with_capacity(n);
+        for (&s, t) in active.iter().zip(tokens) {
+            out.push(t.map(|(text, _)| {
+                let audio = match pcm.peek() {
+                    Some((ds, _)) if *ds == s => pcm.next().map(|p| p.1).unwrap_or_default(),
+                    _ => vec![0f32; FRAME_SAMPLES],
+                };
+                self.emit_slot(s, text, audio)
+            }));
+        }
+        out
     }
 }
 
@@ -560,6 +677,22 @@ fn build_lm(
     Ok((lm, depformer))
 }
 
+/// How audio leaves Mimi.
+///
+/// Batched decoding needs batched transposed convolutions, and candle 0.9.2's CPU matmul
+/// folds a broadcast batch wrongly when the other side is a transposed view
+/// (huggingface/candle#3744): rows of a batch come out wrong. So on the CPU each session
+/// decodes through its own single-stream Mimi (upstream's, weights shared); the CUDA path
+/// batches (cuBLAS' strided-batched GEMM takes the strides as given), and `moshi_bench
+/// --check` compares the two on the device it runs on.
+enum MimiDecode {
+    Batched,
+    PerSession {
+        template: Box<moshi::mimi::Mimi>,
+        slots: Vec<Option<moshi::mimi::Mimi>>,
+    },
+}
+
 /// How audio tokens are made: batched across sessions (production) or upstream's
 /// one-session depformer per session (benchmark comparison).
 enum Depformer {
@@ -607,10 +740,13 @@ impl DuplexModel for MoshiModel {
         let n = self.opened;
         self.opened += 1;
         let seed = self.seed ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let mut mimi = self.mimi.clone();
-        mimi.reset_state();
+        self.mimi.reset_slot(s).map_err(err("reset slot"))?;
+        if let MimiDecode::PerSession { template, slots } = &mut self.mimi_decode {
+            let mut m = (**template).clone();
+            m.reset_state();
+            slots[s] = Some(m);
+        }
         self.slots[s] = Some(Slot {
-            mimi,
             history: History::new(
                 g.acoustic_delay,
                 g.generated_audio_codebooks + g.input_audio_codebooks,
@@ -630,6 +766,11 @@ impl DuplexModel for MoshiModel {
         if let Some(s) = self.slots.get_mut(slot) {
             *s = None;
         }
+        if let MimiDecode::PerSession { slots, .. } = &mut self.mimi_decode {
+            if let Some(m) = slots.get_mut(slot) {
+                *m = None;
+            }
+        }
     }
 
     fn request(&mut self, slot: SlotId, _request: Request) -> Result<(), ModelError> {
@@ -642,62 +783,41 @@ impl DuplexModel for MoshiModel {
     }
 
     fn step(&mut self, batch: &[StepInput<'_>], out: &mut Vec<Result<StepOutput, ModelError>>) {
-        // Per-slot encode; a failing slot fails alone.
-        let mut pre: Vec<Option<Result<StepOutput, ModelError>>> = Vec::with_capacity(batch.len());
-        let mut active = Vec::with_capacity(batch.len());
+        // Checks first; a bad input fails its own session only.
+        let mut pre: Vec<Option<ModelError>> = Vec::with_capacity(batch.len());
+        let mut stepping: Vec<(usize, &[f32])> = Vec::with_capacity(batch.len());
         for inp in batch {
-            let r = if inp.pcm.len() != FRAME_SAMPLES {
-                Err(ModelError::BadFrame {
+            let e = if !matches!(self.slots.get(inp.slot), Some(Some(_))) {
+                Some(ModelError::UnknownSlot(inp.slot))
+            } else if inp.pcm.len() != FRAME_SAMPLES {
+                Some(ModelError::BadFrame {
                     got: inp.pcm.len(),
                     expected: FRAME_SAMPLES,
                 })
-            } else if active.contains(&inp.slot) {
-                Err(ModelError::Failed(format!(
+            } else if stepping.iter().any(|&(s, _)| s == inp.slot) {
+                Some(ModelError::Failed(format!(
                     "slot {} twice in one step",
                     inp.slot
                 )))
             } else {
-                self.encode(inp.slot, inp.pcm)
+                stepping.push((inp.slot, inp.pcm));
+                None
             };
-            match r {
-                Ok(true) => {
-                    active.push(inp.slot);
-                    pre.push(None);
-                }
-                Ok(false) => pre.push(Some(Ok(StepOutput {
-                    audio: vec![0.0; FRAME_SAMPLES],
-                    speaking: self.slots[inp.slot].as_ref().is_some_and(|s| s.speaking),
-                    ..StepOutput::default()
-                }))),
-                Err(e) => pre.push(Some(Err(e))),
-            }
+            pre.push(e);
         }
-        let lm_out = if active.is_empty() {
-            Ok(Vec::new())
+        let mut results = if stepping.is_empty() {
+            Vec::new()
         } else {
-            self.step_lm(&active)
-        };
-        let mut lm_out = match lm_out {
-            Ok(v) => v.into_iter(),
-            Err(e) => {
-                // The batched pass failed: every session of this tick fails.
-                let msg = format!("model step: {e}");
-                for p in pre.iter_mut().filter(|p| p.is_none()) {
-                    *p = Some(Err(ModelError::Failed(msg.clone())));
-                }
-                Vec::new().into_iter()
-            }
-        };
-        for (inp, p) in batch.iter().zip(pre) {
-            let r = match p {
-                Some(r) => r,
-                None => match lm_out.next() {
-                    Some(Ok((text, audio))) => self.finish_slot(inp.slot, text, &audio),
-                    Some(Err(e)) => Err(e),
-                    None => Err(ModelError::Failed("model step produced no output".into())),
-                },
-            };
-            out.push(r);
+            self.step_slots(&stepping)
+        }
+        .into_iter();
+        for e in pre {
+            out.push(match e {
+                Some(e) => Err(e),
+                None => results.next().unwrap_or_else(|| {
+                    Err(ModelError::Failed("model step produced no output".into()))
+                }),
+            });
         }
     }
 }

@@ -75,21 +75,20 @@ impl Recorder {
         if leaf == "bias" {
             return Tensor::zeros(shape, dtype, dev);
         }
+        // Fan-in scaling keeps activations alive through the networks, so the caller's
+        // audio changes Mimi's codes and the LM's tokens, and decoded audio is not silence.
+        let std = match shape.dims() {
+            _ if leaf == "embedding_sum" => 1.0,
+            [_, rest @ ..] if !rest.is_empty() => {
+                1.0 / (rest.iter().product::<usize>() as f32).sqrt()
+            }
+            _ => 0.02,
+        };
         match self.fill {
-            Fill::Device => Tensor::randn(0f32, 0.02, shape, dev)?.to_dtype(dtype),
+            Fill::Device => Tensor::randn(0f32, std, shape, dev)?.to_dtype(dtype),
             Fill::Seeded(seed) => {
                 let mut rng = ChaCha8Rng::seed_from_u64(seed ^ fnv1a(name));
                 let n = shape.elem_count();
-                // Fan-in scaling keeps activations alive through the tiny networks, so the
-                // caller's audio changes Mimi's codes and the LM's tokens.
-                let dims = shape.dims();
-                let std = match dims {
-                    _ if leaf == "embedding_sum" => 1.0,
-                    [_, rest @ ..] if !rest.is_empty() => {
-                        1.0 / (rest.iter().product::<usize>() as f32).sqrt()
-                    }
-                    _ => 0.02,
-                };
                 let v: Vec<f32> = (0..n).map(|_| normal(&mut rng) * std).collect();
                 Tensor::from_vec(v, shape, dev)?.to_dtype(dtype)
             }
@@ -178,25 +177,33 @@ fn record(
     Ok((drain(lm), drain(mimi)))
 }
 
-/// The tensor names and shapes Duet's loader asks for (batched LM + batched depformer),
-/// to compare with upstream's schema.
+/// The tensor names and shapes Duet's loader asks for (batched LM, batched depformer,
+/// batched Mimi), to compare with upstream's schema. Names are prefixed `lm:` / `mimi:`.
 pub fn loader_schema(cfg: &MoshiConfig) -> Result<Vec<(String, Vec<usize>)>, ModelError> {
-    let (rec, map) = Recorder::new(Fill::Seeded(0));
+    let (rec, lm) = Recorder::new(Fill::Seeded(0));
     let vb = VarBuilder::from_backend(Box::new(rec), DType::F32, Device::Cpu);
     build_lm(cfg, 1, false, MaybeQuantizedVarBuilder::Real(vb)).map_err(err("schema"))?;
-    Ok(schema(&drain(map)))
+    let (rec, mimi) = Recorder::new(Fill::Seeded(0));
+    let vb = VarBuilder::from_backend(Box::new(rec), DType::F32, Device::Cpu);
+    super::mimi::BatchedMimi::new(1, &cfg.mimi, vb).map_err(err("schema"))?;
+    Ok(schema(&drain(lm), &drain(mimi)))
 }
 
-/// Upstream's schema of the LM file for `cfg`.
+/// Upstream's schema of the two files for `cfg` (its `LmModel::new` and `Mimi::new`).
 pub fn upstream_schema(cfg: &MoshiConfig) -> Result<Vec<(String, Vec<usize>)>, ModelError> {
-    let (lm, _) = record(cfg, Fill::Seeded(0), DType::F32, &Device::Cpu).map_err(err("schema"))?;
-    Ok(schema(&lm))
+    let (lm, mimi) =
+        record(cfg, Fill::Seeded(0), DType::F32, &Device::Cpu).map_err(err("schema"))?;
+    Ok(schema(&lm, &mimi))
 }
 
-fn schema(map: &Tensors) -> Vec<(String, Vec<usize>)> {
-    let mut v: Vec<_> = map
+fn schema(lm: &Tensors, mimi: &Tensors) -> Vec<(String, Vec<usize>)> {
+    let mut v: Vec<_> = lm
         .iter()
-        .map(|(k, t)| (k.clone(), t.dims().to_vec()))
+        .map(|(k, t)| (format!("lm:{k}"), t.dims().to_vec()))
+        .chain(
+            mimi.iter()
+                .map(|(k, t)| (format!("mimi:{k}"), t.dims().to_vec())),
+        )
         .collect();
     v.sort();
     v
@@ -239,7 +246,20 @@ pub fn write_tiny_dir(dir: &Path, seed: u64) -> Result<(), ModelError> {
 /// Any architecture with random weights made on the device (bf16 on GPU, f32 on CPU):
 /// real timings and memory without a weights file.
 pub fn random_model(cfg: MoshiConfig, opts: &MoshiOptions) -> Result<MoshiModel, ModelError> {
-    let device = opts.device.open()?;
+    let mut v = random_models(cfg, std::slice::from_ref(opts))?;
+    Ok(v.remove(0))
+}
+
+/// Several models over one set of random weights (made once, shared), e.g. to compare
+/// strategies. The device and dtype come from the first options.
+pub fn random_models(
+    cfg: MoshiConfig,
+    opts: &[MoshiOptions],
+) -> Result<Vec<MoshiModel>, ModelError> {
+    let first = opts
+        .first()
+        .ok_or_else(|| ModelError::Failed("no options".into()))?;
+    let device = first.device.open()?;
     let lm_dtype = super::lm_dtype(&device);
     let (rec, _) = Recorder::new(Fill::Device);
     let lm_vb = VarBuilder::from_backend(Box::new(rec), lm_dtype, device.clone());
@@ -248,12 +268,16 @@ pub fn random_model(cfg: MoshiConfig, opts: &MoshiOptions) -> Result<MoshiModel,
     let pieces = tiny_pieces(cfg.lm.text_out_vocab_size);
     let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
     let text = TextDecoder::parse(&spm::write_model(&refs)).map_err(|e| ModelError::Failed(e.0))?;
-    MoshiModel::build(
-        cfg,
-        MaybeQuantizedVarBuilder::Real(lm_vb),
-        mimi_vb,
-        text,
-        device,
-        opts,
-    )
+    opts.iter()
+        .map(|o| {
+            MoshiModel::build(
+                cfg.clone(),
+                MaybeQuantizedVarBuilder::Real(lm_vb.clone()),
+                mimi_vb.clone(),
+                text.clone(),
+                device.clone(),
+                o,
+            )
+        })
+        .collect()
 }
