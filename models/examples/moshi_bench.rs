@@ -126,8 +126,8 @@ fn main() {
     if args.check {
         check(&cfg, &device);
     }
-    println!("| sessions | depformer | step p50 ms | p99 ms | max ms | on time | per session ms | RSS MiB (peak) | GPU MiB |");
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("| sessions | depformer | step p50 ms | p99 ms | max ms | on time | per session ms | mean ms: encode / LM / depformer / decode | RSS MiB (peak) | GPU MiB |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     let pcm: Vec<Vec<f32>> = (0..8)
         .map(|v| {
             (0..FRAME_SAMPLES)
@@ -168,9 +168,20 @@ fn main() {
                 }
                 if step >= 5 {
                     times.push(dt);
+                } else if step == 4 {
+                    m.take_phase_times();
                 }
             }
             times.sort_by(f64::total_cmp);
+            let ph = m.take_phase_times();
+            let mean = |d: std::time::Duration| d.as_secs_f64() * 1e3 / f64::from(ph.steps.max(1));
+            let phases = format!(
+                "{:.2} / {:.2} / {:.2} / {:.2}",
+                mean(ph.encode),
+                mean(ph.lm),
+                mean(ph.depformer),
+                mean(ph.decode)
+            );
             let on_time = times.iter().filter(|&&t| t <= 80.0).count() as f64 / times.len() as f64;
             let (rss, peak) = rss_mib();
             let gpu = if device == DeviceSpec::Cpu {
@@ -180,7 +191,7 @@ fn main() {
             };
             let p50 = percentile(&times, 0.5);
             println!(
-                "| {n} | {} | {p50:.2} | {:.2} | {:.2} | {:.0} % | {:.3} | {rss:.0} ({peak:.0}) | {gpu} |",
+                "| {n} | {} | {p50:.2} | {:.2} | {:.2} | {:.0} % | {:.3} | {phases} | {rss:.0} ({peak:.0}) | {gpu} |",
                 if per_session { "per-session" } else { "batched" },
                 percentile(&times, 0.99),
                 times[times.len() - 1],

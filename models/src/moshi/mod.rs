@@ -140,6 +140,21 @@ impl History {
     }
 }
 
+/// Time spent per phase of the step, summed since the last [`MoshiModel::take_phase_times`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PhaseTimes {
+    /// Steps counted.
+    pub steps: u32,
+    /// Mimi encoding (all sessions).
+    pub encode: std::time::Duration,
+    /// Temporal transformer and text sampling.
+    pub lm: std::time::Duration,
+    /// Depth transformer and audio sampling.
+    pub depformer: std::time::Duration,
+    /// Mimi decoding, text and speaking state.
+    pub decode: std::time::Duration,
+}
+
 /// One active slot's tokens from a batched step: (text token, audio tokens), or its error.
 type SlotTokens = Result<(u32, Vec<u32>), ModelError>;
 
@@ -168,6 +183,7 @@ pub struct MoshiModel {
     slots: Vec<Option<Slot>>,
     seed: u64,
     opened: u64,
+    times: PhaseTimes,
 }
 
 impl MoshiModel {
@@ -297,7 +313,13 @@ impl MoshiModel {
             slots: (0..opts.max_slots).map(|_| None).collect(),
             seed,
             opened: 0,
+            times: PhaseTimes::default(),
         })
+    }
+
+    /// Per-phase time since the last call (for benchmarks).
+    pub fn take_phase_times(&mut self) -> PhaseTimes {
+        std::mem::take(&mut self.times)
     }
 
     /// The architecture in use.
@@ -327,6 +349,7 @@ impl MoshiModel {
                 col[s] = input_token(slot, cb, g.generated_audio_codebooks, g.acoustic_delay, pad);
             }
         }
+        let t_lm = std::time::Instant::now();
         let dev = &self.device;
         let text = Tensor::from_vec(text_in, (b, 1), dev)?;
         let audio = audio_in
@@ -376,6 +399,8 @@ impl MoshiModel {
                 0
             }))
         };
+        let t_dep = std::time::Instant::now();
+        self.times.lm += t_dep - t_lm;
         let audio = match &mut self.depformer {
             Depformer::Batched(d) => d.sample(&ys, &text_tokens, &feed, &mut sample)?,
             Depformer::PerSession(d) => {
@@ -413,6 +438,7 @@ impl MoshiModel {
                 *a = toks;
             }
         }
+        self.times.depformer += t_dep.elapsed();
         Ok(results)
     }
 
@@ -559,7 +585,11 @@ impl MoshiModel {
                 .map(|_| Err(ModelError::Failed(msg.clone())))
                 .collect()
         };
-        match self.encode(stepping) {
+        let t0 = std::time::Instant::now();
+        self.times.steps += 1;
+        let encoded = self.encode(stepping);
+        self.times.encode += t0.elapsed();
+        match encoded {
             Err(e) => return fail_all("Mimi encode", e),
             Ok(false) => {
                 return stepping
@@ -580,6 +610,7 @@ impl MoshiModel {
             Ok(t) => t,
             Err(e) => return fail_all("model step", e),
         };
+        let t_decode = std::time::Instant::now();
         let mut due = Vec::new();
         for (&s, t) in active.iter().zip(&tokens) {
             if let Ok((text, audio)) = t {
@@ -608,6 +639,7 @@ impl MoshiModel {
                 self.emit_slot(s, text, audio)
             }));
         }
+        self.times.decode += t_decode.elapsed();
         out
     }
 }
