@@ -74,9 +74,12 @@ impl DeviceSpec {
         match self {
             Self::Cpu => Ok(Device::Cpu),
             Self::Cuda(n) => Device::new_cuda(*n).map_err(|e| {
-                ModelError::Failed(format!(
-                    "cannot open cuda:{n}: {e} (CUDA needs a build with `--features cuda`)"
-                ))
+                let hint = if cfg!(feature = "cuda") {
+                    "is an NVIDIA driver installed and the GPU visible?"
+                } else {
+                    "this binary was built without CUDA; build with `--features cuda`"
+                };
+                ModelError::Failed(format!("cannot open cuda:{n}: {e} ({hint})"))
             }),
         }
     }
