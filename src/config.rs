@@ -36,6 +36,11 @@ pub struct MoshiTinyArgs {
     /// Seed of the weights (the same seed writes the same files).
     #[arg(long, env = "DUET_TINY_SEED", default_value_t = 42)]
     pub seed: u64,
+
+    /// Write the LM as `model.q8.gguf` (Q8_0, like Kyutai's q8 release) instead of
+    /// `model.safetensors` (bf16).
+    #[arg(long, env = "DUET_TINY_Q8")]
+    pub q8: bool,
 }
 
 /// Log output format.

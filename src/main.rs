@@ -27,7 +27,7 @@ async fn main() -> anyhow::Result<()> {
             server.task.await??;
         }
         Command::MoshiTiny(args) => {
-            duet_models::moshi::tiny::write_tiny_dir(&args.out, args.seed)?;
+            duet_models::moshi::tiny::write_tiny_dir(&args.out, args.seed, args.q8)?;
             println!(
                 "wrote a tiny random Moshi to {}; try: duet serve --model moshi --model-dir {}",
                 args.out.display(),

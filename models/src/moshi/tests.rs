@@ -31,7 +31,7 @@ impl Drop for TempDir {
 
 fn tiny_dir(tag: &str) -> TempDir {
     let d = TempDir::new(tag);
-    write_tiny_dir(&d.0, SEED).unwrap();
+    write_tiny_dir(&d.0, SEED, false).unwrap();
     d
 }
 
@@ -455,4 +455,35 @@ fn batched_decoding_matches_per_session_decoding() {
         "batched and per-session decoding differ by {max}"
     );
     assert!(pb.iter().skip(2).all(|o| o.audio.iter().any(|&v| v != 0.0)));
+}
+
+#[test]
+fn q8_gguf_release_layout_loads_and_streams() {
+    let d = TempDir::new("q8");
+    write_tiny_dir(&d.0, SEED, true).unwrap();
+    assert!(d.0.join(config::LM_GGUF).is_file());
+    assert!(!d.0.join(config::LM_SAFETENSORS).exists());
+    let mut m = MoshiModel::load(&d.0, &opts(2)).unwrap();
+    assert!(m.lm.is_quantized());
+    let a = m.open_slot().unwrap();
+    let b = m.open_slot().unwrap();
+    for f in 0..6 {
+        let (pa, pb) = (input(1, f), input(2, f));
+        let mut out = Vec::new();
+        m.step(
+            &[
+                StepInput { slot: a, pcm: &pa },
+                StepInput { slot: b, pcm: &pb },
+            ],
+            &mut out,
+        );
+        for o in out {
+            let o = o.unwrap();
+            assert_eq!(o.audio.len(), FRAME_SAMPLES);
+            assert!(o.audio.iter().all(|v| v.is_finite()));
+            if f >= 2 {
+                assert!(o.audio.iter().any(|&v| v != 0.0), "frame {f} decodes audio");
+            }
+        }
+    }
 }

@@ -226,21 +226,62 @@ fn tiny_pieces(n: usize) -> Vec<String> {
         .collect()
 }
 
-/// Writes a tiny Moshi directory: `model.safetensors` (bf16, like Kyutai's release),
-/// the Mimi file (f32), a SentencePiece tokenizer and `duet-moshi.toml`, all from `seed`.
-pub fn write_tiny_dir(dir: &Path, seed: u64) -> Result<(), ModelError> {
+/// Writes a tiny Moshi directory: the LM as `model.safetensors` (bf16, like Kyutai's
+/// release) or, with `q8`, as `model.q8.gguf` (matrices Q8_0, the rest f32, like the q8
+/// release), the Mimi file (f32), a SentencePiece tokenizer and `duet-moshi.toml`, all from
+/// `seed`.
+pub fn write_tiny_dir(dir: &Path, seed: u64, q8: bool) -> Result<(), ModelError> {
     let io = |e: std::io::Error| ModelError::Failed(format!("{}: {e}", dir.display()));
     std::fs::create_dir_all(dir).map_err(io)?;
     let cfg = tiny_config();
     let (lm, mimi) =
-        record(&cfg, Fill::Seeded(seed), DType::BF16, &Device::Cpu).map_err(err("generate"))?;
-    candle::safetensors::save(&lm, dir.join(config::LM_SAFETENSORS)).map_err(err("save"))?;
+        record(&cfg, Fill::Seeded(seed), DType::F32, &Device::Cpu).map_err(err("generate"))?;
+    // One LM file only, so the loader's choice is unambiguous.
+    for stale in [config::LM_SAFETENSORS, config::LM_GGUF] {
+        let _ = std::fs::remove_file(dir.join(stale));
+    }
+    if q8 {
+        write_gguf(&lm, &dir.join(config::LM_GGUF))?;
+    } else {
+        let bf16 = lm
+            .iter()
+            .map(|(k, t)| Ok((k.clone(), t.to_dtype(DType::BF16)?)))
+            .collect::<candle::Result<Tensors>>()
+            .map_err(err("convert"))?;
+        candle::safetensors::save(&bf16, dir.join(config::LM_SAFETENSORS)).map_err(err("save"))?;
+    }
     candle::safetensors::save(&mimi, dir.join(config::MIMI_FILE)).map_err(err("save"))?;
     let pieces = tiny_pieces(cfg.lm.text_out_vocab_size);
     let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
     std::fs::write(dir.join(config::TEXT_TOKENIZER), spm::write_model(&refs)).map_err(io)?;
     std::fs::write(dir.join(config::CONFIG_FILE), TINY_TOML).map_err(io)?;
     Ok(())
+}
+
+/// GGUF with matrices whose rows fill whole Q8_0 blocks quantized, everything else f32.
+fn write_gguf(tensors: &Tensors, path: &Path) -> Result<(), ModelError> {
+    use candle::quantized::{gguf_file, GgmlDType, QTensor};
+    let mut names: Vec<&String> = tensors.keys().collect();
+    names.sort();
+    let block = GgmlDType::Q8_0.block_size();
+    let q = names
+        .iter()
+        .map(|name| {
+            let t = &tensors[*name];
+            let quantize = t.rank() >= 2 && t.dims().last().is_some_and(|d| d % block == 0);
+            let dtype = if quantize {
+                GgmlDType::Q8_0
+            } else {
+                GgmlDType::F32
+            };
+            QTensor::quantize(t, dtype)
+        })
+        .collect::<candle::Result<Vec<_>>>()
+        .map_err(err("quantize"))?;
+    let entries: Vec<(&str, &QTensor)> = names.iter().map(|n| n.as_str()).zip(q.iter()).collect();
+    let mut f = std::fs::File::create(path)
+        .map_err(|e| ModelError::Failed(format!("{}: {e}", path.display())))?;
+    gguf_file::write(&mut f, &[], &entries).map_err(err("write gguf"))
 }
 
 /// Any architecture with random weights made on the device (bf16 on GPU, f32 on CPU):
