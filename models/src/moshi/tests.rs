@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use candle::{IndexOp, Tensor};
 use moshi::lm_generate_multistream as upstream;
 
 use super::tiny::{self, write_tiny_dir};

@@ -1,0 +1,352 @@
+//! One batched step of every active session: Mimi encode, temporal transformer, text
+//! sampling, depth transformer, Mimi decode, transcript text and the speaking state.
+
+use candle::{DType, IndexOp, Tensor};
+use moshi::StreamMask;
+
+use super::{Depformer, MimiDecode, MoshiModel, Slot, SlotTokens, FRAME_SAMPLES, UNSET};
+use crate::{ModelError, StepOutput};
+
+impl MoshiModel {
+    pub(super) fn listen_after_frames(&self) -> u32 {
+        (self.cfg.generation.listen_after_ms / 80).max(1)
+    }
+
+    /// The batched part of a step: every slot with codes goes through the LM and the
+    /// depformer together. Returns per active slot (text token, audio tokens).
+    fn step_lm(&mut self, active: &[usize]) -> Result<Vec<SlotTokens>, candle::Error> {
+        let g = &self.cfg.generation;
+        let b = self.slots.len();
+        let total = g.generated_audio_codebooks + g.input_audio_codebooks;
+        let pad = self.lm.audio_pad_token();
+        let mut mask = vec![false; b];
+        let mut text_in = vec![g.text_start_token; b];
+        let mut audio_in = vec![vec![pad; b]; total];
+        for &s in active {
+            let slot = self.slots[s].as_ref().expect("active slot is open");
+            mask[s] = true;
+            text_in[s] = slot.last_text;
+            for (cb, col) in audio_in.iter_mut().enumerate() {
+                col[s] = input_token(slot, cb, g.generated_audio_codebooks, g.acoustic_delay, pad);
+            }
+        }
+        let t_lm = std::time::Instant::now();
+        let dev = &self.device;
+        let text = Tensor::from_vec(text_in, (b, 1), dev)?;
+        let audio = audio_in
+            .into_iter()
+            .map(|col| Tensor::from_vec(col, (b, 1), dev).map(Some))
+            .collect::<candle::Result<Vec<_>>>()?;
+        let mask = StreamMask::new(mask, dev)?;
+        let (logits, ys) = self.lm.forward(Some(text), audio, &mask)?;
+        let idx = Tensor::from_vec(
+            active.iter().map(|&s| s as u32).collect(),
+            active.len(),
+            dev,
+        )?;
+        let ys = ys.index_select(&idx, 0)?;
+        let text_logits = logits
+            .index_select(&idx, 0)?
+            .i((.., 0))?
+            .to_dtype(DType::F32)?
+            .to_vec2::<f32>()?;
+        let mut results: Vec<SlotTokens> = Vec::with_capacity(active.len());
+        let mut text_tokens = Vec::with_capacity(active.len());
+        for (r, &s) in active.iter().enumerate() {
+            let slot = self.slots[s].as_mut().expect("active slot is open");
+            match slot.text_sampler.sample(&text_logits[r]) {
+                Some(t) => {
+                    text_tokens.push(t);
+                    results.push(Ok((t, Vec::new())));
+                }
+                None => {
+                    text_tokens.push(g.text_pad_token);
+                    results.push(Err(ModelError::Failed("text logits are not finite".into())));
+                }
+            }
+        }
+        let delay = g.acoustic_delay;
+        let pre_delay: Vec<bool> = active
+            .iter()
+            .map(|&s| self.slots[s].as_ref().is_some_and(|sl| sl.step < delay))
+            .collect();
+        let feed = |r: usize, slice: usize, t: u32| if pre_delay[r] && slice > 0 { pad } else { t };
+        let slots = &mut self.slots;
+        let mut failed = vec![false; active.len()];
+        let mut sample = |r: usize, _slice: usize, logits: &[f32]| -> candle::Result<u32> {
+            let slot = slots[active[r]].as_mut().expect("active slot is open");
+            Ok(slot.audio_sampler.sample(logits).unwrap_or_else(|| {
+                failed[r] = true;
+                0
+            }))
+        };
+        let t_dep = std::time::Instant::now();
+        self.times.lm += t_dep - t_lm;
+        let audio = match &mut self.depformer {
+            Depformer::Batched(d) => d.sample(&ys, &text_tokens, &feed, &mut sample)?,
+            Depformer::PerSession(d) => {
+                let a = g.audio;
+                let mut all = Vec::with_capacity(active.len());
+                for (r, &t) in text_tokens.iter().enumerate() {
+                    let sampling = if a.temperature <= 0.0 {
+                        candle_transformers::generation::Sampling::ArgMax
+                    } else {
+                        candle_transformers::generation::Sampling::TopK {
+                            k: a.top_k.max(1),
+                            temperature: f64::from(a.temperature),
+                        }
+                    };
+                    let mut lp = candle_transformers::generation::LogitsProcessor::from_sampling(
+                        self.seed ^ r as u64,
+                        sampling,
+                    );
+                    let forced: Vec<Option<u32>> = if pre_delay[r] {
+                        (0..g.generated_audio_codebooks)
+                            .map(|c| (c > 0).then_some(pad))
+                            .collect()
+                    } else {
+                        Vec::new()
+                    };
+                    all.push(d.sample(&ys.narrow(0, r, 1)?, Some(t), &forced, &mut lp)?);
+                }
+                all
+            }
+        };
+        for (r, toks) in audio.into_iter().enumerate() {
+            if failed[r] {
+                results[r] = Err(ModelError::Failed("audio logits are not finite".into()));
+            } else if let Ok((_, a)) = &mut results[r] {
+                *a = toks;
+            }
+        }
+        self.times.depformer += t_dep.elapsed();
+        Ok(results)
+    }
+
+    /// Writes a slot's new tokens, advances it, and returns the generated codes that are
+    /// now due for decoding (none before the acoustic delay or while any is padding).
+    fn advance_slot(&mut self, s: usize, text_token: u32, audio: &[u32]) -> Option<Vec<u32>> {
+        let g = &self.cfg.generation;
+        let pad = self.lm.audio_pad_token();
+        let slot = self.slots[s].as_mut().expect("open slot");
+        let step = slot.step;
+        for (c, &t) in audio.iter().enumerate() {
+            let at = if c == 0 {
+                step
+            } else {
+                step.saturating_sub(g.acoustic_delay)
+            };
+            slot.history.row_mut(at)[c] = t;
+        }
+        slot.last_text = text_token;
+        slot.step += 1;
+        if slot.step <= g.acoustic_delay {
+            return None;
+        }
+        let row =
+            &slot.history.row(slot.step - g.acoustic_delay - 1)[..g.generated_audio_codebooks];
+        row.iter().all(|&t| t < pad).then(|| row.to_vec())
+    }
+
+    /// A slot's output for this step: its audio, the text of its token, whether it speaks.
+    fn emit_slot(&mut self, s: usize, text_token: u32, pcm: Vec<f32>) -> StepOutput {
+        let listen_after = self.listen_after_frames();
+        let g = &self.cfg.generation;
+        let slot = self.slots[s].as_mut().expect("open slot");
+        let mut text = String::new();
+        let word = text_token != g.text_pad_token
+            && text_token != g.text_eop_token
+            && text_token != g.text_start_token;
+        if word {
+            self.text
+                .push(text_token, &mut slot.pending_bytes, &mut text);
+        }
+        let loud = duet_media::pcm::rms_dbfs(&pcm) >= g.voice_dbfs;
+        if word || loud {
+            slot.speaking = true;
+            slot.quiet_frames = 0;
+        } else if slot.speaking {
+            slot.quiet_frames += 1;
+            if slot.quiet_frames >= listen_after {
+                slot.speaking = false;
+            }
+        }
+        StepOutput {
+            audio: pcm,
+            text,
+            end_of_turn: false,
+            speaking: slot.speaking,
+        }
+    }
+
+    /// Mimi-encodes every stepping slot's frame in one pass and stores the user codes.
+    /// `false` when Mimi has no complete frame yet (then nobody steps the LM).
+    pub(super) fn encode(&mut self, stepping: &[(usize, &[f32])]) -> candle::Result<bool> {
+        let g = &self.cfg.generation;
+        let b = self.slots.len();
+        let mut pcm = vec![0f32; b * FRAME_SAMPLES];
+        let mut mask = vec![false; b];
+        for &(s, frame) in stepping {
+            pcm[s * FRAME_SAMPLES..(s + 1) * FRAME_SAMPLES].copy_from_slice(frame);
+            mask[s] = true;
+        }
+        let x = Tensor::from_vec(pcm, (b, 1, FRAME_SAMPLES), &self.device)?;
+        let mask = StreamMask::new(mask, &self.device)?;
+        let Some(codes) = self.mimi.encode_step(&x, &mask)? else {
+            return Ok(false);
+        };
+        let (_, n_q, t) = codes.dims3()?;
+        if t != 1 || n_q < g.input_audio_codebooks {
+            candle::bail!("Mimi produced {n_q}x{t} codes for one frame");
+        }
+        let codes = codes
+            .i((.., ..g.input_audio_codebooks, 0))?
+            .to_vec2::<u32>()?;
+        for &(s, _) in stepping {
+            let slot = self.slots[s].as_mut().expect("open slot");
+            let row = slot.history.row_mut(slot.step);
+            row.fill(UNSET);
+            row[g.generated_audio_codebooks..].copy_from_slice(&codes[s]);
+        }
+        Ok(true)
+    }
+
+    /// Mimi-decodes the due codes of every slot in one pass; slots without codes keep their
+    /// decoder state and get silence.
+    pub(super) fn decode(&mut self, due: &[(usize, Vec<u32>)]) -> candle::Result<Vec<Vec<f32>>> {
+        if due.is_empty() {
+            return Ok(Vec::new());
+        }
+        let n = self.cfg.generation.generated_audio_codebooks;
+        if let MimiDecode::PerSession { slots, .. } = &mut self.mimi_decode {
+            let mut out = Vec::with_capacity(due.len());
+            for (s, c) in due {
+                let mimi = slots[*s].as_mut().expect("open slot has a decoder");
+                let codes = Tensor::from_vec(c.clone(), (1, n, 1), &self.device)?;
+                let pcm = mimi.decode_step(&codes.into(), &().into())?;
+                let mut v = match pcm.as_option() {
+                    Some(p) => p.flatten_all()?.to_vec1::<f32>()?,
+                    None => Vec::new(),
+                };
+                v.resize(FRAME_SAMPLES, 0.0);
+                out.push(v);
+            }
+            return Ok(out);
+        }
+        let b = self.slots.len();
+        let mut codes = vec![0u32; b * n];
+        let mut mask = vec![false; b];
+        for (s, c) in due {
+            codes[s * n..(s + 1) * n].copy_from_slice(c);
+            mask[*s] = true;
+        }
+        let codes = Tensor::from_vec(codes, (b, n, 1), &self.device)?;
+        let mask = StreamMask::new(mask, &self.device)?;
+        let mut out = Vec::with_capacity(due.len());
+        match self.mimi.decode_step(&codes, &mask)? {
+            None => out.resize(due.len(), vec![0f32; FRAME_SAMPLES]),
+            Some(pcm) => {
+                let pcm = pcm.i((.., 0))?.to_vec2::<f32>()?;
+                for (s, _) in due {
+                    let mut v = pcm[*s].clone();
+                    v.resize(FRAME_SAMPLES, 0.0);
+                    out.push(v);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// One tick for the slots in `stepping`; one result per entry, in order.
+    pub(super) fn step_slots(
+        &mut self,
+        stepping: &[(usize, &[f32])],
+    ) -> Vec<Result<StepOutput, ModelError>> {
+        let n = stepping.len();
+        let fail_all = |what: &str, e: candle::Error| -> Vec<Result<StepOutput, ModelError>> {
+            let msg = format!("{what}: {e}");
+            (0..n)
+                .map(|_| Err(ModelError::Failed(msg.clone())))
+                .collect()
+        };
+        let t0 = std::time::Instant::now();
+        self.times.steps += 1;
+        let encoded = self.encode(stepping);
+        self.times.encode += t0.elapsed();
+        match encoded {
+            Err(e) => return fail_all("Mimi encode", e),
+            Ok(false) => {
+                return stepping
+                    .iter()
+                    .map(|&(s, _)| {
+                        Ok(StepOutput {
+                            audio: vec![0.0; FRAME_SAMPLES],
+                            speaking: self.slots[s].as_ref().is_some_and(|sl| sl.speaking),
+                            ..StepOutput::default()
+                        })
+                    })
+                    .collect()
+            }
+            Ok(true) => {}
+        }
+        let active: Vec<usize> = stepping.iter().map(|&(s, _)| s).collect();
+        let tokens = match self.step_lm(&active) {
+            Ok(t) => t,
+            Err(e) => return fail_all("model step", e),
+        };
+        let t_decode = std::time::Instant::now();
+        let mut due = Vec::new();
+        for (&s, t) in active.iter().zip(&tokens) {
+            if let Ok((text, audio)) = t {
+                if let Some(codes) = self.advance_slot(s, *text, audio) {
+                    due.push((s, codes));
+                }
+            }
+        }
+        let mut pcm = match self.decode(&due) {
+            Ok(p) => due
+                .iter()
+                .map(|d| d.0)
+                .zip(p)
+                .collect::<Vec<_>>()
+                .into_iter(),
+            Err(e) => return fail_all("Mimi decode", e),
+        }
+        .peekable();
+        let mut out = Vec::with_capacity(n);
+        for (&s, t) in active.iter().zip(tokens) {
+            out.push(t.map(|(text, _)| {
+                let audio = match pcm.peek() {
+                    Some((ds, _)) if *ds == s => pcm.next().map(|p| p.1).unwrap_or_default(),
+                    _ => vec![0f32; FRAME_SAMPLES],
+                };
+                self.emit_slot(s, text, audio)
+            }));
+        }
+        self.times.decode += t_decode.elapsed();
+        out
+    }
+}
+
+/// The token fed for codebook `cb` at the slot's current step (as upstream's
+/// `lm_generate_multistream::State::step_`: first codebook of each stream from the
+/// previous step, the others `acoustic_delay` further back; padding before that).
+fn input_token(slot: &Slot, cb: usize, generated: usize, delay: usize, pad: u32) -> u32 {
+    let step = slot.step;
+    let t = if cb == 0 || cb == generated {
+        if step == 0 {
+            pad
+        } else {
+            slot.history.row(step - 1)[cb]
+        }
+    } else if step <= delay {
+        pad
+    } else {
+        slot.history.row(step - delay - 1)[cb]
+    };
+    if t == UNSET {
+        pad
+    } else {
+        t
+    }
+}
