@@ -344,20 +344,9 @@ fn pcm16_b64(samples: &[f32]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
-/// Synthetic voiced audio (a harmonic series at 140 Hz), about -18 dBFS.
+/// Synthetic voiced audio at 24 kHz.
 fn voiced(secs: f32) -> Vec<f32> {
-    let n = (secs * 24_000.0) as usize;
-    let mut phase = 0.0f32;
-    (0..n)
-        .map(|i| {
-            let t = i as f32 / 24_000.0;
-            let f0 = 140.0 + 8.0 * (2.0 * std::f32::consts::PI * 5.0 * t).sin();
-            phase += 2.0 * std::f32::consts::PI * f0 / 24_000.0;
-            let syllable = 0.75 + 0.25 * (2.0 * std::f32::consts::PI * 4.0 * t).sin();
-            let s: f32 = (1..=8).map(|h| (phase * h as f32).sin() / h as f32).sum();
-            0.12 * syllable * s
-        })
-        .collect()
+    duet_media::pcm::synthetic_voice(secs)
 }
 
 #[tokio::test]
