@@ -148,6 +148,8 @@ fn main() {
             let built = Instant::now();
             let mut m = tiny::random_model(cfg.clone(), &opts).unwrap_or_else(|e| panic!("{e}"));
             let build_s = built.elapsed().as_secs_f64();
+            let origin = Instant::now();
+            m.set_clock(Box::new(move || origin.elapsed()));
             let slots: Vec<usize> = (0..n).map(|_| m.open_slot().expect("slot")).collect();
             let mut out = Vec::with_capacity(n);
             let mut times = Vec::with_capacity(args.steps);

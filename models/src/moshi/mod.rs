@@ -143,7 +143,8 @@ impl History {
     }
 }
 
-/// Time spent per phase of the step, summed since the last [`MoshiModel::take_phase_times`].
+/// Time spent per phase of the step, summed since the last [`MoshiModel::take_phase_times`]
+/// (zero unless a clock was given with [`MoshiModel::set_clock`]).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct PhaseTimes {
     /// Steps counted.
@@ -187,7 +188,12 @@ pub struct MoshiModel {
     seed: u64,
     opened: u64,
     times: PhaseTimes,
+    clock: Option<Clock>,
 }
+
+/// Monotonic time since some origin, supplied by the caller (the model stays free of I/O
+/// and clocks; benchmarks pass one in).
+pub type Clock = Box<dyn Fn() -> std::time::Duration + Send>;
 
 impl MoshiModel {
     /// Loads from a Kyutai candle release directory (or one written by
@@ -317,10 +323,23 @@ impl MoshiModel {
             seed,
             opened: 0,
             times: PhaseTimes::default(),
+            clock: None,
         })
     }
 
-    /// Per-phase time since the last call (for benchmarks).
+    /// Measures the step's phases with `clock` (see [`PhaseTimes`]).
+    pub fn set_clock(&mut self, clock: Clock) {
+        self.clock = Some(clock);
+    }
+
+    /// Now on the given clock; zero without one.
+    fn now(&self) -> std::time::Duration {
+        self.clock
+            .as_ref()
+            .map_or(std::time::Duration::ZERO, |c| c())
+    }
+
+    /// Per-phase time since the last call.
     pub fn take_phase_times(&mut self) -> PhaseTimes {
         std::mem::take(&mut self.times)
     }

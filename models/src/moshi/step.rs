@@ -30,7 +30,7 @@ impl MoshiModel {
                 col[s] = input_token(slot, cb, g.generated_audio_codebooks, g.acoustic_delay, pad);
             }
         }
-        let t_lm = std::time::Instant::now();
+        let t_lm = self.now();
         let dev = &self.device;
         let text = Tensor::from_vec(text_in, (b, 1), dev)?;
         let audio = audio_in
@@ -65,6 +65,8 @@ impl MoshiModel {
                 }
             }
         }
+        let t_dep = self.now();
+        self.times.lm += t_dep.saturating_sub(t_lm);
         let delay = g.acoustic_delay;
         let pre_delay: Vec<bool> = active
             .iter()
@@ -80,8 +82,6 @@ impl MoshiModel {
                 0
             }))
         };
-        let t_dep = std::time::Instant::now();
-        self.times.lm += t_dep - t_lm;
         let audio = match &mut self.depformer {
             Depformer::Batched(d) => d.sample(&ys, &text_tokens, &feed, &mut sample)?,
             Depformer::PerSession(d) => {
@@ -119,7 +119,7 @@ impl MoshiModel {
                 *a = toks;
             }
         }
-        self.times.depformer += t_dep.elapsed();
+        self.times.depformer += self.now().saturating_sub(t_dep);
         Ok(results)
     }
 
@@ -269,10 +269,10 @@ impl MoshiModel {
                 .map(|_| Err(ModelError::Failed(msg.clone())))
                 .collect()
         };
-        let t0 = std::time::Instant::now();
+        let t0 = self.now();
         self.times.steps += 1;
         let encoded = self.encode(stepping);
-        self.times.encode += t0.elapsed();
+        self.times.encode += self.now().saturating_sub(t0);
         match encoded {
             Err(e) => return fail_all("Mimi encode", e),
             Ok(false) => {
@@ -294,7 +294,7 @@ impl MoshiModel {
             Ok(t) => t,
             Err(e) => return fail_all("model step", e),
         };
-        let t_decode = std::time::Instant::now();
+        let t_decode = self.now();
         let mut due = Vec::new();
         for (&s, t) in active.iter().zip(&tokens) {
             if let Ok((text, audio)) = t {
@@ -323,7 +323,7 @@ impl MoshiModel {
                 self.emit_slot(s, text, audio)
             }));
         }
-        self.times.decode += t_decode.elapsed();
+        self.times.decode += self.now().saturating_sub(t_decode);
         out
     }
 }
