@@ -219,6 +219,7 @@ async function scenario() {
   const tracingUpdate = updates.find((x) => x.ev.session?.tracing === 'auto');
   if (tracingUpdate) {
     const k = updates.indexOf(tracingUpdate) + 1;
+    F.tracing_update = `session.update #${k} of ${updates.length}`;
     let n = 0;
     const answer = await ev
       .waitFor('session.updated', { pred: () => ++n === k, timeout: 5000 })
