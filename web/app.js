@@ -32,6 +32,7 @@ async function connect() {
   duet.transport = kind;
   duet.callId = null;
   duet.activeResponse = null;
+  duet.duplex = false;
   setState('connecting', kind === 'webrtc' ? 'WebRTC' : 'WebSocket');
   try {
     audioContext();
@@ -99,6 +100,7 @@ $('settings').addEventListener('submit', (e) => {
   if (!conn) connect();
 });
 el.mic.addEventListener('change', () => { switchMic(el.mic.value).catch(showError); });
+el.aec.addEventListener('change', () => { switchMic(el.mic.value).catch(showError); });
 el.composer.addEventListener('submit', (e) => {
   e.preventDefault();
   const text = el.text.value.trim();

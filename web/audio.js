@@ -90,7 +90,14 @@ setInterval(sampleLevels, LEVEL_EVERY_MS);
 // ---------------------------------------------------------------------------------------
 // Microphone and the device picker.
 
-export const MIC_CONSTRAINTS = { echoCancellation: true, noiseSuppression: true, autoGainControl: true, channelCount: 1 };
+const MIC_CONSTRAINTS = { echoCancellation: true, noiseSuppression: true, autoGainControl: true, channelCount: 1 };
+
+/** The constraints for the mic: the browser's echo canceller as the page's checkbox says. It
+ *  is needed with speakers; with headphones it only hurts, since while the model talks it
+ *  suppresses the user's voice too (full-duplex barge-in). */
+export function micConstraints() {
+  return { ...MIC_CONSTRAINTS, echoCancellation: el.aec.checked };
+}
 
 export async function openMic(deviceId) {
   if (!window.isSecureContext || !navigator.mediaDevices || !navigator.mediaDevices.getUserMedia) {
@@ -102,7 +109,7 @@ export async function openMic(deviceId) {
         + 'server behind TLS.',
     });
   }
-  const audio = { ...MIC_CONSTRAINTS };
+  const audio = micConstraints();
   if (deviceId) audio.deviceId = { exact: deviceId };
   try {
     return await navigator.mediaDevices.getUserMedia({ audio });

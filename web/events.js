@@ -6,6 +6,13 @@ import { setActivity, showNotice, bubbles, bubble, setBubbleText, addBadge, newT
 import { logEvent } from './log.js';
 import { interruptPlayback } from './ws.js';
 
+// The model has nothing more to say for now (response.done, response.listen).
+function backToListening(c) {
+  if (duet.activity === 'thinking') setActivity('listening');
+  // On WebSocket there is no playback event from the server: the queue tells.
+  if (c && c.kind === 'websocket' && c.player && !c.player.busy() && duet.activity === 'speaking') setActivity('listening');
+}
+
 export function onServerEvent(ev) {
   logEvent('in', ev);
   const c = conn;
@@ -35,7 +42,8 @@ export function onServerEvent(ev) {
       }
       const turn = newTurn('voice', now(), ev.item_id);
       turn.status = 'waiting';
-      setActivity('thinking');
+      // A duplex model may answer, or may go on listening: it does not owe a response.
+      setActivity(duet.duplex ? 'listening' : 'thinking');
       break;
     }
     case 'input_audio_buffer.committed': {
@@ -136,11 +144,17 @@ export function onServerEvent(ev) {
           b.node.classList.add('cancelled');
         }
       }
-      if (duet.activity === 'thinking') setActivity('listening');
-      // On WebSocket there is no playback event from the server: the queue tells.
-      if (c && c.kind === 'websocket' && c.player && !c.player.busy() && duet.activity === 'speaking') setActivity('listening');
+      backToListening(c);
       break;
     }
+    // Duplex extension: the model started speaking by itself / fell silent.
+    case 'response.speak':
+      duet.duplex = true;
+      if (duet.activity !== 'user-speaking') setActivity('speaking');
+      break;
+    case 'response.listen':
+      backToListening(c);
+      break;
     case 'conversation.item.truncated': {
       const b = bubbles.get(ev.item_id);
       if (b) addBadge(b, 'cut', `interrupted at ${(ev.audio_end_ms / 1000).toFixed(1)} s`, 'conversation.item.truncated: the audio heard so far');

@@ -14,7 +14,7 @@ export const LEVEL_EVERY_MS = 50;
 export const MAX_LEVELS = 4000;
 
 export const el = {
-  connect: $('connect'), interrupt: $('interrupt'), mute: $('mute'), mic: $('mic'),
+  connect: $('connect'), interrupt: $('interrupt'), mute: $('mute'), mic: $('mic'), aec: $('aec'),
   key: $('api-key'), state: $('state'), stateText: $('state-text'), model: $('model'),
   activity: $('activity'), meterIn: $('meter-in'), meterOut: $('meter-out'),
   turns: $('turns'), latencySummary: $('latency-summary'), notice: $('notice'),
@@ -38,6 +38,9 @@ export const duet = {
   callId: null,
   session: null,
   activeResponse: null,
+  /** true once the model opened a response by itself (`response.speak`): a full-duplex model
+   *  that decides when to speak, so the end of the user's speech does not mean "thinking" */
+  duplex: false,
   /** every event: { dir: 'out' | 'in', t (ms since load), type, event (audio payloads elided) } */
   log: [],
   /** one entry per bubble: { role, itemId, kind: 'audio' | 'text', text, status } */

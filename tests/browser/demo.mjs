@@ -5,7 +5,7 @@
 // where it would otherwise loop and speak again over the later steps).
 //
 //   node tests/browser/demo.mjs --url http://127.0.0.1:8080/ [--chromium /usr/bin/chromium]
-//        [--artifacts tests/artifacts] [--timeout 60] [--no-websocket]
+//        [--artifacts tests/artifacts] [--timeout 60] [--no-websocket] [--scenario echo|moshi]
 //
 // Scenario (WebRTC): Connect → the server VAD hears the utterance → the echo answer plays
 // (speech_started/stopped, response.done, output_audio_buffer.started/stopped, audio energy
@@ -14,6 +14,12 @@
 // response.done cancelled, output_audio_buffer.cleared) → Disconnect (hangup).
 // Then the same utterance over the WebSocket fallback (AudioWorklet capture, 24 kHz PCM16
 // appends, Web Audio playback of response.output_audio.delta).
+//
+// `--scenario moshi` (a server on `--model moshi` with `duet moshi-tiny` weights): over WebRTC
+// the full-duplex model speaks on its own (response.speak; the page shows "speaking", the
+// transcript and the audio), the user's speech barges in (the model's response ends
+// cancelled), and after the user stops the page says "listening", not "thinking": a duplex
+// model does not owe an answer.
 //
 // Exits 0 on success; otherwise prints what failed, the page's event types and console, saves
 // tests/artifacts/demo-failure.png and exits 1. Never downloads a browser.
@@ -36,6 +42,7 @@ function parseArgs(argv) {
     artifacts: resolve(here, '..', 'artifacts'),
     timeout: 60,
     websocket: true,
+    scenario: 'echo',
   };
   for (let i = 2; i < argv.length; i++) {
     const a = argv[i];
@@ -48,11 +55,13 @@ function parseArgs(argv) {
     else if (a === '--artifacts') opts.artifacts = resolve(val());
     else if (a === '--timeout') opts.timeout = Number(val());
     else if (a === '--no-websocket') opts.websocket = false;
+    else if (a === '--scenario') opts.scenario = val();
     else if (a === '-h' || a === '--help') {
-      console.log('usage: node demo.mjs --url http://127.0.0.1:PORT/ [--chromium PATH] [--artifacts DIR] [--timeout SECS] [--no-websocket]');
+      console.log('usage: node demo.mjs --url http://127.0.0.1:PORT/ [--chromium PATH] [--artifacts DIR] [--timeout SECS] [--no-websocket] [--scenario echo|moshi]');
       process.exit(0);
     } else fail(`unknown argument ${a}`);
   }
+  if (!['echo', 'moshi'].includes(opts.scenario)) fail(`--scenario must be echo or moshi, not ${opts.scenario}`);
   return opts;
 }
 
@@ -185,6 +194,7 @@ async function webrtcScenario(page, opts, requests) {
   await page.goto(opts.url, { waitUntil: 'load', timeout: 10000 });
   await until(page, 'window.duet', () => !!window.duet, null, 5000);
   ok(await page.locator('[data-testid="state"]').isVisible(), 'state indicator is visible');
+  ok(await page.isChecked('[data-testid="aec"]'), 'echo cancellation is on by default');
   await page.click('[data-testid="connect"]');
   await until(page, 'state "connected"', () => window.duet.state === 'connected' || (window.duet.state === 'failed' && 'failed'), null, 10000)
     .then((v) => ok(v === true, 'state is connected', v));
@@ -335,6 +345,64 @@ async function websocketScenario(page, opts) {
   return { latencyMs: voiceTurn.latencyMs };
 }
 
+async function moshiScenario(page, opts, requests) {
+  step('moshi (WebRTC): open the page and connect');
+  await page.goto(opts.url, { waitUntil: 'load', timeout: 10000 });
+  await until(page, 'window.duet', () => !!window.duet, null, 5000);
+  // The user wears headphones: with the browser's echo canceller on, Chromium suppresses the
+  // (fake) microphone while the model's voice plays, and the user could not barge in.
+  await page.uncheck('[data-testid="aec"]');
+  await page.click('[data-testid="connect"]');
+  await until(page, 'state "connected"', () => window.duet.state === 'connected' || (window.duet.state === 'failed' && 'failed'), null, 10000)
+    .then((v) => ok(v === true, 'moshi: state is connected', v));
+  const created = await waitEvent(page, 'session.created', {}, 5000);
+  ok(created.event.session.model === 'moshi', 'moshi: session.created names the model', created.event.session.model);
+  const callId = await page.evaluate(() => window.duet.callId);
+
+  step('moshi: the model speaks on its own');
+  const speak = await waitEvent(page, 'response.speak', {}, 10000);
+  const rid = speak.event.response_id;
+  await until(page, 'the page to show "speaking"', () => window.duet.activity === 'speaking', null, 3000);
+  ok(await page.evaluate(() => window.duet.duplex === true), 'moshi: the page knows the model is full duplex');
+  const activityText = await page.locator('[data-testid="activity"]').innerText();
+  ok(/speaking/i.test(activityText), 'moshi: the activity line says the model is speaking', activityText);
+  await waitEvent(page, 'response.output_audio_transcript.delta', { where: { response_id: rid } }, 5000);
+  const said = await until(page, "the model's words in its transcript bubble",
+    (r) => (window.duet.transcripts.find((t) => t.role === 'assistant' && t.text.trim().length > 0) || {}).text, rid, 5000);
+  ok(said.length > 0, `moshi: the assistant bubble shows the model's text (${JSON.stringify(said.slice(0, 40))})`);
+  const started = await waitEvent(page, 'output_audio_buffer.started', { where: { response_id: rid } }, 5000);
+  const audibleAt = await until(page, "the model's speech to be audible on the remote track",
+    (since) => (window.duet.stats().output.history.find(([t, r]) => t >= since && r > 0.01) || [null])[0],
+    started.t, 5000);
+  ok(audibleAt >= started.t, `moshi: the model's speech is audible ${Math.round(audibleAt - started.t)} ms after output_audio_buffer.started`);
+  mkdirSync(opts.artifacts, { recursive: true });
+  await page.screenshot({ path: join(opts.artifacts, 'demo-moshi.png'), fullPage: true });
+
+  step('moshi: the user talks over it; then the page listens');
+  const speechStarted = await waitEvent(page, 'input_audio_buffer.speech_started', {}, 10000);
+  const done = await waitEvent(page, 'response.done', { since: started.t, where: { 'response.id': rid } }, 5000);
+  ok(done.event.response.status === 'cancelled', 'moshi: barge-in ends the model response cancelled', done.event.response);
+  ok(done.t >= speechStarted.t, 'moshi: the response ended after the user started speaking');
+  const speechStopped = await waitEvent(page, 'input_audio_buffer.speech_stopped', { since: speechStarted.t }, 8000);
+  const after = await page.evaluate((t) => {
+    const later = window.duet.log.filter((e) => e.dir === 'in' && e.t > t).map((e) => e.type);
+    return { activity: window.duet.activity, later };
+  }, speechStopped.t);
+  // Unless the model has already started a new response, the page is back to listening.
+  ok(after.activity === 'listening' || after.later.includes('response.speak'),
+    'moshi: after the user stops, the page says "listening", not "thinking"', after);
+  const speaks = await page.evaluate(() => window.duet.log.filter((e) => e.type === 'response.speak').length);
+
+  step('moshi: disconnect');
+  await page.click('[data-testid="connect"]');
+  await until(page, 'state "idle"', () => window.duet.state === 'idle', null, 5000);
+  for (let i = 0; i < 20 && !requests.some((r) => r.includes(`/v1/realtime/calls/${callId}/hangup`)); i++) {
+    await page.waitForTimeout(50);
+  }
+  ok(requests.some((r) => r === `POST 200 /v1/realtime/calls/${callId}/hangup`), `moshi: POST /v1/realtime/calls/${callId}/hangup answered 200`);
+  return { speaks, speakMs: Math.round(speak.t - created.t) };
+}
+
 // ---------------------------------------------------------------------------------------------
 
 async function main() {
@@ -403,8 +471,12 @@ async function main() {
   let code = 0;
   const summary = {};
   try {
-    summary.webrtc = await webrtcScenario(page, opts, requests);
-    if (opts.websocket) {
+    if (opts.scenario === 'moshi') {
+      summary.moshi = await moshiScenario(page, opts, requests);
+    } else {
+      summary.webrtc = await webrtcScenario(page, opts, requests);
+    }
+    if (opts.scenario === 'echo' && opts.websocket) {
       await page.close();
       page = await context.newPage();
       watch(page);
@@ -412,8 +484,12 @@ async function main() {
     }
     const pageErrors = consoleLines.filter((l) => l.startsWith('[pageerror]'));
     ok(pageErrors.length === 0, 'no uncaught page errors', pageErrors);
-    console.log(`PASS: ${results.length} checks in ${elapsed()}; voice-turn latency WebRTC ${summary.webrtc.latencyMs} ms`
-      + `${summary.websocket ? `, WebSocket ${summary.websocket.latencyMs} ms` : ''}`);
+    if (summary.moshi) {
+      console.log(`PASS: ${results.length} checks in ${elapsed()}; the model spoke ${summary.moshi.speakMs} ms after session.created, ${summary.moshi.speaks} response.speak`);
+    } else {
+      console.log(`PASS: ${results.length} checks in ${elapsed()}; voice-turn latency WebRTC ${summary.webrtc.latencyMs} ms`
+        + `${summary.websocket ? `, WebSocket ${summary.websocket.latencyMs} ms` : ''}`);
+    }
   } catch (e) {
     code = 1;
     console.error(`\ndemo.mjs: FAILED after ${elapsed()}: ${e instanceof Check ? e.message : (e && e.stack) || e}`);

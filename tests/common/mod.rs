@@ -2,6 +2,7 @@
 //! synthetic voiced audio, and a tiny HTTP client; [`external`] runs external client scripts.
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod external;
 pub mod moshi;
 
