@@ -234,6 +234,8 @@ run_all() {
     step 60 --device cpu --config tiny --sessions 1,4 --steps 20
     step 90 --device cuda:0 --config tiny --sessions 1,4 --steps 20 --check
     step 600 --device cuda:0 --config moshiko --sessions 1,4,16,32,64 --steps 100 --depformer both --check "$@"
+    # Does a session joining stall the others? (skipped if the run above spent the budget)
+    step 90 --device cuda:0 --config moshiko --sessions 32 --steps 40 --churn
     echo
     echo "# total $SECONDS s, status $status"
     return "$status"

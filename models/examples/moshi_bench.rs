@@ -11,11 +11,15 @@
 //! default: the architecture's), --depformer batched|per-session|both, --check (first
 //! compare the batched path with the per-session one on this device: greedy sampling, 4
 //! sessions, 12 steps, same weights; prints token agreement and the largest audio
-//! difference).
+//! difference), --churn (also measure each point with one session leaving and a new one
+//! joining before every step, the join's slot reset counted in the step time: does a join
+//! stall the others?).
 
 use std::time::Instant;
 
-use duet_models::moshi::{tiny, DeviceSpec, MoshiConfig, MoshiOptions, FRAME_SAMPLES};
+use duet_models::moshi::{
+    tiny, DeviceSpec, MoshiConfig, MoshiModel, MoshiOptions, PhaseTimes, FRAME_SAMPLES,
+};
 use duet_models::{DuplexModel, StepInput};
 
 struct Args {
@@ -26,6 +30,7 @@ struct Args {
     context: Option<usize>,
     depformer: Vec<bool>,
     check: bool,
+    churn: bool,
 }
 
 fn parse() -> Result<Args, String> {
@@ -37,6 +42,7 @@ fn parse() -> Result<Args, String> {
         context: None,
         depformer: vec![false],
         check: false,
+        churn: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -61,6 +67,7 @@ fn parse() -> Result<Args, String> {
                 }
             }
             "--check" => a.check = true,
+            "--churn" => a.churn = true,
             "--bench" => {} // passed by `cargo bench`
             o => return Err(format!("unknown option {o}")),
         }
@@ -150,60 +157,94 @@ fn main() {
             let build_s = built.elapsed().as_secs_f64();
             let origin = Instant::now();
             m.set_clock(Box::new(move || origin.elapsed()));
-            let slots: Vec<usize> = (0..n).map(|_| m.open_slot().expect("slot")).collect();
-            let mut out = Vec::with_capacity(n);
-            let mut times = Vec::with_capacity(args.steps);
-            for step in 0..(5 + args.steps) {
-                let batch: Vec<StepInput> = slots
-                    .iter()
-                    .map(|&slot| StepInput {
-                        slot,
-                        pcm: &pcm[(slot + step) % pcm.len()],
-                    })
-                    .collect();
-                out.clear();
-                let t0 = Instant::now();
-                m.step(&batch, &mut out);
-                let dt = t0.elapsed().as_secs_f64() * 1e3;
-                if let Some(Err(e)) = out.iter().find(|r| r.is_err()) {
-                    panic!("step failed: {e}");
+            let mut slots: Vec<usize> = (0..n).map(|_| m.open_slot().expect("slot")).collect();
+            for churn in [false, true] {
+                if churn && !args.churn {
+                    continue;
                 }
-                if step >= 5 {
-                    times.push(dt);
-                } else if step == 4 {
-                    m.take_phase_times();
-                }
+                let (times, ph, join_ms) = measure(&mut m, &mut slots, &pcm, args.steps, churn);
+                let mean =
+                    |d: std::time::Duration| d.as_secs_f64() * 1e3 / f64::from(ph.steps.max(1));
+                let phases = format!(
+                    "{:.2} / {:.2} / {:.2} / {:.2}",
+                    mean(ph.encode),
+                    mean(ph.lm),
+                    mean(ph.depformer),
+                    mean(ph.decode)
+                );
+                let on_time =
+                    times.iter().filter(|&&t| t <= 80.0).count() as f64 / times.len() as f64;
+                let (rss, peak) = rss_mib();
+                let gpu = if device == DeviceSpec::Cpu {
+                    "-".to_string()
+                } else {
+                    gpu_mib().map_or("?".into(), |g| format!("{g:.0}"))
+                };
+                let p50 = percentile(&times, 0.5);
+                println!(
+                    "| {n} | {}{} | {p50:.2} | {:.2} | {:.2} | {:.0} % | {:.3} | {phases} | {rss:.0} ({peak:.0}) | {gpu} |",
+                    if per_session { "per-session" } else { "batched" },
+                    if churn {
+                        format!(", 1 leave + 1 join per step (join max {join_ms:.2} ms)")
+                    } else {
+                        String::new()
+                    },
+                    percentile(&times, 0.99),
+                    times[times.len() - 1],
+                    on_time * 100.0,
+                    p50 / n as f64,
+                );
             }
-            times.sort_by(f64::total_cmp);
-            let ph = m.take_phase_times();
-            let mean = |d: std::time::Duration| d.as_secs_f64() * 1e3 / f64::from(ph.steps.max(1));
-            let phases = format!(
-                "{:.2} / {:.2} / {:.2} / {:.2}",
-                mean(ph.encode),
-                mean(ph.lm),
-                mean(ph.depformer),
-                mean(ph.decode)
-            );
-            let on_time = times.iter().filter(|&&t| t <= 80.0).count() as f64 / times.len() as f64;
-            let (rss, peak) = rss_mib();
-            let gpu = if device == DeviceSpec::Cpu {
-                "-".to_string()
-            } else {
-                gpu_mib().map_or("?".into(), |g| format!("{g:.0}"))
-            };
-            let p50 = percentile(&times, 0.5);
-            println!(
-                "| {n} | {} | {p50:.2} | {:.2} | {:.2} | {:.0} % | {:.3} | {phases} | {rss:.0} ({peak:.0}) | {gpu} |",
-                if per_session { "per-session" } else { "batched" },
-                percentile(&times, 0.99),
-                times[times.len() - 1],
-                on_time * 100.0,
-                p50 / n as f64,
-            );
             eprintln!("  (built in {build_s:.1} s)");
             drop(m);
         }
     }
+}
+
+/// Steps the `slots` 5 warm-up times, then `steps` measured times; with `churn`, before every
+/// step one session leaves and a new one takes its place (`close_slot` + `open_slot`, timed
+/// with the step). The sorted step times in ms, the measured steps' phase times, and the
+/// longest leave + join in ms.
+fn measure(
+    m: &mut MoshiModel,
+    slots: &mut [usize],
+    pcm: &[Vec<f32>],
+    steps: usize,
+    churn: bool,
+) -> (Vec<f64>, PhaseTimes, f64) {
+    let mut out = Vec::with_capacity(slots.len());
+    let mut times = Vec::with_capacity(steps);
+    let mut join_ms = 0f64;
+    for step in 0..(5 + steps) {
+        if step == 5 {
+            m.take_phase_times();
+        }
+        let t0 = Instant::now();
+        if churn {
+            let i = step % slots.len();
+            m.close_slot(slots[i]);
+            slots[i] = m.open_slot().expect("a slot after a close");
+            join_ms = join_ms.max(t0.elapsed().as_secs_f64() * 1e3);
+        }
+        let batch: Vec<StepInput> = slots
+            .iter()
+            .map(|&slot| StepInput {
+                slot,
+                pcm: &pcm[(slot + step) % pcm.len()],
+            })
+            .collect();
+        out.clear();
+        m.step(&batch, &mut out);
+        let dt = t0.elapsed().as_secs_f64() * 1e3;
+        if let Some(Err(e)) = out.iter().find(|r| r.is_err()) {
+            panic!("step failed: {e}");
+        }
+        if step >= 5 {
+            times.push(dt);
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    (times, m.take_phase_times(), join_ms)
 }
 
 /// Batched LM + depformer + Mimi decode against per-session depformer and decode, same
