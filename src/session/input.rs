@@ -35,6 +35,9 @@ pub struct InputState {
     /// Item id announced by `speech_started`, committed at `speech_stopped`.
     speech_item: Option<String>,
     to_model: FrameAccumulator,
+    /// Live input passed the buffer limit and its oldest audio is being dropped (reported
+    /// once per episode; reset when the buffer is under the limit again).
+    overflowing: bool,
 }
 
 fn vad_config(td: &TurnDetection) -> VadConfig {
@@ -58,6 +61,7 @@ impl InputState {
             turn: None,
             speech_item: None,
             to_model: FrameAccumulator::new(model_frame),
+            overflowing: false,
         };
         s.reconfigure(cfg);
         s
@@ -127,21 +131,44 @@ impl Session {
             })?;
         let mut pcm = Vec::with_capacity(bytes.len());
         self.input.decoder.decode(&bytes, &mut pcm)?;
-        self.append_pcm(&pcm)
+        self.append_pcm(&pcm, true)
     }
 
-    /// Feeds 24 kHz input audio: buffer, VAD, model.
-    pub(super) fn append_pcm(&mut self, pcm: &[f32]) -> Result<(), ErrorPayload> {
+    /// Feeds 24 kHz input audio: buffer, VAD, model. `from_client`: an
+    /// `input_audio_buffer.append` (else live transport media).
+    ///
+    /// The uncommitted buffer holds at most `max_input_samples`. A client append past that is
+    /// refused whole (`input_audio_buffer_full`), as the client can commit or clear. Live
+    /// media cannot be refused, and a full-duplex model listens all the time (nobody need
+    /// ever commit): there the audio still reaches VAD and the model, and the buffer keeps
+    /// its newest `max_input_samples`; live media on a turn-based model reports that once
+    /// per episode.
+    pub(super) fn append_pcm(
+        &mut self,
+        pcm: &[f32],
+        from_client: bool,
+    ) -> Result<(), ErrorPayload> {
+        let max = self.limits.max_input_samples;
         let pending = self.input.buffer.len() as u64 + pcm.len() as u64;
-        if pending > self.limits.max_input_samples {
-            return Err(ErrorPayload::invalid(
+        let mut report = None;
+        if pending > max {
+            let full = ErrorPayload::invalid(
                 codes::INPUT_AUDIO_BUFFER_FULL,
                 format!(
                     "the input audio buffer would hold {} ms, over the limit of {} ms; commit or clear it",
                     ms(pending),
-                    ms(self.limits.max_input_samples)
+                    ms(max)
                 ),
-            ));
+            );
+            if from_client && !self.autonomous {
+                return Err(full);
+            }
+            if !self.autonomous && !self.input.overflowing {
+                report = Some(full);
+            }
+            self.input.overflowing = true;
+        } else {
+            self.input.overflowing = false;
         }
         let mut events = Vec::new();
         let offset = match &mut self.input.vad {
@@ -153,6 +180,9 @@ impl Session {
         };
         self.input.buffer.extend_from_slice(pcm);
         self.input.clock += pcm.len() as u64;
+        if self.input.overflowing {
+            self.input.drop_before(self.input.clock.saturating_sub(max));
+        }
         let mut frames = Vec::new();
         self.input
             .to_model
@@ -167,7 +197,7 @@ impl Session {
             }
         }
         self.input.trim_idle();
-        Ok(())
+        report.map_or(Ok(()), Err)
     }
 
     fn speech_started(&mut self, at: u64) {

@@ -159,6 +159,9 @@ pub struct Session {
     playback: Vec<playback::Playback>,
     /// A purge was requested and its [`SessionInput::Cleared`] is pending.
     clearing: bool,
+    /// The purge covers responses with tags below this (those started before it): audio
+    /// sent to the engine after the purge command is queued after it and plays.
+    clear_below: u64,
     /// When server VAD last saw the caller stop speaking (for the latency metric).
     turn_end: Option<std::time::Instant>,
     /// When a barge-in was detected (for the barge-in metric).
@@ -205,6 +208,7 @@ impl Session {
             next_tag: 1,
             playback: Vec::new(),
             clearing: false,
+            clear_below: 0,
             turn_end: None,
             barge_at: None,
             idle: None,
@@ -248,7 +252,10 @@ impl Session {
                 },
                 ev = model_rx.recv() => match ev {
                     Some(ev) => self.on_model(ev),
-                    None => self.fatal(ErrorPayload::server(codes::MODEL_ERROR, "the model loop stopped")),
+                    None => {
+                        self.fail_response(codes::MODEL_ERROR, "the model loop stopped");
+                        self.fatal(ErrorPayload::server(codes::MODEL_ERROR, "the model loop stopped"));
+                    }
                 },
                 _ = sleep_until(self.idle.map(|(at, _)| at)) => self.idle_timeout(),
                 _ = sleep_until(self.speak_deadline) => self.speak_timed_out(),
@@ -261,8 +268,13 @@ impl Session {
         tracing::debug!(session = %self.cfg.id, "session ended");
     }
 
-    /// Arms (or disarms) the VAD idle timeout after a response ended.
+    /// Arms (or disarms) the VAD idle timeout after a response ended. Not on an autonomous
+    /// model: it decides itself when to speak, so a silent caller prompts nothing.
     fn arm_idle(&mut self) {
+        if self.autonomous {
+            self.idle = None;
+            return;
+        }
         self.idle = match &self.cfg.audio.input.turn_detection {
             Some(crate::protocol::TurnDetection::ServerVad {
                 idle_timeout_ms: Some(ms),
@@ -289,7 +301,7 @@ impl Session {
                 drained,
             } => {
                 if let Some(pcm) = audio {
-                    if let Err(e) = self.append_pcm(&pcm) {
+                    if let Err(e) = self.append_pcm(&pcm, false) {
                         self.error(e);
                     }
                 }
@@ -366,7 +378,9 @@ impl Session {
         match ev {
             ModelEvent::Output { epoch, output } => {
                 if epoch != self.epoch {
-                    return; // fenced: belongs to a cancelled response
+                    // Fenced: belongs to a cancelled response.
+                    self.on_fenced_output(&output);
+                    return;
                 }
                 self.on_model_output(output);
             }

@@ -94,6 +94,7 @@ impl Session {
         if let Transport::WebRtc(sink) = &self.transport {
             sink.clear();
             self.clearing = true;
+            self.clear_below = self.next_tag;
         }
     }
 
@@ -106,7 +107,13 @@ impl Session {
         if let Some(t) = self.barge_at.take() {
             crate::metrics::METRICS.barge_in.observe(t.elapsed());
         }
-        let interrupted = std::mem::take(&mut self.playback);
+        // Responses started since the purge command (e.g. a `response.create` right after
+        // the clear) play on: their audio reached the engine after the purge.
+        let below = self.clear_below;
+        let (interrupted, live): (Vec<_>, Vec<_>) = std::mem::take(&mut self.playback)
+            .into_iter()
+            .partition(|p| p.tag < below);
+        self.playback = live;
         if interrupted.is_empty() {
             // Nothing was playing (e.g. the answer already played out after a
             // `response.cancel`): the GA event still names a response, the latest one.

@@ -362,18 +362,15 @@ impl Session {
     /// A step of an autonomous model: its speaking frames open or fill a response, its
     /// falling silent completes it; listening frames (silence) are dropped.
     fn on_autonomous_output(&mut self, out: StepOutput) {
-        let was_speaking = std::mem::replace(&mut self.model_speaking, out.speaking);
-        if !out.speaking {
-            self.suppress_speak = false;
-            if was_speaking {
-                self.model_fell_silent();
-            }
+        if !self.model_speaking_now(out.speaking) {
+            return;
+        }
+        if self.suppress_speak {
+            // The rest of speech whose response was cancelled: it opens no response, nor
+            // fills one the client created since (that waits for the model's next speech).
             return;
         }
         if self.active.is_none() {
-            if self.suppress_speak {
-                return; // the rest of speech whose response was cancelled
-            }
             self.open_model_response();
         }
         let Some(mut a) = self.active.take() else {
@@ -443,13 +440,35 @@ impl Session {
 
     /// Advances the epoch (fencing off the model's output in flight) and stops the model. An
     /// autonomous model may keep speaking: no response opens on its speech until it fell
-    /// silent.
+    /// silent (if it is silent now, its next speech is new).
     fn fence_model(&mut self) {
         self.epoch += 1;
         self.model.request(self.epoch, Request::Cancel);
         if self.autonomous {
-            self.suppress_speak = true;
+            self.suppress_speak = self.model_speaking;
         }
+    }
+
+    /// A step of an autonomous model from before the last fence: its audio and text belong
+    /// to a cancelled response and are dropped, but whether the model is speaking still
+    /// counts (falling silent there ends the suppression, as in [`Self::on_model_output`]).
+    pub(super) fn on_fenced_output(&mut self, out: &StepOutput) {
+        if self.autonomous {
+            self.model_speaking_now(out.speaking);
+        }
+    }
+
+    /// Tracks the autonomous model's speaking state; true if it speaks now. Falling silent
+    /// ends the suppression and reports it ([`Self::model_fell_silent`]).
+    fn model_speaking_now(&mut self, speaking: bool) -> bool {
+        let was_speaking = std::mem::replace(&mut self.model_speaking, speaking);
+        if !speaking {
+            self.suppress_speak = false;
+            if was_speaking {
+                self.model_fell_silent();
+            }
+        }
+        speaking
     }
 
     fn stream_audio(&mut self, a: &mut Active, out: &StepOutput) {
@@ -519,9 +538,11 @@ impl Session {
         self.finish(ResponseStatus::Cancelled, Some(reason));
     }
 
-    /// Fails the active response after a model error.
+    /// Fails the active response after a model error (an autonomous model's response that
+    /// had spoken is followed by `response.listen`, as every `response.speak` is).
     pub(super) fn fail_response(&mut self, code: &str, message: &str) {
         if let Some(a) = &mut self.active {
+            let spoke = a.spoke.then(|| a.response.id.clone());
             a.response.status_details = Some(StatusDetails {
                 kind: ResponseStatus::Failed,
                 reason: None,
@@ -532,6 +553,10 @@ impl Session {
             });
             tracing::warn!(session = %self.cfg.id, %message, "response failed");
             self.finish(ResponseStatus::Failed, None);
+            if spoke.is_some() {
+                let listen = ServerEventBody::model_listen(&self.cfg.id, self.epoch, spoke);
+                self.emit(listen);
+            }
         }
     }
 

@@ -152,6 +152,8 @@ struct Setup {
     session: Value,
     speak_timeout: Option<Duration>,
     echo: bool,
+    /// `Limits::max_input_samples` in ms (default: the production limit).
+    max_input_ms: Option<u64>,
 }
 
 impl Default for Setup {
@@ -163,6 +165,7 @@ impl Default for Setup {
             session: json!({}),
             speak_timeout: None,
             echo: false,
+            max_input_ms: None,
         }
     }
 }
@@ -190,7 +193,12 @@ async fn harness(setup: Setup) -> Harness {
         model_name: "scripted".into(),
         model,
         model_frame: FRAME,
-        limits: Limits::default(),
+        limits: Limits {
+            max_input_samples: setup
+                .max_input_ms
+                .map_or(Limits::default().max_input_samples, |ms| ms * 24),
+            ..Limits::default()
+        },
         out: out_tx,
     });
     session
@@ -272,6 +280,22 @@ impl Harness {
 
     fn types(&self) -> Vec<String> {
         types(&self.seen)
+    }
+
+    /// The PCM16 bytes of the user item that `committed` (events up to its
+    /// `conversation.item.added`) added, through `conversation.item.retrieve`.
+    async fn retrieve_audio(&mut self, committed: &[Value]) -> Vec<u8> {
+        let item_id = last(committed, "conversation.item.added")["item"]["id"].clone();
+        self.send(json!({"type":"conversation.item.retrieve","item_id":item_id}))
+            .await;
+        let got = self.until("conversation.item.retrieved").await;
+        let audio = last(&got, "conversation.item.retrieved")["item"]["content"][0]["audio"]
+            .as_str()
+            .expect("audio")
+            .to_string();
+        base64::engine::general_purpose::STANDARD
+            .decode(audio)
+            .expect("base64")
     }
 
     fn requests(&self) -> Vec<Request> {
@@ -791,4 +815,180 @@ async fn webrtc_playback_clear_truncates_and_suppresses() {
     h.until("response.listen").await;
     h.drain(Duration::from_millis(200)).await;
     assert_eq!(count(&h.seen, "response.created"), 1, "{:#?}", h.types());
+}
+
+#[tokio::test]
+async fn a_client_response_after_a_cancel_waits_for_new_speech() {
+    let mut h = harness(Setup {
+        speech: vec![3..40, 60..66],
+        ..Setup::default()
+    })
+    .await;
+    h.until("response.output_audio.delta").await;
+    h.send(json!({"type":"response.cancel"})).await;
+    h.until("response.done").await;
+    // The model goes on with the cancelled speech until step 40; a response the client
+    // creates now is not filled with that, but with the speech after the silence.
+    h.send(json!({"type":"response.create"})).await;
+    let created = h.until("response.created").await;
+    let id = last(&created, "response.created")["response"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let filled = h.until("response.done").await;
+    let done = last(&filled, "response.done");
+    assert_eq!(done["response"]["id"], id.as_str());
+    assert_eq!(done["response"]["status"], "completed");
+    assert_eq!(
+        last(&filled, "response.output_audio_transcript.done")["transcript"],
+        Scripted::transcript(60..66),
+        "{filled:#?}"
+    );
+    let first_words = filled
+        .iter()
+        .find(|v| v["type"] == "response.output_audio_transcript.delta")
+        .expect("words");
+    assert_eq!(first_words["delta"], " w60");
+}
+
+#[tokio::test]
+async fn a_full_duplex_model_keeps_hearing_past_the_input_buffer_limit() {
+    // No turn detection: nobody commits, the model listens all the time.
+    let mut h = harness(Setup {
+        session: json!({"type":"realtime","audio":{"input":{"turn_detection":null}}}),
+        max_input_ms: Some(1000),
+        ..Setup::default()
+    })
+    .await;
+    let chunk = pcm16_b64(&voiced(0.5));
+    for _ in 0..5 {
+        h.send(json!({"type":"input_audio_buffer.append","audio":chunk}))
+            .await;
+    }
+    h.send(json!({"type":"input_audio_buffer.commit"})).await;
+    let committed = h.until("conversation.item.added").await;
+    assert_eq!(count(&committed, "error"), 0, "{committed:#?}");
+    // The buffer kept the newest second.
+    let bytes = h.retrieve_audio(&committed).await;
+    assert_eq!(bytes.len(), 2 * 24_000);
+}
+
+#[tokio::test]
+async fn live_media_past_the_buffer_limit_is_reported_once_and_keeps_the_newest() {
+    // A turn-based model on WebRTC with manual turns: the caller's audio cannot be refused.
+    let mut h = harness(Setup {
+        echo: true,
+        webrtc: Some(SinkLog::default()),
+        session: json!({"type":"realtime","audio":{"input":{"turn_detection":null}}}),
+        max_input_ms: Some(1000),
+        ..Setup::default()
+    })
+    .await;
+    for _ in 0..100 {
+        h.input(SessionInput::Media {
+            audio: Some(vec![0.1; 480]),
+            played: vec![],
+            drained: vec![],
+        })
+        .await;
+    }
+    let events = h.drain(Duration::from_millis(300)).await;
+    assert_eq!(types(&events), ["error"], "{events:#?}");
+    assert_eq!(events[0]["error"]["code"], "input_audio_buffer_full");
+    h.send(json!({"type":"input_audio_buffer.commit"})).await;
+    h.until("input_audio_buffer.committed").await;
+    // Under the limit again, a new overflow is a new report.
+    for _ in 0..60 {
+        h.input(SessionInput::Media {
+            audio: Some(vec![0.1; 480]),
+            played: vec![],
+            drained: vec![],
+        })
+        .await;
+    }
+    let again = h.drain(Duration::from_millis(300)).await;
+    assert_eq!(count(&again, "error"), 1, "{again:#?}");
+}
+
+#[tokio::test]
+async fn a_clear_only_covers_responses_started_before_it() {
+    let sink = SinkLog::default();
+    let mut h = harness(Setup {
+        speech: vec![3..20, 30..36],
+        webrtc: Some(sink.clone()),
+        ..Setup::default()
+    })
+    .await;
+    let opening = h.until("response.speak").await;
+    let old = opening[0]["response"]["id"].as_str().unwrap().to_string();
+    h.send(json!({"type":"output_audio_buffer.clear"})).await;
+    // Before the engine confirms the purge, the client asks for a new response.
+    h.send(json!({"type":"response.create"})).await;
+    let created = h.until("response.created").await;
+    let new = last(&created, "response.created")["response"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_ne!(new, old);
+    h.input(SessionInput::Cleared).await;
+    let cleared = h.until("output_audio_buffer.cleared").await;
+    assert_eq!(
+        last(&cleared, "output_audio_buffer.cleared")["response_id"],
+        old.as_str()
+    );
+    // The new response is still tracked: its audio starting on RTP is reported.
+    let speak = h.until("response.speak").await;
+    assert_eq!(last(&speak, "response.speak")["response_id"], new.as_str());
+    let tag = 2;
+    h.input(SessionInput::Media {
+        audio: None,
+        played: vec![(tag, 480)],
+        drained: vec![],
+    })
+    .await;
+    let started = h.until("output_audio_buffer.started").await;
+    assert_eq!(
+        last(&started, "output_audio_buffer.started")["response_id"],
+        new.as_str()
+    );
+    assert_eq!(count(&h.seen, "output_audio_buffer.cleared"), 1);
+}
+
+#[tokio::test]
+async fn no_idle_timeout_prompts_on_a_full_duplex_model() {
+    let mut h = harness(Setup {
+        speech: once(3..8),
+        session: json!({"type":"realtime","audio":{"input":{"turn_detection":{"type":"server_vad","idle_timeout_ms":5000}}}}),
+        ..Setup::default()
+    })
+    .await;
+    h.until("response.listen").await;
+    // Server VAD's idle timeout (5 s at least) would fire 5 s after that response, commit
+    // an empty user item and prompt a model that decides itself when to speak.
+    tokio::time::sleep(Duration::from_millis(5600)).await;
+    let quiet = h.drain(Duration::from_millis(100)).await;
+    assert_eq!(types(&quiet), Vec::<String>::new(), "{quiet:#?}");
+}
+
+#[tokio::test]
+async fn a_client_append_past_the_limit_is_refused_whole() {
+    let mut h = harness(Setup {
+        echo: true,
+        session: json!({"type":"realtime","audio":{"input":{"turn_detection":null}}}),
+        max_input_ms: Some(1000),
+        ..Setup::default()
+    })
+    .await;
+    let chunk = pcm16_b64(&voiced(0.4));
+    for _ in 0..3 {
+        h.send(json!({"type":"input_audio_buffer.append","audio":chunk}))
+            .await;
+    }
+    let refused = h.until("error").await;
+    assert_eq!(types(&refused), ["error"]);
+    assert_eq!(refused[0]["error"]["code"], "input_audio_buffer_full");
+    h.send(json!({"type":"input_audio_buffer.commit"})).await;
+    let committed = h.until("conversation.item.added").await;
+    let bytes = h.retrieve_audio(&committed).await;
+    assert_eq!(bytes.len(), 2 * 2 * 9_600, "the first two appends, 0.8 s");
 }
