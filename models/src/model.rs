@@ -74,7 +74,9 @@ pub struct StepInput<'a> {
     pub pcm: &'a [f32],
 }
 
-/// One slot's output for a step. Empty `audio` and `text` mean the model is listening.
+/// One slot's output for a step. For a turn-based model, empty `audio` and `text` mean it
+/// has nothing to say; an autonomous one always returns a frame of audio (silence while it
+/// listens) and says whether it is speaking in `speaking`.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct StepOutput {
     /// Speech produced this step (at most `frame_samples`).

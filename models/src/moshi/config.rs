@@ -218,11 +218,70 @@ impl MoshiConfig {
                 return bad(format!("text_{name}_token {t} outside the text vocabulary"));
             }
         }
+        if self.lm.text_out_vocab_size > self.lm.text_in_vocab_size {
+            // A sampled text token is fed back through the input embedding.
+            return bad(format!(
+                "text_out_vocab_size {} > text_in_vocab_size {}",
+                self.lm.text_out_vocab_size, self.lm.text_in_vocab_size
+            ));
+        }
+        if g.acoustic_delay > MAX_ACOUSTIC_DELAY {
+            return bad(format!(
+                "acoustic_delay {} over {MAX_ACOUSTIC_DELAY} steps",
+                g.acoustic_delay
+            ));
+        }
+        for (name, t, min_context) in [
+            ("lm", &self.lm.transformer, 2),
+            ("lm.depformer", &dep.transformer, dep.num_slices),
+            ("mimi", &self.mimi.transformer, 2),
+        ] {
+            if let Err(m) = check_transformer(t, min_context) {
+                return bad(format!("{name}: {m}"));
+            }
+        }
         if self.mimi.sample_rate != 24_000.0 || self.mimi.frame_rate != 12.5 {
             return bad("Mimi must run at 24 kHz / 12.5 Hz (1920-sample frames)".into());
         }
         Ok(())
     }
+}
+
+/// The longest acoustic delay accepted, in 80 ms steps (Moshi's is 2); each session keeps a
+/// ring of `delay + 2` token rows and the warm-up runs `delay + 2` steps.
+pub const MAX_ACOUSTIC_DELAY: usize = 16;
+/// The longest attention context accepted, in steps (87 minutes at 12.5 Hz; Moshi's is 3000).
+/// The KV cache is allocated for it up front, per slot.
+pub const MAX_CONTEXT: usize = 1 << 16;
+
+/// The shape rules upstream's constructors assume (they divide by these).
+fn check_transformer(t: &moshi::transformer::Config, min_context: usize) -> Result<(), String> {
+    if t.num_heads == 0 || t.kv_repeat == 0 {
+        return Err(format!(
+            "num_heads {} and kv_repeat {} must be at least 1",
+            t.num_heads, t.kv_repeat
+        ));
+    }
+    if t.d_model == 0 || !t.d_model.is_multiple_of(t.num_heads) {
+        return Err(format!(
+            "d_model {} must be a positive multiple of num_heads {}",
+            t.d_model, t.num_heads
+        ));
+    }
+    if !t.num_heads.is_multiple_of(t.kv_repeat) {
+        return Err(format!(
+            "num_heads {} must be a multiple of kv_repeat {}",
+            t.num_heads, t.kv_repeat
+        ));
+    }
+    if !(min_context.max(1)..=MAX_CONTEXT).contains(&t.context) {
+        return Err(format!(
+            "context {} outside {}..={MAX_CONTEXT}",
+            t.context,
+            min_context.max(1)
+        ));
+    }
+    Ok(())
 }
 
 fn set(field: &mut usize, v: Option<usize>) {

@@ -3,16 +3,18 @@
 //! One [`MoshiModel`] owns the weights on one device and steps every session of that device
 //! together, once per 80 ms frame:
 //!
-//! 1. per session: Mimi encodes the caller's 1920 samples to `input_audio_codebooks` tokens
-//!    (Mimi keeps per-session streaming state, so each session has its own clone; the
-//!    weights are shared);
+//! 1. **batched**: Mimi encodes every caller's 1920 samples to `input_audio_codebooks`
+//!    tokens in one pass (`mimi::BatchedMimi`: per-slot streaming state, every part reset
+//!    when a slot is reused);
 //! 2. **batched**: the 7B temporal transformer runs once for all slots (`LmModel::batched`
 //!    with a slot mask, a scattered KV cache per slot, `reset_batch_idx` on reuse);
 //! 3. the text token of every active session is sampled from one host copy of the logits;
 //! 4. **batched**: the depth transformer makes the audio tokens of every active session
 //!    together, one pass per codebook ([`depformer::BatchedDepformer`]);
-//! 5. per session: Mimi decodes the (delayed) audio tokens to 1920 samples, and the text
-//!    token becomes transcript text.
+//! 5. Mimi decodes the (delayed) audio tokens to 1920 samples: batched on CUDA, per session
+//!    on the CPU (each session's own single-stream decoder, weights shared: candle's CPU
+//!    matmul breaks the batched transposed convolutions); the text token becomes transcript
+//!    text.
 //!
 //! Each session's state is small: its Mimi state, a ring of `acoustic_delay + 2` token rows,
 //! two seeded samplers and its KV-cache slot.
@@ -358,11 +360,24 @@ fn lm_dtype(device: &Device) -> DType {
     }
 }
 
+/// Opens a GGUF weights file. candle's reader trusts the header (a zero alignment divides by
+/// zero, a corrupt length overflows a capacity): its panics become an error naming the
+/// problem. (A header that asks for a huge allocation can still abort the process.)
 fn candle_transformers_gguf(
     path: &Path,
     device: &Device,
 ) -> candle::Result<candle_transformers::quantized_var_builder::VarBuilder> {
-    candle_transformers::quantized_var_builder::VarBuilder::from_gguf(path, device)
+    let read = std::panic::AssertUnwindSafe(|| {
+        candle_transformers::quantized_var_builder::VarBuilder::from_gguf(path, device)
+    });
+    std::panic::catch_unwind(read).unwrap_or_else(|panic| {
+        let why = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Err(candle::Error::Msg(format!("malformed GGUF file: {why}")))
+    })
 }
 
 /// The temporal transformer (batched over `slots`) and the batched depformer, from the

@@ -10,6 +10,8 @@ use std::fmt;
 /// Piece types of `SentencePiece.Type`.
 const TYPE_NORMAL: u64 = 1;
 const TYPE_BYTE: u64 = 6;
+/// `USER_DEFINED`: printed like normal pieces (SentencePiece's `ModelProto.SentencePiece.Type`).
+const TYPE_USER_DEFINED: u64 = 4;
 /// Upper bound on pieces, far above any real vocabulary.
 const MAX_PIECES: usize = 1 << 20;
 
@@ -29,7 +31,7 @@ enum Piece {
     Text(String),
     /// One raw byte (`<0x0A>`).
     Byte(u8),
-    /// Control, unknown or unused: prints nothing.
+    /// Control, unknown or unused (or a malformed byte piece): prints nothing.
     Silent,
 }
 
@@ -120,7 +122,8 @@ fn parse_piece(buf: &[u8]) -> Result<Piece, SpmError> {
     }
     let text = text.ok_or_else(|| SpmError("piece without text".into()))?;
     Ok(match kind {
-        TYPE_NORMAL => Piece::Text(text.replace('\u{2581}', " ")),
+        // User-defined pieces print as SentencePiece prints them.
+        TYPE_NORMAL | TYPE_USER_DEFINED => Piece::Text(text.replace('\u{2581}', " ")),
         TYPE_BYTE => byte_piece(&text).map_or(Piece::Silent, Piece::Byte),
         _ => Piece::Silent,
     })
@@ -256,6 +259,20 @@ mod tests {
         }
         let d = TextDecoder::parse(&bytes).unwrap();
         assert_eq!(decode(&d, &[0, 1, 2]), "xé");
+    }
+
+    #[test]
+    fn user_defined_pieces_print() {
+        let mut bytes = write_model(&["x"]);
+        let text = "<user>";
+        let mut body = vec![0x0a, text.len() as u8];
+        body.extend_from_slice(text.as_bytes());
+        body.extend_from_slice(&[0x18, 4]);
+        bytes.push(0x0a);
+        bytes.push(body.len() as u8);
+        bytes.extend_from_slice(&body);
+        let d = TextDecoder::parse(&bytes).unwrap();
+        assert_eq!(decode(&d, &[0, 1]), "x<user>");
     }
 
     #[test]

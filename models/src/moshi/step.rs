@@ -88,18 +88,21 @@ impl MoshiModel {
                 let a = g.audio;
                 let mut all = Vec::with_capacity(active.len());
                 for (r, &t) in text_tokens.iter().enumerate() {
-                    let sampling = if a.temperature <= 0.0 {
-                        candle_transformers::generation::Sampling::ArgMax
-                    } else {
-                        candle_transformers::generation::Sampling::TopK {
-                            k: a.top_k.max(1),
-                            temperature: f64::from(a.temperature),
-                        }
+                    // Upstream's sampler, as `Sampling` describes it (top_k 0: all tokens),
+                    // seeded per slot and step so that draws do not repeat.
+                    use candle_transformers::generation::{LogitsProcessor, Sampling};
+                    let temperature = f64::from(a.temperature);
+                    let sampling = match (a.temperature <= 0.0, a.top_k) {
+                        (true, _) => Sampling::ArgMax,
+                        (false, 0) => Sampling::All { temperature },
+                        (false, k) => Sampling::TopK { k, temperature },
                     };
-                    let mut lp = candle_transformers::generation::LogitsProcessor::from_sampling(
-                        self.seed ^ r as u64,
-                        sampling,
-                    );
+                    let s = active[r];
+                    let step = self.slots[s].as_ref().map_or(0, |sl| sl.step);
+                    let seed = self.seed
+                        ^ (s as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                        ^ (step as u64).rotate_left(32);
+                    let mut lp = LogitsProcessor::from_sampling(seed, sampling);
                     let forced: Vec<Option<u32>> = if pre_delay[r] {
                         (0..g.generated_audio_codebooks)
                             .map(|c| (c > 0).then_some(pad))
@@ -180,14 +183,23 @@ impl MoshiModel {
     }
 
     /// Mimi-encodes every stepping slot's frame in one pass and stores the user codes.
-    /// `false` when Mimi has no complete frame yet (then nobody steps the LM).
+    /// `false` when Mimi has no complete frame yet (then nobody steps the LM). Samples are
+    /// clamped to full scale and non-finite ones count as silence: a NaN would otherwise
+    /// poison the slot's encoder caches, past a reset, into the next session on the slot.
     pub(super) fn encode(&mut self, stepping: &[(usize, &[f32])]) -> candle::Result<bool> {
         let g = &self.cfg.generation;
         let b = self.slots.len();
         let mut pcm = vec![0f32; b * FRAME_SAMPLES];
         let mut mask = vec![false; b];
         for &(s, frame) in stepping {
-            pcm[s * FRAME_SAMPLES..(s + 1) * FRAME_SAMPLES].copy_from_slice(frame);
+            let row = &mut pcm[s * FRAME_SAMPLES..(s + 1) * FRAME_SAMPLES];
+            for (d, &v) in row.iter_mut().zip(frame) {
+                *d = if v.is_finite() {
+                    v.clamp(-1.0, 1.0)
+                } else {
+                    0.0
+                };
+            }
             mask[s] = true;
         }
         let x = Tensor::from_vec(pcm, (b, 1, FRAME_SAMPLES), &self.device)?;
@@ -211,28 +223,45 @@ impl MoshiModel {
         Ok(true)
     }
 
-    /// Mimi-decodes the due codes of every slot in one pass; slots without codes keep their
-    /// decoder state and get silence.
-    pub(super) fn decode(&mut self, due: &[(usize, Vec<u32>)]) -> candle::Result<Vec<Vec<f32>>> {
+    /// Mimi-decodes the due codes of every slot (one result per entry of `due`); slots
+    /// without codes keep their decoder state and get silence. Decoding per session, an
+    /// error is that session's; a batched pass fails every entry.
+    pub(super) fn decode(&mut self, due: &[(usize, Vec<u32>)]) -> Vec<Result<Vec<f32>, String>> {
         if due.is_empty() {
-            return Ok(Vec::new());
+            return Vec::new();
         }
         let n = self.cfg.generation.generated_audio_codebooks;
         if let MimiDecode::PerSession { slots, .. } = &mut self.mimi_decode {
-            let mut out = Vec::with_capacity(due.len());
-            for (s, c) in due {
-                let mimi = slots[*s].as_mut().expect("open slot has a decoder");
-                let codes = Tensor::from_vec(c.clone(), (1, n, 1), &self.device)?;
-                let pcm = mimi.decode_step(&codes.into(), &().into())?;
-                let mut v = match pcm.as_option() {
-                    Some(p) => p.flatten_all()?.to_vec1::<f32>()?,
-                    None => Vec::new(),
-                };
-                v.resize(FRAME_SAMPLES, 0.0);
-                out.push(v);
-            }
-            return Ok(out);
+            let device = &self.device;
+            return due
+                .iter()
+                .map(|(s, c)| {
+                    let mimi = slots[*s].as_mut().ok_or("no decoder for the slot")?;
+                    let mut one = || -> candle::Result<Vec<f32>> {
+                        let codes = Tensor::from_vec(c.clone(), (1, n, 1), device)?;
+                        match mimi.decode_step(&codes.into(), &().into())?.as_option() {
+                            Some(p) => p.flatten_all()?.to_vec1::<f32>(),
+                            None => Ok(Vec::new()),
+                        }
+                    };
+                    let mut v = one().map_err(|e| e.to_string())?;
+                    v.resize(FRAME_SAMPLES, 0.0);
+                    Ok(v)
+                })
+                .collect();
         }
+        match self.decode_batched(due, n) {
+            Ok(out) => out.into_iter().map(Ok).collect(),
+            Err(e) => due.iter().map(|_| Err(e.to_string())).collect(),
+        }
+    }
+
+    /// [`Self::decode`] in one batched Mimi pass.
+    fn decode_batched(
+        &mut self,
+        due: &[(usize, Vec<u32>)],
+        n: usize,
+    ) -> candle::Result<Vec<Vec<f32>>> {
         let b = self.slots.len();
         let mut codes = vec![0u32; b * n];
         let mut mask = vec![false; b];
@@ -303,24 +332,22 @@ impl MoshiModel {
                 }
             }
         }
-        let mut pcm = match self.decode(&due) {
-            Ok(p) => due
-                .iter()
-                .map(|d| d.0)
-                .zip(p)
-                .collect::<Vec<_>>()
-                .into_iter(),
-            Err(e) => return fail_all("Mimi decode", e),
-        }
-        .peekable();
+        let decoded = self.decode(&due);
+        let mut pcm = due.iter().map(|d| d.0).zip(decoded).peekable();
         let mut out = Vec::with_capacity(n);
         for (&s, t) in active.iter().zip(tokens) {
-            out.push(t.map(|(text, _)| {
+            out.push(t.and_then(|(text, _)| {
                 let audio = match pcm.peek() {
-                    Some((ds, _)) if *ds == s => pcm.next().map(|p| p.1).unwrap_or_default(),
+                    Some((ds, _)) if *ds == s => match pcm.next().map(|p| p.1) {
+                        Some(Err(e)) => {
+                            return Err(ModelError::Failed(format!("Mimi decode: {e}")))
+                        }
+                        Some(Ok(a)) => a,
+                        None => vec![0f32; FRAME_SAMPLES],
+                    },
                     _ => vec![0f32; FRAME_SAMPLES],
                 };
-                self.emit_slot(s, text, audio)
+                Ok(self.emit_slot(s, text, audio))
             }));
         }
         self.times.decode += self.now().saturating_sub(t_decode);

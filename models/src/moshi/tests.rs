@@ -488,3 +488,84 @@ fn q8_gguf_release_layout_loads_and_streams() {
         }
     }
 }
+
+#[test]
+fn a_malformed_gguf_is_an_error_not_a_panic() {
+    use candle::quantized::gguf_file;
+    let d = TempDir::new("bad-gguf");
+    std::fs::create_dir_all(&d.0).unwrap();
+    let path = d.0.join("model.q8.gguf");
+    let mut f = std::fs::File::create(&path).unwrap();
+    gguf_file::write(
+        &mut f,
+        &[("general.alignment", &gguf_file::Value::U32(0))],
+        &[],
+    )
+    .unwrap();
+    drop(f);
+    let err = super::candle_transformers_gguf(&path, &candle::Device::Cpu)
+        .err()
+        .expect("a zero alignment is refused");
+    assert!(err.to_string().contains("malformed GGUF file"), "{err}");
+}
+
+#[test]
+fn configs_that_would_panic_upstream_are_refused() {
+    let base = tiny::tiny_config();
+    base.validate().expect("the tiny config is valid");
+    type Change = Box<dyn Fn(&mut MoshiConfig)>;
+    let cases: Vec<(&str, Change)> = vec![
+        ("num_heads", Box::new(|c| c.mimi.transformer.num_heads = 0)),
+        ("kv_repeat", Box::new(|c| c.lm.transformer.kv_repeat = 0)),
+        (
+            "multiple of num_heads",
+            Box::new(|c| c.lm.transformer.d_model += 1),
+        ),
+        ("context", Box::new(|c| c.lm.transformer.context = 1)),
+        (
+            "context",
+            Box::new(|c| c.mimi.transformer.context = usize::MAX),
+        ),
+        (
+            "acoustic_delay",
+            Box::new(|c| c.generation.acoustic_delay = 1000),
+        ),
+        (
+            "text_out_vocab_size",
+            Box::new(|c| c.lm.text_out_vocab_size = c.lm.text_in_vocab_size + 1),
+        ),
+    ];
+    for (what, change) in cases {
+        let mut cfg = base.clone();
+        change(&mut cfg);
+        let err = cfg.validate().expect_err(what).to_string();
+        assert!(err.contains(what), "{what}: {err}");
+    }
+}
+
+#[test]
+fn non_finite_input_is_heard_as_silence() {
+    let d = tiny_dir("nan");
+    let mut noisy = MoshiModel::load(&d.0, &opts(1)).unwrap();
+    let mut quiet = MoshiModel::load(&d.0, &opts(1)).unwrap();
+    let (a, b) = (noisy.open_slot().unwrap(), quiet.open_slot().unwrap());
+    let mut bad = vec![0f32; FRAME_SAMPLES];
+    bad[7] = f32::NAN;
+    bad[9] = f32::INFINITY;
+    bad[11] = f32::NEG_INFINITY;
+    let silence = vec![0f32; FRAME_SAMPLES];
+    for _ in 0..6 {
+        let (mut x, mut y) = (Vec::new(), Vec::new());
+        noisy.step(&[StepInput { slot: a, pcm: &bad }], &mut x);
+        quiet.step(
+            &[StepInput {
+                slot: b,
+                pcm: &silence,
+            }],
+            &mut y,
+        );
+        let (x, y) = (x.pop().unwrap().unwrap(), y.pop().unwrap().unwrap());
+        assert!(x.audio.iter().all(|v| v.is_finite()));
+        assert_eq!(x, y, "NaN and inf samples count as silence");
+    }
+}
