@@ -9,33 +9,12 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::external;
-use common::moshi::{moshi_flags, tiny_moshi_dir};
-
-/// The script has its own 60 s limit; this leaves room for Node's start.
-const SCRIPT_TIMEOUT: Duration = Duration::from_secs(120);
-
-const HOW_TO_INSTALL: &str = "run ./scripts/test (it runs `npm ci --prefix tests/sdk-js`), or run \
-     that command yourself; Node.js >= 20 must be on PATH or named by DUET_TEST_NODE";
+use common::moshi::tiny_moshi_server;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agents_realtime_on_a_full_duplex_model() {
-    let dir = external::repo_path("tests/sdk-js");
-    let node = external::node();
-    external::require_version(&node, HOW_TO_INSTALL).await;
-    external::require_node_packages(&dir, HOW_TO_INSTALL);
-
-    let weights = tiny_moshi_dir("agents-js");
-    let flags = moshi_flags(&weights);
-    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let addr = common::server(&flags).await;
-    let mut cmd = node.command();
-    cmd.arg(dir.join("realtime_ws_moshi.mjs"))
-        .arg("--base-url")
-        .arg(format!("http://{addr}"))
-        .current_dir(&dir);
-    external::run_script(cmd, SCRIPT_TIMEOUT).await;
-    let _ = std::fs::remove_dir_all(&weights);
+    let moshi = tiny_moshi_server("agents-js").await;
+    let addr = moshi.addr;
+    external::run_agents_node("realtime_ws_moshi.mjs", addr).await;
 }

@@ -8,14 +8,11 @@
 
 mod common;
 
-use common::moshi::{moshi_flags, tiny_moshi_dir};
+use common::moshi::tiny_moshi_server;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demo_page_on_moshi_in_chromium() {
-    let dir = tiny_moshi_dir("browser");
-    let flags = moshi_flags(&dir);
-    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let addr = common::server(&flags).await;
+    let moshi = tiny_moshi_server("browser").await;
+    let addr = moshi.addr;
     common::browser::run_demo(addr, &["--scenario", "moshi"]).await;
-    let _ = std::fs::remove_dir_all(&dir);
 }

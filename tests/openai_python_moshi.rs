@@ -9,36 +9,12 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::external;
-use common::moshi::{moshi_flags, tiny_moshi_dir};
-
-/// The script has its own 60 s limit; this leaves room for interpreter start and imports.
-const SCRIPT_TIMEOUT: Duration = Duration::from_secs(120);
+use common::moshi::tiny_moshi_server;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openai_python_sdk_on_a_full_duplex_model() {
-    let python = external::python();
-    external::require_python_modules(
-        &python,
-        &[
-            "openai",
-            "websockets",
-            "openai.types.realtime:RealtimeServerEvent",
-        ],
-        external::PYTHON_HOW_TO_INSTALL,
-    )
-    .await;
-
-    let dir = tiny_moshi_dir("openai-python");
-    let flags = moshi_flags(&dir);
-    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let addr = common::server(&flags).await;
-    let mut cmd = python.command();
-    cmd.arg(external::repo_path("tests/python/openai_moshi.py"))
-        .arg("--base-url")
-        .arg(format!("http://{addr}/v1"));
-    external::run_script(cmd, SCRIPT_TIMEOUT).await;
-    let _ = std::fs::remove_dir_all(&dir);
+    let moshi = tiny_moshi_server("openai-python").await;
+    let addr = moshi.addr;
+    external::run_openai_python("openai_moshi.py", addr).await;
 }

@@ -4,7 +4,7 @@
 //! is truncated to what was played.
 
 mod common;
-use common::moshi::{moshi_flags, tiny_moshi_dir};
+use common::moshi::tiny_moshi_server;
 use common::*;
 use duet::rtc_client::{ClientOptions, RtcClient};
 use serde_json::json;
@@ -14,10 +14,8 @@ const T: Duration = Duration::from_secs(10);
 
 #[tokio::test]
 async fn tiny_moshi_over_webrtc() {
-    let dir = tiny_moshi_dir("rtc");
-    let flags = moshi_flags(&dir);
-    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let addr = server(&flags).await;
+    let moshi = tiny_moshi_server("rtc").await;
+    let addr = moshi.addr;
     let mut c = RtcClient::connect(addr, ClientOptions::default())
         .await
         .expect("call created");
@@ -61,5 +59,4 @@ async fn tiny_moshi_over_webrtc() {
         .await
         .unwrap();
     assert_eq!(status, 200);
-    let _ = std::fs::remove_dir_all(&dir);
 }

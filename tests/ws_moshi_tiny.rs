@@ -5,17 +5,15 @@
 
 mod common;
 use clap::Parser;
-use common::moshi::{moshi_flags, tiny_moshi_dir};
+use common::moshi::tiny_moshi_server;
 use common::*;
 use serde_json::json;
 use std::time::Duration;
 
 #[tokio::test]
 async fn tiny_moshi_speaks_on_its_own_and_can_be_cancelled() {
-    let dir = tiny_moshi_dir("ws");
-    let flags = moshi_flags(&dir);
-    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let addr = server(&flags).await;
+    let moshi = tiny_moshi_server("ws").await;
+    let addr = moshi.addr;
     let (status, body) = get(addr, "/v1/models", &[]).await;
     assert_eq!(status, 200);
     assert!(body.contains("\"moshi\""), "{body}");
@@ -100,7 +98,6 @@ async fn tiny_moshi_speaks_on_its_own_and_can_be_cancelled() {
     b.append(&voiced(0.5)).await;
     a.until("response.output_audio.delta").await;
     b.until("response.output_audio.delta").await;
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test]

@@ -6,6 +6,7 @@
 //! The `require_*` functions print what they found (versions, where an interpreter came
 //! from), so a failing test's captured output names what it ran with.
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 use std::sync::{Arc, Mutex};
@@ -179,6 +180,48 @@ async fn probe_output(probe: Command, program: &Program, hint: &str) -> Output {
     output(probe, PROBE_TIMEOUT)
         .await
         .unwrap_or_else(|e| panic!("cannot start {}: {e}; {hint}", program.label()))
+}
+
+/// An SDK script bounds itself at 60 s; this leaves room for the interpreter's start.
+const SDK_SCRIPT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Runs `tests/python/<script> --base-url http://{addr}/v1`, a driver of the official `openai`
+/// SDK's Realtime client; the SDK (with its realtime extra) must be importable.
+pub async fn run_openai_python(script: &str, addr: SocketAddr) -> String {
+    let python = python();
+    require_python_modules(
+        &python,
+        &[
+            "openai",
+            "websockets",
+            "openai.types.realtime:RealtimeServerEvent",
+        ],
+        PYTHON_HOW_TO_INSTALL,
+    )
+    .await;
+    let mut cmd = python.command();
+    cmd.arg(repo_path("tests/python").join(script))
+        .arg("--base-url")
+        .arg(format!("http://{addr}/v1"));
+    run_script(cmd, SDK_SCRIPT_TIMEOUT).await
+}
+
+const AGENTS_HOW_TO_INSTALL: &str = "run ./scripts/test (it runs `npm ci --prefix tests/sdk-js`), \
+     or run that command yourself; Node.js >= 20 must be on PATH or named by DUET_TEST_NODE";
+
+/// Runs `tests/sdk-js/<script> --base-url http://{addr}` in Node, a driver of
+/// `@openai/agents-realtime`; Node and `tests/sdk-js/node_modules` must be there.
+pub async fn run_agents_node(script: &str, addr: SocketAddr) -> String {
+    let dir = repo_path("tests/sdk-js");
+    let node = node();
+    require_version(&node, AGENTS_HOW_TO_INSTALL).await;
+    require_node_packages(&dir, AGENTS_HOW_TO_INSTALL);
+    let mut cmd = node.command();
+    cmd.arg(dir.join(script))
+        .arg("--base-url")
+        .arg(format!("http://{addr}"))
+        .current_dir(&dir);
+    run_script(cmd, SDK_SCRIPT_TIMEOUT).await
 }
 
 /// Runs a client script to completion and returns its stdout. Panics, with the command, its

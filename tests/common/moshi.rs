@@ -21,8 +21,29 @@ pub fn tiny_moshi_dir(tag: &str) -> PathBuf {
     dir
 }
 
+/// An in-process `duet serve --model moshi` on a fresh tiny directory (removed on drop).
+pub struct TinyMoshiServer {
+    pub addr: std::net::SocketAddr,
+    pub dir: PathBuf,
+}
+
+impl Drop for TinyMoshiServer {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Writes a tiny Moshi directory (`tag` names it) and starts a server on it.
+pub async fn tiny_moshi_server(tag: &str) -> TinyMoshiServer {
+    let dir = tiny_moshi_dir(tag);
+    let flags = moshi_flags(&dir);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let addr = super::server(&flags).await;
+    TinyMoshiServer { addr, dir }
+}
+
 /// `duet serve` flags for that directory.
-pub fn moshi_flags(dir: &std::path::Path) -> Vec<String> {
+fn moshi_flags(dir: &std::path::Path) -> Vec<String> {
     [
         "--model",
         "moshi",

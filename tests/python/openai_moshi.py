@@ -24,7 +24,17 @@ import sys
 import time
 from typing import Any
 
-from openai_realtime import OPENAI_VERSION, AsyncOpenAI, Events, Failure, assert_in_order, check, cli, silence
+from openai_realtime import (
+    OPENAI_VERSION,
+    AsyncOpenAI,
+    Events,
+    Failure,
+    assert_in_order,
+    cancel_response,
+    check,
+    cli,
+    silence,
+)
 
 EXTENSIONS = frozenset({"response.speak", "response.listen"})
 # The model's speech to hear before cancelling it (each delta is one 80 ms model frame or less).
@@ -94,12 +104,7 @@ async def run(base_url: str) -> dict[str, Any]:
             )
 
             # 3. response.cancel through the SDK fences the model's output.
-            await conn.response.cancel()
-            rest = await ev.collect_until("response.done")
-            done = rest[-1]
-            check(done.response.id == rid, "response.done for another response")
-            check(done.response.status == "cancelled", f"response.done status {done.response.status!r}")
-            reason = done.response.status_details.reason if done.response.status_details else None
+            _, done, reason = await cancel_response(conn, ev, rid)
             check(reason == "client_cancelled", f"status_details.reason {reason!r}")
             check(done.response.output[0].status == "incomplete", f"item status {done.response.output[0].status!r}")
             late = await ev.drain(0.6)

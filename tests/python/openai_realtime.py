@@ -175,6 +175,18 @@ async def append_audio(conn: Any, pcm: bytes) -> None:
         await conn.input_audio_buffer.append(audio=base64.b64encode(pcm[i : i + step]).decode())
 
 
+async def cancel_response(conn: Any, ev: Events, rid: str) -> tuple[list[Any], Any, str | None]:
+    """`response.cancel` through the SDK: the events up to its `response.done` (checked: for
+    `rid`, cancelled), that `response.done` and its reason."""
+    await conn.response.cancel()
+    rest = await ev.collect_until("response.done")
+    done = rest[-1]
+    check(done.response.id == rid, "response.done for another response")
+    check(done.response.status == "cancelled", f"response.done status {done.response.status!r}")
+    reason = done.response.status_details.reason if done.response.status_details else None
+    return rest, done, reason
+
+
 async def commit_turn(conn: Any, ev: Events) -> str:
     await conn.input_audio_buffer.commit()
     committed = await ev.until("input_audio_buffer.committed")
@@ -293,12 +305,7 @@ async def run(base_url: str) -> dict[str, Any]:
         rid = created.response.id
         first = await ev.until("response.output_audio.delta")
         check(first.response_id == rid, "first delta from another response")
-        await conn.response.cancel()
-        rest = await ev.collect_until("response.done")
-        done = rest[-1]
-        check(done.response.id == rid, "response.done for another response")
-        check(done.response.status == "cancelled", f"response.done status {done.response.status!r}")
-        reason = done.response.status_details.reason if done.response.status_details else None
+        rest, done, reason = await cancel_response(conn, ev, rid)
         late = await ev.drain(0.5)
         late_deltas = [e for e in late if e.type == "response.output_audio.delta" and e.response_id == rid]
         check(not late_deltas, f"{len(late_deltas)} audio deltas after response.done (cancelled)")

@@ -23,10 +23,10 @@
 // Any `error` event, any event the SDK's schema rejects, or an SDK `error` fails the run.
 // Exits 0 when every check passed, 1 otherwise, 2 when the SDK is not installed.
 
-import { parseArgs } from 'node:util';
 import { readFileSync } from 'node:fs';
 
 import { Abort, Checks, EventLog, compact, now, sleep, watchSession } from './checks.mjs';
+import { checkWholeRun, runScenario, scriptArgs } from './run.mjs';
 
 let sdk;
 let WebSocketImpl;
@@ -48,18 +48,7 @@ const RATE = 24_000;
 const CHUNK = 960; // 40 ms per sendAudio call
 const OVERALL_TIMEOUT_MS = 60_000;
 
-const { values: args } = parseArgs({
-  options: {
-    'base-url': { type: 'string' },
-    'dump-events': { type: 'boolean', default: false },
-  },
-});
-if (!args['base-url']) {
-  console.error('usage: realtime_ws.mjs --base-url http://127.0.0.1:PORT');
-  process.exit(2);
-}
-const base = args['base-url'].replace(/\/+$/, '').replace(/\/v1$/, '');
-const wsUrl = `${base.replace(/^http/, 'ws')}/v1/realtime?model=gpt-realtime`;
+const { wsUrl, dumpEvents } = scriptArgs('realtime_ws.mjs');
 
 const C = new Checks();
 const F = C.figures;
@@ -347,34 +336,11 @@ async function scenario() {
   C.check(transport.status === 'disconnected', 'd. transport disconnected after close()', transport.status);
 
   // whole run
-  C.check(ev.problems.length === 0, "every server event parses with the SDK's schema", ev.problems.join('\n    '));
-  const errs = ev.errors();
-  C.check(errs.length === 0, 'no server error events', errs.map((e) => compact(e)).join('\n    '));
-  C.check(sdkErrors.length === 0, 'no SDK errors', sdkErrors.join('\n    '));
+  checkWholeRun(C, ev, sdkErrors);
   if (ev.unknownTypes.size) F.types_unknown_to_sdk = [...ev.unknownTypes].join(', ');
   F.events_received = ev.length;
   F.events_sent = sent.length;
   F.mic_chunks_sent = mic.sentChunks;
 }
 
-const tStart = now();
-try {
-  await Promise.race([
-    scenario(),
-    sleep(OVERALL_TIMEOUT_MS).then(() => {
-      throw new Abort(`did not finish within ${OVERALL_TIMEOUT_MS} ms`);
-    }),
-  ]);
-} catch (e) {
-  C.check(false, 'scenario', e instanceof Abort ? e.message : e?.stack ?? String(e));
-}
-F.total_s = ((now() - tStart) / 1000).toFixed(1);
-console.log('== summary');
-for (const [k, v] of Object.entries(F)) console.log(`  ${k}: ${v}`);
-console.log(`  checks passed: ${C.passed.length}, failed: ${C.failed.length}`);
-if (C.failed.length || args['dump-events']) {
-  console.log('== events (ms since connect, type, fields)');
-  for (const line of ev.dump()) console.log(line);
-}
-for (const f of C.failed) console.log(`FAIL: ${f}`);
-process.exit(C.failed.length ? 1 : 0);
+await runScenario(scenario, { C, ev, timeoutMs: OVERALL_TIMEOUT_MS, dumpEvents });

@@ -16,9 +16,9 @@
 //      item with its words.
 // Exits 0 when every check passed, 1 otherwise, 2 when the SDK is not installed.
 
-import { parseArgs } from 'node:util';
 
-import { Abort, Checks, EventLog, compact, now, sleep, watchSession } from './checks.mjs';
+import { Checks, EventLog, compact, now, sleep, watchSession } from './checks.mjs';
+import { checkWholeRun, runScenario, scriptArgs } from './run.mjs';
 
 let sdk;
 try {
@@ -35,20 +35,10 @@ const CHUNK_MS = 40;
 const EXTENSION_TYPES = new Set(['response.speak', 'response.listen']);
 const OVERALL_TIMEOUT_MS = 60_000;
 
-const { values: args } = parseArgs({
-  options: {
-    'base-url': { type: 'string' },
-    'dump-events': { type: 'boolean', default: false },
-  },
-});
-if (!args['base-url']) {
-  console.error('usage: realtime_ws_moshi.mjs --base-url http://127.0.0.1:PORT');
-  process.exit(2);
-}
-const wsUrl = `${args['base-url'].replace(/^http/, 'ws')}/v1/realtime?model=gpt-realtime`;
+const { wsUrl, dumpEvents } = scriptArgs('realtime_ws_moshi.mjs');
 
 const C = new Checks();
-const F = {}; // figures for the summary
+const F = C.figures;
 const ev = new EventLog();
 
 async function scenario() {
@@ -123,34 +113,11 @@ async function scenario() {
   mic = false;
   await micDone;
   session.close();
-  C.check(ev.problems.length === 0, "every known server event parses with the SDK's schema", ev.problems.join('\n    '));
-  const errs = ev.errors();
-  C.check(errs.length === 0, 'no server error events', errs.map((e) => compact(e)).join('\n    '));
-  C.check(sdkErrors.length === 0, 'no SDK errors', sdkErrors.join('\n    '));
+  checkWholeRun(C, ev, sdkErrors);
   const unknown = [...ev.unknownTypes];
   F.types_unknown_to_sdk = unknown.join(', ');
   C.check(unknown.every((t) => EXTENSION_TYPES.has(t)), 'the only types unknown to the SDK are the duplex extension', F.types_unknown_to_sdk);
   F.events_received = ev.length;
 }
 
-const tStart = now();
-try {
-  await Promise.race([
-    scenario(),
-    sleep(OVERALL_TIMEOUT_MS).then(() => {
-      throw new Abort(`did not finish within ${OVERALL_TIMEOUT_MS} ms`);
-    }),
-  ]);
-} catch (e) {
-  C.check(false, 'scenario', e instanceof Abort ? e.message : e?.stack ?? String(e));
-}
-F.total_s = ((now() - tStart) / 1000).toFixed(1);
-console.log('== summary');
-for (const [k, v] of Object.entries(F)) console.log(`  ${k}: ${v}`);
-console.log(`  checks passed: ${C.passed.length}, failed: ${C.failed.length}`);
-if (C.failed.length || args['dump-events']) {
-  console.log('== events (ms since connect, type, fields)');
-  for (const line of ev.dump()) console.log(line);
-}
-for (const f of C.failed) console.log(`FAIL: ${f}`);
-process.exit(C.failed.length ? 1 : 0);
+await runScenario(scenario, { C, ev, timeoutMs: OVERALL_TIMEOUT_MS, dumpEvents });
