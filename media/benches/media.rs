@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, Criterion};
 use duet_media::{
     decode_ulaw, encode_ulaw, FrameGrid, JitterBuffer, JitterConfig, OpusDecoder, OpusEncoder,
-    PlaybackQueue, StreamResampler, Vad, VadConfig,
+    PlaybackQueue, SampleRing, StreamResampler, Vad, VadConfig,
 };
 
 fn tone(n: usize, rate: f32) -> Vec<f32> {
@@ -117,5 +117,34 @@ fn vad(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, opus, resample, g711, jitter, pacer, playback, vad);
+/// The `Vec` input buffer that [`SampleRing`] replaces: append, then drain
+/// the oldest samples past `cap` from the front.
+fn vec_drain_push(buf: &mut Vec<f32>, samples: &[f32], cap: usize) -> usize {
+    buf.extend_from_slice(samples);
+    let over = buf.len().saturating_sub(cap);
+    buf.drain(..over);
+    over
+}
+
+/// A session's input buffer while full (300 s at 24 kHz): one 20 ms push.
+fn ring(c: &mut Criterion) {
+    const FULL: usize = 300 * 24_000;
+    let frame = tone(480, 24_000.0);
+    let mut group = c.benchmark_group("ring");
+    let mut ring = SampleRing::new(FULL);
+    while ring.len() < FULL {
+        ring.push(&frame);
+    }
+    group.bench_function("sample_ring_push_480_full_300s", |b| {
+        b.iter(|| ring.push(black_box(&frame)))
+    });
+    drop(ring);
+    let mut buf = vec![0.0f32; FULL];
+    group.bench_function("vec_drain_push_480_full_300s", |b| {
+        b.iter(|| vec_drain_push(&mut buf, black_box(&frame), FULL))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, opus, resample, g711, jitter, pacer, playback, vad, ring);
 criterion_main!(benches);

@@ -7,12 +7,27 @@
 //! buffered, and after a run of missing slots with nothing buffered (a
 //! talkspurt pause / DTX) the buffer goes idle and re-buffers, so each
 //! talkspurt starts with the configured delay.
+//!
+//! A packet far outside the current sequence window (more than `max_frames`
+//! behind the next slot or ahead of the newest packet) is not a reordered
+//! one: the source restarted (a new SSRC after a re-INVITE or transfer, a
+//! sender restart) or jumped. One such packet is only held aside, so a stray
+//! old duplicate cannot disturb playout; when the next packet agrees with it
+//! (see [`RESYNC_CONFIRM`]) the buffer restarts at the new region and plays
+//! it after the normal playout delay. A playable packet of the current
+//! stream in between refutes the restart; a late one (dropped anyway) does
+//! not, so stragglers of the old stream cannot delay it.
 
 use std::collections::BTreeMap;
 
 /// Consecutive `Lost` slots (with nothing buffered) after which playout
 /// stops and the buffer re-buffers.
 pub const IDLE_AFTER_LOST: usize = 5;
+
+/// Consecutive far-away packets, each within `max_frames` of the first and
+/// all distinct, that confirm a stream restart. Two: one stray is ignored,
+/// and audio resumes one packet after the jump.
+pub const RESYNC_CONFIRM: usize = 2;
 
 /// Jitter buffer sizing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,12 +56,19 @@ pub enum Push {
     Accepted,
     /// The same sequence number is already buffered; dropped.
     Duplicate,
-    /// Older than the next sequence number to play; dropped.
+    /// Older than the next sequence number to play (by at most
+    /// `max_frames`); dropped.
     Late,
     /// Buffered, but the buffer would have spanned more than `max_frames`
     /// sequence numbers, so the oldest packets (possibly this one) were
     /// dropped.
     Overflow,
+    /// Far outside the current sequence window: held aside until the next
+    /// packet confirms a restart (see [`RESYNC_CONFIRM`]) or refutes it.
+    Held,
+    /// Confirmed a restart: everything buffered was dropped and playout
+    /// restarts, after the playout delay, with this and the held packets.
+    Resync,
 }
 
 /// What to play for one 20 ms tick.
@@ -78,6 +100,23 @@ pub struct JitterStats {
     pub fec: u64,
     /// Packets dropped because the buffer was full.
     pub overflow: u64,
+    /// Restarts at a new sequence region ([`Push::Resync`]).
+    pub resyncs: u64,
+    /// Packets dropped by a resync or [`JitterBuffer::reset`].
+    pub flushed: u64,
+    /// Held far-away packets that no following packet confirmed.
+    pub stray: u64,
+}
+
+/// Where a pushed sequence number lies relative to the current window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// Playable, or at least plausibly part of the current stream.
+    Near,
+    /// Behind the next slot, but within the span: a late reordered packet.
+    Late,
+    /// More than the span away: a restart candidate.
+    Far,
 }
 
 /// The jitter buffer. Sans-IO: the caller drives `pop` once per frame.
@@ -89,6 +128,8 @@ pub struct JitterBuffer {
     /// Next sequence number to play; anything older is late. `None` until
     /// playout first starts.
     next: Option<u64>,
+    /// Far-away packets awaiting confirmation of a restart.
+    held: Vec<(u64, Vec<u8>)>,
     playing: bool,
     missing_run: usize,
     stats: JitterStats,
@@ -103,6 +144,7 @@ impl JitterBuffer {
             max: cfg.max_frames.max(target),
             slots: BTreeMap::new(),
             next: None,
+            held: Vec::new(),
             playing: false,
             missing_run: 0,
             stats: JitterStats::default(),
@@ -112,10 +154,104 @@ impl JitterBuffer {
     /// Offers the packet with extended sequence number `seq`.
     pub fn push(&mut self, seq: u64, payload: Vec<u8>) -> Push {
         self.stats.received += 1;
-        if self.next.is_some_and(|next| seq < next) {
-            self.stats.late += 1;
-            return Push::Late;
+        match self.place(seq) {
+            Place::Late => {
+                self.stats.late += 1;
+                Push::Late
+            }
+            Place::Far => self.push_far(seq, payload),
+            Place::Near => {
+                let out = self.insert(seq, payload);
+                self.settle_held();
+                out
+            }
         }
+    }
+
+    /// Forgets all packets and the sequence position, for a new source
+    /// (SSRC); the next packet starts a fresh stream. Stats are kept.
+    pub fn reset(&mut self) {
+        self.stats.flushed += (self.slots.len() + self.held.len()) as u64;
+        self.slots.clear();
+        self.held.clear();
+        self.restart();
+    }
+
+    /// Places `seq` against the window `[next - max, newest + max]` (with
+    /// the oldest buffered packet for `next` before playout first starts).
+    fn place(&self, seq: u64) -> Place {
+        let first = self.slots.first_key_value().map(|(&k, _)| k);
+        let last = self.slots.last_key_value().map(|(&k, _)| k);
+        let (Some(low), Some(high)) = (self.next.or(first), last.or(self.next)) else {
+            return Place::Near;
+        };
+        let span = self.max as u64;
+        if seq < low {
+            if low - seq > span {
+                Place::Far
+            } else if self.next.is_some() {
+                Place::Late
+            } else {
+                Place::Near
+            }
+        } else if seq > high && seq - high > span {
+            Place::Far
+        } else {
+            Place::Near
+        }
+    }
+
+    /// A far-away packet: hold it, and restart once it is confirmed.
+    fn push_far(&mut self, seq: u64, payload: Vec<u8>) -> Push {
+        if self.held.iter().any(|&(s, _)| s == seq) {
+            self.stats.duplicate += 1;
+            return Push::Duplicate;
+        }
+        // Agreeing with the first held packet: within one buffer span of it.
+        let span = self.max as u64;
+        let agrees = self
+            .held
+            .first()
+            .is_some_and(|&(s, _)| s.abs_diff(seq) <= span);
+        if !agrees {
+            self.stats.stray += self.held.len() as u64;
+            self.held.clear();
+        }
+        self.held.push((seq, payload));
+        if self.held.len() < RESYNC_CONFIRM {
+            return Push::Held;
+        }
+        self.stats.resyncs += 1;
+        self.stats.flushed += self.slots.len() as u64;
+        self.slots.clear();
+        self.restart();
+        for (s, p) in std::mem::take(&mut self.held) {
+            self.insert(s, p);
+        }
+        Push::Resync
+    }
+
+    /// After a packet inside the window: held packets that the window now
+    /// covers are buffered, the rest were strays.
+    fn settle_held(&mut self) {
+        for (seq, payload) in std::mem::take(&mut self.held) {
+            if self.place(seq) == Place::Near {
+                self.insert(seq, payload);
+            } else {
+                self.stats.stray += 1;
+            }
+        }
+    }
+
+    /// Back to buffering with no sequence position.
+    fn restart(&mut self) {
+        self.next = None;
+        self.playing = false;
+        self.missing_run = 0;
+    }
+
+    /// Buffers a packet that is not late, trimming to the span.
+    fn insert(&mut self, seq: u64, payload: Vec<u8>) -> Push {
         if self.slots.contains_key(&seq) {
             self.stats.duplicate += 1;
             return Push::Duplicate;
@@ -201,200 +337,5 @@ impl JitterBuffer {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    fn pkt(seq: u64) -> Vec<u8> {
-        seq.to_le_bytes().to_vec()
-    }
-
-    fn buf(target: usize, max: usize) -> JitterBuffer {
-        JitterBuffer::new(JitterConfig {
-            target_frames: target,
-            max_frames: max,
-        })
-    }
-
-    #[test]
-    fn waits_for_target_then_plays_in_order() {
-        let mut jb = JitterBuffer::new(JitterConfig::default());
-        assert_eq!(jb.push(10, pkt(10)), Push::Accepted);
-        assert_eq!(jb.pop(), Playout::Idle);
-        jb.push(11, pkt(11));
-        assert_eq!(jb.pop(), Playout::Packet(pkt(10)));
-        jb.push(12, pkt(12));
-        assert_eq!(jb.pop(), Playout::Packet(pkt(11)));
-        assert_eq!(jb.pop(), Playout::Packet(pkt(12)));
-        assert!(jb.is_empty() && jb.is_playing());
-    }
-
-    #[test]
-    fn missing_slot_uses_fec_when_next_is_here() {
-        let mut jb = buf(2, 50);
-        for s in [0, 2, 3] {
-            jb.push(s, pkt(s));
-        }
-        assert_eq!(jb.pop(), Playout::Packet(pkt(0)));
-        assert_eq!(jb.pop(), Playout::Fec(pkt(2)));
-        assert_eq!(jb.pop(), Playout::Packet(pkt(2)));
-        assert_eq!(jb.pop(), Playout::Packet(pkt(3)));
-        assert_eq!(jb.stats().fec, 1);
-        assert_eq!(jb.stats().lost, 0);
-    }
-
-    #[test]
-    fn late_and_duplicate_are_dropped() {
-        let mut jb = buf(2, 50);
-        jb.push(5, pkt(5));
-        assert_eq!(jb.push(5, pkt(5)), Push::Duplicate);
-        jb.push(6, pkt(6));
-        assert_eq!(jb.pop(), Playout::Packet(pkt(5)));
-        assert_eq!(jb.push(5, pkt(5)), Push::Late);
-        assert_eq!(jb.push(4, pkt(4)), Push::Late);
-        let st = jb.stats();
-        assert_eq!((st.received, st.late, st.duplicate), (5, 2, 1));
-    }
-
-    #[test]
-    fn goes_idle_after_five_lost_and_rebuffers() {
-        let mut jb = buf(2, 50);
-        jb.push(0, pkt(0));
-        jb.push(1, pkt(1));
-        assert_eq!(jb.pop(), Playout::Packet(pkt(0)));
-        assert_eq!(jb.pop(), Playout::Packet(pkt(1)));
-        for _ in 0..IDLE_AFTER_LOST {
-            assert_eq!(jb.pop(), Playout::Lost);
-        }
-        assert!(!jb.is_playing());
-        assert_eq!(jb.pop(), Playout::Idle);
-        // A straggler from before the pause is late.
-        assert_eq!(jb.push(3, pkt(3)), Push::Late);
-        // The next talkspurt re-buffers to the target before playing.
-        jb.push(20, pkt(20));
-        assert_eq!(jb.pop(), Playout::Idle);
-        jb.push(21, pkt(21));
-        assert_eq!(jb.pop(), Playout::Packet(pkt(20)));
-        assert_eq!(jb.stats().lost, 5);
-    }
-
-    #[test]
-    fn keeps_playing_through_loss_while_packets_are_buffered() {
-        let mut jb = buf(1, 50);
-        jb.push(0, pkt(0));
-        jb.push(8, pkt(8));
-        assert_eq!(jb.pop(), Playout::Packet(pkt(0)));
-        for _ in 1..7 {
-            assert_eq!(jb.pop(), Playout::Lost);
-        }
-        assert_eq!(jb.pop(), Playout::Fec(pkt(8)));
-        assert_eq!(jb.pop(), Playout::Packet(pkt(8)));
-    }
-
-    #[test]
-    fn overflow_drops_oldest() {
-        let mut jb = buf(2, 4);
-        for s in 0..4 {
-            assert_eq!(jb.push(s, pkt(s)), Push::Accepted);
-        }
-        assert_eq!(jb.push(4, pkt(4)), Push::Overflow);
-        assert_eq!(jb.push(5, pkt(5)), Push::Overflow);
-        assert_eq!(jb.len(), 4);
-        assert_eq!(jb.stats().overflow, 2);
-        for s in 2..6 {
-            assert_eq!(jb.pop(), Playout::Packet(pkt(s)));
-        }
-    }
-
-    #[test]
-    fn far_jump_while_playing_resyncs() {
-        let mut jb = buf(2, 10);
-        jb.push(0, pkt(0));
-        jb.push(1, pkt(1));
-        assert_eq!(jb.pop(), Playout::Packet(pkt(0)));
-        // The sender jumped far ahead: skip to the window, don't play
-        // thousands of Lost slots.
-        assert_eq!(jb.push(5000, pkt(5000)), Push::Overflow);
-        assert_eq!(jb.push(100, pkt(100)), Push::Late);
-        jb.push(4991, pkt(4991));
-        assert_eq!(jb.pop(), Playout::Packet(pkt(4991)));
-    }
-
-    #[test]
-    fn zero_config_is_usable() {
-        let mut jb = buf(0, 0);
-        jb.push(7, pkt(7));
-        assert_eq!(jb.pop(), Playout::Packet(pkt(7)));
-        assert_eq!(jb.push(9, pkt(9)), Push::Accepted);
-        assert_eq!(jb.push(u64::MAX, pkt(1)), Push::Overflow);
-        assert_eq!(jb.pop(), Playout::Packet(pkt(1)));
-        assert_eq!(jb.pop(), Playout::Lost);
-    }
-
-    /// Arrival order: packet `i` sorted by `i + delay[i]`.
-    fn arrival_order(delays: &[u64]) -> Vec<u64> {
-        let mut order: Vec<u64> = (0..delays.len() as u64).collect();
-        order.sort_by_key(|&i| (i + delays[i as usize], i));
-        order
-    }
-
-    proptest! {
-        /// Packet `k` arriving no later than tick `k + target - 1` (any
-        /// reordering within a window of `target` packets) plays in order
-        /// with no loss.
-        #[test]
-        fn reordering_within_window_plays_in_order(
-            target in 1usize..8,
-            base in 0u64..1_000_000,
-            raw in proptest::collection::vec(0u64..8, 8..300),
-        ) {
-            let delays: Vec<u64> = raw.iter().map(|d| d % target as u64).collect();
-            let n = delays.len() as u64;
-            let mut jb = buf(target, 50);
-            let mut played = Vec::new();
-            for (tick, &i) in arrival_order(&delays).iter().enumerate() {
-                prop_assert_eq!(jb.push(base + i, pkt(base + i)), Push::Accepted);
-                prop_assert!(jb.len() <= 50);
-                match jb.pop() {
-                    Playout::Packet(p) => played.push(p),
-                    Playout::Idle => prop_assert!(tick + 1 < target),
-                    other => prop_assert!(false, "unexpected {:?}", other),
-                }
-            }
-            while (played.len() as u64) < n {
-                match jb.pop() {
-                    Playout::Packet(p) => played.push(p),
-                    other => prop_assert!(false, "unexpected {:?}", other),
-                }
-            }
-            let want: Vec<Vec<u8>> = (0..n).map(|i| pkt(base + i)).collect();
-            prop_assert_eq!(played, want);
-            prop_assert_eq!(jb.pop(), Playout::Lost);
-            let st = jb.stats();
-            prop_assert_eq!((st.late, st.duplicate, st.overflow, st.fec), (0, 0, 0, 0));
-        }
-
-        /// Arbitrary pushes and pops: never panics, respects capacity, and
-        /// plays sequence numbers in strictly increasing order.
-        #[test]
-        fn arbitrary_traffic_is_bounded_and_monotonic(
-            max in 1usize..20,
-            ops in proptest::collection::vec((any::<bool>(), 0u64..64), 1..400),
-        ) {
-            let mut jb = buf(2, max);
-            let mut last: Option<u64> = None;
-            for (is_push, seq) in ops {
-                if is_push {
-                    jb.push(seq, pkt(seq));
-                    prop_assert!(jb.len() <= max.max(2));
-                } else if let Playout::Packet(p) = jb.pop() {
-                    let mut b = [0u8; 8];
-                    b.copy_from_slice(&p);
-                    let s = u64::from_le_bytes(b);
-                    prop_assert!(last.is_none_or(|l| s > l));
-                    last = Some(s);
-                }
-            }
-        }
-    }
-}
+#[path = "jitter_tests.rs"]
+mod tests;

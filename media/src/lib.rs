@@ -17,6 +17,8 @@
 //! - [`pacer`]: [`FrameGrid`], an absolute frame deadline grid, and
 //!   [`Histogram`] for pacing deviation.
 //! - [`playback`]: [`PlaybackQueue`], the tagged outbound audio queue.
+//! - [`ring`]: [`SampleRing`], a bounded sample buffer on an absolute clock
+//!   (the session's uncommitted input).
 
 #![warn(missing_docs)]
 
@@ -29,6 +31,7 @@ pub mod pcm;
 pub mod pitch;
 pub mod playback;
 pub mod resample;
+pub mod ring;
 pub mod rtp_time;
 pub mod vad;
 
@@ -47,5 +50,6 @@ pub use pcm::{f32_to_i16, f32_to_pcm16le, i16_to_f32, pcm16le_to_f32, rms_dbfs, 
 pub use pitch::pitch_shift;
 pub use playback::{PlaybackQueue, QueueFull, Sent};
 pub use resample::{ResampleError, StreamResampler};
+pub use ring::SampleRing;
 pub use rtp_time::{SampleCount, SeqUnwrapper, TsUnwrapper, FRAME_MS, OPUS_FRAME, OPUS_RATE};
 pub use vad::{speech_probability, Vad, VadConfig, VadEvent};
