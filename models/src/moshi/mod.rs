@@ -21,6 +21,9 @@
 
 pub mod config;
 mod depformer;
+/// Header checks run on weights files before candle opens them, so that a file lying about
+/// its lengths is an error instead of an allocation that aborts the process.
+pub mod filecheck;
 mod mimi;
 mod sampler;
 mod spm;
@@ -228,9 +231,11 @@ impl MoshiModel {
             move |e: candle::Error| ModelError::Failed(format!("cannot read {name}: {e}"))
         };
         let lm_vb = if quantized {
+            filecheck::check_gguf(&files.lm)?;
             let vb = candle_transformers_gguf(&files.lm, &device).map_err(unreadable(&files.lm))?;
             MaybeQuantizedVarBuilder::Quantized(vb)
         } else {
+            filecheck::check_safetensors(&files.lm)?;
             // SAFETY: the weights file is mapped read-only; Duet never writes it, and the
             // operator must not modify it while the server runs (as with any mmaped model).
             let vb = unsafe {
@@ -239,6 +244,7 @@ impl MoshiModel {
             .map_err(unreadable(&files.lm))?;
             MaybeQuantizedVarBuilder::Real(vb)
         };
+        filecheck::check_safetensors(&files.mimi)?;
         // SAFETY: as above, a read-only mapping of a file nobody writes.
         let mimi_vb = unsafe {
             candle_nn::VarBuilder::from_mmaped_safetensors(&[&files.mimi], DType::F32, &device)
@@ -362,7 +368,8 @@ fn lm_dtype(device: &Device) -> DType {
 
 /// Opens a GGUF weights file. candle's reader trusts the header (a zero alignment divides by
 /// zero, a corrupt length overflows a capacity): its panics become an error naming the
-/// problem. (A header that asks for a huge allocation can still abort the process.)
+/// problem. (A header that asks for a huge allocation would abort the process, which no
+/// `catch_unwind` stops: [`filecheck::check_gguf`] refuses such headers before this runs.)
 fn candle_transformers_gguf(
     path: &Path,
     device: &Device,
