@@ -156,7 +156,6 @@ build() {
     rm -f "$ART/$BIN_NAME.tmp"
     cat "$ART/BUILD-INFO.txt" >&2
     say "done. On a GPU machine: bash scripts/gpu-bench.sh run"
-    say "with this workplace's device tool: run(command=\"bash scripts/gpu-bench.sh run\", carry=[\".gpu-bench\"], timeout_s=600)"
 }
 
 # ---------------------------------------------------------------------------------------------

@@ -106,10 +106,11 @@ pub struct ServeArgs {
     #[arg(long, env = "DUET_MOSHI_PRESET", default_value = "moshiko")]
     pub moshi_preset: String,
 
-    /// Sessions the model steps together in one batch (Moshi reserves KV-cache memory for
-    /// every slot up front). Sessions beyond it are refused with `model_slots_exhausted`.
-    #[arg(long, env = "DUET_MODEL_SLOTS", default_value_t = 8)]
-    pub model_slots: usize,
+    /// Sessions the model serves at once (Moshi steps them together in one batch and
+    /// reserves KV-cache memory for every slot up front). Sessions beyond it are refused
+    /// with `model_slots_exhausted`. Default: 8 for Moshi, 1024 for echo.
+    #[arg(long, env = "DUET_MODEL_SLOTS")]
+    pub model_slots: Option<usize>,
 
     /// Decode Moshi's audio for all sessions in one batched Mimi pass: `auto` (on CUDA yes,
     /// on the CPU no, where candle 0.9.2 gets batched transposed convolutions wrong), `on`,
@@ -129,8 +130,20 @@ pub struct ServeArgs {
     /// When set, every API route (not /health, not the demo page's files) requires
     /// `Authorization: Bearer <key>`
     /// (browsers may send the WebSocket subprotocol `openai-insecure-api-key.<key>` instead).
+    /// An empty key is a startup error.
     #[arg(long, env = "DUET_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
+
+    /// Serve without an API key on a non-loopback --host (refused otherwise): anyone who
+    /// reaches the port can open sessions.
+    #[arg(long, env = "DUET_INSECURE_NO_AUTH")]
+    pub insecure_no_auth: bool,
+
+    /// Browser origins allowed to call the API (comma-separated, e.g.
+    /// `https://app.example.com`): other origins get no CORS headers and their WebSocket
+    /// upgrades get 403. Default: any origin.
+    #[arg(long, env = "DUET_CORS_ORIGINS", value_delimiter = ',')]
+    pub cors_origins: Vec<String>,
 
     /// Log format.
     #[arg(long, env = "DUET_LOG_FORMAT", value_enum, default_value = "text")]
@@ -169,6 +182,65 @@ pub struct ServeArgs {
     /// A WebRTC call that receives no packet for this many seconds is ended.
     #[arg(long, env = "DUET_CALL_INACTIVITY_SECS", default_value_t = 30)]
     pub call_inactivity_secs: u64,
+
+    /// A WebRTC call whose ICE and DTLS are not connected this many seconds after the
+    /// offer is ended, releasing its call and model slots.
+    #[arg(long, env = "DUET_CALL_CONNECT_SECS", default_value_t = 10)]
+    pub call_connect_secs: u64,
+
+    /// A session with no client event and no audio for this many seconds is closed
+    /// (`session_idle`).
+    #[arg(long, env = "DUET_SESSION_IDLE_SECS", default_value_t = 300)]
+    pub session_idle_secs: u64,
+
+    /// Sessions plus calls one client IP address may hold at once (0: no cap).
+    #[arg(long, env = "DUET_MAX_PER_IP", default_value_t = 0)]
+    pub max_per_ip: usize,
+
+    /// Unsent events a session may queue for one connection, in MiB; past it the session
+    /// closes (`event_queue_full`, WebSocket close 1008).
+    #[arg(long, env = "DUET_MAX_OUTBOUND_MIB", default_value_t = 32)]
+    pub max_outbound_mib: usize,
+
+    /// Client events a WebSocket or data channel may have waiting for its session, in MiB
+    /// (at least 16: one event may be 15 MiB); the reader waits beyond it.
+    #[arg(long, env = "DUET_MAX_INBOUND_MIB", default_value_t = 16)]
+    pub max_inbound_mib: usize,
+
+    /// Longest audio one `conversation.item.create` may carry, in seconds.
+    #[arg(long, env = "DUET_MAX_ITEM_AUDIO_SECS", default_value_t = 300)]
+    pub max_item_audio_secs: u64,
+
+    /// Open HTTP connections (WebSockets included); further ones get a bare 503.
+    #[arg(long, env = "DUET_MAX_CONNECTIONS", default_value_t = 4096)]
+    pub max_connections: usize,
+
+    /// A new connection's first request head must arrive within this many seconds.
+    #[arg(long, env = "DUET_HTTP_HEAD_TIMEOUT_SECS", default_value_t = 10)]
+    pub http_head_timeout_secs: u64,
+
+    /// An idle keep-alive connection is closed after this many seconds.
+    #[arg(long, env = "DUET_HTTP_IDLE_SECS", default_value_t = 60)]
+    pub http_idle_secs: u64,
+
+    /// The server pings every WebSocket this often, in seconds.
+    #[arg(long, env = "DUET_WS_PING_SECS", default_value_t = 20)]
+    pub ws_ping_secs: u64,
+
+    /// A WebSocket with no inbound frame (pongs included) for this many seconds is closed
+    /// and its session released.
+    #[arg(long, env = "DUET_WS_IDLE_SECS", default_value_t = 60)]
+    pub ws_idle_secs: u64,
+
+    /// A WebSocket whose writer has been blocked this many seconds (the client stopped
+    /// reading) is closed and its session released.
+    #[arg(long, env = "DUET_WS_WRITE_TIMEOUT_SECS", default_value_t = 30)]
+    pub ws_write_timeout_secs: u64,
+
+    /// On SIGTERM/SIGINT, live sessions get `server_draining` at once and are closed after
+    /// this many seconds; the process exits at most 2 s later.
+    #[arg(long, env = "DUET_DRAIN_SECS", default_value_t = 30)]
+    pub drain_secs: u64,
 }
 
 #[cfg(test)]
@@ -183,8 +255,13 @@ mod tests {
         };
         assert_eq!(
             (a.device.as_str(), a.model_slots, a.model_dir),
-            ("cpu", 8, None)
+            ("cpu", None, None)
         );
+        assert_eq!(
+            (a.max_connections, a.drain_secs, a.max_per_ip),
+            (4096, 30, 0)
+        );
+        assert!(a.cors_origins.is_empty() && !a.insecure_no_auth);
         assert_eq!(
             (a.host.to_string(), a.port, a.model.as_str()),
             ("127.0.0.1".into(), 8080, "echo")

@@ -6,6 +6,7 @@
 pub mod config;
 pub mod engine;
 pub mod loadgen;
+pub mod memory;
 pub mod metrics;
 pub mod model_loop;
 pub mod net;

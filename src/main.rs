@@ -15,16 +15,42 @@ fn init_logs(format: LogFormat) {
     }
 }
 
+/// Large transient buffers (a retrieved audio item, a decoded clip) are mapped and unmapped
+/// on their own: glibc's adaptive threshold would otherwise move them into the heap after
+/// the first one is freed, where their freed space stays resident.
+fn return_large_buffers() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes a malloc tunable; called once, before the server threads.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+    }
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(args) => {
             init_logs(args.log_format);
-            let server = duet::server::start(&args).await?;
+            return_large_buffers();
+            let mut server = duet::server::start(&args).await?;
             tracing::info!(model = %args.model, "duet listening on http://{}", server.addr);
             println!("duet listening on http://{}", server.addr);
-            server.task.await??;
+            tokio::select! {
+                _ = duet::server::shutdown_signal() => {}
+                r = &mut server.task => return Ok(r?),
+            }
+            // Exit by the deadline plus 2 s whatever is still open (half-sent requests too).
+            let grace = std::time::Duration::from_secs(args.drain_secs);
+            let limit = grace + std::time::Duration::from_secs(2);
+            if tokio::time::timeout(limit, server.drain(grace))
+                .await
+                .is_err()
+            {
+                tracing::warn!("drain did not finish in time; exiting");
+            }
+            tracing::info!("drained; exiting");
+            std::process::exit(0);
         }
         Command::MoshiTiny(args) => {
             duet_models::moshi::tiny::write_tiny_dir(&args.out, args.seed, args.q8)?;

@@ -3,8 +3,13 @@
 //! a stall it skips slots instead of bursting). Sessions talk to it through a
 //! [`ModelSession`] handle; outputs come back on the session's channel, stamped with the
 //! epoch of the last request, so the session can fence off a cancelled response.
+//!
+//! A panic inside the model fails the sessions of that batch (their slots are closed) and
+//! the loop goes on; if the thread dies anyway, [`ModelLoop::is_alive`] turns false (and
+//! `/ready` with it), and opening a slot never waits more than [`OPEN_TIMEOUT`].
 
 use std::collections::{HashMap, VecDeque};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::sync::{Arc, Mutex};
@@ -14,8 +19,11 @@ use std::time::{Duration, Instant};
 use duet_models::{DuplexModel, ModelError, ModelInfo, Request, SlotId, StepInput, StepOutput};
 use tokio::sync::{mpsc, oneshot};
 
-/// Input frames a slot may queue (catch-up backlog) before the oldest are dropped: 10 s at 20 ms.
+/// Input frames a slot may queue (catch-up backlog) before the oldest are dropped: 500
+/// frames, 10 s at echo's 20 ms, 40 s at Moshi's 80 ms.
 const MAX_QUEUED_FRAMES: usize = 500;
+/// Longest wait for a slot: a stalled model answers 503 instead of hanging every upgrade.
+pub const OPEN_TIMEOUT: Duration = Duration::from_secs(5);
 /// Extra steps per tick a slot with backlog may take, to catch up with faster-than-real-time input.
 const MAX_STEPS_PER_TICK: usize = 4;
 /// Model events a session may have unread before it is failed.
@@ -55,6 +63,17 @@ enum Command {
     Close {
         slot: SlotId,
     },
+    Fault(ModelFault),
+}
+
+/// A fault to inject (tests of panic containment only).
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug)]
+pub enum ModelFault {
+    /// The next batched step panics inside the model.
+    PanicStep,
+    /// The loop thread itself panics.
+    PanicThread,
 }
 
 /// Cloneable handle to a running model loop.
@@ -63,7 +82,20 @@ pub struct ModelLoop {
     tx: std_mpsc::Sender<Command>,
     info: Arc<ModelInfo>,
     ready: Arc<AtomicBool>,
+    alive: Arc<AtomicBool>,
     active: Arc<AtomicUsize>,
+}
+
+/// Marks the loop dead when its thread ends, by return or by panic.
+struct AliveFlag(Arc<AtomicBool>);
+
+impl Drop for AliveFlag {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+        if thread::panicking() {
+            tracing::error!("the model loop thread panicked; every session on it fails");
+        }
+    }
 }
 
 impl ModelLoop {
@@ -72,17 +104,33 @@ impl ModelLoop {
         let (tx, rx) = std_mpsc::channel();
         let info = Arc::new(model.info().clone());
         let ready = Arc::new(AtomicBool::new(false));
+        let alive = Arc::new(AtomicBool::new(true));
         let active = Arc::new(AtomicUsize::new(0));
-        let (r, a) = (ready.clone(), active.clone());
+        let (r, a, flag) = (ready.clone(), active.clone(), AliveFlag(alive.clone()));
         thread::Builder::new()
             .name(format!("model-{device}"))
-            .spawn(move || LoopThread::new(model, rx, a).run(&r))?;
+            .spawn(move || {
+                let _alive = flag;
+                LoopThread::new(model, rx, a).run(&r)
+            })?;
         Ok(Self {
             tx,
             info,
             ready,
+            alive,
             active,
         })
+    }
+
+    /// False once the loop thread ended (a panic, or warmup failed).
+    pub fn is_alive(&self) -> bool {
+        self.alive.load(Ordering::Acquire)
+    }
+
+    /// Injects a fault (panic-containment tests).
+    #[doc(hidden)]
+    pub fn inject_fault(&self, fault: ModelFault) {
+        let _ = self.tx.send(Command::Fault(fault));
     }
 
     /// The model's declared facts.
@@ -113,7 +161,15 @@ impl ModelLoop {
                 reply,
             })
             .map_err(|_| gone())?;
-        let slot = answer.await.map_err(|_| gone())??;
+        let slot = tokio::time::timeout(OPEN_TIMEOUT, answer)
+            .await
+            .map_err(|_| {
+                ModelError::Failed(format!(
+                    "the model did not open a slot within {} s",
+                    OPEN_TIMEOUT.as_secs()
+                ))
+            })?
+            .map_err(|_| gone())??;
         let frame = self.info.frame_samples;
         Ok((
             ModelSession {
@@ -198,6 +254,8 @@ struct Slot {
 
 struct LoopThread {
     model: Box<dyn DuplexModel>,
+    /// Test hook: the next step panics.
+    panic_next_step: bool,
     rx: std_mpsc::Receiver<Command>,
     slots: HashMap<SlotId, Slot>,
     period: Duration,
@@ -215,6 +273,7 @@ impl LoopThread {
         let period = Duration::from_micros(model.info().frame_micros());
         Self {
             model,
+            panic_next_step: false,
             rx,
             slots: HashMap::new(),
             period,
@@ -313,12 +372,18 @@ impl LoopThread {
                 }
             }
             Command::Close { slot } => self.close(slot),
+            Command::Fault(ModelFault::PanicStep) => self.panic_next_step = true,
+            Command::Fault(ModelFault::PanicThread) => panic!("injected fault: model loop thread"),
         }
     }
 
     fn close(&mut self, slot: SlotId) {
         if self.slots.remove(&slot).is_some() {
-            self.model.close_slot(slot);
+            // A model that panicked before may panic again here: the slot is gone either way.
+            let model = &mut self.model;
+            if catch_unwind(AssertUnwindSafe(|| model.close_slot(slot))).is_err() {
+                tracing::error!(slot, "the model panicked closing a slot");
+            }
             self.active.store(self.slots.len(), Ordering::Relaxed);
         }
     }
@@ -366,11 +431,27 @@ impl LoopThread {
             .collect();
         let mut outputs = Vec::with_capacity(batch.len());
         let started = Instant::now();
-        self.model.step(&batch, &mut outputs);
+        let (model, inject) = (&mut self.model, std::mem::take(&mut self.panic_next_step));
+        let stepped = catch_unwind(AssertUnwindSafe(|| {
+            if inject {
+                panic!("injected fault: model step");
+            }
+            model.step(&batch, &mut outputs)
+        }));
         crate::metrics::METRICS
             .model_step
             .observe(started.elapsed());
         drop(batch);
+        if stepped.is_err() {
+            tracing::error!(
+                sessions = ids.len(),
+                "the model panicked in a step; that batch's sessions fail"
+            );
+            for &slot in ids {
+                self.fail(slot, ModelError::Failed("the model panicked".into()));
+            }
+            return;
+        }
         let mut results = outputs.into_iter();
         for &slot in ids {
             match results.next() {

@@ -52,11 +52,16 @@ impl Default for EchoModel {
 impl EchoModel {
     /// A new echo model with 20 ms frames.
     pub fn new() -> Self {
+        Self::with_slots(MAX_SLOTS)
+    }
+
+    /// An echo model that serves at most `slots` sessions at once (at least 1).
+    pub fn with_slots(slots: usize) -> Self {
         Self {
             info: ModelInfo {
                 name: "echo".into(),
                 frame_samples: FRAME,
-                max_slots: MAX_SLOTS,
+                max_slots: slots.max(1),
                 autonomous: false,
             },
             slots: Vec::new(),
@@ -240,8 +245,8 @@ impl DuplexModel for EchoModel {
             self.slots[free] = Some(None);
             return Ok(free);
         }
-        if self.slots.len() >= MAX_SLOTS {
-            return Err(ModelError::SlotsExhausted(MAX_SLOTS));
+        if self.slots.len() >= self.info.max_slots {
+            return Err(ModelError::SlotsExhausted(self.info.max_slots));
         }
         self.slots.push(Some(None));
         Ok(self.slots.len() - 1)

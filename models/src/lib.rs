@@ -21,12 +21,17 @@ pub struct LoadOptions {
     pub model_dir: Option<PathBuf>,
     /// Moshi settings (preset, device, slots, seed).
     pub moshi: moshi::MoshiOptions,
+    /// Slots of the echo model (default 1024).
+    pub echo_slots: Option<usize>,
 }
 
 /// Builds a model by name.
 pub fn load(name: &str, opts: &LoadOptions) -> Result<Box<dyn DuplexModel>, ModelError> {
     match name {
-        "echo" => Ok(Box::new(EchoModel::new())),
+        "echo" => Ok(Box::new(match opts.echo_slots {
+            Some(n) => EchoModel::with_slots(n),
+            None => EchoModel::new(),
+        })),
         "moshi" => {
             let dir = opts.model_dir.as_ref().ok_or_else(|| {
                 ModelError::Failed(

@@ -2,20 +2,100 @@
 //! str0m's outputs into what Duet cares about (transmits, audio packets, `oai-events` text).
 
 use core::net::SocketAddr;
+use std::any::Any;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use str0m::change::SdpOffer;
 use str0m::channel::ChannelId;
 use str0m::config::DtlsCert;
+use str0m::error::SctpError;
 use str0m::format::Codec;
-use str0m::media::{Frequency, MediaKind, MediaTime, Mid, Pt};
+use str0m::media::{Frequency, MediaKind, MediaTime, Mid, Pt, Rid};
 use str0m::net::{Protocol, Receive};
-use str0m::{Candidate, Event, IceConnectionState, Input, Output, Rtc, RtcConfig};
+use str0m::{Candidate, Event, IceConnectionState, Input, Output, Rtc, RtcConfig, RtcError};
 
 use crate::sdp::{AudioCodec, OfferSummary, SignalError};
 
 /// The data channel label the Realtime API uses.
 pub const EVENTS_LABEL: &str = "oai-events";
+
+/// Data channel bytes str0m may hold until the peer acknowledges them (str0m's default is
+/// 128 KiB). str0m never accepts a message larger than this, and one event can be big: a
+/// retrieved audio item is base64 PCM16, about 64 KB per second of audio.
+pub const SEND_BUFFER_BYTES: usize = 1024 * 1024;
+
+/// Why a call operation failed.
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CallError {
+    /// The datagram is not STUN, DTLS, RTP or RTCP.
+    #[error("not a WebRTC datagram")]
+    NotWebrtc,
+    /// The WebRTC stack panicked just now; the call is dead.
+    #[error("the WebRTC stack panicked ({0}); call ended")]
+    StackPanicked(String),
+    /// The WebRTC stack panicked earlier; the call is dead.
+    #[error("the call failed earlier")]
+    CallFailed,
+    /// Audio was sent before an audio track was negotiated.
+    #[error("no audio track")]
+    NoAudioTrack,
+    /// str0m reported an error (its message).
+    #[error("{0}")]
+    Rtc(String),
+}
+
+impl CallError {
+    /// Stable snake_case code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            CallError::NotWebrtc => "not_webrtc",
+            CallError::StackPanicked(_) => "stack_panicked",
+            CallError::CallFailed => "call_failed",
+            CallError::NoAudioTrack => "no_audio_track",
+            CallError::Rtc(_) => "rtc",
+        }
+    }
+}
+
+fn rtc_error(e: RtcError) -> CallError {
+    CallError::Rtc(e.to_string())
+}
+
+/// Why a text message was not sent, so the sender knows whether to keep it.
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SendError {
+    /// `oai-events` is not open (yet, or any more).
+    #[error("the oai-events data channel is not open")]
+    NotOpen,
+    /// The send buffer has no room for it now; retry once the peer acknowledged data.
+    #[error("the data channel send buffer is full")]
+    Full,
+    /// It can never be sent: over the peer's `a=max-message-size` or [`SEND_BUFFER_BYTES`].
+    #[error("a message of {len} bytes exceeds the data channel limit of {max} bytes")]
+    TooLarge {
+        /// The message's size.
+        len: usize,
+        /// The largest message this call can send.
+        max: usize,
+    },
+    /// The call failed.
+    #[error(transparent)]
+    Call(#[from] CallError),
+}
+
+impl SendError {
+    /// Stable snake_case code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            SendError::NotOpen => "channel_not_open",
+            SendError::Full => "channel_full",
+            SendError::TooLarge { .. } => "message_too_large",
+            SendError::Call(e) => e.code(),
+        }
+    }
+}
 
 /// Process-wide call settings: one DTLS certificate and our host candidates.
 #[derive(Clone)]
@@ -31,6 +111,11 @@ impl AnswerConfig {
             cert: self.cert.clone(),
             candidates,
         }
+    }
+
+    /// Our host candidates.
+    pub fn candidates(&self) -> &[SocketAddr] {
+        &self.candidates
     }
 
     /// Installs the crypto backend (once per process) and makes the shared certificate.
@@ -67,6 +152,8 @@ pub enum CallEvent {
     Audio {
         /// Its codec.
         codec: AudioCodec,
+        /// The sender's RTP SSRC: a new one restarts the sequence numbers.
+        ssrc: u32,
         /// Extended (64-bit) RTP sequence number.
         seq: u64,
         /// Codec payload.
@@ -90,8 +177,13 @@ pub struct Call {
     pt: Option<Pt>,
     channel: Option<ChannelId>,
     rtp_time: u64,
-    /// The WebRTC stack panicked once; the call is dead.
-    poisoned: bool,
+    /// Our ICE ufrag (from the answer), for routing STUN by USERNAME.
+    ufrag: String,
+    /// The largest text message the peer and str0m both take.
+    max_message: usize,
+    /// The WebRTC stack panicked once; the call is dead. Atomic so that [`Call::accepts`]
+    /// can set it through `&self` and `Call` stays `Sync`.
+    poisoned: AtomicBool,
 }
 
 fn to_codec(c: Codec) -> Option<AudioCodec> {
@@ -104,8 +196,24 @@ fn to_codec(c: Codec) -> Option<AudioCodec> {
 }
 
 impl Call {
-    /// Answers a checked offer. Returns the call and the answer SDP.
+    /// Answers a checked offer. Returns the call and the answer SDP. A panic in the WebRTC
+    /// stack's SDP handling (the offer is the caller's) is a rejected offer.
     pub fn accept(
+        offer: &str,
+        summary: OfferSummary,
+        cfg: &AnswerConfig,
+        now: Instant,
+    ) -> Result<(Self, String), SignalError> {
+        catch_unwind(AssertUnwindSafe(|| Self::answer(offer, summary, cfg, now))).unwrap_or_else(
+            |_| {
+                Err(SignalError::Rejected(
+                    "the WebRTC stack failed on this offer".into(),
+                ))
+            },
+        )
+    }
+
+    fn answer(
         offer: &str,
         summary: OfferSummary,
         cfg: &AnswerConfig,
@@ -118,7 +226,8 @@ impl Call {
             .clear_codecs()
             .enable_opus(opus, false)
             .enable_pcmu(true, false)
-            .enable_pcma(true, false);
+            .enable_pcma(true, false)
+            .set_sctp_max_buffered_amount(SEND_BUFFER_BYTES);
         let mut rtc = rtc_cfg.build(now);
         for addr in &cfg.candidates {
             let c = Candidate::host(*addr, "udp")
@@ -131,6 +240,7 @@ impl Call {
             .sdp_api()
             .accept_offer(offer)
             .map_err(|e| SignalError::Rejected(e.to_string()))?;
+        let ufrag = rtc.direct_api().local_ice_credentials().ufrag;
         let call = Self {
             rtc,
             codec: summary.codec,
@@ -138,7 +248,9 @@ impl Call {
             pt: None,
             channel: None,
             rtp_time: 0,
-            poisoned: false,
+            ufrag,
+            max_message: send_limit(summary.max_message_size),
+            poisoned: AtomicBool::new(false),
         };
         Ok((call, answer.to_sdp_string()))
     }
@@ -148,7 +260,21 @@ impl Call {
         self.codec
     }
 
-    /// Whether this call owns a datagram from `source` to `destination`.
+    /// Our ICE ufrag, as in the answer's `a=ice-ufrag`: the first half of the USERNAME in
+    /// every ICE check the peer sends us (see [`crate::stun_username_local`]). Fixed for the
+    /// call's life (Duet does no ICE restarts).
+    pub fn local_ufrag(&self) -> &str {
+        &self.ufrag
+    }
+
+    /// The largest text [`Call::send_text`] takes: the peer's `a=max-message-size` or
+    /// [`SEND_BUFFER_BYTES`], whichever is lower.
+    pub fn max_message_size(&self) -> usize {
+        self.max_message
+    }
+
+    /// Whether this call owns a datagram from `source` to `destination`. False for a dead
+    /// call; a panic in the stack kills this call only.
     pub fn accepts(
         &self,
         now: Instant,
@@ -156,10 +282,15 @@ impl Call {
         destination: SocketAddr,
         contents: &[u8],
     ) -> bool {
-        match input(now, source, destination, contents) {
-            Some(i) => self.rtc.accepts(&i),
-            None => false,
+        if self.poisoned.load(Ordering::Relaxed) {
+            return false;
         }
+        let check =
+            || input(now, source, destination, contents).is_some_and(|i| self.rtc.accepts(&i));
+        catch_unwind(AssertUnwindSafe(check)).unwrap_or_else(|_| {
+            self.poisoned.store(true, Ordering::Relaxed);
+            false
+        })
     }
 
     /// Feeds a datagram.
@@ -169,32 +300,32 @@ impl Call {
         source: SocketAddr,
         destination: SocketAddr,
         contents: &[u8],
-    ) -> Result<(), String> {
-        let i = input(now, source, destination, contents).ok_or("not a WebRTC datagram")?;
-        self.guard(|rtc| rtc.handle_input(i).map_err(|e| e.to_string()))
+    ) -> Result<(), CallError> {
+        self.guard(|call| {
+            let i = input(now, source, destination, contents).ok_or(CallError::NotWebrtc)?;
+            call.rtc.handle_input(i).map_err(rtc_error)
+        })?
     }
 
-    /// Runs `f` on the `Rtc`, containing a panic inside the WebRTC stack (e.g. on a crafted
+    /// Runs `f` on this call, containing a panic inside the WebRTC stack (e.g. on a crafted
     /// packet) to this call: it is marked dead and reaped, every other call goes on.
-    fn guard<T>(&mut self, f: impl FnOnce(&mut Rtc) -> Result<T, String>) -> Result<T, String> {
-        if self.poisoned {
-            return Err("call failed earlier".into());
+    fn guard<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> Result<T, CallError> {
+        if *self.poisoned.get_mut() {
+            return Err(CallError::CallFailed);
         }
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mut self.rtc))) {
-            Ok(r) => r,
-            Err(_) => {
-                self.poisoned = true;
-                Err("the WebRTC stack panicked; call ended".into())
-            }
-        }
+        catch_unwind(AssertUnwindSafe(|| f(self))).map_err(|panic| {
+            *self.poisoned.get_mut() = true;
+            CallError::StackPanicked(panic_message(panic.as_ref()))
+        })
     }
 
     /// Advances time.
-    pub fn timeout(&mut self, now: Instant) -> Result<(), String> {
-        self.guard(|rtc| {
-            rtc.handle_input(Input::Timeout(now))
-                .map_err(|e| e.to_string())
-        })
+    pub fn timeout(&mut self, now: Instant) -> Result<(), CallError> {
+        self.guard(|call| {
+            call.rtc
+                .handle_input(Input::Timeout(now))
+                .map_err(rtc_error)
+        })?
     }
 
     /// Drains str0m's outputs; returns when the call next needs [`Call::timeout`].
@@ -202,9 +333,17 @@ impl Call {
         &mut self,
         transmits: &mut Vec<Transmit>,
         events: &mut Vec<CallEvent>,
-    ) -> Result<Instant, String> {
+    ) -> Result<Instant, CallError> {
+        self.guard(|call| call.drain(transmits, events))?
+    }
+
+    fn drain(
+        &mut self,
+        transmits: &mut Vec<Transmit>,
+        events: &mut Vec<CallEvent>,
+    ) -> Result<Instant, CallError> {
         loop {
-            match self.guard(|rtc| rtc.poll_output().map_err(|e| e.to_string()))? {
+            match self.rtc.poll_output().map_err(rtc_error)? {
                 Output::Timeout(at) => return Ok(at),
                 Output::Transmit(t) => transmits.push(Transmit {
                     source: t.source,
@@ -228,8 +367,10 @@ impl Call {
             }
             Event::MediaData(d) => {
                 if let Some(codec) = to_codec(d.params.spec().codec) {
+                    let ssrc = self.rx_ssrc(d.mid, d.rid);
                     events.push(CallEvent::Audio {
                         codec,
+                        ssrc,
                         seq: **d.seq_range.start(),
                         payload: d.data.to_vec(),
                     });
@@ -254,6 +395,13 @@ impl Call {
         }
     }
 
+    /// The SSRC str0m currently receives on `mid` (it follows SSRC changes in place, and
+    /// drops frames buffered from the old SSRC, so this is the frame's sender).
+    fn rx_ssrc(&mut self, mid: Mid, rid: Option<Rid>) -> u32 {
+        let mut api = self.rtc.direct_api();
+        api.stream_rx_by_mid(mid, rid).map_or(0, |s| *s.ssrc())
+    }
+
     fn pick_pt(&mut self, mid: Mid) -> Option<Pt> {
         let codec = self.codec;
         let writer = self.rtc.writer(mid)?;
@@ -270,9 +418,9 @@ impl Call {
     }
 
     /// Sends one 20 ms frame. `wallclock` is when it is due.
-    pub fn send_audio(&mut self, wallclock: Instant, payload: &[u8]) -> Result<(), String> {
+    pub fn send_audio(&mut self, wallclock: Instant, payload: &[u8]) -> Result<(), CallError> {
         let (Some(mid), Some(pt)) = (self.mid, self.pt) else {
-            return Err("no audio track".into());
+            return Err(CallError::NoAudioTrack);
         };
         let (freq, step) = match self.codec {
             AudioCodec::Opus => (Frequency::FORTY_EIGHT_KHZ, 960),
@@ -280,19 +428,49 @@ impl Call {
         };
         let time = MediaTime::new(self.rtp_time, freq);
         self.rtp_time += step;
-        let writer = self.rtc.writer(mid).ok_or("no audio writer")?;
-        writer
-            .write(pt, wallclock, time, payload.to_vec())
-            .map_err(|e| e.to_string())
+        self.guard(|call| {
+            let writer = call.rtc.writer(mid).ok_or(CallError::NoAudioTrack)?;
+            let payload = payload.to_vec();
+            writer
+                .write(pt, wallclock, time, payload)
+                .map_err(rtc_error)
+        })?
     }
 
-    /// Sends a text message on `oai-events`; false when the channel is not open or full.
-    pub fn send_text(&mut self, text: &str) -> bool {
-        let Some(id) = self.channel else { return false };
-        match self.rtc.channel(id) {
-            Some(mut ch) => ch.write(false, text.as_bytes()).unwrap_or(false),
-            None => false,
+    /// Sends a text message on `oai-events`. On [`SendError::Full`] keep it (and what
+    /// follows, for order) and retry after the next [`Call::poll`]s; other errors are final.
+    pub fn send_text(&mut self, text: &str) -> Result<(), SendError> {
+        let Some(id) = self.channel else {
+            return Err(SendError::NotOpen);
+        };
+        let max = self.max_message;
+        if text.len() > max {
+            return Err(SendError::TooLarge {
+                len: text.len(),
+                max,
+            });
         }
+        let written = self.guard(|call| match call.rtc.channel(id) {
+            Some(mut ch) => ch.write(false, text.as_bytes()),
+            None => Err(RtcError::Sctp(SctpError::WriteBeforeEstablished)),
+        })?;
+        match written {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(SendError::Full),
+            Err(RtcError::Sctp(SctpError::WriteBeforeEstablished)) => Err(SendError::NotOpen),
+            Err(e) => Err(SendError::Call(rtc_error(e))),
+        }
+    }
+
+    /// Bytes written to `oai-events` that the peer has not acknowledged yet (0 when closed).
+    pub fn buffered_amount(&mut self) -> usize {
+        let Some(id) = self.channel else { return 0 };
+        let amount = self.guard(|call| {
+            call.rtc
+                .channel(id)
+                .map_or(0, |mut ch| ch.buffered_amount())
+        });
+        amount.unwrap_or(0)
     }
 
     /// Whether `oai-events` is open.
@@ -300,17 +478,34 @@ impl Call {
         self.channel.is_some()
     }
 
-    /// False once the peer closed DTLS, ICE timed out, or [`Call::close`] ran.
+    /// False once the peer closed DTLS, ICE timed out, the stack panicked, or [`Call::close`]
+    /// ran.
     pub fn is_alive(&self) -> bool {
-        !self.poisoned && self.rtc.is_alive()
+        !self.poisoned.load(Ordering::Relaxed) && self.rtc.is_alive()
     }
 
     /// Ends the call gracefully: RTCP BYE, SCTP shutdown and DTLS close_notify are queued
     /// for [`Call::poll`]; the call is dead once they drained.
     pub fn close(&mut self) {
-        if self.rtc.close().is_err() {
-            self.rtc.disconnect();
-        }
+        let _ = self.guard(|call| {
+            if call.rtc.close().is_err() {
+                call.rtc.disconnect();
+            }
+        });
+    }
+}
+
+/// The largest message both the peer (`None`: no limit) and our send buffer take.
+fn send_limit(peer: Option<usize>) -> usize {
+    peer.map_or(SEND_BUFFER_BYTES, |p| p.min(SEND_BUFFER_BYTES))
+}
+
+/// The text of a panic's payload.
+fn panic_message(panic: &(dyn Any + Send)) -> String {
+    match (panic.downcast_ref::<&str>(), panic.downcast_ref::<String>()) {
+        (Some(s), _) => (*s).to_string(),
+        (_, Some(s)) => s.clone(),
+        _ => "no message".into(),
     }
 }
 

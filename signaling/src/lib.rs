@@ -1,11 +1,19 @@
-//! Sans-IO call setup for Duet: offer checks ([`sdp`]), answers and per-call WebRTC state
-//! on str0m ([`call`]), and call ids. No sockets, no clocks: time is an argument.
+//! Sans-IO call setup for Duet: offer checks ([`sdp`]), offer bodies ([`multipart`]), answers
+//! and per-call WebRTC state on str0m ([`call`]), STUN routing ([`stun`]) and call ids. No
+//! sockets, no clocks: time is an argument.
 
 pub mod call;
+pub mod multipart;
 pub mod sdp;
+pub mod stun;
+#[doc(hidden)]
+pub mod testutil;
 
-pub use call::{AnswerConfig, Call, CallEvent, Transmit};
-pub use sdp::{check_offer, AudioCodec, OfferSummary, SignalError, MAX_OFFER_BYTES};
+pub use call::{AnswerConfig, Call, CallError, CallEvent, SendError, Transmit, SEND_BUFFER_BYTES};
+pub use sdp::{
+    check_offer, AudioCodec, OfferSummary, SignalError, DEFAULT_MAX_MESSAGE_SIZE, MAX_OFFER_BYTES,
+};
+pub use stun::{is_stun, stun_username_local};
 
 use rand::Rng;
 

@@ -4,6 +4,10 @@
 /// Largest offer accepted.
 pub const MAX_OFFER_BYTES: usize = 16 * 1024;
 
+/// The peer's data channel message limit when its offer has no `a=max-message-size`
+/// (RFC 8841 §6.1).
+pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 64 * 1024;
+
 /// The audio codec a call uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AudioCodec {
@@ -32,6 +36,10 @@ pub struct OfferSummary {
     pub codec: AudioCodec,
     /// Whether the offer has a data channel section (events need one).
     pub has_data_channel: bool,
+    /// The largest data channel message the peer can receive, from `a=max-message-size` in
+    /// its application section: [`DEFAULT_MAX_MESSAGE_SIZE`] when absent (or unreadable, as
+    /// str0m treats it), `None` when the peer advertised 0 (no limit).
+    pub max_message_size: Option<usize>,
 }
 
 /// Why an offer (or an answer) failed.
@@ -84,6 +92,7 @@ struct Section<'a> {
     ice_pwd: bool,
     fingerprint: bool,
     proto: &'a str,
+    max_message_size: Option<usize>,
 }
 
 /// Checks an offer. Cheap and allocation-light: runs before any call state exists.
@@ -108,10 +117,25 @@ pub fn check_offer(sdp: &str) -> Result<OfferSummary, SignalError> {
     let has_data_channel = media
         .iter()
         .any(|m| m.kind == "application" && m.proto.contains("DTLS/SCTP"));
+    // The first application section, as str0m picks it for the SCTP send limit.
+    let advertised = media
+        .iter()
+        .find(|m| m.kind == "application")
+        .and_then(|m| m.max_message_size);
     Ok(OfferSummary {
         codec,
         has_data_channel,
+        max_message_size: peer_message_limit(advertised),
     })
+}
+
+/// RFC 8841 §6.1: absent means 64 KiB, 0 means no limit.
+fn peer_message_limit(advertised: Option<usize>) -> Option<usize> {
+    match advertised {
+        None => Some(DEFAULT_MAX_MESSAGE_SIZE),
+        Some(0) => None,
+        Some(n) => Some(n),
+    }
 }
 
 fn sections(sdp: &str) -> Result<(Section<'_>, Vec<Section<'_>>), SignalError> {
@@ -168,6 +192,7 @@ fn attribute<'a>(s: &mut Section<'a>, value: &'a str) {
         "ice-ufrag" => s.ice_ufrag = !rest.trim().is_empty(),
         "ice-pwd" => s.ice_pwd = !rest.trim().is_empty(),
         "fingerprint" => s.fingerprint = rest.split_whitespace().count() == 2,
+        "max-message-size" => s.max_message_size = rest.trim().parse().ok(),
         "rtpmap" => {
             if let Some((pt, enc)) = rest.split_once(' ') {
                 s.rtpmaps.push((pt, enc.trim().to_ascii_lowercase()));
@@ -213,8 +238,34 @@ pub(crate) mod tests {
             check_offer(OFFER),
             Ok(OfferSummary {
                 codec: AudioCodec::Opus,
-                has_data_channel: true
+                has_data_channel: true,
+                max_message_size: Some(DEFAULT_MAX_MESSAGE_SIZE),
             })
+        );
+    }
+
+    #[test]
+    fn reads_the_peers_max_message_size() {
+        let limit = |attr: &str| {
+            let sdp = OFFER.replace(
+                "a=sctp-port:5000\r\n",
+                &format!("a=sctp-port:5000\r\n{attr}"),
+            );
+            check_offer(&sdp).map(|s| s.max_message_size)
+        };
+        assert_eq!(limit(""), Ok(Some(65536)), "absent: RFC 8841 default");
+        assert_eq!(limit("a=max-message-size:262144\r\n"), Ok(Some(262_144)));
+        assert_eq!(
+            limit("a=max-message-size:1073741823\r\n"),
+            Ok(Some(1_073_741_823))
+        );
+        assert_eq!(limit("a=max-message-size:0\r\n"), Ok(None), "0: no limit");
+        assert_eq!(limit("a=max-message-size:lots\r\n"), Ok(Some(65536)));
+        // Only the application section counts.
+        let on_audio = OFFER.replace("a=mid:0\r\n", "a=mid:0\r\na=max-message-size:1\r\n");
+        assert_eq!(
+            check_offer(&on_audio).map(|s| s.max_message_size),
+            Ok(Some(65536))
         );
     }
 

@@ -1,23 +1,29 @@
-//! The media engine: one thread that owns one UDP socket shared by every WebRTC call and a
-//! map of calls; no task or socket per call. It paces outbound audio on an absolute 20 ms
-//! grid (skipping slots after a stall, never bursting), sends silence when nothing plays,
-//! feeds str0m its datagrams and time, and reaps calls that died (DTLS close, ICE consent,
-//! our own inactivity timeout, hangup).
+//! The media engine: up to one thread per core (at most 4), each owning one UDP socket
+//! (consecutive ports from `--udp-port`, or free ports) shared by all of its calls; no task or
+//! socket per call. Each paces outbound audio on an absolute 20 ms grid (skipping slots after
+//! a stall, never bursting), sends silence when nothing plays, feeds str0m its datagrams and
+//! time, and reaps calls that died (DTLS close, ICE consent, never connected, our own
+//! inactivity timeout, hangup). A panic in one call's work ends that call; a dead engine
+//! thread is never picked again, its calls' slots are released, and `/ready` reports it.
 
+mod live;
 mod pipeline;
 mod thread;
 
 use std::net::{IpAddr, SocketAddr, UdpSocket};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::sync::Arc;
 use std::time::Duration;
 
 use duet_signaling::{AnswerConfig, Call};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Semaphore};
 
 use crate::net::Waker;
-use crate::session::{MediaSink, Outbound, SessionInput};
+use crate::session::{EventReceiver, Inbound, MediaSignals, MediaSink};
+
+/// Receive buffer asked for each media socket (the kernel grants up to `net.core.rmem_max`).
+const RECV_BUFFER_BYTES: usize = 4 << 20;
 
 /// Engine settings.
 #[derive(Clone, Debug)]
@@ -28,6 +34,8 @@ pub struct EngineConfig {
     pub public_ip: Option<IpAddr>,
     /// A call that receives nothing for this long is ended.
     pub inactivity: Duration,
+    /// A call not connected (ICE + DTLS) this long after it was added is ended.
+    pub connect_timeout: Duration,
 }
 
 /// A call handed to the engine.
@@ -38,14 +46,29 @@ pub struct NewCall {
     pub id: String,
     /// The answered call.
     pub call: Call,
-    /// The session's inbox.
-    pub session: mpsc::Sender<SessionInput>,
+    /// The session's inbox (client events, caller audio).
+    pub session: mpsc::Sender<Inbound>,
     /// The session's events, written to `oai-events`.
-    pub events: mpsc::Receiver<Outbound>,
+    pub events: EventReceiver,
+    /// Playback reports back to the session (never lost).
+    pub signals: Arc<MediaSignals>,
+    /// Bytes of client events the call may have waiting for its session.
+    pub inbound: Arc<Semaphore>,
     /// Whether the offer negotiated a data channel (else events are discarded).
     pub has_data_channel: bool,
-    /// Runs once when the call ends, for any reason.
-    pub on_end: Box<dyn FnOnce() + Send>,
+    /// Released when the engine drops the call, however it ends (slots, registry, the
+    /// session's "call ended").
+    pub guard: Box<dyn Send>,
+}
+
+/// A fault to inject (tests of panic containment only).
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug)]
+pub enum Fault {
+    /// The engine thread itself panics (outside any call's guard).
+    PanicThread,
+    /// The call with this key panics in its media work at the next tick.
+    PanicCall(u64),
 }
 
 enum Command {
@@ -54,6 +77,7 @@ enum Command {
     Play { key: u64, tag: u64, pcm: Vec<f32> },
     Finish { key: u64, tag: u64 },
     Clear(u64),
+    Fault(Fault),
 }
 
 /// Handle to the engine thread.
@@ -64,6 +88,7 @@ pub struct Engine {
     local: SocketAddr,
     answer: AnswerConfig,
     calls: Arc<AtomicUsize>,
+    alive: Arc<AtomicBool>,
 }
 
 impl Engine {
@@ -71,6 +96,7 @@ impl Engine {
     pub fn start(cfg: EngineConfig, base: &AnswerConfig, index: usize) -> anyhow::Result<Self> {
         let socket = UdpSocket::bind(cfg.bind)?;
         socket.set_nonblocking(true)?;
+        let rcvbuf = crate::net::set_recv_buffer(&socket, RECV_BUFFER_BYTES).unwrap_or(0);
         let local = socket.local_addr()?;
         let advertised = match (cfg.public_ip, local.ip()) {
             (Some(ip), _) => SocketAddr::new(ip, local.port()),
@@ -83,25 +109,20 @@ impl Engine {
         let (tx, rx) = std_mpsc::channel();
         let waker = Arc::new(Waker::new()?);
         let calls = Arc::new(AtomicUsize::new(0));
-
-        let t = thread::EngineThread::new(
-            socket,
-            local,
-            rx,
-            waker.clone(),
-            cfg.inactivity,
-            calls.clone(),
-        );
+        let alive = Arc::new(AtomicBool::new(true));
+        let t = thread::EngineThread::new(socket, local, rx, waker.clone(), &cfg, calls.clone());
+        let flag = thread::AliveFlag(alive.clone());
         std::thread::Builder::new()
             .name(format!("media-engine-{index}"))
-            .spawn(move || t.run())?;
-        tracing::info!(%local, %advertised, "media engine listening (UDP)");
+            .spawn(move || t.run(flag))?;
+        tracing::info!(%local, %advertised, rcvbuf, "media engine listening (UDP)");
         Ok(Self {
             tx,
             waker,
             local,
             answer,
             calls,
+            alive,
         })
     }
 
@@ -120,21 +141,36 @@ impl Engine {
         self.calls.load(Ordering::Relaxed)
     }
 
-    /// Hands a call to the engine.
-    pub fn add(&self, call: NewCall) {
-        let _ = self.tx.send(Command::Add(Box::new(call)));
+    /// Whether the engine thread runs.
+    pub fn is_alive(&self) -> bool {
+        self.alive.load(Ordering::Acquire)
+    }
+
+    fn send(&self, cmd: Command) {
+        // A dead engine drops the command: a call in it is released by its guard.
+        let _ = self.tx.send(cmd);
         self.waker.wake();
+    }
+
+    /// Hands a call to the engine (a dead engine drops it, releasing its guard).
+    pub fn add(&self, call: NewCall) {
+        self.send(Command::Add(Box::new(call)));
     }
 
     /// Ends a call.
     pub fn hangup(&self, key: u64) {
-        let _ = self.tx.send(Command::Hangup(key));
-        self.waker.wake();
+        self.send(Command::Hangup(key));
+    }
+
+    /// Injects a fault (panic-containment tests).
+    #[doc(hidden)]
+    pub fn inject_fault(&self, fault: Fault) {
+        self.send(Command::Fault(fault));
     }
 
     /// The media sink a session uses for call `key`.
     pub fn sink(&self, key: u64) -> Box<dyn MediaSink> {
-        Box::new(Sink {
+        Box::new(EngineSink {
             tx: self.tx.clone(),
             waker: self.waker.clone(),
             key,
@@ -142,13 +178,13 @@ impl Engine {
     }
 }
 
-struct Sink {
+struct EngineSink {
     tx: std_mpsc::Sender<Command>,
     waker: Arc<Waker>,
     key: u64,
 }
 
-impl MediaSink for Sink {
+impl MediaSink for EngineSink {
     fn play(&self, tag: u64, pcm: Vec<f32>) {
         let _ = self.tx.send(Command::Play {
             key: self.key,
@@ -168,8 +204,8 @@ impl MediaSink for Sink {
     }
 }
 
-/// One engine per core: each owns a socket (ports `--udp-port`, `+1`, … or free ports) and
-/// a share of the calls, so a tick's per-call work is split across cores.
+/// One engine per core: each owns a socket and a share of the calls, so a tick's per-call
+/// work is split across cores.
 #[derive(Clone)]
 pub struct EnginePool {
     engines: Vec<Engine>,
@@ -195,20 +231,23 @@ impl EnginePool {
         Ok(Self { engines })
     }
 
-    /// The engine with the fewest calls, and its index.
-    pub fn pick(&self) -> (usize, &Engine) {
-        let (i, e) = self
-            .engines
+    /// The live engine with the fewest calls, and its index; `None` when every engine died.
+    pub fn pick(&self) -> Option<(usize, &Engine)> {
+        self.engines
             .iter()
             .enumerate()
+            .filter(|(_, e)| e.is_alive())
             .min_by_key(|(_, e)| e.active_calls())
-            .unwrap_or((0, &self.engines[0]));
-        (i, e)
     }
 
     /// Engine `i`.
     pub fn get(&self, i: usize) -> Option<&Engine> {
         self.engines.get(i)
+    }
+
+    /// The index of an engine whose thread stopped, if any.
+    pub fn dead(&self) -> Option<usize> {
+        self.engines.iter().position(|e| !e.is_alive())
     }
 
     /// Calls across all engines.

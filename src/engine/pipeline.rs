@@ -53,6 +53,8 @@ pub struct Pipeline {
     jitter: JitterBuffer,
     /// Whether any RTP arrived (before that nothing is fed to the session).
     receiving: bool,
+    /// The SSRC of the inbound stream.
+    ssrc: Option<u32>,
     in_rs: StreamResampler,
     out_rs: StreamResampler,
     playback: PlaybackQueue,
@@ -88,6 +90,7 @@ impl Pipeline {
                 ..JitterConfig::default()
             }),
             receiving: false,
+            ssrc: None,
             in_rs: StreamResampler::new(rate, SESSION_RATE).map_err(|e| e.to_string())?,
             out_rs: StreamResampler::new(SESSION_RATE, rate).map_err(|e| e.to_string())?,
             playback: PlaybackQueue::new(frame, rate as usize * MAX_QUEUED_SECS),
@@ -100,8 +103,12 @@ impl Pipeline {
         })
     }
 
-    /// An inbound RTP payload.
-    pub fn receive(&mut self, seq: u64, payload: Vec<u8>) {
+    /// An inbound RTP payload. A new SSRC (a gateway's re-INVITE or transfer, a sender
+    /// restart) starts its own sequence numbers: the jitter buffer starts over with it.
+    pub fn receive(&mut self, ssrc: u32, seq: u64, payload: Vec<u8>) {
+        if self.ssrc.replace(ssrc).is_some_and(|old| old != ssrc) {
+            self.jitter.reset();
+        }
         self.receiving = true;
         self.jitter.push(seq, payload);
     }
@@ -255,15 +262,15 @@ mod tests {
     #[test]
     fn a_stall_does_not_become_permanent_latency() {
         let mut p = Pipeline::new(AudioCodec::Pcmu).unwrap();
-        p.receive(0, vec![0xFF; 160]);
-        p.receive(1, vec![0xFF; 160]);
+        p.receive(7, 0, vec![0xFF; 160]);
+        p.receive(7, 1, vec![0xFF; 160]);
         p.inbound_frame();
         // The peer stalled, then delivered 30 frames at once and keeps sending in real time.
         for seq in 2..32 {
-            p.receive(seq, vec![0xFF; 160]);
+            p.receive(7, seq, vec![0xFF; 160]);
         }
         for seq in 32..80 {
-            p.receive(seq, vec![0xFF; 160]);
+            p.receive(7, seq, vec![0xFF; 160]);
             p.inbound_frame();
         }
         assert!(
@@ -285,7 +292,7 @@ mod tests {
                         .sin()
                 })
                 .collect();
-            p.receive(seq, enc.encode(&pcm).unwrap());
+            p.receive(7, seq, enc.encode(&pcm).unwrap());
         }
         let mut total = 0;
         for _ in 0..10 {

@@ -1,42 +1,41 @@
-//! The engine thread's loop.
+//! The engine thread's loop: commands, the 20 ms grid, datagram routing, str0m timers and
+//! reaping. Datagrams are routed in O(1): by source address once known, and a new source's
+//! STUN check by our ICE ufrag in its USERNAME; anything else from an unknown source is
+//! dropped without looking at any call.
 
 use std::collections::HashMap;
 use std::io::ErrorKind;
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use duet_media::pacer::FrameGrid;
-use duet_signaling::{Call, CallEvent, Transmit};
-use tokio::sync::mpsc;
+use duet_signaling::{is_stun, stun_username_local, CallEvent, Transmit};
 
-use super::pipeline::Pipeline;
-use super::{Command, NewCall};
+use super::live::{guarded, LiveCall};
+use super::{Command, EngineConfig, Fault, NewCall};
 use crate::metrics::METRICS;
 use crate::net::Waker;
-use crate::protocol::{codes, ErrorPayload};
-use crate::session::{Outbound, SessionInput};
 
 /// The outbound frame period.
 const FRAME: Duration = Duration::from_millis(20);
 /// Socket read timeouts are never shorter than this (avoids spinning).
 const MIN_WAIT: Duration = Duration::from_micros(200);
 
-struct Live {
-    id: String,
-    call: Call,
-    media: Pipeline,
-    session: mpsc::Sender<SessionInput>,
-    events: mpsc::Receiver<Outbound>,
-    has_dc: bool,
-    on_end: Option<Box<dyn FnOnce() + Send>>,
-    last_rx: Instant,
-    next_timeout: Instant,
-    created: Instant,
-    connected: bool,
-    closing: bool,
+/// Marks the engine dead when its thread ends, by return or by panic.
+pub(super) struct AliveFlag(pub(super) Arc<AtomicBool>);
+
+impl Drop for AliveFlag {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+        if std::thread::panicking() {
+            tracing::error!(
+                "a media engine thread panicked; its calls were ended and it takes no new ones"
+            );
+        }
+    }
 }
 
 pub(super) struct EngineThread {
@@ -45,8 +44,10 @@ pub(super) struct EngineThread {
     rx: std_mpsc::Receiver<Command>,
     waker: Arc<Waker>,
     inactivity: Duration,
-    calls: HashMap<u64, Live>,
+    connect_timeout: Duration,
+    calls: HashMap<u64, LiveCall>,
     by_addr: HashMap<SocketAddr, u64>,
+    by_ufrag: HashMap<String, u64>,
     count: Arc<AtomicUsize>,
     transmits: Vec<Transmit>,
     events: Vec<CallEvent>,
@@ -59,7 +60,7 @@ impl EngineThread {
         local: SocketAddr,
         rx: std_mpsc::Receiver<Command>,
         waker: Arc<Waker>,
-        inactivity: Duration,
+        cfg: &EngineConfig,
         count: Arc<AtomicUsize>,
     ) -> Self {
         Self {
@@ -67,9 +68,11 @@ impl EngineThread {
             local,
             rx,
             waker,
-            inactivity,
+            inactivity: cfg.inactivity,
+            connect_timeout: cfg.connect_timeout,
             calls: HashMap::new(),
             by_addr: HashMap::new(),
+            by_ufrag: HashMap::new(),
             count,
             transmits: Vec::new(),
             events: Vec::new(),
@@ -77,7 +80,7 @@ impl EngineThread {
         }
     }
 
-    pub(super) fn run(mut self) {
+    pub(super) fn run(mut self, _alive: AliveFlag) {
         let mut grid = FrameGrid::new(Instant::now(), FRAME);
         let mut buf = vec![0u8; 2048];
         loop {
@@ -104,7 +107,7 @@ impl EngineThread {
             if !self.waker.wait(&self.socket, wait) {
                 continue;
             }
-            // Drain what arrived (non-blocking), then go back to the grid.
+            // Drain what arrived (non-blocking), then go back to the grid and the timers.
             loop {
                 match self.socket.recv_from(&mut buf) {
                     Ok((n, source)) => self.datagram(source, &buf[..n]),
@@ -116,7 +119,7 @@ impl EngineThread {
                         break;
                     }
                 }
-                if Instant::now() >= grid.next_deadline() {
+                if Instant::now() >= deadline {
                     break;
                 }
             }
@@ -140,93 +143,72 @@ impl EngineThread {
         match cmd {
             Command::Add(new) => self.add(*new),
             Command::Hangup(key) => self.end(key, "hangup"),
-            Command::Play { key, tag, pcm } => {
-                if let Some(c) = self.calls.get_mut(&key) {
-                    if !c.media.play(tag, &pcm) {
-                        tracing::warn!(call = %c.id, "playback queue full; audio dropped");
-                    }
-                }
-            }
-            Command::Finish { key, tag } => {
-                if let Some(c) = self.calls.get_mut(&key) {
-                    c.media.finish(tag);
-                }
-            }
-            Command::Clear(key) => {
-                if let Some(c) = self.calls.get_mut(&key) {
-                    c.media.clear();
-                    let _ = c.session.try_send(SessionInput::Cleared);
-                }
-            }
+            Command::Play { key, tag, pcm } => self.on_call(key, |c| c.play(tag, &pcm)),
+            Command::Finish { key, tag } => self.on_call(key, |c| c.media.finish(tag)),
+            Command::Clear(key) => self.on_call(key, LiveCall::clear),
+            Command::Fault(Fault::PanicThread) => panic!("injected fault: media engine thread"),
+            Command::Fault(Fault::PanicCall(key)) => self.on_call(key, |c| c.fault = true),
+        }
+    }
+
+    /// Runs `f` on call `key` under its guard.
+    fn on_call(&mut self, key: u64, f: impl FnOnce(&mut LiveCall)) {
+        if let Some(c) = self.calls.get_mut(&key) {
+            guarded(c, f);
         }
     }
 
     fn add(&mut self, new: NewCall) {
-        let now = Instant::now();
-        let media = match Pipeline::new(new.call.codec()) {
-            Ok(m) => m,
-            Err(e) => {
-                tracing::error!(call = %new.id, error = %e, "media pipeline failed");
-                (new.on_end)();
-                return;
+        let key = new.key;
+        let ufrag = new.call.local_ufrag().to_string();
+        match LiveCall::new(new) {
+            Ok(call) => {
+                self.by_ufrag.insert(ufrag, key);
+                self.calls.insert(key, call);
+                self.count.store(self.calls.len(), Ordering::Relaxed);
             }
-        };
-        tracing::info!(call = %new.id, codec = ?new.call.codec(), "call added to the media engine");
-        self.calls.insert(
-            new.key,
-            Live {
-                id: new.id,
-                call: new.call,
-                media,
-                session: new.session,
-                events: new.events,
-                has_dc: new.has_data_channel,
-                on_end: Some(new.on_end),
-                last_rx: now,
-                next_timeout: now,
-                created: now,
-                connected: false,
-                closing: false,
-            },
-        );
-        self.count.store(self.calls.len(), Ordering::Relaxed);
+            Err(e) => tracing::error!(error = %e, "media pipeline failed; call dropped"),
+        }
     }
 
     fn datagram(&mut self, source: SocketAddr, bytes: &[u8]) {
-        let now = Instant::now();
-        let key = match self.by_addr.get(&source) {
-            Some(k)
-                if self
-                    .calls
-                    .get(k)
-                    .is_some_and(|c| c.call.accepts(now, source, self.local, bytes)) =>
-            {
-                Some(*k)
-            }
-            _ => self
-                .calls
-                .iter()
-                .find(|(_, c)| c.call.accepts(now, source, self.local, bytes))
-                .map(|(k, _)| *k),
+        let Some(key) = self.route(source, bytes) else {
+            return;
         };
-        // A new call's first ICE check can race the command that adds the call.
-        let key = key.or_else(|| {
-            self.commands();
-            self.calls
-                .iter()
-                .find(|(_, c)| c.call.accepts(now, source, self.local, bytes))
-                .map(|(k, _)| *k)
-        });
-        let Some(key) = key else { return };
-        self.by_addr.insert(source, key);
+        let now = Instant::now();
+        let local = self.local;
         let Some(c) = self.calls.get_mut(&key) else {
             return;
         };
         c.last_rx = now;
-        if let Err(e) = c.call.receive(now, source, self.local, bytes) {
+        if let Err(e) = c.call.receive(now, source, local, bytes) {
             tracing::debug!(call = %c.id, error = %e, "datagram rejected");
         }
         self.drain(key);
+    }
+
+    /// The call a datagram belongs to: a STUN check by the ufrag it names (which also
+    /// learns or moves its source address), anything else by its known source address.
+    fn route(&mut self, source: SocketAddr, bytes: &[u8]) -> Option<u64> {
+        if !is_stun(bytes) {
+            return self.by_addr.get(&source).copied();
+        }
+        let ufrag = stun_username_local(bytes)?;
+        let key = match self.by_ufrag.get(ufrag) {
+            Some(k) => *k,
+            None => {
+                // A new call's first ICE check can race the command that adds the call.
+                self.commands();
+                *self.by_ufrag.get(ufrag)?
+            }
+        };
+        let now = Instant::now();
+        let c = self.calls.get(&key)?;
+        if !c.call.accepts(now, source, self.local, bytes) {
+            return None;
+        }
+        self.by_addr.insert(source, key);
+        Some(key)
     }
 
     /// Runs str0m timers that are due.
@@ -250,21 +232,18 @@ impl EngineThread {
     /// caller audio in, timers, reaping.
     fn tick(&mut self, now: Instant, deadline: Instant) {
         let keys: Vec<u64> = self.calls.keys().copied().collect();
-        let mut ticks = Vec::with_capacity(keys.len());
         for &key in &keys {
-            if let Some(c) = self.calls.get_mut(&key) {
-                ticks.push(c.send_frame(deadline));
-            }
+            self.on_call(key, |c| c.send_frame(deadline));
             self.drain(key);
             METRICS
                 .pacing_deviation
                 .observe(Instant::now().saturating_duration_since(deadline));
         }
-        for (&key, (played, drained)) in keys.iter().zip(ticks) {
-            if let Some(c) = self.calls.get_mut(&key) {
-                c.receive_tick(played, drained);
+        for &key in &keys {
+            self.on_call(key, |c| {
+                c.receive_tick();
                 let _ = c.call.timeout(now);
-            }
+            });
             self.drain(key);
             self.reap_if_dead(key, now);
         }
@@ -290,17 +269,24 @@ impl EngineThread {
                 tracing::debug!(error = %e, dest = %t.destination, "udp send failed");
             }
         }
-        for ev in self.events.drain(..) {
-            c.event(ev);
-        }
+        let events = std::mem::take(&mut self.events);
+        guarded(c, |c| {
+            for ev in events {
+                c.event(ev);
+            }
+        });
     }
 
     fn reap_if_dead(&mut self, key: u64, now: Instant) {
         let Some(c) = self.calls.get(&key) else {
             return;
         };
-        let reason = if !c.call.is_alive() {
+        let reason = if c.failed {
+            Some("its media work panicked")
+        } else if !c.call.is_alive() {
             Some("peer gone (DTLS close or ICE timeout)")
+        } else if !c.connected && now.duration_since(c.created) > self.connect_timeout {
+            Some("not connected in time (no ICE and DTLS)")
         } else if now.duration_since(c.last_rx) > self.inactivity {
             Some("inactivity timeout")
         } else if c.session.is_closed() {
@@ -315,105 +301,20 @@ impl EngineThread {
         }
     }
 
+    /// Ends a call: closes it gracefully (RTCP BYE, SCTP shutdown, DTLS close_notify) so the
+    /// peer learns at once, sends what that produced, then drops it (its guard releases the
+    /// slots and tells the session).
     fn end(&mut self, key: u64, reason: &str) {
-        // Close gracefully (RTCP BYE, SCTP shutdown, DTLS close_notify) so the peer learns
-        // at once, and send what that produced before forgetting the call.
         if let Some(c) = self.calls.get_mut(&key) {
             c.call.close();
         }
         self.drain(key);
-        let Some(mut c) = self.calls.remove(&key) else {
+        let Some(c) = self.calls.remove(&key) else {
             return;
         };
-        let _ = c.session.try_send(SessionInput::Ended);
         self.by_addr.retain(|_, k| *k != key);
+        self.by_ufrag.retain(|_, k| *k != key);
         self.count.store(self.calls.len(), Ordering::Relaxed);
         tracing::info!(call = %c.id, reason, lived_ms = c.created.elapsed().as_millis() as u64, "call ended");
-        if let Some(f) = c.on_end.take() {
-            f();
-        }
-    }
-}
-
-impl Live {
-    /// Encodes and sends this tick's frame; returns what of each response left.
-    fn send_frame(&mut self, now: Instant) -> (Vec<(u64, u64)>, Vec<u64>) {
-        match self.media.outbound_frame() {
-            Ok(frame) => {
-                if self.call.can_send_audio() && self.call.send_audio(now, &frame.payload).is_ok() {
-                    METRICS.frames_sent.fetch_add(1, Ordering::Relaxed);
-                }
-                (frame.played, frame.drained)
-            }
-            Err(e) => {
-                tracing::warn!(call = %self.id, error = %e, "encoding failed");
-                (Vec::new(), Vec::new())
-            }
-        }
-    }
-
-    /// Events out, caller audio in, and the tick's report to the session.
-    fn receive_tick(&mut self, played: Vec<(u64, u64)>, drained: Vec<u64>) {
-        self.flush_events();
-        let audio = self.media.inbound_frame();
-        // One message per call per tick: each message can wake the session's task.
-        if audio.is_some() || !played.is_empty() || !drained.is_empty() {
-            let tick = SessionInput::Media {
-                audio,
-                played,
-                drained,
-            };
-            if self.session.try_send(tick).is_err() {
-                tracing::debug!(call = %self.id, "session inbox full; media tick dropped");
-            }
-        }
-    }
-
-    /// Writes the session's events to `oai-events` (held until it opens; dropped when the
-    /// offer has no data channel).
-    fn flush_events(&mut self) {
-        if self.has_dc && !self.call.channel_open() {
-            return;
-        }
-        while let Ok(out) = self.events.try_recv() {
-            match out {
-                Outbound::Event(ev) if self.has_dc => {
-                    if !self.call.send_text(&ev.to_json()) {
-                        tracing::warn!(call = %self.id, kind = ev.kind(), "data channel refused an event");
-                    }
-                }
-                Outbound::Event(_) => {}
-                Outbound::Close { .. } => self.closing = true,
-            }
-        }
-    }
-
-    fn event(&mut self, ev: CallEvent) {
-        match ev {
-            CallEvent::Connected => {
-                self.connected = true;
-                tracing::info!(call = %self.id, connect_ms = self.created.elapsed().as_millis() as u64, "call connected");
-            }
-            CallEvent::Audio {
-                seq,
-                payload,
-                codec,
-            } if codec == self.call.codec() => self.media.receive(seq, payload),
-            CallEvent::Audio { .. } => {}
-            CallEvent::ChannelOpen => self.flush_events(),
-            CallEvent::Text(text) => {
-                if self.session.try_send(SessionInput::Text(text)).is_err() {
-                    tracing::warn!(call = %self.id, "session inbox full; client event dropped");
-                }
-            }
-            CallEvent::Binary(n) => {
-                let err = ErrorPayload::invalid(
-                    codes::INVALID_JSON,
-                    format!("binary message of {n} bytes on oai-events; send JSON text"),
-                );
-                let _ = self.session.try_send(SessionInput::Invalid(err));
-            }
-            CallEvent::ChannelClosed => {}
-        }
     }
 }

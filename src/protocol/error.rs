@@ -104,6 +104,18 @@ pub mod codes {
     pub const MODEL_ERROR: &str = "model_error";
     /// The session reached its maximum lifetime.
     pub const SESSION_EXPIRED: &str = "session_expired";
+    /// A `conversation.item.create` whose audio is longer than one item may hold (or than
+    /// the whole conversation may store).
+    pub const ITEM_AUDIO_TOO_LONG: &str = "item_audio_too_long";
+    /// An event the transport cannot carry (larger than the session's outbound budget, or
+    /// than the peer's data-channel `max-message-size`) was replaced by this error.
+    pub const EVENT_TOO_LARGE_FOR_TRANSPORT: &str = "event_too_large_for_transport";
+    /// The client left more than the outbound budget of events unread; the session closes.
+    pub const EVENT_QUEUE_FULL: &str = "event_queue_full";
+    /// No client event and no audio for `--session-idle-secs`; the session closes.
+    pub const SESSION_IDLE: &str = "session_idle";
+    /// The server is shutting down: the session closes at the drain deadline.
+    pub const SERVER_DRAINING: &str = "server_draining";
     /// Input transcription is not available with this model.
     pub const TRANSCRIPTION_UNAVAILABLE: &str = "transcription_unavailable";
 }

@@ -1,32 +1,31 @@
 //! `POST /v1/realtime/calls` (WebRTC signalling), hangup, and the call registry glue.
-//! Bad offers are refused before anything is allocated.
+//! Bad offers are refused before anything is allocated; an admitted call gives its slots back
+//! through a guard, whichever way (and on whichever thread) it ends.
 
-// The request helpers return ready-made error responses; they are built once per request.
-#![allow(clippy::result_large_err)]
-
-use std::sync::atomic::Ordering;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::body::{to_bytes, Body};
-use axum::extract::{FromRequest, Multipart, Path, Request, State};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::body::to_bytes;
+use axum::extract::{ConnectInfo, Path, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use duet_signaling::{call_id, check_offer, Call, SignalError, MAX_OFFER_BYTES};
-use tokio::sync::mpsc;
+use duet_signaling::{call_id, check_offer, multipart, Call, SignalError, MAX_OFFER_BYTES};
+use tokio::sync::{mpsc, Semaphore};
 
-use super::http::error_response;
-use super::{AppState, CallEntry};
+use super::admission::{Admitted, Kind};
+use super::error::ApiError;
+use super::open::open_session;
+use super::{AppState, CallEntry, CallRegistry};
 use crate::engine::NewCall;
-use crate::protocol::{ErrorPayload, SessionPatch};
-use crate::session::{Session, SessionParams, Transport};
+use crate::protocol::SessionPatch;
+use crate::session::{MediaSignals, Transport};
 
 /// Largest multipart body (SDP plus a session object).
 const MAX_MULTIPART_BYTES: usize = 64 * 1024;
 /// Client events queued for a call's session.
 const INBOX: usize = 1024;
-/// Seconds a refused caller should wait before retrying.
-const RETRY_AFTER_SECS: &str = "5";
 
 /// An offer as received: SDP and an optional session object.
 struct Offer {
@@ -34,66 +33,84 @@ struct Offer {
     session: Option<String>,
 }
 
-fn bad_offer(e: &SignalError) -> Response {
-    error_response(StatusCode::BAD_REQUEST, e.code(), e.to_string())
+fn bad_offer(e: &SignalError) -> ApiError {
+    let status = match e {
+        SignalError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+        _ => StatusCode::BAD_REQUEST,
+    };
+    ApiError::new(status, e.code(), e.to_string())
 }
 
-async fn read_offer(req: Request) -> Result<Offer, Response> {
+fn too_large(limit: usize, what: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "request_too_large",
+        format!("{what} over {limit} bytes"),
+    )
+}
+
+/// Reads at most `limit` bytes of body; refuses at once when `Content-Length` says more.
+async fn read_body(req: Request, limit: usize, what: &str) -> Result<Vec<u8>, ApiError> {
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(too_large(limit, what));
+    }
+    let bytes = to_bytes(req.into_body(), limit)
+        .await
+        .map_err(|_| too_large(limit, what))?;
+    Ok(bytes.to_vec())
+}
+
+async fn read_offer(req: Request) -> Result<Offer, ApiError> {
     let ctype = req
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
-        .to_ascii_lowercase();
-    if ctype.starts_with("application/sdp") {
-        let bytes = to_bytes(req.into_body(), MAX_OFFER_BYTES + 1)
+        .to_string();
+    let lower = ctype.to_ascii_lowercase();
+    if lower.starts_with("application/sdp") {
+        let bytes = read_body(req, MAX_OFFER_BYTES, "SDP offer")
             .await
             .map_err(|_| bad_offer(&SignalError::TooLarge(MAX_OFFER_BYTES + 1)))?;
-        let sdp = String::from_utf8(bytes.to_vec())
+        let sdp = String::from_utf8(bytes)
             .map_err(|_| bad_offer(&SignalError::Malformed("the offer is not UTF-8".into())))?;
         return Ok(Offer { sdp, session: None });
     }
-    if ctype.starts_with("multipart/form-data") {
-        return read_multipart(req).await;
+    if lower.starts_with("multipart/form-data") {
+        let body = read_body(req, MAX_MULTIPART_BYTES, "multipart body").await?;
+        return parse_multipart(&ctype, &body);
     }
-    Err(error_response(
+    Err(ApiError::new(
         StatusCode::UNSUPPORTED_MEDIA_TYPE,
         "unsupported_media_type",
         "send the offer as application/sdp, or multipart/form-data with parts sdp and session",
     ))
 }
 
-async fn read_multipart(req: Request) -> Result<Offer, Response> {
-    let (parts, body) = req.into_parts();
-    let limited = Body::from(to_bytes(body, MAX_MULTIPART_BYTES).await.map_err(|_| {
-        error_response(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "request_too_large",
-            format!("multipart body over {MAX_MULTIPART_BYTES} bytes"),
-        )
-    })?);
-    let mut form = Multipart::from_request(Request::from_parts(parts, limited), &())
-        .await
-        .map_err(|e| error_response(StatusCode::BAD_REQUEST, "invalid_multipart", e.body_text()))?;
+fn parse_multipart(ctype: &str, body: &[u8]) -> Result<Offer, ApiError> {
+    let parts = multipart::parse(ctype, body, multipart::Limits::default())
+        .map_err(|e| ApiError::bad_request("invalid_multipart", e.to_string()))?;
     let (mut sdp, mut session) = (None, None);
-    loop {
-        let field = form.next_field().await.map_err(|e| {
-            error_response(StatusCode::BAD_REQUEST, "invalid_multipart", e.body_text())
+    for part in parts {
+        let text = String::from_utf8(part.data).map_err(|_| {
+            ApiError::bad_request(
+                "invalid_multipart",
+                format!("part {:?} is not UTF-8", part.name),
+            )
         })?;
-        let Some(field) = field else { break };
-        let name = field.name().unwrap_or_default().to_string();
-        let text = field.text().await.map_err(|e| {
-            error_response(StatusCode::BAD_REQUEST, "invalid_multipart", e.body_text())
-        })?;
-        match name.as_str() {
+        match part.name.as_str() {
             "sdp" => sdp = Some(text),
             "session" => session = Some(text),
             _ => {}
         }
     }
     let sdp = sdp.ok_or_else(|| {
-        error_response(
-            StatusCode::BAD_REQUEST,
+        ApiError::bad_request(
             "missing_required_parameter",
             "multipart offer without an sdp part",
         )
@@ -101,140 +118,136 @@ async fn read_multipart(req: Request) -> Result<Offer, Response> {
     Ok(Offer { sdp, session })
 }
 
-fn session_patch(json: Option<&str>) -> Result<Option<SessionPatch>, Response> {
+fn session_patch(json: Option<&str>) -> Result<Option<SessionPatch>, ApiError> {
     let Some(json) = json else { return Ok(None) };
     let de = &mut serde_json::Deserializer::from_str(json);
-    serde_path_to_error::deserialize::<_, SessionPatch>(de).map(Some).map_err(|e| {
-        let body = serde_json::json!({"error": {"message": format!("invalid session: {}", e.inner()), "type": "invalid_request_error", "code": "invalid_value", "param": format!("session.{}", e.path())}});
-        (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
-    })
+    serde_path_to_error::deserialize::<_, SessionPatch>(de)
+        .map(Some)
+        .map_err(|e| {
+            ApiError::bad_request("invalid_value", format!("invalid session: {}", e.inner()))
+                .with_param(format!("session.{}", e.path()))
+        })
 }
 
-fn payload_response(e: ErrorPayload) -> Response {
-    let body = serde_json::json!({"error": {"message": e.message, "type": "invalid_request_error", "code": e.code, "param": e.param}});
-    (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
+/// Everything a call holds on the server side, released when the engine drops the call
+/// (ended, reaped, or lost with a dead engine thread): its registry entry and admission,
+/// and the session learns the call ended.
+pub struct CallGuard {
+    id: String,
+    calls: CallRegistry,
+    signals: Arc<MediaSignals>,
+    _admitted: Admitted,
 }
 
-/// Releases an admitted call slot if the call never reaches the engine.
-struct Admission(Arc<AppState>, bool);
-
-impl Drop for Admission {
+impl Drop for CallGuard {
     fn drop(&mut self) {
-        if !self.1 {
-            self.0.open_calls.fetch_sub(1, Ordering::AcqRel);
+        if let Ok(mut m) = self.calls.lock() {
+            m.remove(&self.id);
         }
+        self.signals.ended();
     }
 }
 
 /// `POST /v1/realtime/calls`.
 pub async fn create(State(state): State<Arc<AppState>>, req: Request) -> Response {
     let started = Instant::now();
-    let response = create_call(state, req).await;
+    let ip = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(a)| a.ip());
+    let response = match create_call(state, req, ip).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    };
     crate::metrics::METRICS
         .call_setup
         .observe(started.elapsed());
     response
 }
 
-async fn create_call(state: Arc<AppState>, req: Request) -> Response {
-    let offer = match read_offer(req).await {
-        Ok(o) => o,
-        Err(r) => return r,
-    };
-    let summary = match check_offer(&offer.sdp) {
-        Ok(s) => s,
-        Err(e) => return bad_offer(&e),
-    };
-    let patch = match session_patch(offer.session.as_deref()) {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
-    if state.open_calls.fetch_add(1, Ordering::AcqRel) >= state.max_calls {
-        state.open_calls.fetch_sub(1, Ordering::AcqRel);
-        let mut r = error_response(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "server_busy",
-            format!("the server is at its limit of {} calls", state.max_calls),
-        );
-        r.headers_mut().insert(
-            header::RETRY_AFTER,
-            HeaderValue::from_static(RETRY_AFTER_SECS),
-        );
-        return r;
-    }
-    let mut admission = Admission(state.clone(), false);
-    let (engine_index, engine) = state.engines.pick();
+async fn create_call(
+    state: Arc<AppState>,
+    req: Request,
+    ip: Option<IpAddr>,
+) -> Result<Response, ApiError> {
+    let offer = read_offer(req).await?;
+    let summary = check_offer(&offer.sdp).map_err(|e| bad_offer(&e))?;
+    let patch = session_patch(offer.session.as_deref())?;
+    state.accepting()?;
+    let admitted = state.admissions.admit(Kind::Call, ip)?;
+    let (engine_index, engine) = state
+        .engines
+        .pick()
+        .ok_or_else(|| ApiError::not_ready("no media engine thread is running"))?;
     let engine = engine.clone();
-    if !state.model.is_ready() {
-        return error_response(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "not_ready",
-            "the model is still warming up",
-        );
-    }
-    let (call, answer) =
-        match Call::accept(&offer.sdp, summary, engine.answer_config(), Instant::now()) {
-            Ok(x) => x,
-            Err(e) => return bad_offer(&e),
-        };
-    let (model, model_rx) = match state.model.open().await {
-        Ok(m) => m,
-        Err(e) => return error_response(StatusCode::SERVICE_UNAVAILABLE, e.code(), e.to_string()),
+    let (call, answer) = Call::accept(&offer.sdp, summary, engine.answer_config(), Instant::now())
+        .map_err(|e| bad_offer(&e))?;
+    let key = state
+        .next_call_key
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let signals = Arc::new(MediaSignals::default());
+    let transport = Transport::WebRtc {
+        sink: engine.sink(key),
+        signals: signals.clone(),
     };
-    let id = call_id();
-    let key = state.next_call_key.fetch_add(1, Ordering::Relaxed);
-    let (out_tx, out_rx) = mpsc::channel(state.limits.max_outbound_events);
-    let (in_tx, in_rx) = mpsc::channel(INBOX);
-    let mut session = Session::new(SessionParams {
-        transport: Transport::WebRtc(engine.sink(key)),
-        model_name: state.model.info().name.clone(),
-        model,
-        model_frame: state.model.info().frame_samples,
-        limits: state.limits.clone(),
-        out: out_tx,
-    });
+    let mut opened = open_session(&state, transport)
+        .await
+        .map_err(|e| ApiError::unavailable(e.code(), e.to_string()))?;
     if let Some(p) = patch {
-        if let Err(e) = session.configure(p) {
-            return payload_response(e);
-        }
+        opened
+            .session
+            .configure(p)
+            .map_err(ApiError::from_payload)?;
     }
-    state
-        .calls
-        .lock()
-        .map(|mut m| {
-            m.insert(
-                id.clone(),
-                CallEntry {
-                    key,
-                    engine: engine_index,
-                    session: in_tx.clone(),
-                },
-            )
-        })
-        .ok();
-    let on_end = {
-        let (state, id) = (state.clone(), id.clone());
-        Box::new(move || {
-            if let Ok(mut m) = state.calls.lock() {
-                m.remove(&id);
-            }
-            state.open_calls.fetch_sub(1, Ordering::AcqRel);
-        })
+    let id = call_id();
+    let (in_tx, in_rx) = mpsc::channel(INBOX);
+    register(&state, &id, key, engine_index, &in_tx);
+    let guard = CallGuard {
+        id: id.clone(),
+        calls: state.calls.clone(),
+        signals: signals.clone(),
+        _admitted: admitted,
     };
-    admission.1 = true;
-    tracing::info!(call = %id, session = %session.id(), codec = ?summary.codec, "call created");
-    tokio::spawn(session.run(in_rx, model_rx));
+    tracing::info!(call = %id, session = %opened.session.id(), codec = ?summary.codec, "call created");
+    tokio::spawn(opened.session.run(in_rx, opened.model_rx));
     engine.add(NewCall {
         key,
         id: id.clone(),
         call,
         session: in_tx,
-        events: out_rx,
+        events: opened.events,
+        signals,
+        inbound: Arc::new(Semaphore::new(state.max_inbound_bytes)),
         has_data_channel: summary.has_data_channel,
-        on_end,
+        guard: Box::new(guard),
     });
+    Ok(answered(&id, answer))
+}
+
+fn register(
+    state: &AppState,
+    id: &str,
+    key: u64,
+    engine: usize,
+    inbox: &mpsc::Sender<crate::session::Inbound>,
+) {
+    if let Ok(mut m) = state.calls.lock() {
+        m.insert(
+            id.to_string(),
+            CallEntry {
+                key,
+                engine,
+                session: inbox.clone(),
+                sidebands: Arc::new(AtomicUsize::new(0)),
+            },
+        );
+    }
+}
+
+/// `201 Created` with the answer SDP and the call's `Location`.
+fn answered(id: &str, answer: String) -> Response {
     let mut r = (StatusCode::CREATED, answer).into_response();
-    let h = r.headers_mut();
+    let h: &mut HeaderMap = r.headers_mut();
     h.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/sdp"),
@@ -255,10 +268,8 @@ pub async fn hangup(State(state): State<Arc<AppState>>, Path(id): Path<String>) 
             }
             StatusCode::OK.into_response()
         }
-        None => error_response(
-            StatusCode::NOT_FOUND,
-            "call_not_found",
-            format!("no active call {id:?}"),
-        ),
+        None => {
+            ApiError::not_found("call_not_found", format!("no active call {id:?}")).into_response()
+        }
     }
 }

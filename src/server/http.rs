@@ -1,19 +1,20 @@
-//! Routes, JSON errors and the auth layer.
+//! Routes, the auth and origin layers, health, readiness, models, metrics and the demo
+//! page's files.
 
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::Method;
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use serde_json::json;
 use std::time::Duration;
-use tower_http::cors::{AllowHeaders, Any, CorsLayer};
+use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
 
 use super::auth::authorized;
+use super::error::ApiError;
 use super::{calls, ws, AppState};
 
 /// The demo page: plain files, embedded in the binary (no build step).
@@ -48,9 +49,20 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/realtime/calls/{id}/hangup", post(calls::hangup))
         .route("/v1/realtime/calls/{id}", delete(calls::hangup))
         .fallback(not_found)
-        .route_layer(middleware::from_fn_with_state(state.clone(), require_key));
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_key))
+        .route_layer(middleware::from_fn_with_state(state.clone(), check_origin));
+    let allow_origin = if state.origins.is_empty() {
+        AllowOrigin::any()
+    } else {
+        AllowOrigin::list(
+            state
+                .origins
+                .iter()
+                .filter_map(|o| HeaderValue::from_str(o).ok()),
+        )
+    };
     let cors = CorsLayer::new()
-        .allow_origin(Any)
+        .allow_origin(allow_origin)
         .allow_methods([Method::GET, Method::POST, Method::DELETE, Method::OPTIONS])
         .allow_headers(AllowHeaders::mirror_request())
         .expose_headers([header::LOCATION])
@@ -64,31 +76,33 @@ pub fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-/// A JSON error body `{"error":{message,type,code,param}}`.
-pub fn error_response(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
-    let kind = if status.is_server_error() {
-        "server_error"
-    } else {
-        "invalid_request_error"
-    };
-    let body =
-        json!({"error": {"message": message.into(), "type": kind, "code": code, "param": null}});
-    (status, Json(body)).into_response()
-}
-
 async fn require_key(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
     match &state.api_key {
-        Some(key) if !authorized(req.headers(), key) => {
-            let mut r = error_response(
-                StatusCode::UNAUTHORIZED,
-                "invalid_api_key",
-                "missing or invalid API key: send Authorization: Bearer <key>",
-            );
-            r.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                header::HeaderValue::from_static("Bearer"),
-            );
-            r
+        Some(key) if !authorized(req.headers(), key) => ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "invalid_api_key",
+            "missing or invalid API key: send Authorization: Bearer <key>",
+        )
+        .into_response(),
+        _ => next.run(req).await,
+    }
+}
+
+/// With `--cors-origins`, a browser request from another origin is refused (a WebSocket
+/// upgrade or a form POST needs no preflight, so CORS headers alone would not stop it).
+async fn check_origin(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let origin = req
+        .headers()
+        .get(header::ORIGIN)
+        .and_then(|v| v.to_str().ok());
+    match origin {
+        Some(o) if !state.origins.is_empty() && !state.origins.iter().any(|a| a == o) => {
+            ApiError::new(
+                StatusCode::FORBIDDEN,
+                "origin_not_allowed",
+                format!("origin {o:?} is not allowed to use this server"),
+            )
+            .into_response()
         }
         _ => next.run(req).await,
     }
@@ -99,20 +113,15 @@ async fn health() -> Json<serde_json::Value> {
 }
 
 async fn ready(State(state): State<Arc<AppState>>) -> Response {
-    if state.model.is_ready() {
-        Json(json!({
+    match state.ready() {
+        Ok(()) => Json(json!({
             "status": "ready",
             "model": state.model.info().name,
             "sessions": state.model.active_sessions(),
-                        "calls": state.engines.active_calls(),
+            "calls": state.engines.active_calls(),
         }))
-        .into_response()
-    } else {
-        error_response(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "not_ready",
-            "the model is still warming up",
-        )
+        .into_response(),
+        Err(e) => e.into_response(),
     }
 }
 
@@ -128,7 +137,7 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     let body = crate::metrics::METRICS.render(
         state.engines.active_calls(),
         state.model.active_sessions(),
-        state.sessions.load(std::sync::atomic::Ordering::Relaxed),
+        state.admissions.sessions(),
     );
     (
         [(
@@ -152,5 +161,5 @@ async fn web_file(axum::extract::Path(file): axum::extract::Path<String>) -> Res
 }
 
 async fn not_found() -> Response {
-    error_response(StatusCode::NOT_FOUND, "not_found", "no such route")
+    ApiError::not_found("not_found", "no such route").into_response()
 }

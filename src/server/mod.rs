@@ -1,9 +1,14 @@
-//! The HTTP surface (axum): WebSocket sessions, health, readiness, models, the demo page,
-//! and bearer-token auth.
+//! The HTTP surface (axum on our own hyper accept loop): WebSocket sessions, WebRTC
+//! signalling, health, readiness, models, metrics, the demo page, auth, admission and the
+//! graceful drain.
 
+mod admission;
 mod auth;
 mod calls;
+mod error;
 mod http;
+mod listen;
+mod open;
 mod ws;
 
 use std::collections::HashMap;
@@ -12,17 +17,30 @@ use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::serve::ListenerExt;
+use anyhow::bail;
 use tokio::net::TcpListener;
-
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use crate::config::ServeArgs;
 use crate::engine::{EngineConfig, EnginePool};
 use crate::model_loop::ModelLoop;
-use crate::session::{Limits, SessionInput};
+use crate::session::{Inbound, Lifecycle, Limits};
 
+pub use admission::{Admissions, Admitted, Kind, MAX_SIDEBANDS};
+pub use error::ApiError;
 pub use http::router;
+pub use listen::HttpLimits;
+
+/// WebSocket keep-alive and timeouts.
+#[derive(Clone, Copy, Debug)]
+pub struct WsLimits {
+    /// Ping period.
+    pub ping: Duration,
+    /// Longest time without an inbound frame.
+    pub idle: Duration,
+    /// Longest time one write may block.
+    pub write: Duration,
+}
 
 /// Shared server state.
 pub struct AppState {
@@ -32,21 +50,26 @@ pub struct AppState {
     pub api_key: Option<String>,
     /// Session limits.
     pub limits: Limits,
-    /// Open sessions.
-    pub sessions: AtomicUsize,
-    /// Session cap.
-    pub max_sessions: usize,
+    /// What clients hold (sessions, calls, per IP) and the caps.
+    pub admissions: Arc<Admissions>,
     /// The WebRTC media engines (one per media thread).
     pub engines: EnginePool,
     /// Live WebRTC calls by id.
-    pub calls: Mutex<HashMap<String, CallEntry>>,
-    /// Calls admitted (counted from the offer until the call ends).
-    pub open_calls: AtomicUsize,
-    /// Call cap.
-    pub max_calls: usize,
+    pub calls: CallRegistry,
     /// Engine keys.
     pub next_call_key: AtomicU64,
+    /// Running or draining; sessions watch it.
+    pub lifecycle: watch::Sender<Lifecycle>,
+    /// WebSocket keep-alive and timeouts.
+    pub ws: WsLimits,
+    /// Bytes of client events one connection may have waiting for its session.
+    pub max_inbound_bytes: usize,
+    /// Browser origins allowed (empty: any).
+    pub origins: Vec<String>,
 }
+
+/// Live calls by id, shared with the calls' cleanup guards.
+pub type CallRegistry = Arc<Mutex<HashMap<String, CallEntry>>>;
 
 /// A live call, as the HTTP layer sees it.
 #[derive(Clone)]
@@ -55,29 +78,71 @@ pub struct CallEntry {
     pub key: u64,
     /// Which engine of the pool runs it.
     pub engine: usize,
-    /// The call's session inbox (sideband connections and hangups).
-    pub session: mpsc::Sender<SessionInput>,
+    /// The call's session inbox (sideband connections).
+    pub session: mpsc::Sender<Inbound>,
+    /// Sideband sockets attached now.
+    pub sidebands: Arc<AtomicUsize>,
 }
 
 impl AppState {
-    /// State for `args` around a running model loop.
+    /// State for `args` around a running model loop and media engines.
     pub fn new(args: &ServeArgs, model: ModelLoop, engines: EnginePool) -> Arc<Self> {
         let limits = Limits {
             max_session: Duration::from_secs(args.max_session_secs.max(1)),
+            max_outbound_bytes: args.max_outbound_mib.max(1) << 20,
+            max_item_samples: args.max_item_audio_secs.max(1) * 24_000,
+            idle: Duration::from_secs(args.session_idle_secs.max(1)),
             ..Limits::default()
         };
         Arc::new(Self {
             model,
-            api_key: args.api_key.clone().filter(|k| !k.is_empty()),
+            api_key: args.api_key.clone(),
             limits,
-            sessions: AtomicUsize::new(0),
-            max_sessions: args.max_sessions,
+            admissions: Admissions::new(args.max_sessions, args.max_calls, args.max_per_ip),
             engines,
-            calls: Mutex::new(HashMap::new()),
-            open_calls: AtomicUsize::new(0),
-            max_calls: args.max_calls,
+            calls: CallRegistry::default(),
             next_call_key: AtomicU64::new(1),
+            lifecycle: watch::channel(Lifecycle::Running).0,
+            ws: WsLimits {
+                ping: Duration::from_secs(args.ws_ping_secs.max(1)),
+                idle: Duration::from_secs(args.ws_idle_secs.max(1)),
+                write: Duration::from_secs(args.ws_write_timeout_secs.max(1)),
+            },
+            max_inbound_bytes: args.max_inbound_mib.max(16) << 20,
+            origins: args.cors_origins.clone(),
         })
+    }
+
+    /// Whether the server is shutting down.
+    pub fn draining(&self) -> bool {
+        *self.lifecycle.borrow() != Lifecycle::Running
+    }
+
+    /// Whether new sessions are taken: the model is warm and its thread runs, and the server
+    /// is not draining. (Calls also need a live media engine: the pool picks only those.)
+    pub fn accepting(&self) -> Result<(), ApiError> {
+        if self.draining() {
+            return Err(ApiError::draining());
+        }
+        if !self.model.is_alive() {
+            return Err(ApiError::not_ready("the model thread stopped"));
+        }
+        if !self.model.is_ready() {
+            return Err(ApiError::not_ready("the model is still warming up"));
+        }
+        Ok(())
+    }
+
+    /// `/ready`: accepting, and no media engine thread died (a dead one means the process
+    /// should be replaced, though calls go on on the others).
+    pub fn ready(&self) -> Result<(), ApiError> {
+        self.accepting()?;
+        if let Some(i) = self.engines.dead() {
+            return Err(ApiError::not_ready(format!(
+                "media engine thread {i} stopped"
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -87,28 +152,62 @@ pub struct Server {
     pub addr: SocketAddr,
     /// The WebRTC media sockets (one per media thread).
     pub udp_addrs: Vec<SocketAddr>,
-    /// The serving task.
-    pub task: tokio::task::JoinHandle<std::io::Result<()>>,
+    /// The shared state.
+    pub state: Arc<AppState>,
+    /// The serving task (ends when the drain is over).
+    pub task: tokio::task::JoinHandle<()>,
+    stop: watch::Sender<bool>,
 }
 
-/// Loads the model, starts its loop thread, binds, and serves in a background task.
+impl Server {
+    /// Drains: `/ready` and every new session or call answer 503 `server_draining` at
+    /// once, live sessions get a `server_draining` error and are closed after `grace`
+    /// (WebSocket 1001; calls with DTLS close and RTCP BYE). Returns when every session and
+    /// call ended, or at the deadline (plus a moment for the closes to leave).
+    pub async fn drain(&self, grace: Duration) {
+        let deadline = tokio::time::Instant::now() + grace;
+        self.state
+            .lifecycle
+            .send_replace(Lifecycle::Draining { deadline });
+        tracing::info!(grace_secs = grace.as_secs(), "draining");
+        let a = &self.state.admissions;
+        while (a.sessions() > 0 || a.calls() > 0) && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // Closes (WebSocket close frames, BYE and close_notify) leave within a few ticks.
+        let flush = tokio::time::Instant::now() + Duration::from_millis(500);
+        while (a.sessions() > 0 || a.calls() > 0) && tokio::time::Instant::now() < flush {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let _ = self.stop.send(true);
+    }
+}
+
+/// Refuses configurations that would serve without meaning to: an empty key, or no key on
+/// an address other machines can reach (unless `--insecure-no-auth`).
+fn check_auth(args: &ServeArgs) -> anyhow::Result<()> {
+    match args.api_key.as_deref() {
+        Some(k) if k.trim().is_empty() => {
+            bail!("--api-key / DUET_API_KEY is set but empty: set a key, or unset it to serve without one on loopback")
+        }
+        Some(_) => Ok(()),
+        None if args.host.is_loopback() => Ok(()),
+        None if args.insecure_no_auth => {
+            tracing::warn!(host = %args.host, "serving WITHOUT an API key on a non-loopback address (--insecure-no-auth): anyone who reaches it can open sessions");
+            Ok(())
+        }
+        None => bail!(
+            "--host {} is reachable from other machines but no --api-key is set; set DUET_API_KEY, or pass --insecure-no-auth to serve without auth",
+            args.host
+        ),
+    }
+}
+
+/// Loads the model, starts its loop thread and the media engines, binds, and serves in a
+/// background task.
 pub async fn start(args: &ServeArgs) -> anyhow::Result<Server> {
-    let device = duet_models::moshi::DeviceSpec::parse(&args.device).map_err(anyhow::Error::msg)?;
-    let opts = duet_models::LoadOptions {
-        model_dir: args.model_dir.clone(),
-        moshi: duet_models::moshi::MoshiOptions {
-            preset: args.moshi_preset.clone(),
-            device,
-            max_slots: args.model_slots,
-            seed: args.model_seed,
-            per_session_depformer: false,
-            batched_decode: args.mimi_batched_decode.choice(),
-        },
-    };
-    let name = args.model.clone();
-    // Loading may map gigabytes of weights: keep it off the async workers.
-    let model = tokio::task::spawn_blocking(move || duet_models::load(&name, &opts)).await??;
-    let model = ModelLoop::spawn(model, &args.device)?;
+    check_auth(args)?;
+    let model = start_model(args).await?;
     let threads = args
         .media_threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(4)));
@@ -117,30 +216,75 @@ pub async fn start(args: &ServeArgs) -> anyhow::Result<Server> {
             bind: SocketAddr::new(args.udp_host, args.udp_port),
             public_ip: args.public_ip,
             inactivity: Duration::from_secs(args.call_inactivity_secs.max(1)),
+            connect_timeout: Duration::from_secs(args.call_connect_secs.max(1)),
         },
         threads,
     )?;
     let udp_addrs = engines.local_addrs();
     let listener = TcpListener::bind((args.host, args.port)).await?;
     let addr = listener.local_addr()?;
-    // Realtime events are small and latency-bound: no Nagle delay (it cost ~40 ms per event).
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    let app = router(AppState::new(args, model, engines));
+    let state = AppState::new(args, model, engines);
+    let limits = HttpLimits {
+        max_connections: args.max_connections,
+        head_timeout: Duration::from_secs(args.http_head_timeout_secs.max(1)),
+        idle_timeout: Duration::from_secs(args.http_idle_secs.max(1)),
+    };
+    let (stop, mut stopped) = watch::channel(false);
+    let app = router(state.clone());
     let task = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown_signal())
-            .await
+        // Only a drain stops the accept loop; dropping the handle does not.
+        let stop = async move {
+            if stopped.wait_for(|s| *s).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
+        listen::serve(listener, app, limits, stop).await;
     });
+    log_memory_budget(args);
     Ok(Server {
         addr,
         udp_addrs,
+        state,
         task,
+        stop,
     })
 }
 
-async fn shutdown_signal() {
+/// Logs the worst-case memory of the configured caps, and warns when it exceeds the machine.
+fn log_memory_budget(args: &ServeArgs) {
+    let budget = crate::memory::Budget::of(args);
+    match crate::memory::Budget::machine() {
+        Some(machine) if budget.total > machine => tracing::warn!(
+            machine_mib = machine >> 20,
+            "memory budget: {budget}, more than this machine has: lower --max-sessions/--max-calls or the per-session limits (README: Memory budget)"
+        ),
+        _ => tracing::info!("memory budget: {budget}"),
+    }
+}
+
+async fn start_model(args: &ServeArgs) -> anyhow::Result<ModelLoop> {
+    let device = duet_models::moshi::DeviceSpec::parse(&args.device).map_err(anyhow::Error::msg)?;
+    let moshi_defaults = duet_models::moshi::MoshiOptions::default();
+    let opts = duet_models::LoadOptions {
+        model_dir: args.model_dir.clone(),
+        moshi: duet_models::moshi::MoshiOptions {
+            preset: args.moshi_preset.clone(),
+            device,
+            max_slots: args.model_slots.unwrap_or(moshi_defaults.max_slots),
+            seed: args.model_seed,
+            per_session_depformer: false,
+            batched_decode: args.mimi_batched_decode.choice(),
+        },
+        echo_slots: args.model_slots,
+    };
+    let name = args.model.clone();
+    // Loading may map gigabytes of weights: keep it off the async workers.
+    let model = tokio::task::spawn_blocking(move || duet_models::load(&name, &opts)).await??;
+    Ok(ModelLoop::spawn(model, &args.device)?)
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };
@@ -156,5 +300,5 @@ async fn shutdown_signal() {
     #[cfg(not(unix))]
     let term = std::future::pending::<()>();
     tokio::select! { _ = ctrl_c => {}, _ = term => {} }
-    tracing::info!("shutting down");
+    tracing::info!("shutdown requested");
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use duet_models::TurnInput;
 
 use super::ledger::PlaybackLedger;
-use crate::protocol::{codes, Content, ErrorPayload, Item, Role};
+use crate::protocol::{codes, AudioFormat, Content, ErrorPayload, Item, Role};
 
 /// One item and what stays server-side: its audio (24 kHz) and, for assistant audio, the ledger.
 #[derive(Clone, Debug)]
@@ -18,15 +18,24 @@ pub struct StoredItem {
     pub audio: Option<Arc<[f32]>>,
     /// Assistant audio: what was generated and heard, and the timed transcript.
     pub ledger: Option<PlaybackLedger>,
+    /// The audio as base64 in the format it was last retrieved in: retrieving a long item
+    /// again costs a copy, not a resample and an encode of every sample.
+    encoded: Option<(AudioFormat, Arc<String>)>,
 }
 
 impl StoredItem {
     /// An item without audio.
     pub fn plain(item: Item) -> Self {
+        Self::with_audio(item, None)
+    }
+
+    /// An item with its audio (if any).
+    pub fn with_audio(item: Item, audio: Option<Arc<[f32]>>) -> Self {
         Self {
             item,
-            audio: None,
+            audio,
             ledger: None,
+            encoded: None,
         }
     }
 
@@ -90,9 +99,80 @@ impl Conversation {
         self.position(id).map(|i| &self.items[i])
     }
 
-    /// The item with `id`, mutably. Callers that change its audio must call [`Self::recount`].
+    /// The item with `id`, mutably (its audio changes only through this type's methods,
+    /// which keep the stored-audio count).
     pub fn get_mut(&mut self, id: &str) -> Option<&mut StoredItem> {
         self.position(id).map(|i| &mut self.items[i])
+    }
+
+    /// The most audio the conversation stores, in samples.
+    pub fn max_audio_samples(&self) -> u64 {
+        self.max_audio_samples
+    }
+
+    /// The item's audio as base64 in `format`, encoded by `encode` on the first request for
+    /// that format and cached until the audio changes or another item is encoded.
+    pub fn audio_base64(
+        &mut self,
+        id: &str,
+        format: AudioFormat,
+        encode: impl FnOnce(&[f32]) -> String,
+    ) -> Option<Arc<String>> {
+        let i = self.position(id)?;
+        let audio = self.items[i].audio.clone()?;
+        if let Some((f, b64)) = &self.items[i].encoded {
+            if *f == format {
+                return Some(b64.clone());
+            }
+        }
+        // One cached encoding per conversation: memory stays one item's worth.
+        for s in &mut self.items {
+            s.encoded = None;
+        }
+        let b64 = Arc::new(encode(&audio));
+        self.items[i].encoded = Some((format, b64.clone()));
+        Some(b64)
+    }
+
+    /// Finishes a response's item in place: its final rendering, audio and ledger.
+    pub fn finish_item(
+        &mut self,
+        id: &str,
+        item: Item,
+        audio: Option<(Arc<[f32]>, PlaybackLedger)>,
+    ) -> bool {
+        let Some(stored) = self.get_mut(id) else {
+            return false;
+        };
+        stored.item = item;
+        if let Some((audio, ledger)) = audio {
+            stored.audio = Some(audio);
+            stored.ledger = Some(ledger);
+            stored.encoded = None;
+        }
+        self.recount();
+        true
+    }
+
+    /// Cuts an assistant audio item's audio, ledger and the transcript of content part
+    /// `content_index` to its first `samples`. `None` when the item has no ledger or no such
+    /// part (nothing changed).
+    pub fn cut_audio(&mut self, id: &str, content_index: usize, samples: u64) -> Option<()> {
+        let stored = self.get_mut(id)?;
+        let (Item::Message { content, .. }, Some(ledger)) = (&mut stored.item, &mut stored.ledger)
+        else {
+            return None;
+        };
+        let Some(Content::OutputAudio { transcript, .. }) = content.get_mut(content_index) else {
+            return None;
+        };
+        *transcript = Some(ledger.truncate(samples));
+        if let Some(audio) = &stored.audio {
+            stored.audio = Some(Arc::from(&audio[..(samples as usize).min(audio.len())]));
+        }
+        stored.encoded = None;
+        self.recount();
+        Some(())
     }
 
     /// Whether an item with `id` exists.
@@ -141,7 +221,7 @@ impl Conversation {
     }
 
     /// Recomputes the stored-audio total after an item's audio changed.
-    pub fn recount(&mut self) {
+    fn recount(&mut self) {
         self.audio_samples = self.items.iter().map(StoredItem::audio_len).sum();
     }
 
@@ -254,8 +334,7 @@ mod tests {
             c.insert(Placement::End, text_item("c", "3")).unwrap(),
             ["a"]
         );
-        let mut big = text_item("d", "4");
-        big.audio = Some(Arc::from(vec![0.0; 150]));
+        let big = StoredItem::with_audio(text_item("d", "4").item, Some(Arc::from(vec![0.0; 150])));
         assert_eq!(c.insert(Placement::End, big).unwrap(), ["b", "c"]);
         assert_eq!(ids(&c), ["d"]);
         c.remove("d");

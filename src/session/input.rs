@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use base64::Engine;
-use duet_media::{FrameAccumulator, Vad, VadConfig, VadEvent};
+use duet_media::{FrameAccumulator, SampleRing, Vad, VadConfig, VadEvent};
 
 use super::audio_io::{Decoder, RATE};
 use super::conversation::{Placement, StoredItem};
@@ -24,12 +24,9 @@ const IDLE_MARGIN_SAMPLES: u64 = 200 * SAMPLES_PER_MS;
 /// Input-side state of a session.
 pub struct InputState {
     decoder: Decoder,
-    /// Uncommitted audio at 24 kHz.
-    buffer: Vec<f32>,
-    /// Input-clock position of `buffer[0]`.
-    start: u64,
-    /// Samples received since the session began (the input clock).
-    clock: u64,
+    /// Uncommitted audio at 24 kHz on the input clock (samples received since the session
+    /// began): dropping its oldest audio costs nothing, however full it is.
+    buffer: SampleRing,
     vad: Option<(Vad, u64)>,
     turn: Option<TurnDetection>,
     /// Item id announced by `speech_started`, committed at `speech_stopped`.
@@ -50,13 +47,12 @@ fn vad_config(td: &TurnDetection) -> VadConfig {
 }
 
 impl InputState {
-    /// Input state for a session config; `model_frame` is the model's step size.
-    pub fn new(cfg: &SessionConfig, model_frame: usize) -> Self {
+    /// Input state for a session config; `model_frame` is the model's step size, `max` the
+    /// most uncommitted audio kept.
+    pub fn new(cfg: &SessionConfig, model_frame: usize, max: u64) -> Self {
         let mut s = Self {
             decoder: Decoder::new(cfg.audio.input.format),
-            buffer: Vec::new(),
-            start: 0,
-            clock: 0,
+            buffer: SampleRing::new(max as usize),
             vad: None,
             turn: None,
             speech_item: None,
@@ -79,7 +75,7 @@ impl InputState {
                 self.speech_item = None;
             }
             (Some(td), Some((vad, _))) => vad.set_config(vad_config(td)),
-            (Some(td), None) => self.vad = Some((Vad::new(vad_config(td), RATE), self.clock)),
+            (Some(td), None) => self.vad = Some((Vad::new(vad_config(td), RATE), self.clock())),
         }
     }
 
@@ -92,14 +88,12 @@ impl InputState {
 
     /// Samples received since the session began.
     pub fn clock(&self) -> u64 {
-        self.clock
+        self.buffer.end()
     }
 
     /// Drops buffered audio before input-clock position `at`.
     fn drop_before(&mut self, at: u64) {
-        let n = at.saturating_sub(self.start).min(self.buffer.len() as u64) as usize;
-        self.buffer.drain(..n);
-        self.start += n as u64;
+        self.buffer.drop_before(at);
     }
 
     /// While nobody speaks under VAD, keep only what a coming onset could still claim.
@@ -109,7 +103,7 @@ impl InputState {
             return;
         }
         let keep = u64::from(td.vad_timing().1) * SAMPLES_PER_MS + IDLE_MARGIN_SAMPLES;
-        self.drop_before(self.clock.saturating_sub(keep));
+        self.drop_before(self.clock().saturating_sub(keep));
     }
 }
 
@@ -178,11 +172,8 @@ impl Session {
             }
             None => 0,
         };
-        self.input.buffer.extend_from_slice(pcm);
-        self.input.clock += pcm.len() as u64;
-        if self.input.overflowing {
-            self.input.drop_before(self.input.clock.saturating_sub(max));
-        }
+        // Past the limit the ring drops its oldest audio by itself.
+        self.input.buffer.push(pcm);
         let mut frames = Vec::new();
         self.input
             .to_model
@@ -258,7 +249,7 @@ impl Session {
             return;
         }
         let item_id = ids::item_id();
-        let end = self.input.clock;
+        let end = self.input.clock();
         self.emit(ServerEventBody::InputAudioBufferTimeoutTriggered {
             audio_start_ms: ms(armed_at),
             audio_end_ms: ms(end),
@@ -284,7 +275,7 @@ impl Session {
             ));
         }
         let item_id = self.input.speech_item.take().unwrap_or_else(ids::item_id);
-        let end = self.input.clock;
+        let end = self.input.clock();
         self.commit(item_id, end)?;
         self.input.reset_speech();
         Ok(())
@@ -292,10 +283,8 @@ impl Session {
 
     /// Turns the buffer up to input-clock position `end` into a user audio item.
     fn commit(&mut self, item_id: String, end: u64) -> Result<(), ErrorPayload> {
-        let n = end
-            .saturating_sub(self.input.start)
-            .min(self.input.buffer.len() as u64) as usize;
-        let audio: Arc<[f32]> = Arc::from(&self.input.buffer[..n]);
+        let start = self.input.buffer.start();
+        let audio: Arc<[f32]> = Arc::from(self.input.buffer.copy_range(start, end));
         self.input.drop_before(end);
         let mut item = Item::Message {
             id: Some(item_id.clone()),
@@ -308,11 +297,7 @@ impl Session {
             }],
         };
         item.stamp(ids::item_id, ItemStatus::Completed);
-        let stored = StoredItem {
-            item: item.clone(),
-            audio: Some(audio.clone()),
-            ledger: None,
-        };
+        let stored = StoredItem::with_audio(item.clone(), Some(audio));
         let evicted = self.conv.insert(Placement::End, stored)?;
         let previous_item_id = self.conv.previous_id(&item_id);
         self.emit(ServerEventBody::InputAudioBufferCommitted {
@@ -340,8 +325,7 @@ impl Session {
 
     /// `input_audio_buffer.clear`.
     pub(super) fn clear_input(&mut self) {
-        let clock = self.input.clock;
-        self.input.drop_before(clock);
+        self.input.buffer.clear();
         self.input.reset_speech();
         self.emit(ServerEventBody::InputAudioBufferCleared {});
     }

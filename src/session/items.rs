@@ -4,11 +4,32 @@ use std::sync::Arc;
 
 use base64::Engine;
 
-use super::audio_io::Encoder;
+use super::audio_io::{Encoder, RATE};
 use super::conversation::{Placement, StoredItem};
 use super::ledger::SAMPLES_PER_MS;
+use super::Rendered;
 use super::Session;
-use crate::protocol::{codes, ids, Content, ErrorPayload, Item, ItemStatus, Role, ServerEventBody};
+use crate::protocol::{
+    codes, ids, Content, ErrorPayload, Item, ItemStatus, Role, ServerEvent, ServerEventBody,
+};
+
+/// Replaces every `"marker"` string in `json` with `"value"`, in one exact-size buffer.
+/// (`value` is base64: nothing to escape.)
+fn splice(json: &str, marker: &str, value: &str) -> String {
+    let quoted = format!("\"{marker}\"");
+    let n = json.matches(quoted.as_str()).count();
+    let mut out = String::with_capacity(json.len() + n * value.len());
+    let mut rest = json;
+    while let Some(at) = rest.find(quoted.as_str()) {
+        out.push_str(&rest[..at]);
+        out.push('"');
+        out.push_str(value);
+        out.push('"');
+        rest = &rest[at + quoted.len()..];
+    }
+    out.push_str(rest);
+    out
+}
 
 fn not_found(item_id: &str) -> ErrorPayload {
     ErrorPayload::invalid(
@@ -29,11 +50,7 @@ impl Session {
         item.stamp(ids::item_id, ItemStatus::Completed);
         let id = item.id().unwrap_or_default().to_string();
         let placement = Placement::from_previous(previous);
-        let stored = StoredItem {
-            item: item.clone(),
-            audio,
-            ledger: None,
-        };
+        let stored = StoredItem::with_audio(item.clone(), audio);
         let evicted = self.conv.insert(placement, stored)?;
         let previous_item_id = self.conv.previous_id(&id);
         self.emit_item_added(previous_item_id, item, true);
@@ -66,6 +83,7 @@ impl Session {
                             )
                             .with_param("item.content"));
                         }
+                        self.check_item_audio(&b64)?;
                         audio = Some(Arc::from(
                             self.decode_clip(&b64)
                                 .map_err(|e| e.with_param("item.content.audio"))?,
@@ -86,27 +104,65 @@ impl Session {
         Ok(audio)
     }
 
-    /// `conversation.item.retrieve`: the item with its audio (base64, in the session's format).
+    /// Refuses, before decoding, base64 audio longer than one item may hold (or than the
+    /// whole conversation stores: the new item is never evicted to make room for itself).
+    fn check_item_audio(&self, b64: &str) -> Result<(), ErrorPayload> {
+        let format = self.cfg.audio.input.format;
+        let bytes = b64.len() as u64 / 4 * 3;
+        let samples = bytes / u64::from(format.bytes_per_sample()) * u64::from(RATE)
+            / u64::from(format.sample_rate());
+        let max = self
+            .limits
+            .max_item_samples
+            .min(self.conv.max_audio_samples());
+        if samples <= max {
+            return Ok(());
+        }
+        Err(ErrorPayload::invalid(
+            codes::ITEM_AUDIO_TOO_LONG,
+            format!(
+                "the item's audio is about {} s long; one item holds at most {} s",
+                samples / u64::from(RATE),
+                max / u64::from(RATE)
+            ),
+        )
+        .with_param("item.content.audio"))
+    }
+
+    /// `conversation.item.retrieve`: the item with its audio (base64, in the session's
+    /// format). The audio is encoded once per format and cached, and spliced into the
+    /// rendered event: a long item costs one buffer of its size, not several copies.
     pub(super) fn item_retrieve(&mut self, item_id: &str) -> Result<(), ErrorPayload> {
         let stored = self.conv.get(item_id).ok_or_else(|| not_found(item_id))?;
         let mut item = stored.item.clone();
-        if let (Some(audio), Item::Message { role, content, .. }) = (&stored.audio, &mut item) {
-            let format = match role {
-                Role::Assistant => self.cfg.audio.output.format,
-                _ => self.cfg.audio.input.format,
-            };
-            let b64 = base64::engine::general_purpose::STANDARD
-                .encode(Encoder::encode_clip(format, audio));
+        let format = match &item {
+            Item::Message {
+                role: Role::Assistant,
+                ..
+            } => self.cfg.audio.output.format,
+            _ => self.cfg.audio.input.format,
+        };
+        let encode = |audio: &[f32]| {
+            base64::engine::general_purpose::STANDARD.encode(Encoder::encode_clip(format, audio))
+        };
+        let b64 = self.conv.audio_base64(item_id, format, encode);
+        let marker = format!("duet-audio-{}", ids::event_id());
+        if let (Some(_), Item::Message { content, .. }) = (&b64, &mut item) {
             for part in content.iter_mut() {
                 if let Content::InputAudio { audio, .. } | Content::OutputAudio { audio, .. } = part
                 {
-                    *audio = Some(b64.clone());
+                    *audio = Some(marker.clone());
                 }
             }
         }
-        self.emit(ServerEventBody::ConversationItemRetrieved {
+        let event = ServerEvent::new(ServerEventBody::ConversationItemRetrieved {
             item: Box::new(item),
         });
+        let json = match &b64 {
+            Some(b64) => splice(&event.to_json(), &marker, b64),
+            None => event.to_json(),
+        };
+        self.emit_rendered(Rendered::from_json(json, event.kind(), self.cause.clone()));
         Ok(())
     }
 
@@ -125,10 +181,7 @@ impl Session {
             )
             .with_param("item_id"));
         }
-        let stored = self
-            .conv
-            .get_mut(item_id)
-            .ok_or_else(|| not_found(item_id))?;
+        let stored = self.conv.get(item_id).ok_or_else(|| not_found(item_id))?;
         let (
             Item::Message {
                 role: Role::Assistant,
@@ -136,7 +189,7 @@ impl Session {
                 ..
             },
             Some(ledger),
-        ) = (&mut stored.item, &mut stored.ledger)
+        ) = (&stored.item, &stored.ledger)
         else {
             return Err(ErrorPayload::invalid(
                 codes::INVALID_VALUE,
@@ -144,8 +197,7 @@ impl Session {
             )
             .with_param("item_id"));
         };
-        let Some(Content::OutputAudio { transcript, .. }) = content.get_mut(content_index as usize)
-        else {
+        let Some(Content::OutputAudio { .. }) = content.get(content_index as usize) else {
             return Err(ErrorPayload::invalid(
                 codes::INVALID_VALUE,
                 format!("content_index {content_index} is not an audio part"),
@@ -160,12 +212,11 @@ impl Session {
             )
             .with_param("audio_end_ms"));
         }
-        let keep = audio_end_ms * SAMPLES_PER_MS;
-        *transcript = Some(ledger.truncate(keep));
-        if let Some(audio) = &stored.audio {
-            stored.audio = Some(Arc::from(&audio[..(keep as usize).min(audio.len())]));
-        }
-        self.conv.recount();
+        self.conv.cut_audio(
+            item_id,
+            content_index as usize,
+            audio_end_ms * SAMPLES_PER_MS,
+        );
         self.emit(ServerEventBody::ConversationItemTruncated {
             item_id: item_id.to_string(),
             content_index,
@@ -190,5 +241,18 @@ impl Session {
             item_id: item_id.to_string(),
         });
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn splice_replaces_every_marker_once() {
+        let json = r#"{"a":"m1","b":["m1","x"],"c":"m1x"}"#;
+        assert_eq!(
+            super::splice(json, "m1", "QUJD"),
+            r#"{"a":"QUJD","b":["QUJD","x"],"c":"m1x"}"#
+        );
+        assert_eq!(super::splice("{}", "m1", "Q"), "{}");
     }
 }

@@ -4,7 +4,7 @@
 
 use super::ledger::SAMPLES_PER_MS;
 use super::{Session, Transport};
-use crate::protocol::{Content, Item, ServerEventBody};
+use crate::protocol::ServerEventBody;
 
 /// One response's audio in the engine's playback queue.
 #[derive(Debug)]
@@ -24,7 +24,7 @@ pub struct Playback {
 impl Session {
     /// Hands response audio to the media engine (WebRTC); returns false on WebSocket.
     pub(super) fn play(&mut self, tag: u64, pcm: &[f32]) -> bool {
-        let Transport::WebRtc(sink) = &self.transport else {
+        let Transport::WebRtc { sink, .. } = &self.transport else {
             return false;
         };
         sink.play(tag, pcm.to_vec());
@@ -46,7 +46,7 @@ impl Session {
 
     /// The response finished generating: the engine reports when its last sample left.
     pub(super) fn finish_playback(&mut self, tag: u64) {
-        if let Transport::WebRtc(sink) = &self.transport {
+        if let Transport::WebRtc { sink, .. } = &self.transport {
             if self.playback.iter().any(|p| p.tag == tag) {
                 sink.finish(tag);
             }
@@ -91,7 +91,7 @@ impl Session {
     /// queue; [`Self::on_cleared`] finishes the job once the engine confirms.
     pub(super) fn clear_output(&mut self, reason: &str) {
         self.cancel_active(reason);
-        if let Transport::WebRtc(sink) = &self.transport {
+        if let Transport::WebRtc { sink, .. } = &self.transport {
             sink.clear();
             self.clearing = true;
             self.clear_below = self.next_tag;
@@ -130,30 +130,17 @@ impl Session {
         }
     }
 
-    /// Cuts a stored assistant item to the `sent` samples the caller heard.
+    /// Cuts a stored assistant item to the `sent` samples the caller heard. Reported even
+    /// when everything generated was heard: the caller learns exactly where the item ends.
     fn truncate_to_played(&mut self, item_id: &str, sent: u64) {
-        let Some(stored) = self.conv.get_mut(item_id) else {
-            return;
-        };
-        let (Item::Message { content, .. }, Some(ledger)) = (&mut stored.item, &mut stored.ledger)
-        else {
-            return;
-        };
-        if ledger.generated == 0 {
+        let generated = self
+            .conv
+            .get(item_id)
+            .and_then(|s| s.ledger.as_ref())
+            .map_or(0, |l| l.generated);
+        if generated == 0 || self.conv.cut_audio(item_id, 0, sent).is_none() {
             return;
         }
-        // Reported even when everything generated was heard: the caller learns exactly
-        // where the item now ends.
-        let kept = ledger.truncate(sent);
-        if let Some(Content::OutputAudio { transcript, .. }) = content.get_mut(0) {
-            *transcript = Some(kept);
-        }
-        if let Some(audio) = &stored.audio {
-            stored.audio = Some(std::sync::Arc::from(
-                &audio[..(sent as usize).min(audio.len())],
-            ));
-        }
-        self.conv.recount();
         self.emit(ServerEventBody::ConversationItemTruncated {
             item_id: item_id.to_string(),
             content_index: 0,

@@ -330,11 +330,10 @@ impl Session {
                 .map(|b64| self.decode_clip(&b64))
                 .transpose()
                 .map_err(|e| e.with_param(param.clone()))?;
-            turns.extend(user_turn(&StoredItem {
+            turns.extend(user_turn(&StoredItem::with_audio(
                 item,
-                audio: audio.map(Arc::from),
-                ledger: None,
-            }));
+                audio.map(Arc::from),
+            )));
         }
         Ok(turns)
     }
@@ -484,7 +483,12 @@ impl Session {
         }
         let n = out.audio.len() as u64;
         a.ledger.generated(n);
-        if a.audio.len() as u64 + n <= self.limits.max_conversation_samples {
+        // The stored item keeps at most one item's worth of audio (what retrieval returns).
+        let keep = self
+            .limits
+            .max_item_samples
+            .min(self.limits.max_conversation_samples);
+        if a.audio.len() as u64 + n <= keep {
             a.audio.extend_from_slice(&out.audio);
         }
         a.ledger.queued(n);
@@ -634,15 +638,11 @@ impl Session {
 
     /// Moves the finished assistant item (its audio and ledger) into the conversation.
     fn store_item(&mut self, a: &mut Active, item: Item) {
-        let Some(stored) = self.conv.get_mut(&a.item_id) else {
+        let audio = (a.modality == Modality::Audio)
+            .then(|| (Arc::from(std::mem::take(&mut a.audio)), a.ledger.clone()));
+        if !self.conv.finish_item(&a.item_id, item.clone(), audio) {
             return;
-        };
-        stored.item = item.clone();
-        if a.modality == Modality::Audio {
-            stored.audio = Some(Arc::from(std::mem::take(&mut a.audio)));
-            stored.ledger = Some(a.ledger.clone());
         }
-        self.conv.recount();
         let evicted = self.conv.evict_except(&a.item_id);
         let prev = self.conv.previous_id(&a.item_id);
         self.emit(ServerEventBody::ConversationItemDone {

@@ -36,12 +36,7 @@ async fn live_media_past_the_buffer_limit_is_reported_once_and_keeps_the_newest(
     })
     .await;
     for _ in 0..100 {
-        h.input(SessionInput::Media {
-            audio: Some(vec![0.1; 480]),
-            played: vec![],
-            drained: vec![],
-        })
-        .await;
+        h.input(SessionInput::Media(vec![0.1; 480])).await;
     }
     let events = h.drain(Duration::from_millis(300)).await;
     assert_eq!(types(&events), ["error"], "{events:#?}");
@@ -50,12 +45,7 @@ async fn live_media_past_the_buffer_limit_is_reported_once_and_keeps_the_newest(
     h.until("input_audio_buffer.committed").await;
     // Under the limit again, a new overflow is a new report.
     for _ in 0..60 {
-        h.input(SessionInput::Media {
-            audio: Some(vec![0.1; 480]),
-            played: vec![],
-            drained: vec![],
-        })
-        .await;
+        h.input(SessionInput::Media(vec![0.1; 480])).await;
     }
     let again = h.drain(Duration::from_millis(300)).await;
     assert_eq!(count(&again, "error"), 1, "{again:#?}");
@@ -81,7 +71,7 @@ async fn a_clear_only_covers_responses_started_before_it() {
         .unwrap()
         .to_string();
     assert_ne!(new, old);
-    h.input(SessionInput::Cleared).await;
+    h.signals.cleared();
     let cleared = h.until("output_audio_buffer.cleared").await;
     assert_eq!(
         last(&cleared, "output_audio_buffer.cleared")["response_id"],
@@ -91,12 +81,7 @@ async fn a_clear_only_covers_responses_started_before_it() {
     let speak = h.until("response.speak").await;
     assert_eq!(last(&speak, "response.speak")["response_id"], new.as_str());
     let tag = 2;
-    h.input(SessionInput::Media {
-        audio: None,
-        played: vec![(tag, 480)],
-        drained: vec![],
-    })
-    .await;
+    h.signals.played(&[(tag, 480)], &[]);
     let started = h.until("output_audio_buffer.started").await;
     assert_eq!(
         last(&started, "output_audio_buffer.started")["response_id"],

@@ -411,12 +411,7 @@ async fn webrtc_playback_clear_truncates_and_suppresses() {
     h.until("response.content_part.added").await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(sink.0.lock().unwrap().iter().any(|c| c == "play 1 480"));
-    h.input(SessionInput::Media {
-        audio: None,
-        played: vec![(1, 960)],
-        drained: vec![],
-    })
-    .await;
+    h.signals.played(&[(1, 960)], &[]);
     let started = h.until("output_audio_buffer.started").await;
     assert_eq!(
         last(&started, "output_audio_buffer.started")["response_id"],
@@ -431,7 +426,7 @@ async fn webrtc_playback_clear_truncates_and_suppresses() {
         "cancelled"
     );
     assert!(sink.0.lock().unwrap().iter().any(|c| c == "clear"));
-    h.input(SessionInput::Cleared).await;
+    h.signals.cleared();
     let cleared = h.until("conversation.item.truncated").await;
     assert_eq!(
         last(&cleared, "output_audio_buffer.cleared")["response_id"],

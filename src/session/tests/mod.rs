@@ -13,7 +13,10 @@ use duet_models::{
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use super::{Limits, MediaSink, Outbound, Session, SessionInput, SessionParams, Transport};
+use super::{
+    queue, Delivery, EventReceiver, Lifecycle, Limits, MediaSignals, MediaSink, Session,
+    SessionInput, SessionParams, Transport,
+};
 use crate::model_loop::ModelLoop;
 use crate::protocol::strict::forbidden_nulls;
 
@@ -136,8 +139,10 @@ impl MediaSink for SinkLog {
 
 /// A running session on its own model loop.
 struct Harness {
-    inbox: mpsc::Sender<SessionInput>,
-    out: mpsc::Receiver<Outbound>,
+    inbox: mpsc::Sender<super::Inbound>,
+    out: EventReceiver,
+    /// What the fake media engine reports (WebRTC).
+    signals: Arc<MediaSignals>,
     gate: Arc<AtomicBool>,
     requests: Requests,
     /// Every event received so far.
@@ -154,6 +159,8 @@ struct Setup {
     echo: bool,
     /// `Limits::max_input_samples` in ms (default: the production limit).
     max_input_ms: Option<u64>,
+    /// `Limits::max_outbound_bytes` (default: the production limit).
+    max_outbound_bytes: Option<usize>,
 }
 
 impl Default for Setup {
@@ -166,6 +173,7 @@ impl Default for Setup {
             speak_timeout: None,
             echo: false,
             max_input_ms: None,
+            max_outbound_bytes: None,
         }
     }
 }
@@ -183,9 +191,22 @@ async fn harness(setup: Setup) -> Harness {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     let (model, model_rx) = model_loop.open().await.expect("slot");
-    let (out_tx, out) = mpsc::channel(8192);
+    let limits = Limits {
+        max_input_samples: setup
+            .max_input_ms
+            .map_or(Limits::default().max_input_samples, |ms| ms * 24),
+        max_outbound_bytes: setup
+            .max_outbound_bytes
+            .unwrap_or(Limits::default().max_outbound_bytes),
+        ..Limits::default()
+    };
+    let (out_tx, out) = queue(limits.max_outbound_bytes);
+    let signals = Arc::new(MediaSignals::default());
     let transport = match setup.webrtc {
-        Some(sink) => Transport::WebRtc(Box::new(sink)),
+        Some(sink) => Transport::WebRtc {
+            sink: Box::new(sink),
+            signals: signals.clone(),
+        },
         None => Transport::WebSocket,
     };
     let mut session = Session::new(SessionParams {
@@ -193,13 +214,9 @@ async fn harness(setup: Setup) -> Harness {
         model_name: "scripted".into(),
         model,
         model_frame: FRAME,
-        limits: Limits {
-            max_input_samples: setup
-                .max_input_ms
-                .map_or(Limits::default().max_input_samples, |ms| ms * 24),
-            ..Limits::default()
-        },
+        limits,
         out: out_tx,
+        lifecycle: tokio::sync::watch::channel(Lifecycle::Running).1,
     });
     session
         .configure(serde_json::from_value(setup.session).expect("session patch"))
@@ -212,6 +229,7 @@ async fn harness(setup: Setup) -> Harness {
     let mut h = Harness {
         inbox,
         out,
+        signals,
         gate,
         requests,
         seen: Vec::new(),
@@ -228,27 +246,25 @@ impl Harness {
     }
 
     async fn send(&self, event: Value) {
-        self.inbox
-            .send(SessionInput::Text(event.to_string()))
-            .await
-            .expect("session alive");
+        self.input(SessionInput::Text(event.to_string())).await;
     }
 
     async fn input(&self, input: SessionInput) {
-        self.inbox.send(input).await.expect("session alive");
+        self.inbox.send(input.into()).await.expect("session alive");
     }
 
     async fn recv(&mut self, wait: Duration) -> Option<Value> {
         match tokio::time::timeout(wait, self.out.recv()).await {
-            Ok(Some(Outbound::Event(ev))) => {
-                let v: Value = serde_json::from_str(&ev.to_json()).expect("JSON");
+            Ok(Some(Ok(Delivery::Event(ev, _)))) => {
+                let v: Value = serde_json::from_str(&ev.json).expect("JSON");
                 assert_eq!(forbidden_nulls(&v), Vec::<String>::new(), "{v}");
                 self.seen.push(v.clone());
                 Some(v)
             }
-            Ok(Some(Outbound::Close { code, reason })) => {
+            Ok(Some(Ok(Delivery::Close { code, reason }))) => {
                 panic!("session closed: {code} {reason}; seen {:#?}", self.types())
             }
+            Ok(Some(Err(abort))) => panic!("session aborted: {abort:?}"),
             Ok(None) => panic!("session ended"),
             Err(_) => None,
         }
@@ -375,3 +391,4 @@ fn voiced(secs: f32) -> Vec<f32> {
 
 mod input_and_playback;
 mod lifecycle;
+mod outbound_limits;

@@ -1,0 +1,283 @@
+//! One live call inside an engine thread: its media pipeline, its session's channels, and
+//! the per-tick work (send a frame, report playback, pass caller audio and client events to
+//! the session, write the session's events to `oai-events`). Every piece runs under
+//! [`guarded`]: a panic ends this call, not the engine.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use duet_signaling::{Call, CallEvent, SendError};
+use tokio::sync::mpsc::error::TrySendError;
+use tokio::sync::{mpsc, Semaphore};
+
+use super::pipeline::Pipeline;
+use super::NewCall;
+use crate::metrics::METRICS;
+use crate::session::{
+    busy_error, too_large_error, Delivery, EventReceiver, Held, Inbound, MediaSignals, Received,
+    Rendered, SessionInput,
+};
+
+/// Errors the engine itself answers (the session could not take an event) that may wait for
+/// room on the data channel; beyond this they are dropped (the client floods).
+const MAX_LOCAL_ERRORS: usize = 64;
+
+pub(super) struct LiveCall {
+    pub(super) id: String,
+    pub(super) call: Call,
+    pub(super) media: Pipeline,
+    pub(super) session: mpsc::Sender<Inbound>,
+    events: EventReceiver,
+    signals: Arc<MediaSignals>,
+    inbound: Arc<Semaphore>,
+    inbound_max: usize,
+    has_dc: bool,
+    /// The event taken from the queue that the data channel had no room for yet.
+    held: Option<(Rendered, Held)>,
+    /// Errors for client events the session could not take, sent before `held`.
+    local: std::collections::VecDeque<Rendered>,
+    pub(super) last_rx: Instant,
+    pub(super) next_timeout: Instant,
+    pub(super) created: Instant,
+    pub(super) connected: bool,
+    pub(super) closing: bool,
+    /// A panic happened in this call's work: it is reaped.
+    pub(super) failed: bool,
+    /// Test hook: panic in the next media tick.
+    pub(super) fault: bool,
+    _guard: Box<dyn Send>,
+}
+
+/// Runs `f` on the call, containing a panic to it (it is then reaped).
+pub(super) fn guarded<T>(c: &mut LiveCall, f: impl FnOnce(&mut LiveCall) -> T) -> Option<T> {
+    if c.failed {
+        return None;
+    }
+    match catch_unwind(AssertUnwindSafe(|| f(c))) {
+        Ok(v) => Some(v),
+        Err(_) => {
+            tracing::error!(call = %c.id, "a call's media work panicked; the call ends");
+            c.failed = true;
+            None
+        }
+    }
+}
+
+impl LiveCall {
+    pub(super) fn new(new: NewCall) -> Result<Self, String> {
+        let media = Pipeline::new(new.call.codec())?;
+        let now = Instant::now();
+        tracing::info!(call = %new.id, codec = ?new.call.codec(), "call added to the media engine");
+        let inbound_max = new.inbound.available_permits();
+        Ok(Self {
+            id: new.id,
+            call: new.call,
+            media,
+            session: new.session,
+            events: new.events,
+            signals: new.signals,
+            inbound: new.inbound,
+            inbound_max,
+            has_dc: new.has_data_channel,
+            held: None,
+            local: Default::default(),
+            last_rx: now,
+            next_timeout: now,
+            created: now,
+            connected: false,
+            closing: false,
+            failed: false,
+            fault: false,
+            _guard: new.guard,
+        })
+    }
+
+    pub(super) fn play(&mut self, tag: u64, pcm: &[f32]) {
+        if !self.media.play(tag, pcm) {
+            tracing::warn!(call = %self.id, "playback queue full; audio dropped");
+        }
+    }
+
+    /// Purges the playback queue; the session learns it through its signals.
+    pub(super) fn clear(&mut self) {
+        self.media.clear();
+        self.signals.cleared();
+    }
+
+    /// Encodes and sends this tick's frame; reports what of each response left.
+    pub(super) fn send_frame(&mut self, now: Instant) {
+        if std::mem::take(&mut self.fault) {
+            panic!("injected fault: call media");
+        }
+        match self.media.outbound_frame() {
+            Ok(frame) => {
+                if self.call.can_send_audio() && self.call.send_audio(now, &frame.payload).is_ok() {
+                    METRICS.frames_sent.fetch_add(1, Ordering::Relaxed);
+                }
+                self.signals.played(&frame.played, &frame.drained);
+            }
+            Err(e) => tracing::warn!(call = %self.id, error = %e, "encoding failed"),
+        }
+    }
+
+    /// Events out, caller audio in.
+    pub(super) fn receive_tick(&mut self) {
+        self.flush_events();
+        if let Some(audio) = self.media.inbound_frame() {
+            // Lossy by design: a session too busy for live audio loses a frame, never the
+            // engine its pace. (What must not be lost travels in the signals.)
+            if self
+                .session
+                .try_send(SessionInput::Media(audio).into())
+                .is_err()
+            {
+                tracing::debug!(call = %self.id, "session inbox full; caller audio frame dropped");
+            }
+        }
+    }
+
+    /// Writes the session's events to `oai-events`, in order, as far as the data channel
+    /// takes them now; the rest wait in the session's byte-bounded queue. Events are held
+    /// until the channel opens, and discarded when the offer has no data channel.
+    pub(super) fn flush_events(&mut self) {
+        if self.has_dc && !self.call.channel_open() {
+            return;
+        }
+        while let Some(err) = self.local.front() {
+            match self.call.send_text(&err.json) {
+                Err(SendError::Full) => return,
+                _ => {
+                    self.local.pop_front();
+                }
+            }
+        }
+        loop {
+            let (event, held) = match self.held.take() {
+                Some(x) => x,
+                None => match self.next_event() {
+                    Some(x) => x,
+                    None => return,
+                },
+            };
+            if !self.has_dc {
+                continue;
+            }
+            if !self.write(event, held) {
+                return;
+            }
+        }
+    }
+
+    /// The next event of the session's queue; `None` when there is none now (or the session
+    /// closed the queue, which ends the call).
+    fn next_event(&mut self) -> Option<(Rendered, Held)> {
+        match self.events.try_recv() {
+            Received::Delivery(Delivery::Event(e, h)) => Some((e, h)),
+            Received::Delivery(Delivery::Close { .. }) | Received::Closed => {
+                self.closing = true;
+                None
+            }
+            Received::Abort(abort) => {
+                if let (Some(error), true) = (&abort.error, self.has_dc) {
+                    let _ = self.call.send_text(&error.json);
+                }
+                self.closing = true;
+                None
+            }
+            Received::Empty => None,
+        }
+    }
+
+    /// Writes one event; false when the channel is full (the event is kept for later).
+    fn write(&mut self, event: Rendered, held: Held) -> bool {
+        match self.call.send_text(&event.json) {
+            Ok(()) => true,
+            Err(SendError::Full) => {
+                self.held = Some((event, held));
+                false
+            }
+            Err(SendError::TooLarge { max, .. }) => {
+                tracing::warn!(call = %self.id, kind = event.kind, bytes = event.len(), max, "event larger than the peer's max-message-size; replaced by an error");
+                let error = too_large_error(&event, max, "the data channel's max-message-size");
+                self.local.push_back(Rendered::new(&error, None));
+                self.flush_local();
+                true
+            }
+            Err(SendError::NotOpen) => true,
+            Err(e) => {
+                tracing::debug!(call = %self.id, error = %e, "data channel write failed");
+                true
+            }
+        }
+    }
+
+    fn flush_local(&mut self) {
+        while let Some(err) = self.local.front() {
+            if matches!(self.call.send_text(&err.json), Err(SendError::Full)) {
+                return;
+            }
+            self.local.pop_front();
+        }
+    }
+
+    pub(super) fn event(&mut self, ev: CallEvent) {
+        match ev {
+            CallEvent::Connected => {
+                self.connected = true;
+                tracing::info!(call = %self.id, connect_ms = self.created.elapsed().as_millis() as u64, "call connected");
+            }
+            CallEvent::Audio {
+                ssrc,
+                seq,
+                payload,
+                codec,
+            } if codec == self.call.codec() => self.media.receive(ssrc, seq, payload),
+            CallEvent::Audio { .. } => {}
+            CallEvent::ChannelOpen => self.flush_events(),
+            CallEvent::Text(text) => self.client_text(text),
+            CallEvent::Binary(n) => self.client_binary(n),
+            CallEvent::ChannelClosed => {}
+        }
+    }
+
+    /// A client event from `oai-events`: to the session within the call's inbound byte
+    /// budget, else answered with an `error` right here (it never vanishes).
+    fn client_text(&mut self, text: String) {
+        let permits = u32::try_from(text.len().clamp(1, self.inbound_max)).unwrap_or(u32::MAX);
+        let Ok(hold) = self.inbound.clone().try_acquire_many_owned(permits) else {
+            return self.refuse(&text);
+        };
+        let inbound = Inbound {
+            input: SessionInput::Text(text),
+            hold: Some(hold),
+        };
+        match self.session.try_send(inbound) {
+            Ok(()) => {}
+            Err(TrySendError::Full(Inbound {
+                input: SessionInput::Text(text),
+                ..
+            })) => self.refuse(&text),
+            Err(_) => {}
+        }
+    }
+
+    fn refuse(&mut self, text: &str) {
+        tracing::warn!(call = %self.id, "session inbox full; client event answered with an error");
+        if self.local.len() < MAX_LOCAL_ERRORS {
+            self.local.push_back(busy_error(text));
+        }
+        self.flush_local();
+    }
+
+    fn client_binary(&mut self, n: usize) {
+        if self
+            .session
+            .try_send(SessionInput::binary_message(n).into())
+            .is_err()
+        {
+            tracing::debug!(call = %self.id, "session inbox full; binary message report dropped");
+        }
+    }
+}

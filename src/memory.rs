@@ -1,0 +1,92 @@
+//! The server's memory budget: what one session can hold at worst under the configured
+//! limits, and what `--max-sessions` and `--max-calls` of them add up to. Logged at start-up
+//! (with a warning when it exceeds the machine's memory) and documented in the README, so
+//! an operator can size the limits to the machine.
+
+use std::fmt;
+
+use crate::config::ServeArgs;
+
+/// Bytes per stored sample (f32).
+const SAMPLE: u64 = 4;
+/// Session audio rate.
+const RATE: u64 = 24_000;
+/// A call's media state at worst: 30 s of 48 kHz playback queue, jitter buffer, codecs.
+const CALL_MEDIA: u64 = 30 * 48_000 * SAMPLE + (1 << 20);
+/// The model loop's input queue per session at worst (500 frames of 80 ms, Moshi's frame).
+const MODEL_QUEUE: u64 = 500 * 1_920 * SAMPLE;
+
+/// Worst cases, in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Budget {
+    /// One session.
+    pub per_session: u64,
+    /// Added by a WebRTC call (media state; its session is counted as a session).
+    pub per_call: u64,
+    /// `--max-sessions` sessions and `--max-calls` calls with their sessions.
+    pub total: u64,
+}
+
+impl Budget {
+    /// The budget for `args`.
+    pub fn of(args: &ServeArgs) -> Self {
+        let item = args.max_item_audio_secs * RATE;
+        let per_session = 300 * RATE * SAMPLE // input buffer
+            + 900 * RATE * SAMPLE // conversation audio
+            + item * SAMPLE // the response being generated
+            + item * 2 * 4 / 3 // one cached retrieve encoding (PCM16, base64)
+            + ((args.max_outbound_mib as u64) << 20)
+            + ((args.max_inbound_mib.max(16) as u64) << 20)
+            + MODEL_QUEUE;
+        let per_call = CALL_MEDIA;
+        let sessions = args.max_sessions as u64 + args.max_calls as u64;
+        Self {
+            per_session,
+            per_call,
+            total: sessions * per_session + args.max_calls as u64 * per_call,
+        }
+    }
+
+    /// The machine's memory, from `/proc/meminfo` (Linux), in bytes.
+    pub fn machine() -> Option<u64> {
+        let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+        let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kib * 1024)
+    }
+}
+
+fn mib(bytes: u64) -> u64 {
+    bytes >> 20
+}
+
+impl fmt::Display for Budget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "worst case {} MiB per session + {} MiB per call; {} MiB at the session and call caps",
+            mib(self.per_session),
+            mib(self.per_call),
+            mib(self.total)
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[test]
+    fn defaults_add_up() {
+        let args = ServeArgs::parse_from(["serve"]);
+        let b = Budget::of(&args);
+        assert_eq!(
+            b.total,
+            (256 + 100) * b.per_session + 100 * b.per_call,
+            "{b}"
+        );
+        let small = ServeArgs::parse_from(["serve", "--max-sessions", "1", "--max-calls", "0"]);
+        assert_eq!(Budget::of(&small).total, b.per_session);
+    }
+}

@@ -1,0 +1,177 @@
+//! The HTTP accept loop: hyper with a timer, so that no connection is held by a client that
+//! does nothing. A connection's first request head must arrive within `head_timeout` of the
+//! accept (slow-header clients), a keep-alive connection waiting for its next request closes
+//! after `idle_timeout` (hyper's header-read timer, which also bounds later heads), and at most
+//! `max_connections` are open at once (an upgraded WebSocket keeps its connection's place).
+//! Beyond the cap a connection gets a bare 503 and is closed, so `/health` keeps answering.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::extract::ConnectInfo;
+use axum::Router;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tower::ServiceExt;
+
+/// Connection-level limits.
+#[derive(Clone, Copy, Debug)]
+pub struct HttpLimits {
+    /// Open connections, upgraded WebSockets included.
+    pub max_connections: usize,
+    /// The first request head must be complete this long after the accept.
+    pub head_timeout: Duration,
+    /// An idle keep-alive connection (or a later, slow head) is closed after this long.
+    pub idle_timeout: Duration,
+}
+
+/// The answer to a connection over the cap (written without reading the request).
+const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: application/json\r\nContent-Length: 105\r\nConnection: close\r\n\r\n{\"error\":{\"message\":\"too many open connections\",\"type\":\"server_error\",\"code\":\"server_busy\",\"param\":null}}";
+
+/// Serves `router` on `listener` until `stop` resolves.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    limits: HttpLimits,
+    stop: impl Future<Output = ()>,
+) {
+    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    tokio::pin!(stop);
+    loop {
+        let (stream, peer) = tokio::select! {
+            _ = &mut stop => return,
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // EMFILE and friends: back off a little instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        match slots.clone().try_acquire_owned() {
+            Ok(permit) => {
+                tokio::spawn(connection(stream, peer, permit, router.clone(), limits));
+            }
+            Err(_) => {
+                crate::metrics::METRICS.error("connection_limit");
+                let _ = stream.try_write(BUSY);
+            }
+        }
+    }
+}
+
+async fn connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    permit: OwnedSemaphorePermit,
+    router: Router,
+    limits: HttpLimits,
+) {
+    let io = TokioIo::new(Counted {
+        stream,
+        _permit: permit,
+    });
+    let first_head = Arc::new(AtomicBool::new(false));
+    let seen = first_head.clone();
+    let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
+        seen.store(true, Ordering::Release);
+        req.extensions_mut().insert(ConnectInfo(peer));
+        router.clone().oneshot(req)
+    });
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.idle_timeout)
+        .keep_alive(true)
+        .serve_connection(io, service)
+        .with_upgrades();
+    tokio::select! {
+        r = conn => {
+            if let Err(e) = r {
+                tracing::debug!(%peer, error = %e, "http connection ended");
+            }
+        }
+        () = head_deadline(&first_head, limits.head_timeout) => {
+            tracing::debug!(%peer, "no request head within the timeout; connection closed");
+        }
+    }
+}
+
+/// Resolves when `timeout` passed without a first request head; never once one came.
+async fn head_deadline(first_head: &AtomicBool, timeout: Duration) {
+    tokio::time::sleep(timeout).await;
+    if first_head.load(Ordering::Acquire) {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// A TCP stream that holds its place among the open connections while it lives.
+struct Counted {
+    stream: TcpStream,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl AsyncRead for Counted {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Counted {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn busy_answer_is_well_formed() {
+        let text = std::str::from_utf8(super::BUSY).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        assert!(
+            head.contains(&format!("Content-Length: {}", body.len())),
+            "{head}"
+        );
+        let v: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(v["error"]["code"], "server_busy");
+    }
+}
