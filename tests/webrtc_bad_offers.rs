@@ -32,7 +32,7 @@ async fn bad_offer_matrix() {
         (
             "too large",
             format!("{OFFER}{}", "a=x:y\r\n".repeat(3000)),
-            400,
+            413,
             "sdp_too_large",
         ),
         (
@@ -83,6 +83,30 @@ async fn bad_offer_matrix() {
         answer.contains("a=ice-lite") && answer.contains("opus/48000/2"),
         "{answer}"
     );
+}
+
+#[tokio::test]
+async fn oversized_bodies_answer_413_from_content_length() {
+    let addr = server(&[]).await;
+    // Only the head is sent: the declared length alone gets the answer, nothing is read.
+    for (ctype, len, code) in [
+        ("application/sdp", "16385", "sdp_too_large"),
+        (
+            "multipart/form-data; boundary=b",
+            "65537",
+            "request_too_large",
+        ),
+    ] {
+        let (s, head) = get_with_method(
+            addr,
+            "POST",
+            "/v1/realtime/calls",
+            &[("Content-Type", ctype), ("Content-Length", len)],
+        )
+        .await;
+        assert_eq!(s, 413, "{ctype}: {head}");
+        assert!(head.contains(code), "{ctype}: {head}");
+    }
 }
 
 #[tokio::test]

@@ -5,6 +5,7 @@
 pub mod browser;
 pub mod external;
 pub mod moshi;
+pub mod process;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -24,6 +25,11 @@ pub const EVENT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Starts a server on 127.0.0.1 with a free port and extra `duet serve` flags.
 pub async fn server(extra: &[&str]) -> SocketAddr {
+    start(extra).await.addr
+}
+
+/// Like [`server`], with the handle (state, fault injection).
+pub async fn start(extra: &[&str]) -> duet::server::Server {
     let mut argv = vec!["serve", "--port", "0"];
     argv.extend_from_slice(extra);
     let args = duet::config::ServeArgs::parse_from(argv);
@@ -34,7 +40,31 @@ pub async fn server(extra: &[&str]) -> SocketAddr {
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    server.addr
+    server
+}
+
+/// `/ready`'s JSON body (or the error body).
+pub async fn ready(addr: SocketAddr) -> (u16, Value) {
+    let (status, text) = get(addr, "/ready", &[]).await;
+    let body = text.split("\r\n\r\n").nth(1).unwrap_or("{}");
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+/// Waits until `/ready` reports `calls` and `sessions` (model slots) at most as given.
+pub async fn wait_released(addr: SocketAddr, calls: u64, sessions: u64, limit: Duration) {
+    let start = std::time::Instant::now();
+    loop {
+        let (_, v) = ready(addr).await;
+        let (c, s) = (v["calls"].as_u64(), v["sessions"].as_u64());
+        if c.is_some_and(|c| c <= calls) && s.is_some_and(|s| s <= sessions) {
+            return;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "not released within {limit:?}: {v}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Plain HTTP/1.1 GET; returns (status, headers+body text).
@@ -79,7 +109,23 @@ impl Client {
         addr: SocketAddr,
         headers: &[(&str, &str)],
     ) -> Result<Self, tokio_tungstenite::tungstenite::Error> {
-        let mut req = format!("ws://{addr}/v1/realtime?model=echo").into_client_request()?;
+        Self::connect_url(&format!("ws://{addr}/v1/realtime?model=echo"), headers).await
+    }
+
+    /// Connects to a call's sideband (`?call_id=`).
+    pub async fn sideband(
+        addr: SocketAddr,
+        call_id: &str,
+    ) -> Result<Self, tokio_tungstenite::tungstenite::Error> {
+        Self::connect_url(&format!("ws://{addr}/v1/realtime?call_id={call_id}"), &[]).await
+    }
+
+    /// Connects to `url` with extra request headers; reads `session.created`.
+    pub async fn connect_url(
+        url: &str,
+        headers: &[(&str, &str)],
+    ) -> Result<Self, tokio_tungstenite::tungstenite::Error> {
+        let mut req = url.into_client_request()?;
         for (k, v) in headers {
             let name = tokio_tungstenite::tungstenite::http::HeaderName::from_bytes(k.as_bytes())
                 .expect("header name");
@@ -129,10 +175,17 @@ impl Client {
         v
     }
 
+    /// The next event without a timeout panic: `None` when the socket closed.
+    pub async fn next_raw(&mut self) -> Option<Value> {
+        self.recv(Duration::from_secs(3600)).await
+    }
+
     async fn recv(&mut self, timeout: Duration) -> Option<Value> {
         loop {
             let msg = tokio::time::timeout(timeout, self.ws.next()).await.ok()??;
-            match msg.expect("websocket message") {
+            // A reset counts as the end of the stream (callers that expect more panic).
+            let Ok(msg) = msg else { return None };
+            match msg {
                 Message::Text(t) => {
                     let v: Value = serde_json::from_str(t.as_str()).expect("server sends JSON");
                     assert!(
@@ -260,4 +313,62 @@ pub fn assert_nulls_allowed(v: &Value) {
 /// Synthetic voiced audio at 48 kHz (the WebRTC clients' rate).
 pub fn voiced48(secs: f32) -> Vec<f32> {
     voiced(secs).iter().flat_map(|s| [*s, *s]).collect()
+}
+
+/// The error of a WebSocket connect that must be refused.
+pub fn refused<T>(
+    r: Result<T, tokio_tungstenite::tungstenite::Error>,
+) -> tokio_tungstenite::tungstenite::Error {
+    match r {
+        Ok(_) => panic!("the connection was accepted"),
+        Err(e) => e,
+    }
+}
+
+/// The HTTP status of a failed WebSocket handshake (0 if it failed otherwise).
+pub fn handshake_status(e: &tokio_tungstenite::tungstenite::Error) -> u16 {
+    match e {
+        tokio_tungstenite::tungstenite::Error::Http(r) => r.status().as_u16(),
+        _ => 0,
+    }
+}
+
+/// POSTs the fixture offer (Chrome's); returns the call id. The call never connects.
+pub async fn offer_call(addr: SocketAddr) -> String {
+    let offer = include_str!("../fixtures/chrome_offer.sdp");
+    let (status, head, body) = duet::rtc_client::http(
+        addr,
+        "POST",
+        "/v1/realtime/calls",
+        Some(("application/sdp", offer)),
+        None,
+    )
+    .await
+    .expect("post");
+    assert_eq!(status, 201, "{body}");
+    head.lines()
+        .find_map(|l| l.strip_prefix("location: /v1/realtime/calls/"))
+        .or_else(|| {
+            head.lines()
+                .find_map(|l| l.strip_prefix("Location: /v1/realtime/calls/"))
+        })
+        .expect("Location")
+        .trim()
+        .to_string()
+}
+
+/// Raises this process's open-file limit to its hard limit (tests that open hundreds of
+/// sockets, server and client side both in this process).
+pub fn raise_fd_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: plain syscalls on a valid rlimit struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
 }

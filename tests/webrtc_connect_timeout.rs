@@ -1,0 +1,43 @@
+//! A call that never connects (no ICE, no DTLS) cannot hold its slots: it is reaped after
+//! `--call-connect-secs` (10 s), so offers that never follow up do not lock a model out.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use duet::rtc_client::http;
+
+const OFFER: &str = include_str!("fixtures/chrome_offer.sdp");
+
+async fn offer(addr: std::net::SocketAddr) -> (u16, String) {
+    let (s, _, body) = http(
+        addr,
+        "POST",
+        "/v1/realtime/calls",
+        Some(("application/sdp", OFFER)),
+        None,
+    )
+    .await
+    .expect("post");
+    (s, body)
+}
+
+#[tokio::test]
+async fn unconnected_calls_are_reaped_and_free_their_model_slots() {
+    let addr = common::server(&["--model-slots", "8"]).await;
+    let start = Instant::now();
+    for i in 0..8 {
+        assert_eq!(offer(addr).await.0, 201, "offer {i}");
+    }
+    let (s, body) = offer(addr).await;
+    assert_eq!(s, 503, "{body}");
+    assert!(body.contains("model_slots_exhausted"), "{body}");
+    let (_, ready) = common::ready(addr).await;
+    assert_eq!(ready["calls"], 8, "{ready}");
+    tokio::time::sleep(Duration::from_secs(11).saturating_sub(start.elapsed())).await;
+    let (s, body) = offer(addr).await;
+    assert_eq!(s, 201, "a 9th offer 11 s later: {body}");
+    // The eight were reaped: at most the new one is running.
+    let (_, ready) = common::ready(addr).await;
+    assert!(ready["calls"].as_u64() <= Some(1), "{ready}");
+}
