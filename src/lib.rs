@@ -10,7 +10,9 @@ pub mod memory;
 pub mod metrics;
 pub mod model_loop;
 pub mod net;
-pub mod protocol;
 pub mod rtc_client;
 pub mod server;
 pub mod session;
+
+/// The event codec (the `duet-protocol` crate).
+pub use duet_protocol as protocol;

@@ -6,10 +6,10 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(text) = std::str::from_utf8(data) {
-        match duet::protocol::decode(text) {
+        match duet_protocol::decode(text) {
             Ok(env) => {
-                if let duet::protocol::ClientEvent::SessionUpdate { session } = env.event {
-                    let mut cfg = duet::protocol::SessionConfig::new("sess_f".into(), "echo".into(), 0);
+                if let duet_protocol::ClientEvent::SessionUpdate { session } = env.event {
+                    let mut cfg = duet_protocol::SessionConfig::new("sess_f".into(), "echo".into(), 0);
                     let _ = cfg.apply(*session);
                 }
             }

@@ -1,0 +1,511 @@
+//! Server events. Each is rendered with a fresh `event_id`; optional fields are omitted,
+//! nullable ones (`previous_item_id`, `status_details`, `usage`, …) are rendered.
+
+use serde::Serialize;
+
+use super::error::ErrorPayload;
+use super::ids;
+use super::items::{Item, Part};
+use super::response::Response;
+use super::session::SessionConfig;
+
+/// A server event: an `event_id` and the typed body.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ServerEvent {
+    /// `event_…`, unique per event.
+    pub event_id: String,
+    /// The event.
+    #[serde(flatten)]
+    pub body: ServerEventBody,
+}
+
+impl ServerEvent {
+    /// Wraps a body with a fresh `event_id`.
+    pub fn new(body: ServerEventBody) -> Self {
+        Self {
+            event_id: ids::event_id(),
+            body,
+        }
+    }
+
+    /// Renders the event as a JSON text frame.
+    pub fn to_json(&self) -> String {
+        // Serializing these types cannot fail: no maps with non-string keys, no custom impls.
+        serde_json::to_string(self).unwrap_or_else(|e| {
+            format!(r#"{{"type":"error","event_id":"{}","error":{{"type":"server_error","code":"serialization","message":"{e}","param":null,"event_id":null}}}}"#, self.event_id)
+        })
+    }
+
+    /// The `type` string of this event.
+    pub fn kind(&self) -> &'static str {
+        self.body.kind()
+    }
+}
+
+impl From<ServerEventBody> for ServerEvent {
+    fn from(body: ServerEventBody) -> Self {
+        Self::new(body)
+    }
+}
+
+/// Fields shared by the per-content streaming events.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ContentRef {
+    /// `resp_…`.
+    pub response_id: String,
+    /// `item_…`.
+    pub item_id: String,
+    /// Index of the item in the response output.
+    pub output_index: u32,
+    /// Index of the content part in the item.
+    pub content_index: u32,
+}
+
+/// One rate limit entry.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RateLimit {
+    /// `requests` or `tokens`.
+    pub name: String,
+    /// The limit.
+    pub limit: u64,
+    /// What remains.
+    pub remaining: u64,
+    /// Seconds until reset.
+    pub reset_seconds: f64,
+}
+
+/// Every server event Duet can send.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "type")]
+pub enum ServerEventBody {
+    /// An error; the session continues unless it says otherwise.
+    #[serde(rename = "error")]
+    Error {
+        /// What went wrong.
+        error: ErrorPayload,
+    },
+    /// First event on every connection.
+    #[serde(rename = "session.created")]
+    SessionCreated {
+        /// The session's initial effective configuration.
+        session: Box<SessionConfig>,
+    },
+    /// The full effective session after an update.
+    #[serde(rename = "session.updated")]
+    SessionUpdated {
+        /// The session's effective configuration after the update.
+        session: Box<SessionConfig>,
+    },
+    /// Item inserted.
+    #[serde(rename = "conversation.item.added")]
+    ConversationItemAdded {
+        /// The item it follows in the conversation, `null` when first.
+        previous_item_id: Option<String>,
+        /// The item, without audio bytes.
+        item: Box<Item>,
+    },
+    /// Item finalised.
+    #[serde(rename = "conversation.item.done")]
+    ConversationItemDone {
+        /// The item it follows in the conversation, `null` when first.
+        previous_item_id: Option<String>,
+        /// The item, without audio bytes.
+        item: Box<Item>,
+    },
+    /// Reply to `conversation.item.retrieve`, audio included.
+    #[serde(rename = "conversation.item.retrieved")]
+    ConversationItemRetrieved {
+        /// The item, with its audio bytes.
+        item: Box<Item>,
+    },
+    /// Reply to truncate (or a server truncation after an interruption).
+    #[serde(rename = "conversation.item.truncated")]
+    ConversationItemTruncated {
+        /// The assistant item whose audio was cut.
+        item_id: String,
+        /// Index of the truncated content part.
+        content_index: u32,
+        /// Milliseconds of audio kept; the rest was dropped.
+        audio_end_ms: u64,
+    },
+    /// Item removed.
+    #[serde(rename = "conversation.item.deleted")]
+    ConversationItemDeleted {
+        /// The removed item.
+        item_id: String,
+    },
+    /// Input transcription text so far.
+    #[serde(rename = "conversation.item.input_audio_transcription.delta")]
+    InputAudioTranscriptionDelta {
+        /// The user item being transcribed.
+        item_id: String,
+        /// Index of its audio content part.
+        content_index: u32,
+        /// Transcript text added since the last delta.
+        delta: String,
+    },
+    /// Input transcription finished.
+    #[serde(rename = "conversation.item.input_audio_transcription.completed")]
+    InputAudioTranscriptionCompleted {
+        /// The transcribed user item.
+        item_id: String,
+        /// Index of its audio content part.
+        content_index: u32,
+        /// The full transcript.
+        transcript: String,
+        /// Usage of the transcription.
+        usage: TranscriptionUsage,
+    },
+    /// Input transcription failed.
+    #[serde(rename = "conversation.item.input_audio_transcription.failed")]
+    InputAudioTranscriptionFailed {
+        /// The user item that could not be transcribed.
+        item_id: String,
+        /// Index of its audio content part.
+        content_index: u32,
+        /// Why transcription failed.
+        error: TranscriptionError,
+    },
+    /// The input buffer became a user item.
+    #[serde(rename = "input_audio_buffer.committed")]
+    InputAudioBufferCommitted {
+        /// The item the new one follows, `null` when first.
+        previous_item_id: Option<String>,
+        /// The user item created from the buffer.
+        item_id: String,
+    },
+    /// The input buffer was cleared.
+    #[serde(rename = "input_audio_buffer.cleared")]
+    InputAudioBufferCleared {},
+    /// VAD: speech began (ms on the session's input clock, prefix padding included).
+    #[serde(rename = "input_audio_buffer.speech_started")]
+    InputAudioBufferSpeechStarted {
+        /// Milliseconds into the input audio buffer where speech was detected.
+        audio_start_ms: u64,
+        /// The user item that will be created when speech stops.
+        item_id: String,
+    },
+    /// VAD: speech ended.
+    #[serde(rename = "input_audio_buffer.speech_stopped")]
+    InputAudioBufferSpeechStopped {
+        /// Milliseconds into the input audio buffer where speech ended.
+        audio_end_ms: u64,
+        /// The user item that will be created.
+        item_id: String,
+    },
+    /// VAD idle timeout.
+    #[serde(rename = "input_audio_buffer.timeout_triggered")]
+    InputAudioBufferTimeoutTriggered {
+        /// Milliseconds into the input audio buffer where the idle wait began.
+        audio_start_ms: u64,
+        /// Milliseconds into the input audio buffer when the timeout fired.
+        audio_end_ms: u64,
+        /// The user item committed for this segment.
+        item_id: String,
+    },
+    /// WebRTC: the first frame of a response left.
+    #[serde(rename = "output_audio_buffer.started")]
+    OutputAudioBufferStarted {
+        /// The response whose audio started playing.
+        response_id: String,
+    },
+    /// WebRTC: the last frame of a response left.
+    #[serde(rename = "output_audio_buffer.stopped")]
+    OutputAudioBufferStopped {
+        /// The response whose audio finished playing.
+        response_id: String,
+    },
+    /// WebRTC: queued audio was dropped.
+    #[serde(rename = "output_audio_buffer.cleared")]
+    OutputAudioBufferCleared {
+        /// The response whose queued audio was dropped.
+        response_id: String,
+    },
+    /// A response began.
+    #[serde(rename = "response.created")]
+    ResponseCreated {
+        /// The new response, `in_progress` with no output yet.
+        response: Box<Response>,
+    },
+    /// A response ended (always sent).
+    #[serde(rename = "response.done")]
+    ResponseDone {
+        /// The final response: status, output items and usage.
+        response: Box<Response>,
+    },
+    /// An output item began.
+    #[serde(rename = "response.output_item.added")]
+    ResponseOutputItemAdded {
+        /// The response producing the item.
+        response_id: String,
+        /// Index of the item in the response output.
+        output_index: u32,
+        /// The item, with no content yet.
+        item: Box<Item>,
+    },
+    /// An output item ended.
+    #[serde(rename = "response.output_item.done")]
+    ResponseOutputItemDone {
+        /// The response that produced the item.
+        response_id: String,
+        /// Index of the item in the response output.
+        output_index: u32,
+        /// The finished item, without audio bytes.
+        item: Box<Item>,
+    },
+    /// A content part began.
+    #[serde(rename = "response.content_part.added")]
+    ResponseContentPartAdded {
+        /// Where the part sits.
+        #[serde(flatten)]
+        at: ContentRef,
+        /// The part, empty so far.
+        part: Part,
+    },
+    /// A content part ended.
+    #[serde(rename = "response.content_part.done")]
+    ResponseContentPartDone {
+        /// Where the part sits.
+        #[serde(flatten)]
+        at: ContentRef,
+        /// The finished part.
+        part: Part,
+    },
+    /// Audio bytes (WebSocket only), base64 in the output format.
+    #[serde(rename = "response.output_audio.delta")]
+    ResponseOutputAudioDelta {
+        /// Where the audio belongs.
+        #[serde(flatten)]
+        at: ContentRef,
+        /// Base64 audio in the session's output format.
+        delta: String,
+    },
+    /// End of the audio (also on cancel).
+    #[serde(rename = "response.output_audio.done")]
+    ResponseOutputAudioDone {
+        /// The audio part that ended.
+        #[serde(flatten)]
+        at: ContentRef,
+    },
+    /// Transcript text of the audio.
+    #[serde(rename = "response.output_audio_transcript.delta")]
+    ResponseOutputAudioTranscriptDelta {
+        /// The audio part transcribed.
+        #[serde(flatten)]
+        at: ContentRef,
+        /// Transcript text added since the last delta.
+        delta: String,
+    },
+    /// The whole transcript.
+    #[serde(rename = "response.output_audio_transcript.done")]
+    ResponseOutputAudioTranscriptDone {
+        /// The audio part transcribed.
+        #[serde(flatten)]
+        at: ContentRef,
+        /// The final transcript.
+        transcript: String,
+    },
+    /// Text output.
+    #[serde(rename = "response.output_text.delta")]
+    ResponseOutputTextDelta {
+        /// The text part.
+        #[serde(flatten)]
+        at: ContentRef,
+        /// Text added since the last delta.
+        delta: String,
+    },
+    /// The whole text.
+    #[serde(rename = "response.output_text.done")]
+    ResponseOutputTextDone {
+        /// The text part.
+        #[serde(flatten)]
+        at: ContentRef,
+        /// The final text.
+        text: String,
+    },
+    /// Function call arguments so far.
+    #[serde(rename = "response.function_call_arguments.delta")]
+    ResponseFunctionCallArgumentsDelta {
+        /// The response making the call.
+        response_id: String,
+        /// The `function_call` item.
+        item_id: String,
+        /// Index of the item in the response output.
+        output_index: u32,
+        /// The call's `call_id`.
+        call_id: String,
+        /// JSON arguments text added since the last delta.
+        delta: String,
+    },
+    /// Function call arguments, complete.
+    #[serde(rename = "response.function_call_arguments.done")]
+    ResponseFunctionCallArgumentsDone {
+        /// The response making the call.
+        response_id: String,
+        /// The `function_call` item.
+        item_id: String,
+        /// Index of the item in the response output.
+        output_index: u32,
+        /// The call's `call_id`.
+        call_id: String,
+        /// The function's name.
+        name: String,
+        /// The final arguments as a JSON string.
+        arguments: String,
+    },
+    /// Rate limits.
+    #[serde(rename = "rate_limits.updated")]
+    RateLimitsUpdated {
+        /// The current limits.
+        rate_limits: Vec<RateLimit>,
+    },
+    /// Duplex extension (full-duplex models only): the model took the turn and speaks in
+    /// this response. At most once per response, before its first audio delta.
+    #[serde(rename = "response.speak")]
+    ResponseSpeak {
+        /// The audio part the model speaks in.
+        #[serde(flatten)]
+        at: ContentRef,
+        /// Session, epoch and the speak decision.
+        metadata: SpeakMetadata,
+    },
+    /// Duplex extension (full-duplex models only): the model fell silent and listens. Names
+    /// the response it ended (after that response's `response.done`), if any.
+    #[serde(rename = "response.listen")]
+    ResponseListen {
+        /// `sess_…`.
+        session_id: String,
+        /// The session's interruption epoch.
+        epoch: u64,
+        /// The listening state and why.
+        response: ListenResponse,
+        /// The response this listen ended (omitted when none).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        response_id: Option<String>,
+    },
+}
+
+/// `metadata` of `response.speak`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SpeakMetadata {
+    /// `sess_…`.
+    pub session_id: String,
+    /// The session's interruption epoch.
+    pub epoch: u64,
+    /// Always true: the model decided to speak.
+    pub model_speak: bool,
+}
+
+/// `response` of `response.listen`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ListenResponse {
+    /// `realtime.response`.
+    pub object: &'static str,
+    /// `listening`.
+    pub status: &'static str,
+    /// Why the model listens.
+    pub metadata: ListenMetadata,
+    /// The response this listen ended (omitted when none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+}
+
+/// `response.metadata` of `response.listen`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ListenMetadata {
+    /// `model_listen`: the model chose to listen.
+    pub reason: String,
+}
+
+impl ServerEventBody {
+    /// `response.listen` with reason `model_listen`, ending `response_id` when given.
+    pub fn model_listen(session_id: &str, epoch: u64, response_id: Option<String>) -> Self {
+        ServerEventBody::ResponseListen {
+            session_id: session_id.to_string(),
+            epoch,
+            response: ListenResponse {
+                object: "realtime.response",
+                status: "listening",
+                metadata: ListenMetadata {
+                    reason: "model_listen".into(),
+                },
+                id: response_id.clone(),
+            },
+            response_id,
+        }
+    }
+}
+
+/// `usage` of a completed transcription (duration-based).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum TranscriptionUsage {
+    /// Seconds of audio transcribed.
+    Duration {
+        /// Length of the transcribed audio in seconds.
+        seconds: f64,
+    },
+}
+
+/// `error` of a failed transcription.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TranscriptionError {
+    /// Error type.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Error code.
+    pub code: String,
+    /// Message.
+    pub message: String,
+}
+
+impl ServerEventBody {
+    /// The `type` string.
+    pub fn kind(&self) -> &'static str {
+        use ServerEventBody::*;
+        match self {
+            Error { .. } => "error",
+            SessionCreated { .. } => "session.created",
+            SessionUpdated { .. } => "session.updated",
+            ConversationItemAdded { .. } => "conversation.item.added",
+            ConversationItemDone { .. } => "conversation.item.done",
+            ConversationItemRetrieved { .. } => "conversation.item.retrieved",
+            ConversationItemTruncated { .. } => "conversation.item.truncated",
+            ConversationItemDeleted { .. } => "conversation.item.deleted",
+            InputAudioTranscriptionDelta { .. } => {
+                "conversation.item.input_audio_transcription.delta"
+            }
+            InputAudioTranscriptionCompleted { .. } => {
+                "conversation.item.input_audio_transcription.completed"
+            }
+            InputAudioTranscriptionFailed { .. } => {
+                "conversation.item.input_audio_transcription.failed"
+            }
+            InputAudioBufferCommitted { .. } => "input_audio_buffer.committed",
+            InputAudioBufferCleared {} => "input_audio_buffer.cleared",
+            InputAudioBufferSpeechStarted { .. } => "input_audio_buffer.speech_started",
+            InputAudioBufferSpeechStopped { .. } => "input_audio_buffer.speech_stopped",
+            InputAudioBufferTimeoutTriggered { .. } => "input_audio_buffer.timeout_triggered",
+            OutputAudioBufferStarted { .. } => "output_audio_buffer.started",
+            OutputAudioBufferStopped { .. } => "output_audio_buffer.stopped",
+            OutputAudioBufferCleared { .. } => "output_audio_buffer.cleared",
+            ResponseCreated { .. } => "response.created",
+            ResponseDone { .. } => "response.done",
+            ResponseOutputItemAdded { .. } => "response.output_item.added",
+            ResponseOutputItemDone { .. } => "response.output_item.done",
+            ResponseContentPartAdded { .. } => "response.content_part.added",
+            ResponseContentPartDone { .. } => "response.content_part.done",
+            ResponseOutputAudioDelta { .. } => "response.output_audio.delta",
+            ResponseOutputAudioDone { .. } => "response.output_audio.done",
+            ResponseOutputAudioTranscriptDelta { .. } => "response.output_audio_transcript.delta",
+            ResponseOutputAudioTranscriptDone { .. } => "response.output_audio_transcript.done",
+            ResponseOutputTextDelta { .. } => "response.output_text.delta",
+            ResponseOutputTextDone { .. } => "response.output_text.done",
+            ResponseFunctionCallArgumentsDelta { .. } => "response.function_call_arguments.delta",
+            ResponseFunctionCallArgumentsDone { .. } => "response.function_call_arguments.done",
+            RateLimitsUpdated { .. } => "rate_limits.updated",
+            ResponseSpeak { .. } => "response.speak",
+            ResponseListen { .. } => "response.listen",
+        }
+    }
+}

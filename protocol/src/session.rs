@@ -1,0 +1,603 @@
+//! The GA session object: the effective configuration ([`SessionConfig`]), its rendering in
+//! `session.created` / `session.updated`, and partial updates ([`SessionPatch`]).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::error::{codes, ErrorPayload};
+use super::nullable::double_option;
+
+/// Sample rate of `audio/pcm` in the GA API.
+pub const PCM_RATE: u32 = 24_000;
+
+/// `audio.input.format` / `audio.output.format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", deny_unknown_fields)]
+pub enum AudioFormat {
+    /// 16-bit little-endian mono PCM at 24 kHz.
+    #[serde(rename = "audio/pcm")]
+    Pcm {
+        /// Always 24000.
+        #[serde(default = "pcm_rate")]
+        rate: u32,
+    },
+    /// G.711 μ-law, 8 kHz.
+    #[serde(rename = "audio/pcmu")]
+    Pcmu,
+    /// G.711 A-law, 8 kHz.
+    #[serde(rename = "audio/pcma")]
+    Pcma,
+}
+
+fn pcm_rate() -> u32 {
+    PCM_RATE
+}
+
+impl Default for AudioFormat {
+    fn default() -> Self {
+        AudioFormat::Pcm { rate: PCM_RATE }
+    }
+}
+
+impl AudioFormat {
+    /// Samples per second of this format on the wire.
+    pub fn sample_rate(self) -> u32 {
+        match self {
+            AudioFormat::Pcm { rate } => rate,
+            AudioFormat::Pcmu | AudioFormat::Pcma => 8_000,
+        }
+    }
+
+    /// Bytes per sample on the wire.
+    pub fn bytes_per_sample(self) -> u32 {
+        match self {
+            AudioFormat::Pcm { .. } => 2,
+            AudioFormat::Pcmu | AudioFormat::Pcma => 1,
+        }
+    }
+
+    fn validate(self, param: &str) -> Result<(), ErrorPayload> {
+        match self {
+            AudioFormat::Pcm { rate } if rate != PCM_RATE => Err(ErrorPayload::invalid(
+                codes::INVALID_VALUE,
+                format!("audio/pcm supports only rate {PCM_RATE}, got {rate}"),
+            )
+            .with_param(format!("{param}.rate"))),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// `output_modalities` entries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Modality {
+    /// Speech (always with a transcript).
+    Audio,
+    /// Text only.
+    Text,
+}
+
+/// `audio.input.turn_detection` as the client sends it (fields optional).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum TurnDetectionParam {
+    /// Energy-based voice activity detection.
+    ServerVad {
+        /// Activation threshold, 0.0..=1.0; higher needs louder audio.
+        threshold: Option<f64>,
+        /// Milliseconds of audio kept before detected speech.
+        prefix_padding_ms: Option<u32>,
+        /// Milliseconds of silence that end a turn.
+        silence_duration_ms: Option<u32>,
+        /// Milliseconds without speech after a response before a timeout; `null` turns it off.
+        #[serde(default, deserialize_with = "double_option")]
+        idle_timeout_ms: Option<Option<u64>>,
+        /// Whether the end of speech creates a response.
+        create_response: Option<bool>,
+        /// Whether speech start cancels the active response.
+        interrupt_response: Option<bool>,
+    },
+    /// Accepted for compatibility; Duet runs server VAD with default timing for it.
+    SemanticVad {
+        /// `low`, `medium`, `high` or `auto`; sets the silence that ends a turn.
+        eagerness: Option<String>,
+        /// Whether the end of speech creates a response.
+        create_response: Option<bool>,
+        /// Whether speech start cancels the active response.
+        interrupt_response: Option<bool>,
+    },
+}
+
+/// The effective turn detection.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum TurnDetection {
+    /// Server VAD with its effective parameters.
+    ServerVad {
+        /// Activation threshold, 0.0..=1.0; higher needs louder audio.
+        threshold: f64,
+        /// Milliseconds of audio kept before detected speech.
+        prefix_padding_ms: u32,
+        /// Milliseconds of silence that end a turn.
+        silence_duration_ms: u32,
+        /// Milliseconds without speech after a response before a timeout (omitted when off).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        idle_timeout_ms: Option<u64>,
+        /// Whether the end of speech creates a response.
+        create_response: bool,
+        /// Whether speech start cancels the active response.
+        interrupt_response: bool,
+    },
+    /// Semantic VAD (served by the server VAD).
+    SemanticVad {
+        /// `low`, `medium`, `high` or `auto`; sets the silence that ends a turn.
+        eagerness: String,
+        /// Whether the end of speech creates a response.
+        create_response: bool,
+        /// Whether speech start cancels the active response.
+        interrupt_response: bool,
+    },
+}
+
+impl Default for TurnDetection {
+    fn default() -> Self {
+        TurnDetection::ServerVad {
+            threshold: 0.5,
+            prefix_padding_ms: 300,
+            silence_duration_ms: 500,
+            idle_timeout_ms: None,
+            create_response: true,
+            interrupt_response: true,
+        }
+    }
+}
+
+/// VAD timing that [`TurnDetection::SemanticVad`] maps to, by eagerness.
+fn semantic_silence_ms(eagerness: &str) -> u32 {
+    match eagerness {
+        "high" => 300,
+        "low" => 1200,
+        _ => 700,
+    }
+}
+
+impl TurnDetection {
+    /// `(threshold, prefix_padding_ms, silence_duration_ms)` for the detector.
+    pub fn vad_timing(&self) -> (f64, u32, u32) {
+        match self {
+            TurnDetection::ServerVad {
+                threshold,
+                prefix_padding_ms,
+                silence_duration_ms,
+                ..
+            } => (*threshold, *prefix_padding_ms, *silence_duration_ms),
+            TurnDetection::SemanticVad { eagerness, .. } => {
+                (0.5, 300, semantic_silence_ms(eagerness))
+            }
+        }
+    }
+
+    /// Whether the end of speech creates a response.
+    pub fn create_response(&self) -> bool {
+        match self {
+            TurnDetection::ServerVad {
+                create_response, ..
+            }
+            | TurnDetection::SemanticVad {
+                create_response, ..
+            } => *create_response,
+        }
+    }
+
+    /// Whether speech start cancels the active response.
+    pub fn interrupt_response(&self) -> bool {
+        match self {
+            TurnDetection::ServerVad {
+                interrupt_response, ..
+            }
+            | TurnDetection::SemanticVad {
+                interrupt_response, ..
+            } => *interrupt_response,
+        }
+    }
+
+    /// Applies a client's turn detection over `current` (fields the client omits keep
+    /// their value when the type stays the same, else take the defaults).
+    fn merged(
+        current: Option<&TurnDetection>,
+        param: TurnDetectionParam,
+    ) -> Result<Self, ErrorPayload> {
+        let base = current.cloned().unwrap_or_default();
+        let (cur_create, cur_interrupt) = (base.create_response(), base.interrupt_response());
+        match param {
+            TurnDetectionParam::ServerVad {
+                threshold,
+                prefix_padding_ms,
+                silence_duration_ms,
+                idle_timeout_ms,
+                create_response,
+                interrupt_response,
+            } => {
+                let d = match base {
+                    TurnDetection::ServerVad { .. } => base,
+                    _ => TurnDetection::default(),
+                };
+                let TurnDetection::ServerVad {
+                    threshold: t0,
+                    prefix_padding_ms: p0,
+                    silence_duration_ms: s0,
+                    idle_timeout_ms: i0,
+                    ..
+                } = d
+                else {
+                    unreachable!("base is server_vad")
+                };
+                let threshold = threshold.unwrap_or(t0);
+                if !(0.0..=1.0).contains(&threshold) {
+                    return Err(invalid_td("threshold", "must be between 0.0 and 1.0"));
+                }
+                let silence = silence_duration_ms.unwrap_or(s0);
+                if !(10..=10_000).contains(&silence) {
+                    return Err(invalid_td("silence_duration_ms", "must be 10..=10000"));
+                }
+                let prefix = prefix_padding_ms.unwrap_or(p0);
+                if prefix > 10_000 {
+                    return Err(invalid_td("prefix_padding_ms", "must be 0..=10000"));
+                }
+                let idle = idle_timeout_ms.unwrap_or(i0);
+                if let Some(ms) = idle {
+                    if !(5_000..=30_000).contains(&ms) {
+                        return Err(invalid_td("idle_timeout_ms", "must be 5000..=30000"));
+                    }
+                }
+                Ok(TurnDetection::ServerVad {
+                    threshold,
+                    prefix_padding_ms: prefix,
+                    silence_duration_ms: silence,
+                    idle_timeout_ms: idle,
+                    create_response: create_response.unwrap_or(cur_create),
+                    interrupt_response: interrupt_response.unwrap_or(cur_interrupt),
+                })
+            }
+            TurnDetectionParam::SemanticVad {
+                eagerness,
+                create_response,
+                interrupt_response,
+            } => {
+                let eagerness = eagerness.unwrap_or_else(|| "auto".into());
+                if !["low", "medium", "high", "auto"].contains(&eagerness.as_str()) {
+                    return Err(invalid_td("eagerness", "must be low, medium, high or auto"));
+                }
+                Ok(TurnDetection::SemanticVad {
+                    eagerness,
+                    create_response: create_response.unwrap_or(cur_create),
+                    interrupt_response: interrupt_response.unwrap_or(cur_interrupt),
+                })
+            }
+        }
+    }
+}
+
+fn invalid_td(field: &str, what: &str) -> ErrorPayload {
+    ErrorPayload::invalid(
+        codes::INVALID_VALUE,
+        format!("turn_detection.{field} {what}"),
+    )
+    .with_param(format!("session.audio.input.turn_detection.{field}"))
+}
+
+/// Effective `audio.input`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AudioInput {
+    /// Wire format of appended audio.
+    pub format: AudioFormat,
+    /// Input transcription settings (omitted when off).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transcription: Option<Value>,
+    /// Noise reduction settings (omitted when off).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub noise_reduction: Option<Value>,
+    /// `null` means manual turns (commit + `response.create`).
+    pub turn_detection: Option<TurnDetection>,
+}
+
+/// Effective `audio.output`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AudioOutput {
+    /// Wire format of audio deltas.
+    pub format: AudioFormat,
+    /// Voice name (or `{id}`); models may ignore it.
+    pub voice: Value,
+    /// Playback speed 0.25..=1.5.
+    pub speed: f64,
+}
+
+/// Effective `audio`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AudioConfig {
+    /// Input side.
+    pub input: AudioInput,
+    /// Output side.
+    pub output: AudioOutput,
+}
+
+/// The effective session, as reported in `session.created` / `session.updated`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SessionConfig {
+    /// Always `realtime`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// Always `realtime.session`.
+    pub object: &'static str,
+    /// `sess_…`.
+    pub id: String,
+    /// The loaded model's name.
+    pub model: String,
+    /// `["audio"]` or `["text"]`.
+    pub output_modalities: Vec<Modality>,
+    /// System instructions.
+    pub instructions: String,
+    /// Audio formats and turn detection.
+    pub audio: AudioConfig,
+    /// Function tools (kept and echoed; the echo model never calls them).
+    pub tools: Vec<Value>,
+    /// `auto` unless set.
+    pub tool_choice: Value,
+    /// 1..=4096 or `"inf"`.
+    pub max_output_tokens: Value,
+    /// `auto`, `disabled` or a retention ratio object.
+    pub truncation: Value,
+    /// Tracing config as the client sent it; omitted until set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tracing: Option<Value>,
+    /// Prompt reference as the client sent it; omitted until set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<Value>,
+    /// `include` list; omitted until set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub include: Option<Vec<String>>,
+    /// Unix seconds when the session expires.
+    pub expires_at: u64,
+}
+
+/// Default instructions reported in `session.created`.
+pub const DEFAULT_INSTRUCTIONS: &str =
+    "You are a helpful voice assistant. Keep answers short and natural.";
+
+impl SessionConfig {
+    /// A fresh session with defaults: audio out, PCM 24 kHz both ways, server VAD.
+    pub fn new(id: String, model: String, expires_at: u64) -> Self {
+        Self {
+            kind: "realtime",
+            object: "realtime.session",
+            id,
+            model,
+            output_modalities: vec![Modality::Audio],
+            instructions: DEFAULT_INSTRUCTIONS.to_string(),
+            audio: AudioConfig {
+                input: AudioInput {
+                    format: AudioFormat::default(),
+                    transcription: None,
+                    noise_reduction: None,
+                    turn_detection: Some(TurnDetection::default()),
+                },
+                output: AudioOutput {
+                    format: AudioFormat::default(),
+                    voice: Value::String("alloy".into()),
+                    speed: 1.0,
+                },
+            },
+            tools: Vec::new(),
+            tool_choice: Value::String("auto".into()),
+            max_output_tokens: Value::String("inf".into()),
+            truncation: Value::String("auto".into()),
+            tracing: None,
+            prompt: None,
+            include: None,
+            expires_at,
+        }
+    }
+
+    /// Applies a patch atomically: on error nothing changes.
+    pub fn apply(&mut self, patch: SessionPatch) -> Result<(), ErrorPayload> {
+        let mut next = self.clone();
+        next.apply_in_place(patch)?;
+        *self = next;
+        Ok(())
+    }
+
+    fn apply_in_place(&mut self, p: SessionPatch) -> Result<(), ErrorPayload> {
+        if let Some(kind) = p.kind.as_deref() {
+            if kind != "realtime" {
+                return Err(ErrorPayload::invalid(
+                    codes::UNSUPPORTED,
+                    format!("session type {kind:?} is not supported; use \"realtime\""),
+                )
+                .with_param("session.type"));
+            }
+        }
+        // `model` may be sent on every update (agents-js does); the loaded model stays.
+        if let Some(instructions) = p.instructions {
+            self.instructions = instructions;
+        }
+        if let Some(m) = p.output_modalities {
+            self.output_modalities = validate_modalities(m, "session.output_modalities")?;
+        }
+        if let Some(audio) = p.audio {
+            self.apply_audio(audio)?;
+        }
+        if let Some(tools) = p.tools {
+            self.tools = tools;
+        }
+        if let Some(tc) = p.tool_choice {
+            self.tool_choice = tc;
+        }
+        if let Some(m) = p.max_output_tokens {
+            self.max_output_tokens = validate_max_tokens(m, "session.max_output_tokens")?;
+        }
+        if let Some(t) = p.truncation {
+            self.truncation = t;
+        }
+        if let Some(t) = p.tracing {
+            self.tracing = t;
+        }
+        if let Some(pr) = p.prompt {
+            self.prompt = pr;
+        }
+        if let Some(inc) = p.include {
+            self.include = Some(inc);
+        }
+        Ok(())
+    }
+
+    fn apply_audio(&mut self, audio: AudioPatch) -> Result<(), ErrorPayload> {
+        if let Some(input) = audio.input {
+            let cur = &mut self.audio.input;
+            if let Some(f) = input.format {
+                f.validate("session.audio.input.format")?;
+                cur.format = f;
+            }
+            if let Some(t) = input.transcription {
+                cur.transcription = t;
+            }
+            if let Some(n) = input.noise_reduction {
+                cur.noise_reduction = n;
+            }
+            if let Some(td) = input.turn_detection {
+                cur.turn_detection = match td {
+                    None => None,
+                    Some(param) => Some(TurnDetection::merged(cur.turn_detection.as_ref(), param)?),
+                };
+            }
+        }
+        if let Some(output) = audio.output {
+            let cur = &mut self.audio.output;
+            if let Some(f) = output.format {
+                f.validate("session.audio.output.format")?;
+                cur.format = f;
+            }
+            if let Some(v) = output.voice {
+                cur.voice = v;
+            }
+            if let Some(s) = output.speed {
+                if !(0.25..=1.5).contains(&s) {
+                    return Err(ErrorPayload::invalid(
+                        codes::INVALID_VALUE,
+                        "speed must be 0.25..=1.5",
+                    )
+                    .with_param("session.audio.output.speed"));
+                }
+                cur.speed = s;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Checks that exactly one modality is requested.
+pub fn validate_modalities(m: Vec<Modality>, param: &str) -> Result<Vec<Modality>, ErrorPayload> {
+    if m.len() != 1 {
+        return Err(ErrorPayload::invalid(
+            codes::INVALID_VALUE,
+            "output_modalities must be [\"audio\"] or [\"text\"]",
+        )
+        .with_param(param));
+    }
+    Ok(m)
+}
+
+/// Checks `max_output_tokens`: an integer 1..=4096 or `"inf"`.
+pub fn validate_max_tokens(v: Value, param: &str) -> Result<Value, ErrorPayload> {
+    let ok = match &v {
+        Value::String(s) => s == "inf",
+        Value::Number(n) => n.as_u64().is_some_and(|n| (1..=4096).contains(&n)),
+        _ => false,
+    };
+    if ok {
+        Ok(v)
+    } else {
+        Err(ErrorPayload::invalid(
+            codes::INVALID_VALUE,
+            "max_output_tokens must be 1..=4096 or \"inf\"",
+        )
+        .with_param(param))
+    }
+}
+
+/// A partial session as sent in `session.update` (or the `session` part of a call).
+/// Present fields replace current values; `null` clears nullable ones.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionPatch {
+    /// `realtime` (only).
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    /// Accepted and ignored: the server runs one model.
+    pub model: Option<String>,
+    /// Replaces the instructions.
+    pub instructions: Option<String>,
+    /// `["audio"]` or `["text"]`.
+    pub output_modalities: Option<Vec<Modality>>,
+    /// Audio settings.
+    pub audio: Option<AudioPatch>,
+    /// Function tools.
+    pub tools: Option<Vec<Value>>,
+    /// Tool choice.
+    pub tool_choice: Option<Value>,
+    /// 1..=4096 or `"inf"`.
+    pub max_output_tokens: Option<Value>,
+    /// Truncation strategy.
+    pub truncation: Option<Value>,
+    /// `"auto"`, an object, or `null`.
+    #[serde(default, deserialize_with = "double_option")]
+    pub tracing: Option<Option<Value>>,
+    /// Prompt reference or `null`.
+    #[serde(default, deserialize_with = "double_option")]
+    pub prompt: Option<Option<Value>>,
+    /// Extra outputs to include.
+    pub include: Option<Vec<String>>,
+    /// Accepted for newer reasoning models; ignored.
+    pub reasoning: Option<Value>,
+    /// Accepted; ignored.
+    pub parallel_tool_calls: Option<bool>,
+}
+
+/// Partial `audio`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AudioPatch {
+    /// Partial `audio.input`.
+    pub input: Option<AudioInputPatch>,
+    /// Partial `audio.output`.
+    pub output: Option<AudioOutputPatch>,
+}
+
+/// Partial `audio.input`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AudioInputPatch {
+    /// Input format.
+    pub format: Option<AudioFormat>,
+    /// Transcription settings or `null`.
+    #[serde(default, deserialize_with = "double_option")]
+    pub transcription: Option<Option<Value>>,
+    /// Noise reduction settings or `null`.
+    #[serde(default, deserialize_with = "double_option")]
+    pub noise_reduction: Option<Option<Value>>,
+    /// Turn detection or `null` (manual).
+    #[serde(default, deserialize_with = "double_option")]
+    pub turn_detection: Option<Option<TurnDetectionParam>>,
+}
+
+/// Partial `audio.output`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AudioOutputPatch {
+    /// Output format.
+    pub format: Option<AudioFormat>,
+    /// Voice.
+    pub voice: Option<Value>,
+    /// Speed.
+    pub speed: Option<f64>,
+}
