@@ -10,7 +10,7 @@ use crate::config::ServeArgs;
 /// Bytes per stored sample (f32).
 const SAMPLE: u64 = 4;
 /// Session audio rate.
-const RATE: u64 = 24_000;
+const RATE: u64 = duet_media::SESSION_RATE as u64;
 /// A call's media state at worst: 30 s of 48 kHz playback queue, jitter buffer, codecs.
 const CALL_MEDIA: u64 = 30 * 48_000 * SAMPLE + (1 << 20);
 /// The model loop's input queue per session at worst (500 frames of 80 ms, Moshi's frame).

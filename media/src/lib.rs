@@ -17,11 +17,18 @@
 //! - [`pacer`]: [`FrameGrid`], an absolute frame deadline grid, and
 //!   [`Histogram`] for pacing deviation.
 //! - [`playback`]: [`PlaybackQueue`], the tagged outbound audio queue.
+//! - [`call_audio`]: [`CallAudio`], one WebRTC call's audio both ways (jitter buffer,
+//!   codec, resampling, playback queue), driven by the media engine.
 //! - [`ring`]: [`SampleRing`], a bounded sample buffer on an absolute clock
 //!   (the session's uncommitted input).
 
 #![warn(missing_docs)]
 
+/// The rate of session audio (mono f32), the OpenAI Realtime API's `audio/pcm` rate: every
+/// transport converts to it, the session and the models work in it.
+pub const SESSION_RATE: u32 = 24_000;
+
+pub mod call_audio;
 pub mod frames;
 pub mod g711;
 pub mod jitter;
@@ -38,6 +45,7 @@ pub mod vad;
 #[cfg(test)]
 mod testutil;
 
+pub use call_audio::{CallAudio, CallCodec};
 pub use frames::FrameAccumulator;
 pub use g711::{
     alaw_decode, alaw_encode, decode_alaw, decode_ulaw, encode_alaw, encode_ulaw, ulaw_decode,

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 /// Sample rate every model consumes and produces (the Realtime API's PCM rate).
-pub const MODEL_SAMPLE_RATE: u32 = 24_000;
+pub const MODEL_SAMPLE_RATE: u32 = duet_media::SESSION_RATE;
 
 /// What a model declares about itself.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -8,11 +8,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use duet_signaling::{Call, CallEvent, SendError};
+use duet_media::{CallAudio, CallCodec};
+use duet_signaling::{AudioCodec, Call, CallEvent, SendError};
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{mpsc, Semaphore};
 
-use super::pipeline::Pipeline;
 use super::NewCall;
 use crate::metrics::METRICS;
 use crate::session::{
@@ -27,7 +27,7 @@ const MAX_LOCAL_ERRORS: usize = 64;
 pub(super) struct LiveCall {
     pub(super) id: String,
     pub(super) call: Call,
-    pub(super) media: Pipeline,
+    pub(super) media: CallAudio,
     pub(super) session: mpsc::Sender<Inbound>,
     events: EventReceiver,
     signals: Arc<MediaSignals>,
@@ -65,9 +65,18 @@ pub(super) fn guarded<T>(c: &mut LiveCall, f: impl FnOnce(&mut LiveCall) -> T) -
     }
 }
 
+/// The negotiated codec, as the audio pipeline knows it.
+fn media_codec(codec: AudioCodec) -> CallCodec {
+    match codec {
+        AudioCodec::Opus => CallCodec::Opus,
+        AudioCodec::Pcmu => CallCodec::Pcmu,
+        AudioCodec::Pcma => CallCodec::Pcma,
+    }
+}
+
 impl LiveCall {
-    pub(super) fn new(new: NewCall) -> Result<Self, String> {
-        let media = Pipeline::new(new.call.codec())?;
+    pub(super) fn new(new: NewCall) -> Result<Self, duet_media::call_audio::CallAudioError> {
+        let media = CallAudio::new(media_codec(new.call.codec()))?;
         let now = Instant::now();
         tracing::info!(call = %new.id, codec = ?new.call.codec(), "call added to the media engine");
         let inbound_max = new.inbound.available_permits();

@@ -7,7 +7,6 @@
 //! thread is never picked again, its calls' slots are released, and `/ready` reports it.
 
 mod live;
-mod pipeline;
 mod thread;
 
 use std::net::{IpAddr, SocketAddr, UdpSocket};

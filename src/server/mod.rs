@@ -90,7 +90,7 @@ impl AppState {
         let limits = Limits {
             max_session: Duration::from_secs(args.max_session_secs.max(1)),
             max_outbound_bytes: args.max_outbound_mib.max(1) << 20,
-            max_item_samples: args.max_item_audio_secs.max(1) * 24_000,
+            max_item_samples: args.max_item_audio_secs.max(1) * u64::from(duet_media::SESSION_RATE),
             idle: Duration::from_secs(args.session_idle_secs.max(1)),
             ..Limits::default()
         };

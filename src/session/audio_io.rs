@@ -9,7 +9,7 @@ use duet_media::{
 use crate::protocol::{codes, AudioFormat, ErrorPayload};
 
 /// Internal sample rate.
-pub const RATE: u32 = 24_000;
+pub const RATE: u32 = duet_media::SESSION_RATE;
 
 /// Decodes one direction of wire audio into 24 kHz f32.
 pub struct Decoder {
@@ -127,6 +127,12 @@ impl Encoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_wire_pcm_rate_is_the_session_rate() {
+        // audio/pcm passes through without resampling only because these agree.
+        assert_eq!(AudioFormat::default().sample_rate(), RATE);
+    }
 
     #[test]
     fn pcm_roundtrip_is_exact_length() {

@@ -4,7 +4,7 @@
 //! a truncation cuts text and audio at the same point.
 
 /// Samples per millisecond at 24 kHz.
-pub const SAMPLES_PER_MS: u64 = 24;
+pub const SAMPLES_PER_MS: u64 = duet_media::SESSION_RATE as u64 / 1000;
 
 /// Ledger and transcript of one assistant audio item.
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -78,6 +78,9 @@ pub enum Lifecycle {
 /// before it completes empty.
 const SPEAK_TIMEOUT: Duration = Duration::from_secs(4);
 
+/// One second of session audio, in samples.
+const SECOND: u64 = duet_media::SESSION_RATE as u64;
+
 /// Bounds that keep a session's memory and lifetime finite.
 #[derive(Clone, Debug)]
 pub struct Limits {
@@ -101,10 +104,10 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Self {
-            max_input_samples: 300 * 24_000,
+            max_input_samples: 300 * SECOND,
             max_items: 1_000,
-            max_conversation_samples: 900 * 24_000,
-            max_item_samples: 300 * 24_000,
+            max_conversation_samples: 900 * SECOND,
+            max_item_samples: 300 * SECOND,
             max_outbound_bytes: 32 << 20,
             max_session: Duration::from_secs(3_600),
             idle: Duration::from_secs(300),

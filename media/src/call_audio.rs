@@ -1,16 +1,48 @@
 //! One call's audio pipelines. Inbound: jitter buffer → Opus (PLC/FEC) or G.711 decode →
-//! resample to 24 kHz. Outbound: 24 kHz → resample to the codec rate → playback queue →
-//! one 20 ms frame per tick → encode. Pure computation; the engine thread drives it.
+//! resample to the session rate. Outbound: session rate → resample to the codec rate →
+//! playback queue → one 20 ms frame per tick → encode. Pure computation; the media engine
+//! drives it with RTP payloads in and frames out.
 
-use duet_media::jitter::{JitterBuffer, JitterConfig, Playout};
-use duet_media::playback::{PlaybackQueue, Sent};
-use duet_media::{
+use crate::jitter::{JitterBuffer, JitterConfig, Playout};
+use crate::opus_codec::CodecError;
+use crate::playback::{PlaybackQueue, Sent};
+use crate::resample::ResampleError;
+use crate::{
     decode_alaw, decode_ulaw, encode_alaw, encode_ulaw, OpusDecoder, OpusEncoder, StreamResampler,
+    SESSION_RATE,
 };
-use duet_signaling::AudioCodec;
 
-/// The session's audio rate.
-const SESSION_RATE: u32 = 24_000;
+/// The codec a call's audio is carried in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallCodec {
+    /// Opus at 48 kHz.
+    Opus,
+    /// G.711 μ-law at 8 kHz.
+    Pcmu,
+    /// G.711 A-law at 8 kHz.
+    Pcma,
+}
+
+impl CallCodec {
+    /// RTP clock rate.
+    pub fn clock_rate(self) -> u32 {
+        match self {
+            CallCodec::Opus => 48_000,
+            CallCodec::Pcmu | CallCodec::Pcma => 8_000,
+        }
+    }
+}
+
+/// Why a call's audio pipeline failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CallAudioError {
+    /// The Opus codec failed.
+    #[error(transparent)]
+    Codec(#[from] CodecError),
+    /// A resampler could not be made.
+    #[error(transparent)]
+    Resample(#[from] ResampleError),
+}
 /// Inbound playout delay in frames. One frame (20 ms) keeps barge-in fast; packets later
 /// than that are concealed (Opus PLC/FEC) rather than waited for.
 const JITTER_TARGET_FRAMES: usize = 1;
@@ -47,7 +79,7 @@ fn conceal_unless(decoded: bool, dec: &mut OpusDecoder, n: usize, out: &mut Vec<
 }
 
 /// One call's media state.
-pub struct Pipeline {
+pub struct CallAudio {
     codec: Codec,
     rate: u32,
     jitter: JitterBuffer,
@@ -69,17 +101,17 @@ pub struct Pipeline {
     scratch: Vec<f32>,
 }
 
-impl Pipeline {
+impl CallAudio {
     /// A pipeline for `codec`.
-    pub fn new(codec: AudioCodec) -> Result<Self, String> {
+    pub fn new(codec: CallCodec) -> Result<Self, CallAudioError> {
         let rate = codec.clock_rate();
         let c = match codec {
-            AudioCodec::Opus => Codec::Opus {
-                enc: OpusEncoder::new().map_err(|e| e.to_string())?,
-                dec: OpusDecoder::new().map_err(|e| e.to_string())?,
+            CallCodec::Opus => Codec::Opus {
+                enc: OpusEncoder::new()?,
+                dec: OpusDecoder::new()?,
             },
-            AudioCodec::Pcmu => Codec::Pcmu,
-            AudioCodec::Pcma => Codec::Pcma,
+            CallCodec::Pcmu => Codec::Pcmu,
+            CallCodec::Pcma => Codec::Pcma,
         };
         let frame = rate as usize / 50;
         Ok(Self {
@@ -91,8 +123,8 @@ impl Pipeline {
             }),
             receiving: false,
             ssrc: None,
-            in_rs: StreamResampler::new(rate, SESSION_RATE).map_err(|e| e.to_string())?,
-            out_rs: StreamResampler::new(SESSION_RATE, rate).map_err(|e| e.to_string())?,
+            in_rs: StreamResampler::new(rate, SESSION_RATE)?,
+            out_rs: StreamResampler::new(SESSION_RATE, rate)?,
             playback: PlaybackQueue::new(frame, rate as usize * MAX_QUEUED_SECS),
             finishing: Vec::new(),
             frame: Vec::with_capacity(frame),
@@ -166,7 +198,7 @@ impl Pipeline {
     }
 
     /// Pops and encodes the next frame.
-    pub fn outbound_frame(&mut self) -> Result<OutFrame, String> {
+    pub fn outbound_frame(&mut self) -> Result<OutFrame, CallAudioError> {
         self.playback.pop_frame(&mut self.frame, &mut self.sent);
         let to_session = |n: usize| n as u64 * u64::from(SESSION_RATE) / u64::from(self.rate);
         let played: Vec<(u64, u64)> = self
@@ -185,7 +217,7 @@ impl Pipeline {
                 self.silence.clone()
             }
             Codec::Opus { enc, .. } => {
-                let p = enc.encode(&self.frame).map_err(|e| e.to_string())?;
+                let p = enc.encode(&self.frame)?;
                 if self.silent_frames == SILENCE_SETTLE_FRAMES {
                     self.silence = p.clone();
                 }
@@ -224,8 +256,8 @@ mod tests {
 
     #[test]
     fn outbound_accounting_and_drain() {
-        for codec in [AudioCodec::Opus, AudioCodec::Pcmu] {
-            let mut p = Pipeline::new(codec).unwrap();
+        for codec in [CallCodec::Opus, CallCodec::Pcmu] {
+            let mut p = CallAudio::new(codec).unwrap();
             assert!(p.play(7, &tone(4_800)));
             p.finish(7);
             let mut sent = 0;
@@ -249,7 +281,7 @@ mod tests {
 
     #[test]
     fn clear_makes_next_frame_silent() {
-        let mut p = Pipeline::new(AudioCodec::Pcmu).unwrap();
+        let mut p = CallAudio::new(CallCodec::Pcmu).unwrap();
         p.play(1, &tone(24_000));
         p.outbound_frame().unwrap();
         p.clear();
@@ -261,7 +293,7 @@ mod tests {
 
     #[test]
     fn a_stall_does_not_become_permanent_latency() {
-        let mut p = Pipeline::new(AudioCodec::Pcmu).unwrap();
+        let mut p = CallAudio::new(CallCodec::Pcmu).unwrap();
         p.receive(7, 0, vec![0xFF; 160]);
         p.receive(7, 1, vec![0xFF; 160]);
         p.inbound_frame();
@@ -282,7 +314,7 @@ mod tests {
 
     #[test]
     fn inbound_opus_roundtrip_and_silence_before_rtp() {
-        let mut p = Pipeline::new(AudioCodec::Opus).unwrap();
+        let mut p = CallAudio::new(CallCodec::Opus).unwrap();
         assert!(p.inbound_frame().is_none());
         let mut enc = OpusEncoder::new().unwrap();
         for seq in 0..10u64 {
