@@ -5,14 +5,18 @@
 //! ```sh
 //! cargo build --release && cargo run --release --example loadgen -- --calls 1,16,32,64,100 --secs 20
 //! ```
+//!
+//! `--loss PCT --jitter-ms MS` send every call through one impairment relay thread (random
+//! loss and 0..=MS of extra delay per packet, each way; see `duet::impair`).
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Context};
-use duet::loadgen::{percentile, run, LoadConfig, LoadReport};
+use anyhow::anyhow;
+use duet::loadgen::{
+    hist_quantile, metric, metrics_text, percentile, proc_sample, run, spawn_server, LoadConfig,
+    LoadReport,
+};
 
 struct Args {
     /// An already running server (then `pid` is what CPU/RSS are read from).
@@ -21,6 +25,8 @@ struct Args {
     secs: u64,
     binary: String,
     ramp: f64,
+    loss_pct: f64,
+    jitter_ms: u64,
 }
 
 fn args() -> anyhow::Result<Args> {
@@ -30,6 +36,8 @@ fn args() -> anyhow::Result<Args> {
         secs: 20,
         binary: "target/release/duet".into(),
         ramp: 20.0,
+        loss_pct: 0.0,
+        jitter_ms: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -38,150 +46,50 @@ fn args() -> anyhow::Result<Args> {
             "--calls" => a.calls = v.split(',').map(str::parse).collect::<Result<_, _>>()?,
             "--secs" => a.secs = v.parse()?,
             "--binary" => a.binary = v,
-                        "--ramp" => a.ramp = v.parse()?,
+            "--ramp" => a.ramp = v.parse()?,
+            "--loss" => a.loss_pct = v.parse()?,
+            "--jitter-ms" => a.jitter_ms = v.parse()?,
             "--server" => {
                 let (addr, pid) = v.split_once(',').ok_or_else(|| anyhow!("--server HOST:PORT,PID"))?;
                 a.server = Some((addr.parse()?, pid.parse()?));
             }
-            other => anyhow::bail!("unknown flag {other}; use --calls 1,16,64 --secs 20 --binary PATH --ramp CALLS_PER_SEC [--server HOST:PORT,PID]"),
+            other => anyhow::bail!("unknown flag {other}; use --calls 1,16,64 --secs 20 --binary PATH --ramp CALLS_PER_SEC [--loss PCT] [--jitter-ms MS] [--server HOST:PORT,PID]"),
         }
     }
     Ok(a)
 }
 
-fn spawn(binary: &str, max_calls: usize) -> anyhow::Result<(Child, SocketAddr)> {
-    let mut child = Command::new(binary)
-        .args([
-            "serve",
-            "--port",
-            "0",
-            "--udp-port",
-            "0",
-            "--max-calls",
-            &max_calls.to_string(),
-            "--max-sessions",
-            &max_calls.to_string(),
-        ])
-        .env("DUET_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .with_context(|| format!("starting {binary} (build it with cargo build --release)"))?;
-    let out = child.stdout.take().ok_or_else(|| anyhow!("no stdout"))?;
-    let mut line = String::new();
-    BufReader::new(out).read_line(&mut line)?;
-    let addr = line
-        .trim()
-        .rsplit("http://")
-        .next()
-        .ok_or_else(|| anyhow!("no address in {line:?}"))?
-        .parse()?;
-    Ok((child, addr))
-}
-
-/// (utime + stime) ticks and RSS KiB of a process.
-fn proc_sample(pid: u32) -> (u64, u64) {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit(')')
-        .next()
-        .unwrap_or_default()
-        .split_whitespace()
-        .collect();
-    let ticks = fields
-        .get(11)
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(0)
-        + fields
-            .get(12)
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0);
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let rss = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    (ticks, rss)
-}
-
-fn metric(text: &str, series: &str) -> f64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok()))
-        .unwrap_or(f64::NAN)
-}
-
-/// Bucket upper bound (ms) holding quantile `q` of a Prometheus histogram.
-fn hist_quantile(text: &str, name: &str, q: f64) -> f64 {
-    let count = metric(text, &format!("{name}_count "));
-    let mut best = f64::NAN;
-    for line in text
-        .lines()
-        .filter(|l| l.starts_with(&format!("{name}_bucket{{le=\"")))
-    {
-        let le = line.split('"').nth(1).unwrap_or("+Inf");
-        let n: f64 = line
-            .rsplit(' ')
-            .next()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0.0);
-        if n >= q * count {
-            best = le
-                .parse::<f64>()
-                .map(|s| s * 1000.0)
-                .unwrap_or(f64::INFINITY);
-            break;
-        }
-    }
-    best
-}
-
-fn metrics_text(addr: SocketAddr) -> String {
-    use std::io::{Read, Write};
-    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
-        return String::new();
-    };
-    let _ = write!(
-        s,
-        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    );
-    let mut t = String::new();
-    let _ = s.read_to_string(&mut t);
-    t
-}
-
-fn row(
-    n: usize,
-    secs: u64,
-    binary: &str,
-    ramp: f64,
-    server: Option<(SocketAddr, u32)>,
-) -> anyhow::Result<()> {
-    let (mut child, addr, pid) = match server {
+fn row(n: usize, a: &Args) -> anyhow::Result<()> {
+    let (secs, binary, ramp) = (a.secs, a.binary.as_str(), a.ramp);
+    let (mut child, addr, pid) = match a.server {
         Some((addr, pid)) => (None, addr, pid),
         None => {
-            let (child, addr) = spawn(binary, n + 8)?;
+            let max = (n + 8).to_string();
+            let (child, addr) =
+                spawn_server(binary, &["--max-calls", &max, "--max-sessions", &max])?;
             std::thread::sleep(Duration::from_millis(300));
             let pid = child.id();
             (Some(child), addr, pid)
         }
     };
-    let (_, rss0) = proc_sample(pid);
+    let rss0 = proc_sample(pid).rss_kib;
     let cfg = LoadConfig {
         server: addr,
         calls: n,
         duration: Duration::from_secs(secs),
         ramp_per_sec: ramp,
         turn: Duration::from_millis(1000),
+        loss: a.loss_pct / 100.0,
+        jitter: Duration::from_millis(a.jitter_ms),
     };
     let ramp_time = Duration::from_secs_f64(n as f64 / ramp) + Duration::from_secs(2);
     let load = std::thread::spawn(move || run(&cfg));
     std::thread::sleep(ramp_time);
-    let (t0, _) = proc_sample(pid);
+    let t0 = proc_sample(pid).cpu_ticks;
     let w0 = Instant::now();
     std::thread::sleep(Duration::from_secs(secs.saturating_sub(3).max(1)));
-    let (t1, rss1) = proc_sample(pid);
+    let end = proc_sample(pid);
+    let (t1, rss1) = (end.cpu_ticks, end.rss_kib);
     let cpu = (t1 - t0) as f64 / 100.0 / w0.elapsed().as_secs_f64() * 100.0;
     let report: LoadReport = load.join().map_err(|_| anyhow!("load thread panicked"))??;
     let m = metrics_text(addr);
@@ -219,6 +127,21 @@ fn row(
         hist_quantile(&m, "duet_call_setup_seconds", 0.99),
         hist_quantile(&m, "duet_model_step_seconds", 0.99),
     );
+    if let Some(r) = report.relay {
+        eprintln!(
+            "  relay: to server {} forwarded / {} lost / {} overflow, to callers {} / {} / {}; late (> 2 ms) {} + {}, max late {:?} / {:?}",
+            r.to_server.forwarded,
+            r.to_server.dropped,
+            r.to_server.overflow,
+            r.to_client.forwarded,
+            r.to_client.dropped,
+            r.to_client.overflow,
+            r.to_server.late,
+            r.to_client.late,
+            r.to_server.max_late,
+            r.to_client.max_late,
+        );
+    }
     for e in report.errors.iter().take(3) {
         eprintln!("  error: {e}");
     }
@@ -230,7 +153,7 @@ fn main() -> anyhow::Result<()> {
     println!("| calls | connected | server CPU | server RSS (per call) | pacing p50 / p99 / max ms (server grid) | arrival jitter p50 / p99 ms (client) | fps p1 | latency p50 / p99 ms | barge-in p50 / p99 ms | setup p50 / p99 ms | errors |");
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for n in &a.calls {
-        row(*n, a.secs, &a.binary, a.ramp, a.server)?;
+        row(*n, &a)?;
     }
     Ok(())
 }

@@ -5,6 +5,7 @@
 
 pub mod config;
 pub mod engine;
+pub mod impair;
 pub mod loadgen;
 pub mod memory;
 pub mod metrics;

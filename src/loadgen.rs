@@ -4,10 +4,15 @@
 //! inter-arrival jitter, end of speech → first answer frame, barge-in onset → last answer
 //! frame, POST → connected, and errors. Voiced vs silent frames are told apart by Opus
 //! packet size (silence encodes to ~20 bytes, speech to ~80–120), so nothing is decoded.
+//! With `loss` or `jitter` set, every call goes through one shared impairment relay thread
+//! (see [`crate::impair`]).
 
+use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc as std_mpsc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context};
@@ -17,8 +22,10 @@ use str0m::media::{Direction, Frequency, MediaKind, MediaTime, Mid};
 use str0m::net::{Protocol, Receive};
 use str0m::{Candidate, Event, Input, Output, Rtc};
 
+use crate::impair::{self, Impairment, Relay, RelayStats};
+
 /// Opus packets at least this large carry speech.
-const VOICED_BYTES: usize = 40;
+pub const VOICED_BYTES: usize = 40;
 /// Silent frames in a row that end an answer.
 const ANSWER_GAP_FRAMES: u32 = 10;
 
@@ -35,6 +42,18 @@ pub struct LoadConfig {
     pub ramp_per_sec: f64,
     /// Spoken turn length.
     pub turn: Duration,
+    /// Packet loss probability (0..=1), each way.
+    pub loss: f64,
+    /// Random extra delay per packet, 0..=jitter, each way.
+    pub jitter: Duration,
+}
+
+impl LoadConfig {
+    /// The relay's impairment, when any was asked for.
+    fn impairment(&self) -> Option<Impairment> {
+        (self.loss > 0.0 || !self.jitter.is_zero())
+            .then(|| Impairment::new(self.loss, self.jitter, 1))
+    }
 }
 
 /// What one run measured (durations in milliseconds).
@@ -54,6 +73,8 @@ pub struct LoadReport {
     pub latency_ms: Vec<f64>,
     /// Barge-in onset → last frame of the cancelled answer.
     pub barge_ms: Vec<f64>,
+    /// The impairment relay's counters, when there was one.
+    pub relay: Option<RelayStats>,
 }
 
 /// The `p`th percentile (0..=100) of `v`, or NaN when empty.
@@ -104,11 +125,14 @@ struct Caller {
     dead: bool,
 }
 
-/// Pre-encoded audio shared by every caller.
-struct Clips {
-    silence: Vec<u8>,
-    turn: Vec<Vec<u8>>,
-    barge: Vec<Vec<u8>>,
+/// Pre-encoded Opus audio shared by every caller.
+pub struct Clips {
+    /// The encoder's settled silent packet.
+    pub silence: Vec<u8>,
+    /// A spoken turn, one packet per 20 ms.
+    pub turn: Vec<Vec<u8>>,
+    /// 400 ms of speech to talk over an answer.
+    pub barge: Vec<Vec<u8>>,
 }
 
 fn voiced(frames: usize) -> Vec<f32> {
@@ -135,7 +159,8 @@ fn encode_clip(enc: &mut OpusEncoder, pcm: &[f32]) -> anyhow::Result<Vec<Vec<u8>
 }
 
 impl Clips {
-    fn new(turn: Duration) -> anyhow::Result<Self> {
+    /// Encodes a turn of `turn` (synthetic voice), the barge-in clip and silence.
+    pub fn new(turn: Duration) -> anyhow::Result<Self> {
         let mut enc = OpusEncoder::new().map_err(|e| anyhow!("{e}"))?;
         let frames = (turn.as_millis() / 20) as usize;
         let turn = encode_clip(&mut enc, &voiced(frames))?;
@@ -152,36 +177,71 @@ impl Clips {
     }
 }
 
-/// Offers one call (blocking HTTP); returns the caller ready to run.
-fn dial(server: SocketAddr, index: usize) -> anyhow::Result<Caller> {
+/// One offered call with the answer applied: its str0m side, socket and server call id.
+pub struct Dialed {
+    /// The offerer.
+    pub rtc: Rtc,
+    /// Its UDP socket (non-blocking).
+    pub socket: UdpSocket,
+    /// The socket's address.
+    pub local: SocketAddr,
+    /// The audio m-line.
+    pub mid: Mid,
+    /// `rtc_…` from the `Location` header.
+    pub call_id: String,
+    /// When the offer was POSTed.
+    pub posted: Instant,
+}
+
+/// Offers a call (blocking HTTP) through `relay` when there is one.
+pub fn dial_call(server: SocketAddr, relay: Option<&Relay>) -> anyhow::Result<Dialed> {
     let socket = UdpSocket::bind(SocketAddr::new(server.ip(), 0))?;
     socket.set_nonblocking(true)?;
     let local = socket.local_addr()?;
     let now = Instant::now();
-    let mut rtc = Rtc::builder()
-        .clear_codecs()
-        .enable_opus(true, false)
-        .build(now);
+    let mut config = Rtc::builder().clear_codecs().enable_opus(true, false);
+    if let Some(r) = relay {
+        let window = crate::rtc_client::reorder_window(&r.impairment());
+        config = config.set_reordering_size_audio(window);
+    }
+    let mut rtc = config.build(now);
     rtc.add_local_candidate(Candidate::host(local, "udp")?);
     let mut api = rtc.sdp_api();
     let mid = api.add_media(MediaKind::Audio, Direction::SendRecv, None, None, None);
     api.add_channel("oai-events".into());
     let (offer, pending) = api.apply().ok_or_else(|| anyhow!("no offer"))?;
-    let answer = post_blocking(server, &offer.to_sdp_string())?;
+    let (call_id, mut answer) = post_offer_blocking(server, &offer.to_sdp_string())?;
+    if let Some(r) = relay {
+        let media = impair::candidate_addr(&answer).context("no UDP candidate in answer")?;
+        answer = impair::redirect(&answer, r.front(media)?);
+    }
     rtc.sdp_api()
         .accept_answer(pending, SdpAnswer::from_sdp_string(&answer)?)?;
-    Ok(Caller {
+    Ok(Dialed {
         rtc,
         socket,
         local,
         mid,
+        call_id,
         posted: now,
+    })
+}
+
+/// Offers one call; returns the caller ready to run.
+fn dial(server: SocketAddr, index: usize, relay: Option<&Relay>) -> anyhow::Result<Caller> {
+    let d = dial_call(server, relay)?;
+    Ok(Caller {
+        rtc: d.rtc,
+        socket: d.socket,
+        local: d.local,
+        mid: d.mid,
+        posted: d.posted,
         connected: None,
-        next_timeout: now,
+        next_timeout: d.posted,
         send_slot: index as u64 % 20,
         ts: 0,
         phase: Phase::Idle {
-            until: now + Duration::from_millis(1500),
+            until: d.posted + Duration::from_millis(1500),
         },
         last_rx: None,
         last_voiced_rx: None,
@@ -192,18 +252,113 @@ fn dial(server: SocketAddr, index: usize) -> anyhow::Result<Caller> {
     })
 }
 
-fn post_blocking(server: SocketAddr, sdp: &str) -> anyhow::Result<String> {
+/// A blocking HTTP/1.1 request; returns (status, header block, body).
+pub fn http_blocking(
+    server: SocketAddr,
+    method: &str,
+    path: &str,
+    sdp: Option<&str>,
+) -> anyhow::Result<(u16, String, String)> {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect_timeout(&server, Duration::from_secs(5))?;
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    write!(s, "POST /v1/realtime/calls HTTP/1.1\r\nHost: {server}\r\nConnection: close\r\nContent-Type: application/sdp\r\nContent-Length: {}\r\n\r\n{sdp}", sdp.len())?;
+    let body = sdp.unwrap_or_default();
+    let ctype = if sdp.is_some() {
+        "Content-Type: application/sdp\r\n"
+    } else {
+        ""
+    };
+    write!(s, "{method} {path} HTTP/1.1\r\nHost: {server}\r\nConnection: close\r\n{ctype}Content-Length: {}\r\n\r\n{body}", body.len())?;
     let mut text = String::new();
     s.read_to_string(&mut text)?;
     let (head, body) = text.split_once("\r\n\r\n").context("bad HTTP response")?;
-    if !head.starts_with("HTTP/1.1 201") {
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    Ok((status, head.to_string(), body.to_string()))
+}
+
+/// POSTs an offer; returns the call id and the answer.
+pub fn post_offer_blocking(server: SocketAddr, sdp: &str) -> anyhow::Result<(String, String)> {
+    let (status, head, body) = http_blocking(server, "POST", "/v1/realtime/calls", Some(sdp))?;
+    if status != 201 {
         return Err(anyhow!("{}", head.lines().next().unwrap_or_default()));
     }
-    Ok(body.to_string())
+    let id = head
+        .lines()
+        .find_map(|l| {
+            l.split_once(':')
+                .filter(|(k, _)| k.eq_ignore_ascii_case("location"))
+                .map(|(_, v)| v.trim().rsplit('/').next().unwrap_or_default().to_string())
+        })
+        .context("201 without Location")?;
+    Ok((id, body))
+}
+
+/// Starts `binary serve` on free ports with `extra` flags and warn-level logs; returns the
+/// child and its HTTP address (from the first line it prints).
+pub fn spawn_server(binary: &str, extra: &[&str]) -> anyhow::Result<(Child, SocketAddr)> {
+    let mut child = Command::new(binary)
+        .args(["serve", "--port", "0", "--udp-port", "0"])
+        .args(extra)
+        .env("DUET_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting {binary} (build it with cargo build --release)"))?;
+    let out = child.stdout.take().ok_or_else(|| anyhow!("no stdout"))?;
+    let mut line = String::new();
+    BufReader::new(out).read_line(&mut line)?;
+    let addr = line
+        .trim()
+        .rsplit("http://")
+        .next()
+        .ok_or_else(|| anyhow!("no address in {line:?}"))?
+        .parse()?;
+    Ok((child, addr))
+}
+
+/// What `/proc` tells about a process.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProcSample {
+    /// utime + stime, in clock ticks (1/100 s).
+    pub cpu_ticks: u64,
+    /// Resident memory, KiB.
+    pub rss_kib: u64,
+    /// Threads.
+    pub threads: u64,
+    /// Open file descriptors.
+    pub fds: u64,
+}
+
+/// Samples `/proc/PID` (zeros for what cannot be read).
+pub fn proc_sample(pid: u32) -> ProcSample {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<u64> = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(|v| v.parse().unwrap_or(0))
+        .collect();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |key: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(key))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count() as u64);
+    ProcSample {
+        cpu_ticks: fields.get(11).unwrap_or(&0) + fields.get(12).unwrap_or(&0),
+        rss_kib: field("VmRSS:"),
+        threads: field("Threads:"),
+        fds,
+    }
 }
 
 impl Caller {
@@ -360,13 +515,18 @@ pub fn run(cfg: &LoadConfig) -> anyhow::Result<LoadReport> {
     let turn_frames = clips.turn.len();
     let (tx, rx) = std_mpsc::channel();
     let (server, calls, ramp) = (cfg.server, cfg.calls, cfg.ramp_per_sec.max(0.1));
+    let relay = match cfg.impairment() {
+        Some(imp) => Some(Arc::new(Relay::shared(imp)?)),
+        None => None,
+    };
+    let dial_relay = relay.clone();
     let dialer = std::thread::spawn(move || {
         let start = Instant::now();
         for i in 0..calls {
             let due = start + Duration::from_secs_f64(i as f64 / ramp);
             std::thread::sleep(due.saturating_duration_since(Instant::now()));
             if tx
-                .send(dial(server, i).map_err(|e| format!("setup: {e}")))
+                .send(dial(server, i, dial_relay.as_deref()).map_err(|e| format!("setup: {e}")))
                 .is_err()
             {
                 return;
@@ -421,22 +581,37 @@ pub fn run(cfg: &LoadConfig) -> anyhow::Result<LoadReport> {
         }
     }
     report.connected = callers.iter().filter(|c| c.connected.is_some()).count();
+    report.relay = relay.map(|r| r.stats());
     Ok(report)
 }
 
 /// Waits up to 1 ms for any socket, then reads every datagram that arrived.
 fn poll_all(callers: &mut [Caller], buf: &mut [u8], report: &mut LoadReport) {
-    let mut fds: Vec<libc::pollfd> = callers
+    let sockets: Vec<&UdpSocket> = callers.iter().map(|c| &c.socket).collect();
+    let ready = readable(&sockets, Duration::from_millis(1));
+    for (c, _) in callers.iter_mut().zip(ready).filter(|(_, r)| *r) {
+        while let Ok((n, source)) = c.socket.recv_from(buf) {
+            let now = Instant::now();
+            if receive(&mut c.rtc, c.local, source, &buf[..n], now) {
+                c.drain(report, now);
+            }
+        }
+    }
+}
+
+/// Waits up to `wait` (one `ppoll`) for any of `sockets`; returns which are readable.
+pub fn readable(sockets: &[&UdpSocket], wait: Duration) -> Vec<bool> {
+    let mut fds: Vec<libc::pollfd> = sockets
         .iter()
-        .map(|c| libc::pollfd {
-            fd: c.socket.as_raw_fd(),
+        .map(|s| libc::pollfd {
+            fd: s.as_raw_fd(),
             events: libc::POLLIN,
             revents: 0,
         })
         .collect();
     let ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 1_000_000,
+        tv_sec: wait.as_secs() as libc::time_t,
+        tv_nsec: wait.subsec_nanos() as libc::c_long,
     };
     // SAFETY: `fds` is a valid array of pollfd for its length; no signal mask.
     let n = unsafe {
@@ -447,30 +622,63 @@ fn poll_all(callers: &mut [Caller], buf: &mut [u8], report: &mut LoadReport) {
             std::ptr::null(),
         )
     };
-    if n <= 0 {
-        return;
-    }
-    for (c, fd) in callers.iter_mut().zip(&fds) {
-        if fd.revents & libc::POLLIN == 0 {
-            continue;
+    fds.iter()
+        .map(|f| n > 0 && f.revents & libc::POLLIN != 0)
+        .collect()
+}
+
+/// Feeds one datagram to `rtc`; false when str0m refused it.
+pub fn receive(
+    rtc: &mut Rtc,
+    local: SocketAddr,
+    source: SocketAddr,
+    bytes: &[u8],
+    now: Instant,
+) -> bool {
+    let Ok(contents) = bytes.try_into() else {
+        return false;
+    };
+    let input = Input::Receive(
+        now,
+        Receive {
+            proto: Protocol::Udp,
+            source,
+            destination: local,
+            contents,
+        },
+    );
+    rtc.handle_input(input).is_ok()
+}
+
+/// The server's `/metrics` text (empty on failure).
+pub fn metrics_text(server: SocketAddr) -> String {
+    http_blocking(server, "GET", "/metrics", None).map_or_else(|_| String::new(), |r| r.2)
+}
+
+/// The value of a series line starting with `series` (name plus labels and a space).
+pub fn metric(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok()))
+        .unwrap_or(f64::NAN)
+}
+
+/// Bucket upper bound (ms) holding quantile `q` of a Prometheus histogram.
+pub fn hist_quantile(text: &str, name: &str, q: f64) -> f64 {
+    let count = metric(text, &format!("{name}_count "));
+    let prefix = format!("{name}_bucket{{le=\"");
+    for line in text.lines().filter(|l| l.starts_with(&prefix)) {
+        let le = line.split('"').nth(1).unwrap_or("+Inf");
+        let n: f64 = line
+            .rsplit(' ')
+            .next()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0);
+        if n >= q * count {
+            return le
+                .parse::<f64>()
+                .map(|s| s * 1000.0)
+                .unwrap_or(f64::INFINITY);
         }
-        while let Ok((n, source)) = c.socket.recv_from(buf) {
-            let now = Instant::now();
-            let Ok(contents) = buf[..n].try_into() else {
-                continue;
-            };
-            let input = Input::Receive(
-                now,
-                Receive {
-                    proto: Protocol::Udp,
-                    source,
-                    destination: c.local,
-                    contents,
-                },
-            );
-            if c.rtc.handle_input(input).is_ok() {
-                c.drain(report, now);
-            }
-        }
     }
+    f64::NAN
 }

@@ -1,7 +1,9 @@
 //! A WebRTC client for Duet built on str0m as the offerer: it POSTs its offer to
 //! `/v1/realtime/calls`, sends Opus on a 20 ms grid (silence, or audio you queue), decodes
 //! what it receives, and exchanges JSON events on `oai-events`. Used by the examples, the
-//! integration tests and the load generator. Loopback/LAN only: no STUN/TURN.
+//! integration tests and the load generator. Loopback/LAN only: no STUN/TURN. With
+//! [`ClientOptions::impair`] its media goes through a loss and jitter relay
+//! ([`crate::impair`]).
 
 use std::collections::VecDeque;
 use std::io::ErrorKind;
@@ -20,6 +22,8 @@ use str0m::net::{Protocol, Receive};
 use str0m::{Candidate, Event, Input, Output, Rtc};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
+
+use crate::impair::{Impairment, Relay, RelayStats};
 
 const FRAME: usize = 960;
 
@@ -81,6 +85,8 @@ pub struct RtcClient {
     pub call_id: String,
     /// The server's base URL (`http://host:port`).
     pub base: SocketAddr,
+    /// The impairment relay, when [`ClientOptions::impair`] asked for one.
+    relay: Option<Relay>,
 }
 
 /// Options for [`RtcClient::connect`].
@@ -92,6 +98,8 @@ pub struct ClientOptions {
     pub keep_audio: bool,
     /// Bearer token.
     pub api_key: Option<String>,
+    /// Lose and delay packets both ways through a relay (see [`crate::impair`]).
+    pub impair: Option<Impairment>,
 }
 
 impl RtcClient {
@@ -101,11 +109,14 @@ impl RtcClient {
         socket.set_nonblocking(true)?;
         let local = socket.local_addr()?;
         let now = Instant::now();
-        let mut rtc = Rtc::builder()
+        let mut config = Rtc::builder()
             .clear_codecs()
             .enable_opus(!opts.pcmu_only, false)
-            .enable_pcmu(opts.pcmu_only, false)
-            .build(now);
+            .enable_pcmu(opts.pcmu_only, false);
+        if let Some(imp) = opts.impair {
+            config = config.set_reordering_size_audio(reorder_window(&imp));
+        }
+        let mut rtc = config.build(now);
         rtc.add_local_candidate(Candidate::host(local, "udp")?);
         let mut api = rtc.sdp_api();
         let mid = api.add_media(MediaKind::Audio, Direction::SendRecv, None, None, None);
@@ -113,6 +124,7 @@ impl RtcClient {
         let (offer, pending) = api.apply().ok_or_else(|| anyhow!("no offer"))?;
         let (call_id, answer) =
             post_offer(base, &offer.to_sdp_string(), opts.api_key.as_deref()).await?;
+        let (answer, relay) = via_relay(answer, opts.impair)?;
         accept(&mut rtc, pending, &answer)?;
         let (tx, events) = mpsc::unbounded_channel();
         let shared = Arc::new(Mutex::new(Shared {
@@ -145,7 +157,13 @@ impl RtcClient {
             thread: Some(thread),
             call_id,
             base,
+            relay,
         })
+    }
+
+    /// What the impairment relay forwarded and dropped, when there is one.
+    pub fn relay_stats(&self) -> Option<RelayStats> {
+        self.relay.as_ref().map(Relay::stats)
     }
 
     /// Queues 48 kHz audio to send (after what is queued).
@@ -234,6 +252,24 @@ pub fn types(events: &[Value]) -> Vec<String> {
         .iter()
         .map(|e| e["type"].as_str().unwrap_or("?").to_string())
         .collect()
+}
+
+/// With an impairment, starts a relay to the answer's media address and points the answer
+/// at the relay instead.
+fn via_relay(answer: String, imp: Option<Impairment>) -> anyhow::Result<(String, Option<Relay>)> {
+    let Some(imp) = imp else {
+        return Ok((answer, None));
+    };
+    let media = crate::impair::candidate_addr(&answer).context("no UDP candidate in answer")?;
+    let relay = Relay::start(media, imp)?;
+    Ok((crate::impair::redirect(&answer, relay.addr()), Some(relay)))
+}
+
+/// Packets str0m holds back for a missing one before it gives up on it: enough to cover
+/// `jitter`'s reordering (20 ms a packet), not str0m's default 15 (300 ms), which would turn
+/// every lost packet into a 300 ms stall and a burst, as no real receiver does.
+pub(crate) fn reorder_window(imp: &Impairment) -> usize {
+    imp.jitter.as_millis() as usize / 20 + 2
 }
 
 fn accept(rtc: &mut Rtc, pending: SdpPendingOffer, answer: &str) -> anyhow::Result<()> {

@@ -1,0 +1,232 @@
+//! A WebRTC call through 5 % loss and 0..=30 ms jitter each way (the userspace relay of
+//! `duet::impair`): ICE, DTLS and SCTP get through by retransmission, frames keep arriving
+//! at the rate the loss leaves, the echo answers and barge-in cancels. Also (ignored by
+//! default) the relay alone at 100 calls' packet rate.
+
+mod common;
+use common::*;
+use duet::impair::{Impairment, Relay};
+use duet::rtc_client::{ClientOptions, RtcClient};
+use std::net::UdpSocket;
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+const LOSS: f64 = 0.05;
+const JITTER: Duration = Duration::from_millis(30);
+/// Events may wait for an SCTP retransmission (or a few) on top of the usual time.
+const T: Duration = Duration::from_secs(20);
+/// The frame count window. The server sends 50 frames/s and 5 % are lost, so a window of
+/// n = 50·W frames receives Binomial(n, 0.95): mean 47.5·W, σ = √(0.0475·n). The assertion
+/// (≥ 47/s) sits 0.0459·√n σ below the mean: 1.0 σ for 10 s (fails 15 % of seeds), 2.5 σ for
+/// 60 s (0.6 %). The relay is seeded, so a given seed passes or fails nearly every time.
+const WINDOW: Duration = Duration::from_secs(60);
+
+fn impaired() -> ClientOptions {
+    ClientOptions {
+        impair: Some(Impairment::new(LOSS, JITTER, 42)),
+        ..Default::default()
+    }
+}
+
+/// Speaks `secs` of voice then 0.8 s of silence; returns `response.created`.
+async fn speak_turn(c: &mut RtcClient, secs: f32) -> serde_json::Value {
+    let mut audio = voiced48(secs);
+    audio.extend(vec![0.0; 48_000 * 8 / 10]);
+    c.speak(&audio);
+    c.until("input_audio_buffer.speech_started", T)
+        .await
+        .unwrap();
+    c.until("response.created", T).await.unwrap().0
+}
+
+async fn echo_turn_is_answered(c: &mut RtcClient) {
+    // From before speaking: the server sends silence while it listens, and events can lag
+    // the audio by an SCTP retransmission.
+    let from = Instant::now();
+    let created = speak_turn(c, 1.5).await;
+    let resp = created["response"]["id"].as_str().unwrap().to_string();
+    c.until("output_audio_buffer.started", T).await.unwrap();
+    let (done, _) = c.until("response.done", T).await.unwrap();
+    assert_eq!(done["response"]["status"], "completed", "{done}");
+    let (stopped, _) = c.until("output_audio_buffer.stopped", T).await.unwrap();
+    assert_eq!(stopped["response_id"], resp.as_str());
+    let loud = c
+        .stats()
+        .frames
+        .iter()
+        .filter(|(t, r)| *t >= from && *r > 0.02)
+        .count();
+    // 1.5 s of echo is 75 frames; 5 % loss leaves ~71.
+    assert!(loud >= 55, "{loud} loud frames of the 1.5 s echo");
+}
+
+async fn barge_in_cancels(c: &mut RtcClient) {
+    speak_turn(c, 2.5).await;
+    c.until("output_audio_buffer.started", T).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    c.speak(&voiced48(0.6));
+    let (done, _) = c.until("response.done", T).await.unwrap();
+    assert_eq!(done["response"]["status"], "cancelled", "{done}");
+    assert_eq!(
+        done["response"]["status_details"]["reason"],
+        "turn_detected"
+    );
+    c.until("output_audio_buffer.cleared", T).await.unwrap();
+}
+
+#[tokio::test]
+async fn call_survives_loss_and_jitter() {
+    let addr = server(&[]).await;
+    let mut c = RtcClient::connect(addr, impaired()).await.expect("call");
+    c.until("session.created", T)
+        .await
+        .expect("ICE, DTLS and SCTP get through the loss");
+    let s = c.stats();
+    eprintln!("connect: {:?}", s.connected.unwrap() - s.started.unwrap());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let from = Instant::now();
+
+    echo_turn_is_answered(&mut c).await;
+    barge_in_cancels(&mut c).await;
+    let left = (from + WINDOW).saturating_duration_since(Instant::now());
+    tokio::time::sleep(left + Duration::from_millis(200)).await;
+
+    let stats = c.stats();
+    let got = stats.frames_between(from, from + WINDOW);
+    let fps = got as f64 / WINDOW.as_secs_f64();
+    let tens: Vec<usize> = (0..WINDOW.as_secs() / 10)
+        .map(|i| {
+            let t = from + Duration::from_secs(10 * i);
+            stats.frames_between(t, t + Duration::from_secs(10))
+        })
+        .collect();
+    eprintln!(
+        "{got} frames in {WINDOW:?}: {fps:.2}/s; per 10 s: {tens:?}; relay {:?}",
+        c.relay_stats()
+    );
+    assert!(fps >= 47.0, "{fps:.2} frames/s through 5 % loss");
+    c.close();
+}
+
+/// Binds `n` non-blocking loopback sockets.
+fn sockets(n: usize) -> Vec<UdpSocket> {
+    (0..n)
+        .map(|_| {
+            let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+            s.set_nonblocking(true).unwrap();
+            s
+        })
+        .collect()
+}
+
+/// A loopback server that answers every datagram to its source until `stop`.
+fn echo(stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> std::net::SocketAddr {
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let addr = s.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 2048];
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            if let Ok((n, from)) = s.recv_from(&mut buf) {
+                let _ = s.send_to(&buf[..n], from);
+            }
+        }
+    });
+    addr
+}
+
+/// Waits up to 1 ms for any socket; returns the readable ones.
+fn poll(socks: &[UdpSocket]) -> Vec<usize> {
+    let mut fds: Vec<libc::pollfd> = socks
+        .iter()
+        .map(|s| libc::pollfd {
+            fd: s.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 1_000_000,
+    };
+    // SAFETY: `fds` is a valid array of pollfd for its length; no signal mask.
+    unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as _, &ts, std::ptr::null()) };
+    (0..fds.len())
+        .filter(|i| fds[*i].revents & libc::POLLIN != 0)
+        .collect()
+}
+
+/// CPU seconds the relay thread used (from /proc/self/task/*/stat).
+fn relay_cpu_secs() -> f64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return f64::NAN;
+    };
+    for t in tasks.flatten() {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        if comm.trim() == "impair-relay" {
+            let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+            let f: Vec<u64> = stat
+                .rsplit(')')
+                .next()
+                .unwrap_or_default()
+                .split_whitespace()
+                .filter_map(|v| v.parse().ok())
+                .collect();
+            return (f.get(10).unwrap_or(&0) + f.get(11).unwrap_or(&0)) as f64 / 100.0;
+        }
+    }
+    f64::NAN
+}
+
+/// The relay alone at the load generator's worst case: 100 calls × 50 packets/s, echoed, so
+/// 10 000 packets/s through the one relay thread, each jittered 0..=30 ms. Run with
+/// `cargo test --release --test webrtc_impaired -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn relay_keeps_up_with_100_calls() {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let relay = Relay::start(echo(stop.clone()), Impairment::new(0.0, JITTER, 1)).unwrap();
+    let calls = sockets(100);
+    let (origin, secs) = (Instant::now(), 10);
+    let (mut slot, mut sent, mut rtt_us) = (0u64, 0u64, Vec::new());
+    let mut buf = [0u8; 2048];
+    let end = origin + Duration::from_secs(secs) + Duration::from_millis(200);
+    while Instant::now() < end {
+        let ms = origin.elapsed().as_millis() as u64;
+        while slot <= ms && slot < secs * 1000 {
+            for c in calls.iter().skip((slot % 20) as usize).step_by(20) {
+                let mut p = (origin.elapsed().as_micros() as u64).to_le_bytes().to_vec();
+                p.resize(100, 0);
+                sent += u64::from(c.send_to(&p, relay.addr()).is_ok());
+            }
+            slot += 1;
+        }
+        for i in poll(&calls) {
+            while let Ok((n, _)) = calls[i].recv_from(&mut buf) {
+                let t0 = u64::from_le_bytes(buf[..8.min(n)].try_into().unwrap());
+                rtt_us.push(origin.elapsed().as_micros() as u64 - t0);
+            }
+        }
+    }
+    let cpu = relay_cpu_secs();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    rtt_us.sort_unstable();
+    let pct = |p: usize| rtt_us[(rtt_us.len() - 1) * p / 100] as f64 / 1000.0;
+    let st = relay.stats();
+    eprintln!(
+        "sent {sent}, back {}, round trip (2 × 0..=30 ms jitter) p50 {:.1} / p99 {:.1} / max {:.1} ms; relay CPU {:.1} % of a core; {st:?}",
+        rtt_us.len(),
+        pct(50),
+        pct(99),
+        pct(100),
+        cpu / secs as f64 * 100.0
+    );
+    assert_eq!(rtt_us.len() as u64, sent, "nothing lost without loss");
+    assert_eq!(st.to_server.overflow + st.to_client.overflow, 0);
+    assert!(pct(100) < 60.0 + 20.0, "deliveries on time");
+    assert!(
+        st.to_server.late + st.to_client.late <= sent / 1000,
+        "{st:?}"
+    );
+}
