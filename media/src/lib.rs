@@ -22,6 +22,7 @@
 //! - [`ring`]: [`SampleRing`], a bounded sample buffer on an absolute clock
 //!   (the session's uncommitted input).
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 /// The rate of session audio (mono f32), the OpenAI Realtime API's `audio/pcm` rate: every

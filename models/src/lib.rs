@@ -2,6 +2,8 @@
 //! and the models themselves. Models know nothing of RTP, Opus, WebRTC or sessions: they
 //! step per-session slots one frame at a time, all active slots in one batch.
 
+#![warn(missing_docs)]
+
 mod echo;
 mod model;
 pub mod moshi;

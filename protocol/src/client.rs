@@ -195,8 +195,8 @@ fn check_type(map: &Map<String, Value>) -> Result<(), ErrorPayload> {
     }
 }
 
+/// Decodes the event's fields by its `type` ([`check_type`] has checked it is one).
 fn decode_typed(mut map: Map<String, Value>) -> Result<ClientEvent, ErrorPayload> {
-    use ClientEvent as E;
     let kind = match map.remove("type") {
         Some(Value::String(t)) => t,
         _ => {
@@ -207,57 +207,70 @@ fn decode_typed(mut map: Map<String, Value>) -> Result<ClientEvent, ErrorPayload
         }
     };
     let v = Value::Object(map);
-    Ok(match kind.as_str() {
-        "session.update" => {
-            let w: wire::SessionUpdate = typed(&v)?;
-            E::SessionUpdate { session: w.session }
-        }
-        "input_audio_buffer.append" => {
-            let w: wire::Append = typed(&v)?;
-            E::InputAudioBufferAppend { audio: w.audio }
-        }
-        "input_audio_buffer.commit" => {
-            typed::<wire::Empty>(&v).map(|_| E::InputAudioBufferCommit)?
-        }
-        "input_audio_buffer.clear" => typed::<wire::Empty>(&v).map(|_| E::InputAudioBufferClear)?,
-        "output_audio_buffer.clear" => {
-            typed::<wire::Empty>(&v).map(|_| E::OutputAudioBufferClear)?
-        }
-        "conversation.item.create" => {
-            let w: wire::ItemCreate = typed(&v)?;
+    let event = match kind.strip_prefix("conversation.item.") {
+        Some(op) => decode_item_event(op, &v)?,
+        None => decode_session_event(&kind, &v)?,
+    };
+    event.ok_or_else(|| {
+        ErrorPayload::invalid(
+            codes::UNKNOWN_EVENT_TYPE,
+            format!("unknown event type {kind:?}"),
+        )
+        .with_param("type")
+    })
+}
+
+/// Session, audio buffer and response events; `None` for another type.
+fn decode_session_event(kind: &str, v: &Value) -> Result<Option<ClientEvent>, ErrorPayload> {
+    use ClientEvent as E;
+    let empty = |e: ClientEvent| typed::<wire::Empty>(v).map(|_| e);
+    Ok(Some(match kind {
+        "session.update" => E::SessionUpdate {
+            session: typed::<wire::SessionUpdate>(v)?.session,
+        },
+        "input_audio_buffer.append" => E::InputAudioBufferAppend {
+            audio: typed::<wire::Append>(v)?.audio,
+        },
+        "input_audio_buffer.commit" => empty(E::InputAudioBufferCommit)?,
+        "input_audio_buffer.clear" => empty(E::InputAudioBufferClear)?,
+        "output_audio_buffer.clear" => empty(E::OutputAudioBufferClear)?,
+        "response.create" => E::ResponseCreate {
+            response: typed::<wire::ResponseCreate>(v)?.response,
+        },
+        "response.cancel" => E::ResponseCancel {
+            response_id: typed::<wire::ResponseCancel>(v)?.response_id,
+        },
+        _ => return Ok(None),
+    }))
+}
+
+/// `conversation.item.<op>` events; `None` for another op.
+fn decode_item_event(op: &str, v: &Value) -> Result<Option<ClientEvent>, ErrorPayload> {
+    use ClientEvent as E;
+    Ok(Some(match op {
+        "create" => {
+            let w: wire::ItemCreate = typed(v)?;
             E::ConversationItemCreate {
                 previous_item_id: w.previous_item_id,
                 item: w.item,
             }
         }
-        "conversation.item.retrieve" => E::ConversationItemRetrieve {
-            item_id: typed::<wire::ItemId>(&v)?.item_id,
+        "retrieve" => E::ConversationItemRetrieve {
+            item_id: typed::<wire::ItemId>(v)?.item_id,
         },
-        "conversation.item.truncate" => {
-            let w: wire::Truncate = typed(&v)?;
+        "truncate" => {
+            let w: wire::Truncate = typed(v)?;
             E::ConversationItemTruncate {
                 item_id: w.item_id,
                 content_index: w.content_index,
                 audio_end_ms: w.audio_end_ms,
             }
         }
-        "conversation.item.delete" => E::ConversationItemDelete {
-            item_id: typed::<wire::ItemId>(&v)?.item_id,
+        "delete" => E::ConversationItemDelete {
+            item_id: typed::<wire::ItemId>(v)?.item_id,
         },
-        "response.create" => E::ResponseCreate {
-            response: typed::<wire::ResponseCreate>(&v)?.response,
-        },
-        "response.cancel" => E::ResponseCancel {
-            response_id: typed::<wire::ResponseCancel>(&v)?.response_id,
-        },
-        other => {
-            return Err(ErrorPayload::invalid(
-                codes::UNKNOWN_EVENT_TYPE,
-                format!("unknown event type {other:?}"),
-            )
-            .with_param("type"))
-        }
-    })
+        _ => return Ok(None),
+    }))
 }
 
 fn typed<T: serde::de::DeserializeOwned>(value: &Value) -> Result<T, ErrorPayload> {

@@ -142,13 +142,89 @@ pub enum TurnDetection {
 
 impl Default for TurnDetection {
     fn default() -> Self {
+        VadTiming::DEFAULT.server_vad(true, true)
+    }
+}
+
+/// Server VAD's timing fields, merged apart from the response flags (which carry over
+/// between VAD types).
+#[derive(Clone, Copy)]
+struct VadTiming {
+    threshold: f64,
+    prefix_padding_ms: u32,
+    silence_duration_ms: u32,
+    idle_timeout_ms: Option<u64>,
+}
+
+impl VadTiming {
+    const DEFAULT: VadTiming = VadTiming {
+        threshold: 0.5,
+        prefix_padding_ms: 300,
+        silence_duration_ms: 500,
+        idle_timeout_ms: None,
+    };
+
+    /// What omitted fields keep: `td`'s timing when it is server VAD, else the defaults
+    /// (semantic VAD's timing is derived, not set).
+    fn kept(td: &TurnDetection) -> Self {
+        match *td {
+            TurnDetection::ServerVad {
+                threshold,
+                prefix_padding_ms,
+                silence_duration_ms,
+                idle_timeout_ms,
+                ..
+            } => VadTiming {
+                threshold,
+                prefix_padding_ms,
+                silence_duration_ms,
+                idle_timeout_ms,
+            },
+            TurnDetection::SemanticVad { .. } => Self::DEFAULT,
+        }
+    }
+
+    /// Applies the client's fields over `self` and checks the result's ranges.
+    fn merge(
+        self,
+        threshold: Option<f64>,
+        prefix_padding_ms: Option<u32>,
+        silence_duration_ms: Option<u32>,
+        idle_timeout_ms: Option<Option<u64>>,
+    ) -> Result<Self, ErrorPayload> {
+        let threshold = threshold.unwrap_or(self.threshold);
+        if !(0.0..=1.0).contains(&threshold) {
+            return Err(invalid_td("threshold", "must be between 0.0 and 1.0"));
+        }
+        let silence_duration_ms = silence_duration_ms.unwrap_or(self.silence_duration_ms);
+        if !(10..=10_000).contains(&silence_duration_ms) {
+            return Err(invalid_td("silence_duration_ms", "must be 10..=10000"));
+        }
+        let prefix_padding_ms = prefix_padding_ms.unwrap_or(self.prefix_padding_ms);
+        if prefix_padding_ms > 10_000 {
+            return Err(invalid_td("prefix_padding_ms", "must be 0..=10000"));
+        }
+        let idle_timeout_ms = idle_timeout_ms.unwrap_or(self.idle_timeout_ms);
+        if idle_timeout_ms.is_some_and(|ms| !(5_000..=30_000).contains(&ms)) {
+            return Err(invalid_td("idle_timeout_ms", "must be 5000..=30000"));
+        }
+        Ok(VadTiming {
+            threshold,
+            prefix_padding_ms,
+            silence_duration_ms,
+            idle_timeout_ms,
+        })
+    }
+
+    /// Server VAD with this timing and the given response flags.
+    fn server_vad(self, create_response: bool, interrupt_response: bool) -> TurnDetection {
         TurnDetection::ServerVad {
-            threshold: 0.5,
-            prefix_padding_ms: 300,
-            silence_duration_ms: 500,
-            idle_timeout_ms: None,
-            create_response: true,
-            interrupt_response: true,
+            threshold: self.threshold,
+            prefix_padding_ms: self.prefix_padding_ms,
+            silence_duration_ms: self.silence_duration_ms,
+            idle_timeout_ms: self.idle_timeout_ms,
+            create_response,
+            interrupt_response,
         }
     }
 }
@@ -219,46 +295,16 @@ impl TurnDetection {
                 create_response,
                 interrupt_response,
             } => {
-                let d = match base {
-                    TurnDetection::ServerVad { .. } => base,
-                    _ => TurnDetection::default(),
-                };
-                let TurnDetection::ServerVad {
-                    threshold: t0,
-                    prefix_padding_ms: p0,
-                    silence_duration_ms: s0,
-                    idle_timeout_ms: i0,
-                    ..
-                } = d
-                else {
-                    unreachable!("base is server_vad")
-                };
-                let threshold = threshold.unwrap_or(t0);
-                if !(0.0..=1.0).contains(&threshold) {
-                    return Err(invalid_td("threshold", "must be between 0.0 and 1.0"));
-                }
-                let silence = silence_duration_ms.unwrap_or(s0);
-                if !(10..=10_000).contains(&silence) {
-                    return Err(invalid_td("silence_duration_ms", "must be 10..=10000"));
-                }
-                let prefix = prefix_padding_ms.unwrap_or(p0);
-                if prefix > 10_000 {
-                    return Err(invalid_td("prefix_padding_ms", "must be 0..=10000"));
-                }
-                let idle = idle_timeout_ms.unwrap_or(i0);
-                if let Some(ms) = idle {
-                    if !(5_000..=30_000).contains(&ms) {
-                        return Err(invalid_td("idle_timeout_ms", "must be 5000..=30000"));
-                    }
-                }
-                Ok(TurnDetection::ServerVad {
+                let timing = VadTiming::kept(&base).merge(
                     threshold,
-                    prefix_padding_ms: prefix,
-                    silence_duration_ms: silence,
-                    idle_timeout_ms: idle,
-                    create_response: create_response.unwrap_or(cur_create),
-                    interrupt_response: interrupt_response.unwrap_or(cur_interrupt),
-                })
+                    prefix_padding_ms,
+                    silence_duration_ms,
+                    idle_timeout_ms,
+                )?;
+                Ok(timing.server_vad(
+                    create_response.unwrap_or(cur_create),
+                    interrupt_response.unwrap_or(cur_interrupt),
+                ))
             }
             TurnDetectionParam::SemanticVad {
                 eagerness,

@@ -2,6 +2,9 @@
 //! and per-call WebRTC state on str0m ([`call`]), STUN routing ([`stun`]) and call ids. No
 //! sockets, no clocks: time is an argument.
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 pub mod call;
 pub mod multipart;
 pub mod sdp;

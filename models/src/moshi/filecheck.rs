@@ -280,39 +280,46 @@ fn gguf_value<R: Read + Seek>(
             None
         }
         9 => {
-            let at = s.pos;
-            let elem = s.u32("array element type")?;
-            let (size, fixed) = value_size(elem, g.wide)
-                .ok_or_else(|| format!("array at offset {at} has unknown element type {elem}"))?;
-            let n = s.count(g.wide, "array length")?;
-            let bytes = n
-                .checked_mul(size)
-                .filter(|&b| b <= s.left())
-                .ok_or_else(|| {
-                    format!(
-                    "array at offset {at} has {n} elements of at least {size} bytes but only {} \
-                     bytes are left in the {}-byte file",
-                    s.left(),
-                    s.len
-                )
-                })?;
-            if elem == 9 && depth + 1 >= MAX_ARRAY_DEPTH {
-                return Err(format!(
-                    "arrays nested more than {MAX_ARRAY_DEPTH} deep at offset {at}"
-                ));
-            }
-            g.spend(n)?;
-            if fixed && elem != 7 {
-                s.skip(bytes, "array elements")?;
-            } else {
-                for _ in 0..n {
-                    gguf_value(s, g, elem, depth + 1)?;
-                }
-            }
+            gguf_array(s, g, depth)?;
             None
         }
         t => return Err(format!("unknown value type {t} at offset {}", s.pos - 4)),
     })
+}
+
+/// Skips an array value: fixed-size numbers in one seek; strings, bools (each checked) and
+/// nested arrays (at most `MAX_ARRAY_DEPTH` deep) one by one. Every element spends budget.
+fn gguf_array<R: Read + Seek>(s: &mut Scan<R>, g: &mut Gguf, depth: u32) -> Result<(), String> {
+    let at = s.pos;
+    let elem = s.u32("array element type")?;
+    let (size, fixed) = value_size(elem, g.wide)
+        .ok_or_else(|| format!("array at offset {at} has unknown element type {elem}"))?;
+    let n = s.count(g.wide, "array length")?;
+    let bytes = n
+        .checked_mul(size)
+        .filter(|&b| b <= s.left())
+        .ok_or_else(|| {
+            format!(
+                "array at offset {at} has {n} elements of at least {size} bytes but only {} \
+                 bytes are left in the {}-byte file",
+                s.left(),
+                s.len
+            )
+        })?;
+    if elem == 9 && depth + 1 >= MAX_ARRAY_DEPTH {
+        return Err(format!(
+            "arrays nested more than {MAX_ARRAY_DEPTH} deep at offset {at}"
+        ));
+    }
+    g.spend(n)?;
+    if fixed && elem != 7 {
+        s.skip(bytes, "array elements")?;
+    } else {
+        for _ in 0..n {
+            gguf_value(s, g, elem, depth + 1)?;
+        }
+    }
+    Ok(())
 }
 
 /// candle's GGML type codes (`GgmlDType::from_u32`, which is private).
@@ -344,7 +351,20 @@ struct Extent {
     size: u64,
 }
 
+/// Walks a GGUF header the way candle's reader will: the fixed header, the metadata, the
+/// tensor infos, then where the tensors' data lies.
 fn gguf<R: Read + Seek>(s: &mut Scan<R>) -> Result<(), String> {
+    let (wide, tensor_count, kv_count) = gguf_header(s)?;
+    let alignment = gguf_metadata(s, wide, kv_count)?;
+    let extents = (0..tensor_count)
+        .map(|i| gguf_tensor_info(s, wide, i))
+        .collect::<Result<Vec<_>, _>>()?;
+    gguf_extents(s, extents, alignment)
+}
+
+/// Magic, version and counts; returns (wide, tensor count, metadata entry count), the
+/// counts refused unless their smallest encoding fits in the file.
+fn gguf_header<R: Read + Seek>(s: &mut Scan<R>) -> Result<(bool, u64, u64), String> {
     let magic = s.u32("magic")?;
     if magic != 0x4655_4747 && magic != 0x4747_5546 {
         return Err(format!("magic {magic:#010x} is not GGUF's"));
@@ -366,7 +386,15 @@ fn gguf<R: Read + Seek>(s: &mut Scan<R>) -> Result<(), String> {
             "{tensor_count} tensors (at most {MAX_TENSORS} accepted)"
         ));
     }
+    Ok((wide, tensor_count, kv_count))
+}
 
+/// Skips the metadata entries; returns the data alignment candle will use.
+fn gguf_metadata<R: Read + Seek>(
+    s: &mut Scan<R>,
+    wide: bool,
+    kv_count: u64,
+) -> Result<u64, String> {
     let mut g = Gguf { wide, values: 0 };
     g.spend(kv_count)?;
     let mut alignment = gguf_file::DEFAULT_ALIGNMENT;
@@ -384,51 +412,61 @@ fn gguf<R: Read + Seek>(s: &mut Scan<R>) -> Result<(), String> {
     if alignment == 0 {
         return Err("general.alignment is 0".into());
     }
+    Ok(alignment)
+}
 
-    let mut extents = Vec::new();
-    for i in 0..tensor_count {
-        let info = |e: String| format!("tensor info {i}: {e}");
-        let name_len = s.count(wide, "tensor name length").map_err(info)?;
-        let name = s.name(name_len, "tensor name").map_err(info)?;
-        let named = |e: String| format!("tensor {name:?}: {e}");
-        let n_dims = s.u32("dimension count").map_err(named)?;
-        if n_dims > MAX_DIMS {
-            return Err(named(format!(
-                "{n_dims} dimensions (at most {MAX_DIMS} accepted)"
-            )));
-        }
-        // The product with zeros counted as one bounds every partial product candle
-        // computes (element count, strides) in any order.
-        let (mut elems, mut bound) = (1u64, 1u64);
-        for _ in 0..n_dims {
-            let dim = s.count(wide, "dimension").map_err(named)?;
-            bound = bound
-                .checked_mul(dim.max(1))
-                .filter(|&b| usize::try_from(b).is_ok())
-                .ok_or_else(|| named("the dimensions' product overflows".into()))?;
-            elems *= dim;
-        }
-        if elems == 0 {
-            // candle reads it into an empty `Vec<u8>` and views that as blocks of the type:
-            // the empty buffer is not aligned for them, which aborts (not panics) in builds
-            // with debug assertions.
-            return Err(named("the tensor has no elements".into()));
-        }
-        let code = s.u32("tensor type").map_err(named)?;
-        let dtype = ggml_dtype(code).ok_or_else(|| named(format!("unknown GGML type {code}")))?;
-        let offset = s.u64("data offset").map_err(named)?;
-        let block = dtype.block_size() as u64;
-        if !elems.is_multiple_of(block) {
-            return Err(named(format!(
-                "{elems} elements are not a whole number of {dtype:?} blocks of {block}"
-            )));
-        }
-        let size = (elems / block)
-            .checked_mul(dtype.type_size() as u64)
-            .ok_or_else(|| named("the data size overflows".into()))?;
-        extents.push(Extent { name, offset, size });
+/// Reads tensor info `i`: its name, dimensions, type and data offset, refusing shapes whose
+/// sizes overflow or that candle cannot load.
+fn gguf_tensor_info<R: Read + Seek>(s: &mut Scan<R>, wide: bool, i: u64) -> Result<Extent, String> {
+    let info = |e: String| format!("tensor info {i}: {e}");
+    let name_len = s.count(wide, "tensor name length").map_err(info)?;
+    let name = s.name(name_len, "tensor name").map_err(info)?;
+    let named = |e: String| format!("tensor {name:?}: {e}");
+    let n_dims = s.u32("dimension count").map_err(named)?;
+    if n_dims > MAX_DIMS {
+        return Err(named(format!(
+            "{n_dims} dimensions (at most {MAX_DIMS} accepted)"
+        )));
     }
+    // The product with zeros counted as one bounds every partial product candle
+    // computes (element count, strides) in any order.
+    let (mut elems, mut bound) = (1u64, 1u64);
+    for _ in 0..n_dims {
+        let dim = s.count(wide, "dimension").map_err(named)?;
+        bound = bound
+            .checked_mul(dim.max(1))
+            .filter(|&b| usize::try_from(b).is_ok())
+            .ok_or_else(|| named("the dimensions' product overflows".into()))?;
+        elems *= dim;
+    }
+    if elems == 0 {
+        // candle reads it into an empty `Vec<u8>` and views that as blocks of the type:
+        // the empty buffer is not aligned for them, which aborts (not panics) in builds
+        // with debug assertions.
+        return Err(named("the tensor has no elements".into()));
+    }
+    let code = s.u32("tensor type").map_err(named)?;
+    let dtype = ggml_dtype(code).ok_or_else(|| named(format!("unknown GGML type {code}")))?;
+    let offset = s.u64("data offset").map_err(named)?;
+    let block = dtype.block_size() as u64;
+    if !elems.is_multiple_of(block) {
+        return Err(named(format!(
+            "{elems} elements are not a whole number of {dtype:?} blocks of {block}"
+        )));
+    }
+    let size = (elems / block)
+        .checked_mul(dtype.type_size() as u64)
+        .ok_or_else(|| named("the data size overflows".into()))?;
+    Ok(Extent { name, offset, size })
+}
 
+/// Checks that every tensor's data lies in the file, after the aligned header end, and
+/// that no two tensors share bytes.
+fn gguf_extents<R: Read + Seek>(
+    s: &Scan<R>,
+    mut extents: Vec<Extent>,
+    alignment: u64,
+) -> Result<(), String> {
     let header_end = s.pos;
     let start = header_end
         .checked_next_multiple_of(alignment)

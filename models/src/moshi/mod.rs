@@ -207,45 +207,10 @@ impl MoshiModel {
         let files = ModelFiles::find(dir)?;
         let cfg = files.config(&opts.preset)?;
         let device = opts.device.open()?;
-        let tok = std::fs::read(&files.tokenizer)
-            .map_err(|e| ModelError::Failed(format!("{}: {e}", files.tokenizer.display())))?;
-        let text = TextDecoder::parse(&tok).map_err(|e| {
-            ModelError::Failed(format!(
-                "{}: not a SentencePiece model: {e}",
-                files.tokenizer.display()
-            ))
-        })?;
-        if text.len() < cfg.lm.text_out_vocab_size {
-            return Err(ModelError::Failed(format!(
-                "{} has {} pieces but the model's text vocabulary is {}: tokenizer and \
-                 model do not match",
-                files.tokenizer.display(),
-                text.len(),
-                cfg.lm.text_out_vocab_size
-            )));
-        }
-        let lm_dtype = lm_dtype(&device);
-        let quantized = files.lm.extension().is_some_and(|e| e == "gguf");
-        let unreadable = |what: &Path| {
-            let name = what.display().to_string();
-            move |e: candle::Error| ModelError::Failed(format!("cannot read {name}: {e}"))
-        };
-        let lm_vb = if quantized {
-            filecheck::check_gguf(&files.lm)?;
-            let vb = candle_transformers_gguf(&files.lm, &device).map_err(unreadable(&files.lm))?;
-            MaybeQuantizedVarBuilder::Quantized(vb)
-        } else {
-            filecheck::check_safetensors(&files.lm)?;
-            // SAFETY: the weights file is mapped read-only; Duet never writes it, and the
-            // operator must not modify it while the server runs (as with any mmaped model).
-            let vb = unsafe {
-                candle_nn::VarBuilder::from_mmaped_safetensors(&[&files.lm], lm_dtype, &device)
-            }
-            .map_err(unreadable(&files.lm))?;
-            MaybeQuantizedVarBuilder::Real(vb)
-        };
+        let text = load_tokenizer(&files.tokenizer, cfg.lm.text_out_vocab_size)?;
+        let lm_vb = lm_var_builder(&files.lm, &device)?;
         filecheck::check_safetensors(&files.mimi)?;
-        // SAFETY: as above, a read-only mapping of a file nobody writes.
+        // SAFETY: as for the LM, a read-only mapping of a file nobody writes.
         let mimi_vb = unsafe {
             candle_nn::VarBuilder::from_mmaped_safetensors(&[&files.mimi], DType::F32, &device)
         }
@@ -356,6 +321,55 @@ impl MoshiModel {
     pub fn config(&self) -> &MoshiConfig {
         &self.cfg
     }
+}
+
+/// Reads the SentencePiece tokenizer, refusing one with fewer pieces than the model's text
+/// vocabulary (its tokens would have no text).
+fn load_tokenizer(path: &Path, text_vocab: usize) -> Result<TextDecoder, ModelError> {
+    let tok =
+        std::fs::read(path).map_err(|e| ModelError::Failed(format!("{}: {e}", path.display())))?;
+    let text = TextDecoder::parse(&tok).map_err(|e| {
+        ModelError::Failed(format!(
+            "{}: not a SentencePiece model: {e}",
+            path.display()
+        ))
+    })?;
+    if text.len() < text_vocab {
+        return Err(ModelError::Failed(format!(
+            "{} has {} pieces but the model's text vocabulary is {text_vocab}: tokenizer and \
+             model do not match",
+            path.display(),
+            text.len(),
+        )));
+    }
+    Ok(text)
+}
+
+/// The LM's weights, quantized from a `.gguf` file or mapped from safetensors, each header
+/// checked first ([`filecheck`]).
+fn lm_var_builder(
+    path: &Path,
+    device: &Device,
+) -> Result<MaybeQuantizedVarBuilder<'static>, ModelError> {
+    if path.extension().is_some_and(|e| e == "gguf") {
+        filecheck::check_gguf(path)?;
+        let vb = candle_transformers_gguf(path, device).map_err(unreadable(path))?;
+        return Ok(MaybeQuantizedVarBuilder::Quantized(vb));
+    }
+    filecheck::check_safetensors(path)?;
+    // SAFETY: the weights file is mapped read-only; Duet never writes it, and the operator
+    // must not modify it while the server runs (as with any mmaped model).
+    let vb = unsafe {
+        candle_nn::VarBuilder::from_mmaped_safetensors(&[path], lm_dtype(device), device)
+    }
+    .map_err(unreadable(path))?;
+    Ok(MaybeQuantizedVarBuilder::Real(vb))
+}
+
+/// Maps candle's error on reading a weights file to one that names the file.
+fn unreadable(path: &Path) -> impl Fn(candle::Error) -> ModelError {
+    let name = path.display().to_string();
+    move |e| ModelError::Failed(format!("cannot read {name}: {e}"))
 }
 
 fn lm_dtype(device: &Device) -> DType {

@@ -4,7 +4,8 @@
 use candle::{DType, IndexOp, Tensor};
 use moshi::StreamMask;
 
-use super::{Depformer, MimiDecode, MoshiModel, Slot, SlotTokens, FRAME_SAMPLES, UNSET};
+use super::config::Generation;
+use super::{Depformer, MimiDecode, MoshiModel, Sampling, Slot, SlotTokens, FRAME_SAMPLES, UNSET};
 use crate::{ModelError, StepOutput};
 
 impl MoshiModel {
@@ -15,29 +16,63 @@ impl MoshiModel {
     /// The batched part of a step: every slot with codes goes through the LM and the
     /// depformer together. Returns per active slot (text token, audio tokens).
     fn step_lm(&mut self, active: &[usize]) -> Result<Vec<SlotTokens>, candle::Error> {
+        let inputs = self.lm_inputs(active);
+        let t_lm = self.now();
+        let (ys, text_logits) = self.lm_forward(inputs, active)?;
+        let (mut results, text_tokens) = self.sample_text(active, &text_logits);
+        let t_dep = self.now();
+        self.times.lm += t_dep.saturating_sub(t_lm);
+        let (audio, failed) = self.sample_audio(active, &ys, &text_tokens)?;
+        for (r, toks) in audio.into_iter().enumerate() {
+            if failed[r] {
+                results[r] = Err(ModelError::Failed("audio logits are not finite".into()));
+            } else if let Ok((_, a)) = &mut results[r] {
+                *a = toks;
+            }
+        }
+        self.times.depformer += self.now().saturating_sub(t_dep);
+        Ok(results)
+    }
+
+    /// The LM's host-side inputs: each active slot's last text token and delayed audio
+    /// tokens ([`input_token`]); idle slots are masked out and fed padding.
+    fn lm_inputs(&self, active: &[usize]) -> LmInputs {
         let g = &self.cfg.generation;
         let b = self.slots.len();
         let total = g.generated_audio_codebooks + g.input_audio_codebooks;
         let pad = self.lm.audio_pad_token();
-        let mut mask = vec![false; b];
-        let mut text_in = vec![g.text_start_token; b];
-        let mut audio_in = vec![vec![pad; b]; total];
+        let mut inputs = LmInputs {
+            mask: vec![false; b],
+            text: vec![g.text_start_token; b],
+            audio: vec![vec![pad; b]; total],
+        };
         for &s in active {
             let slot = self.slots[s].as_ref().expect("active slot is open");
-            mask[s] = true;
-            text_in[s] = slot.last_text;
-            for (cb, col) in audio_in.iter_mut().enumerate() {
+            inputs.mask[s] = true;
+            inputs.text[s] = slot.last_text;
+            for (cb, col) in inputs.audio.iter_mut().enumerate() {
                 col[s] = input_token(slot, cb, g.generated_audio_codebooks, g.acoustic_delay, pad);
             }
         }
-        let t_lm = self.now();
+        inputs
+    }
+
+    /// Runs the temporal transformer over every slot at once; returns the active rows'
+    /// hidden states (the depformer's input) and their text logits on the host.
+    fn lm_forward(
+        &mut self,
+        inputs: LmInputs,
+        active: &[usize],
+    ) -> candle::Result<(Tensor, Vec<Vec<f32>>)> {
+        let b = self.slots.len();
         let dev = &self.device;
-        let text = Tensor::from_vec(text_in, (b, 1), dev)?;
-        let audio = audio_in
+        let text = Tensor::from_vec(inputs.text, (b, 1), dev)?;
+        let audio = inputs
+            .audio
             .into_iter()
             .map(|col| Tensor::from_vec(col, (b, 1), dev).map(Some))
             .collect::<candle::Result<Vec<_>>>()?;
-        let mask = StreamMask::new(mask, dev)?;
+        let mask = StreamMask::new(inputs.mask, dev)?;
         let (logits, ys) = self.lm.forward(Some(text), audio, &mask)?;
         let idx = Tensor::from_vec(
             active.iter().map(|&s| s as u32).collect(),
@@ -50,6 +85,17 @@ impl MoshiModel {
             .i((.., 0))?
             .to_dtype(DType::F32)?
             .to_vec2::<f32>()?;
+        Ok((ys, text_logits))
+    }
+
+    /// Samples each active slot's text token. A slot whose logits are not finite gets an
+    /// error, and the depformer is fed the pad token for it so that the batch still runs.
+    fn sample_text(
+        &mut self,
+        active: &[usize],
+        text_logits: &[Vec<f32>],
+    ) -> (Vec<SlotTokens>, Vec<u32>) {
+        let text_pad = self.cfg.generation.text_pad_token;
         let mut results: Vec<SlotTokens> = Vec::with_capacity(active.len());
         let mut text_tokens = Vec::with_capacity(active.len());
         for (r, &s) in active.iter().enumerate() {
@@ -60,70 +106,56 @@ impl MoshiModel {
                     results.push(Ok((t, Vec::new())));
                 }
                 None => {
-                    text_tokens.push(g.text_pad_token);
+                    text_tokens.push(text_pad);
                     results.push(Err(ModelError::Failed("text logits are not finite".into())));
                 }
             }
         }
-        let t_dep = self.now();
-        self.times.lm += t_dep.saturating_sub(t_lm);
+        (results, text_tokens)
+    }
+
+    /// The depformer's audio tokens per active row, and which rows had non-finite logits.
+    /// Before the acoustic delay, the acoustic codebooks are forced to padding.
+    fn sample_audio(
+        &mut self,
+        active: &[usize],
+        ys: &Tensor,
+        text_tokens: &[u32],
+    ) -> candle::Result<(Vec<Vec<u32>>, Vec<bool>)> {
+        let g = &self.cfg.generation;
+        let pad = self.lm.audio_pad_token();
         let delay = g.acoustic_delay;
         let pre_delay: Vec<bool> = active
             .iter()
             .map(|&s| self.slots[s].as_ref().is_some_and(|sl| sl.step < delay))
             .collect();
         let feed = |r: usize, slice: usize, t: u32| if pre_delay[r] && slice > 0 { pad } else { t };
-        let slots = &mut self.slots;
         let mut failed = vec![false; active.len()];
-        let mut sample = |r: usize, _slice: usize, logits: &[f32]| -> candle::Result<u32> {
-            let slot = slots[active[r]].as_mut().expect("active slot is open");
-            Ok(slot.audio_sampler.sample(logits).unwrap_or_else(|| {
-                failed[r] = true;
-                0
-            }))
-        };
         let audio = match &mut self.depformer {
-            Depformer::Batched(d) => d.sample(&ys, &text_tokens, &feed, &mut sample)?,
+            Depformer::Batched(d) => {
+                let slots = &mut self.slots;
+                let mut sample = |r: usize, _slice: usize, logits: &[f32]| -> candle::Result<u32> {
+                    let slot = slots[active[r]].as_mut().expect("active slot is open");
+                    Ok(slot.audio_sampler.sample(logits).unwrap_or_else(|| {
+                        failed[r] = true;
+                        0
+                    }))
+                };
+                d.sample(ys, text_tokens, &feed, &mut sample)?
+            }
             Depformer::PerSession(d) => {
-                let a = g.audio;
-                let mut all = Vec::with_capacity(active.len());
-                for (r, &t) in text_tokens.iter().enumerate() {
-                    // Upstream's sampler, as `Sampling` describes it (top_k 0: all tokens),
-                    // seeded per slot and step so that draws do not repeat.
-                    use candle_transformers::generation::{LogitsProcessor, Sampling};
-                    let temperature = f64::from(a.temperature);
-                    let sampling = match (a.temperature <= 0.0, a.top_k) {
-                        (true, _) => Sampling::ArgMax,
-                        (false, 0) => Sampling::All { temperature },
-                        (false, k) => Sampling::TopK { k, temperature },
-                    };
-                    let s = active[r];
-                    let step = self.slots[s].as_ref().map_or(0, |sl| sl.step);
-                    let seed = self.seed
-                        ^ (s as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
-                        ^ (step as u64).rotate_left(32);
-                    let mut lp = LogitsProcessor::from_sampling(seed, sampling);
-                    let forced: Vec<Option<u32>> = if pre_delay[r] {
-                        (0..g.generated_audio_codebooks)
-                            .map(|c| (c > 0).then_some(pad))
-                            .collect()
-                    } else {
-                        Vec::new()
-                    };
-                    all.push(d.sample(&ys.narrow(0, r, 1)?, Some(t), &forced, &mut lp)?);
-                }
-                all
+                let rows: Vec<(u64, bool)> = active
+                    .iter()
+                    .zip(&pre_delay)
+                    .map(|(&s, &pre)| {
+                        let step = self.slots[s].as_ref().map_or(0, |sl| sl.step);
+                        (slot_step_seed(self.seed, s, step), pre)
+                    })
+                    .collect();
+                sample_per_session(d, ys, text_tokens, &rows, g, pad)?
             }
         };
-        for (r, toks) in audio.into_iter().enumerate() {
-            if failed[r] {
-                results[r] = Err(ModelError::Failed("audio logits are not finite".into()));
-            } else if let Ok((_, a)) = &mut results[r] {
-                *a = toks;
-            }
-        }
-        self.times.depformer += self.now().saturating_sub(t_dep);
-        Ok(results)
+        Ok((audio, failed))
     }
 
     /// Writes a slot's new tokens, advances it, and returns the generated codes that are
@@ -291,10 +323,9 @@ impl MoshiModel {
         &mut self,
         stepping: &[(usize, &[f32])],
     ) -> Vec<Result<StepOutput, ModelError>> {
-        let n = stepping.len();
         let fail_all = |what: &str, e: candle::Error| -> Vec<Result<StepOutput, ModelError>> {
             let msg = format!("{what}: {e}");
-            (0..n)
+            (0..stepping.len())
                 .map(|_| Err(ModelError::Failed(msg.clone())))
                 .collect()
         };
@@ -304,25 +335,37 @@ impl MoshiModel {
         self.times.encode += self.now().saturating_sub(t0);
         match encoded {
             Err(e) => return fail_all("Mimi encode", e),
-            Ok(false) => {
-                return stepping
-                    .iter()
-                    .map(|&(s, _)| {
-                        Ok(StepOutput {
-                            audio: vec![0.0; FRAME_SAMPLES],
-                            speaking: self.slots[s].as_ref().is_some_and(|sl| sl.speaking),
-                            ..StepOutput::default()
-                        })
-                    })
-                    .collect()
-            }
+            Ok(false) => return self.silent_outputs(stepping),
             Ok(true) => {}
         }
         let active: Vec<usize> = stepping.iter().map(|&(s, _)| s).collect();
-        let tokens = match self.step_lm(&active) {
-            Ok(t) => t,
-            Err(e) => return fail_all("model step", e),
-        };
+        match self.step_lm(&active) {
+            Ok(tokens) => self.decode_and_emit(&active, tokens),
+            Err(e) => fail_all("model step", e),
+        }
+    }
+
+    /// Outputs while Mimi has no complete frame yet: silence, speaking state unchanged.
+    fn silent_outputs(&self, stepping: &[(usize, &[f32])]) -> Vec<Result<StepOutput, ModelError>> {
+        stepping
+            .iter()
+            .map(|&(s, _)| {
+                Ok(StepOutput {
+                    audio: vec![0.0; FRAME_SAMPLES],
+                    speaking: self.slots[s].as_ref().is_some_and(|sl| sl.speaking),
+                    ..StepOutput::default()
+                })
+            })
+            .collect()
+    }
+
+    /// Advances every slot with tokens, decodes the codes now due in one call and emits
+    /// each slot's output; a slot with nothing due yet gets silence.
+    fn decode_and_emit(
+        &mut self,
+        active: &[usize],
+        tokens: Vec<SlotTokens>,
+    ) -> Vec<Result<StepOutput, ModelError>> {
         let t_decode = self.now();
         let mut due = Vec::new();
         for (&s, t) in active.iter().zip(&tokens) {
@@ -334,7 +377,7 @@ impl MoshiModel {
         }
         let decoded = self.decode(&due);
         let mut pcm = due.iter().map(|d| d.0).zip(decoded).peekable();
-        let mut out = Vec::with_capacity(n);
+        let mut out = Vec::with_capacity(active.len());
         for (&s, t) in active.iter().zip(tokens) {
             out.push(t.and_then(|(text, _)| {
                 let audio = match pcm.peek() {
@@ -353,6 +396,57 @@ impl MoshiModel {
         self.times.decode += self.now().saturating_sub(t_decode);
         out
     }
+}
+
+/// The LM's inputs for one step, on the host: the slot mask, the text column and one
+/// column per audio codebook, each with a row per slot.
+struct LmInputs {
+    mask: Vec<bool>,
+    text: Vec<u32>,
+    audio: Vec<Vec<u32>>,
+}
+
+/// Upstream's single-session depformer, row by row (`rows[r]`: the row's sampler seed and
+/// whether it is before the acoustic delay). Slower than the batched one; kept to check it.
+fn sample_per_session(
+    d: &mut moshi::lm::DepFormer,
+    ys: &Tensor,
+    text_tokens: &[u32],
+    rows: &[(u64, bool)],
+    g: &Generation,
+    pad: u32,
+) -> candle::Result<Vec<Vec<u32>>> {
+    use candle_transformers::generation::LogitsProcessor;
+    let mut all = Vec::with_capacity(rows.len());
+    for (r, (&t, &(seed, pre_delay))) in text_tokens.iter().zip(rows).enumerate() {
+        let mut lp = LogitsProcessor::from_sampling(seed, upstream_sampling(&g.audio));
+        let forced: Vec<Option<u32>> = if pre_delay {
+            (0..g.generated_audio_codebooks)
+                .map(|c| (c > 0).then_some(pad))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        all.push(d.sample(&ys.narrow(0, r, 1)?, Some(t), &forced, &mut lp)?);
+    }
+    Ok(all)
+}
+
+/// Upstream's sampler for `Sampling` (top_k 0: all tokens).
+fn upstream_sampling(a: &Sampling) -> candle_transformers::generation::Sampling {
+    use candle_transformers::generation::Sampling as Upstream;
+    let temperature = f64::from(a.temperature);
+    match (a.temperature <= 0.0, a.top_k) {
+        (true, _) => Upstream::ArgMax,
+        (false, 0) => Upstream::All { temperature },
+        (false, k) => Upstream::TopK { k, temperature },
+    }
+}
+
+/// A per-session depformer sampler's seed, distinct per slot and step so that draws do
+/// not repeat.
+fn slot_step_seed(seed: u64, slot: usize, step: usize) -> u64 {
+    seed ^ (slot as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (step as u64).rotate_left(32)
 }
 
 /// The token fed for codebook `cb` at the slot's current step (as upstream's
