@@ -26,6 +26,9 @@ pub const EVENTS_LABEL: &str = "oai-events";
 /// retrieved audio item is base64 PCM16, about 64 KB per second of audio.
 pub const SEND_BUFFER_BYTES: usize = 1024 * 1024;
 
+/// Inbound audio packets str0m holds back waiting for a missing one (40 ms).
+const REORDER_PACKETS: usize = 2;
+
 /// Why a call operation failed.
 #[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
 pub enum CallError {
@@ -227,7 +230,10 @@ impl Call {
             .enable_opus(opus, false)
             .enable_pcmu(true, false)
             .enable_pcma(true, false)
-            .set_sctp_max_buffered_amount(SEND_BUFFER_BYTES);
+            .set_sctp_max_buffered_amount(SEND_BUFFER_BYTES)
+            // Our jitter buffer reorders and conceals: str0m's default of holding 15 packets
+            // (300 ms) after a loss only delayed the caller's audio and let it come in bursts.
+            .set_reordering_size_audio(REORDER_PACKETS);
         let mut rtc = rtc_cfg.build(now);
         for addr in &cfg.candidates {
             let c = Candidate::host(*addr, "udp")
