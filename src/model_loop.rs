@@ -19,6 +19,8 @@ use std::time::{Duration, Instant};
 use duet_models::{DuplexModel, ModelError, ModelInfo, Request, SlotId, StepInput, StepOutput};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::session::{Epoch, ModelEvent, ModelPort};
+
 /// Input frames a slot may queue (catch-up backlog) before the oldest are dropped: 500
 /// frames, 10 s at echo's 20 ms, 40 s at Moshi's 80 ms.
 const MAX_QUEUED_FRAMES: usize = 500;
@@ -29,26 +31,6 @@ const MAX_STEPS_PER_TICK: usize = 4;
 /// Model events a session may have unread before it is failed.
 pub const SESSION_CHANNEL: usize = 4096;
 
-/// What the loop sends to a session.
-#[derive(Debug)]
-pub enum ModelEvent {
-    /// One step's output (only sent when it carries audio, text or the end of a turn; every
-    /// step of an autonomous model).
-    Output {
-        /// Epoch of the request this output belongs to.
-        epoch: u64,
-        /// The output.
-        output: StepOutput,
-    },
-    /// The model failed for this session; the slot is closed.
-    Failed {
-        /// Stable code.
-        code: &'static str,
-        /// Message.
-        message: String,
-    },
-}
-
 enum Command {
     Open {
         events: mpsc::Sender<ModelEvent>,
@@ -57,7 +39,7 @@ enum Command {
     },
     Request {
         slot: SlotId,
-        epoch: u64,
+        epoch: Epoch,
         request: Request,
     },
     Close {
@@ -219,19 +201,16 @@ impl InputQueue {
     }
 }
 
-impl ModelSession {
-    /// Whether the model decides on its own when to speak ([`ModelInfo::autonomous`]).
-    pub fn autonomous(&self) -> bool {
+impl ModelPort for ModelSession {
+    fn autonomous(&self) -> bool {
         self.autonomous
     }
 
-    /// Queues whole input frames (a multiple of the model's frame size).
-    pub fn input(&self, pcm: Vec<f32>) {
+    fn input(&self, pcm: Vec<f32>) {
         self.input.push_frames(&pcm, self.frame);
     }
 
-    /// Sends a request; outputs after it carry `epoch`.
-    pub fn request(&self, epoch: u64, request: Request) {
+    fn request(&self, epoch: Epoch, request: Request) {
         let _ = self.tx.send(Command::Request {
             slot: self.slot,
             epoch,
@@ -249,7 +228,7 @@ impl Drop for ModelSession {
 struct Slot {
     events: mpsc::Sender<ModelEvent>,
     queue: Arc<InputQueue>,
-    epoch: u64,
+    epoch: Epoch,
 }
 
 struct LoopThread {
@@ -349,7 +328,7 @@ impl LoopThread {
                         Slot {
                             events,
                             queue: input,
-                            epoch: 0,
+                            epoch: Epoch::default(),
                         },
                     );
                     self.active.store(self.slots.len(), Ordering::Relaxed);

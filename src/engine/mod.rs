@@ -19,7 +19,7 @@ use duet_signaling::{AnswerConfig, Call};
 use tokio::sync::{mpsc, Semaphore};
 
 use crate::net::Waker;
-use crate::session::{EventReceiver, Inbound, MediaSignals, MediaSink};
+use crate::session::{EventReceiver, Inbound, MediaSignals, MediaSink, PlaybackTag};
 
 /// Receive buffer asked for each media socket (the kernel grants up to `net.core.rmem_max`).
 const RECV_BUFFER_BYTES: usize = 4 << 20;
@@ -184,16 +184,19 @@ struct EngineSink {
 }
 
 impl MediaSink for EngineSink {
-    fn play(&self, tag: u64, pcm: Vec<f32>) {
+    fn play(&self, tag: PlaybackTag, pcm: Vec<f32>) {
         let _ = self.tx.send(Command::Play {
             key: self.key,
-            tag,
+            tag: tag.0,
             pcm,
         });
     }
 
-    fn finish(&self, tag: u64) {
-        let _ = self.tx.send(Command::Finish { key: self.key, tag });
+    fn finish(&self, tag: PlaybackTag) {
+        let _ = self.tx.send(Command::Finish {
+            key: self.key,
+            tag: tag.0,
+        });
     }
 
     fn clear(&self) {

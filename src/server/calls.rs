@@ -209,7 +209,12 @@ async fn create_call(
         _admitted: admitted,
     };
     tracing::info!(call = %id, session = %opened.session.id(), codec = ?summary.codec, "call created");
-    tokio::spawn(opened.session.run(in_rx, opened.model_rx));
+    tokio::spawn(crate::session::run(
+        opened.session,
+        in_rx,
+        opened.model_rx,
+        state.lifecycle.subscribe(),
+    ));
     engine.add(NewCall {
         key,
         id: id.clone(),

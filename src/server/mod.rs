@@ -166,9 +166,9 @@ impl Server {
     /// call ended, or at the deadline (plus a moment for the closes to leave).
     pub async fn drain(&self, grace: Duration) {
         let deadline = tokio::time::Instant::now() + grace;
-        self.state
-            .lifecycle
-            .send_replace(Lifecycle::Draining { deadline });
+        self.state.lifecycle.send_replace(Lifecycle::Draining {
+            deadline: deadline.into_std(),
+        });
         tracing::info!(grace_secs = grace.as_secs(), "draining");
         let a = &self.state.admissions;
         while (a.sessions() > 0 || a.calls() > 0) && tokio::time::Instant::now() < deadline {

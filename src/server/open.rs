@@ -1,11 +1,12 @@
 //! Opening a session, the same way for both transports: a model slot, the transport's
 //! outbound queue, the session actor's state.
 
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
 use tokio::sync::mpsc;
 
 use super::AppState;
-use crate::model_loop::ModelEvent;
-use crate::session::{queue, EventReceiver, Session, SessionParams, Transport};
+use crate::session::{queue, EventReceiver, ModelEvent, Session, SessionParams, Transport};
 
 /// A session ready to run, and the queue its transport reads.
 pub struct Opened {
@@ -25,15 +26,18 @@ pub async fn open_session(
     let (model, model_rx) = state.model.open().await?;
     let (out, events) = queue(state.limits.max_outbound_bytes);
     let info = state.model.info();
-    let session = Session::new(SessionParams {
+    let unix_secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let params = SessionParams {
         transport,
         model_name: info.name.clone(),
-        model,
+        model: Box::new(model),
         model_frame: info.frame_samples,
         limits: state.limits.clone(),
         out,
-        lifecycle: state.lifecycle.subscribe(),
-    });
+    };
+    let session = Session::new(params, Instant::now(), unix_secs);
     Ok(Opened {
         session,
         model_rx,

@@ -124,7 +124,12 @@ async fn run(state: Arc<AppState>, socket: WebSocket) {
     let span =
         tracing::info_span!("session", session = %opened.session.id(), transport = "websocket");
     tracing::info!(parent: &span, "session opened");
-    let mut actor = tokio::spawn(opened.session.run(in_rx, opened.model_rx));
+    let mut actor = tokio::spawn(crate::session::run(
+        opened.session,
+        in_rx,
+        opened.model_rx,
+        state.lifecycle.subscribe(),
+    ));
     let mut writer = tokio::spawn(write_loop(sink, opened.events, state.ws));
     let budget = Arc::new(Semaphore::new(state.max_inbound_bytes));
     let (mut writer_done, mut actor_done) = (false, false);

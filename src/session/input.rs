@@ -154,10 +154,10 @@ impl Session {
                     ms(max)
                 ),
             );
-            if from_client && !self.autonomous {
+            if from_client && !self.floor.autonomous {
                 return Err(full);
             }
-            if !self.autonomous && !self.input.overflowing {
+            if !self.floor.autonomous && !self.input.overflowing {
                 report = Some(full);
             }
             self.input.overflowing = true;
@@ -192,7 +192,7 @@ impl Session {
     }
 
     fn speech_started(&mut self, at: u64) {
-        self.idle = None;
+        self.timers.vad_idle = None;
         let item_id = ids::item_id();
         self.input.drop_before(at);
         self.input.speech_item = Some(item_id.clone());
@@ -206,8 +206,8 @@ impl Session {
             .as_ref()
             .is_some_and(TurnDetection::interrupt_response);
         let responding = self.active.as_ref().is_some_and(|a| a.in_conversation);
-        if interrupt && self.transport.is_webrtc() && (responding || !self.playback.is_empty()) {
-            self.barge_at = Some(std::time::Instant::now());
+        if interrupt && self.transport.is_webrtc() && (responding || self.view.is_playing()) {
+            self.stamps.barge_at = Some(self.now);
             self.clear_output("turn_detected");
         } else if interrupt && responding {
             self.cancel_active("turn_detected");
@@ -215,7 +215,7 @@ impl Session {
     }
 
     fn speech_stopped(&mut self, at: u64) {
-        self.turn_end = Some(std::time::Instant::now());
+        self.stamps.turn_end = Some(self.now);
         let item_id = self.input.speech_item.take().unwrap_or_else(ids::item_id);
         self.emit(ServerEventBody::InputAudioBufferSpeechStopped {
             audio_end_ms: ms(at),
@@ -225,7 +225,7 @@ impl Session {
             return;
         }
         // An autonomous model decides itself when to answer: `create_response` does not apply.
-        let create = !self.autonomous
+        let create = !self.floor.autonomous
             && self
                 .input
                 .turn
@@ -242,7 +242,7 @@ impl Session {
     /// the buffer holds (possibly nothing) and ask the model to respond (unless the model is
     /// autonomous and decides that itself).
     pub(super) fn idle_timeout(&mut self) {
-        let Some((_, armed_at)) = self.idle.take() else {
+        let Some((_, armed_at)) = self.timers.vad_idle.take() else {
             return;
         };
         if self.active.is_some() || self.input.speech_item.is_some() {
@@ -255,7 +255,7 @@ impl Session {
             audio_end_ms: ms(end),
             item_id: item_id.clone(),
         });
-        if self.commit(item_id, end).is_ok() && !self.autonomous {
+        if self.commit(item_id, end).is_ok() && !self.floor.autonomous {
             if let Err(e) = self.response_create(Default::default()) {
                 self.error(e);
             }

@@ -3,38 +3,101 @@
 //! interruption the assistant item is truncated to what the caller heard.
 
 use super::ledger::SAMPLES_PER_MS;
-use super::{Session, Transport};
+use super::{PlaybackTag, Session};
 use crate::protocol::ServerEventBody;
 
 /// One response's audio in the engine's playback queue.
 #[derive(Debug)]
-pub struct Playback {
+pub(super) struct Track {
     /// Response tag shared with the engine.
-    pub tag: u64,
+    tag: PlaybackTag,
     /// `resp_…`.
-    pub response_id: String,
+    response_id: String,
     /// The assistant item in the conversation (`None` for out-of-band responses).
-    pub item_id: Option<String>,
+    item_id: Option<String>,
     /// 24 kHz samples that left on RTP.
-    pub sent: u64,
+    sent: u64,
     /// Whether `output_audio_buffer.started` went out.
-    pub started: bool,
+    started: bool,
+}
+
+/// What the session knows of the engine's playback queue.
+#[derive(Debug)]
+pub(super) struct PlaybackView {
+    /// Tag of the next response.
+    next: PlaybackTag,
+    /// Responses whose audio the engine is playing, oldest first.
+    tracks: Vec<Track>,
+    /// A purge was requested and its report is pending.
+    clearing: bool,
+    /// The purge covers responses with tags below this (those started before it): audio
+    /// sent to the engine after the purge command is queued after it and plays.
+    clear_below: PlaybackTag,
+    /// The most recent response's id (for `output_audio_buffer.cleared` when nothing plays).
+    pub(super) last_response_id: Option<String>,
+}
+
+impl Default for PlaybackView {
+    fn default() -> Self {
+        Self {
+            next: PlaybackTag(1),
+            tracks: Vec::new(),
+            clearing: false,
+            clear_below: PlaybackTag(0),
+            last_response_id: None,
+        }
+    }
+}
+
+impl PlaybackView {
+    /// A tag for a new response.
+    pub(super) fn next_tag(&mut self) -> PlaybackTag {
+        let tag = self.next;
+        self.next = PlaybackTag(tag.0 + 1);
+        tag
+    }
+
+    /// Whether any response's audio is still playing.
+    pub(super) fn is_playing(&self) -> bool {
+        !self.tracks.is_empty()
+    }
+
+    fn track(&mut self, tag: PlaybackTag) -> Option<&mut Track> {
+        self.tracks.iter_mut().find(|t| t.tag == tag)
+    }
+
+    /// A purge was sent: it covers the responses started so far.
+    fn clear_requested(&mut self) {
+        self.clearing = true;
+        self.clear_below = self.next;
+    }
+
+    /// The purge was done: the tracks it interrupted (none when nothing was pending).
+    fn cleared(&mut self) -> Option<Vec<Track>> {
+        if !std::mem::take(&mut self.clearing) {
+            return None;
+        }
+        // Responses started since the purge command (e.g. a `response.create` right after
+        // the clear) play on: their audio reached the engine after the purge.
+        let below = self.clear_below;
+        let (interrupted, live) = std::mem::take(&mut self.tracks)
+            .into_iter()
+            .partition(|t| t.tag < below);
+        self.tracks = live;
+        Some(interrupted)
+    }
 }
 
 impl Session {
-    /// Hands response audio to the media engine (WebRTC); returns false on WebSocket.
-    pub(super) fn play(&mut self, tag: u64, pcm: &[f32]) -> bool {
-        let Transport::WebRtc { sink, .. } = &self.transport else {
-            return false;
-        };
-        sink.play(tag, pcm.to_vec());
-        true
-    }
-
     /// Starts tracking a response's playback (WebRTC audio responses).
-    pub(super) fn track_playback(&mut self, tag: u64, response_id: &str, item_id: Option<&str>) {
+    pub(super) fn track_playback(
+        &mut self,
+        tag: PlaybackTag,
+        response_id: &str,
+        item_id: Option<&str>,
+    ) {
         if self.transport.is_webrtc() {
-            self.playback.push(Playback {
+            self.view.tracks.push(Track {
                 tag,
                 response_id: response_id.to_string(),
                 item_id: item_id.map(str::to_string),
@@ -45,44 +108,45 @@ impl Session {
     }
 
     /// The response finished generating: the engine reports when its last sample left.
-    pub(super) fn finish_playback(&mut self, tag: u64) {
-        if let Transport::WebRtc { sink, .. } = &self.transport {
-            if self.playback.iter().any(|p| p.tag == tag) {
+    pub(super) fn finish_playback(&mut self, tag: PlaybackTag) {
+        if let Some(sink) = self.transport.sink() {
+            if self.view.tracks.iter().any(|t| t.tag == tag) {
                 sink.finish(tag);
             }
         }
     }
 
     /// The engine sent `samples` of `tag`.
-    pub(super) fn on_played(&mut self, tag: u64, samples: u64) {
+    pub(super) fn on_played(&mut self, tag: PlaybackTag, samples: u64) {
         if let Some(a) = self.active.as_mut().filter(|a| a.tag == tag) {
             a.ledger.sent(samples);
         }
-        let Some(pb) = self.playback.iter_mut().find(|p| p.tag == tag) else {
+        let Some(track) = self.view.track(tag) else {
             return;
         };
-        pb.sent += samples;
-        if !pb.started {
-            pb.started = true;
-            if let Some(t) = self.turn_end.take() {
-                crate::metrics::METRICS
-                    .speech_end_to_first_audio
-                    .observe(t.elapsed());
-            }
-            let response_id = pb.response_id.clone();
-            self.emit(ServerEventBody::OutputAudioBufferStarted { response_id });
+        track.sent += samples;
+        if track.started {
+            return;
         }
+        track.started = true;
+        let response_id = track.response_id.clone();
+        if let Some(t) = self.stamps.turn_end.take() {
+            crate::metrics::METRICS
+                .speech_end_to_first_audio
+                .observe(self.now.saturating_duration_since(t));
+        }
+        self.emit(ServerEventBody::OutputAudioBufferStarted { response_id });
     }
 
     /// The last sample of `tag` left: `output_audio_buffer.stopped`.
-    pub(super) fn on_drained(&mut self, tag: u64) {
-        let Some(i) = self.playback.iter().position(|p| p.tag == tag) else {
+    pub(super) fn on_drained(&mut self, tag: PlaybackTag) {
+        let Some(i) = self.view.tracks.iter().position(|t| t.tag == tag) else {
             return;
         };
-        let pb = self.playback.remove(i);
-        if pb.started {
+        let track = self.view.tracks.remove(i);
+        if track.started {
             self.emit(ServerEventBody::OutputAudioBufferStopped {
-                response_id: pb.response_id,
+                response_id: track.response_id,
             });
         }
     }
@@ -91,41 +155,35 @@ impl Session {
     /// queue; [`Self::on_cleared`] finishes the job once the engine confirms.
     pub(super) fn clear_output(&mut self, reason: &str) {
         self.cancel_active(reason);
-        if let Transport::WebRtc { sink, .. } = &self.transport {
+        if let Some(sink) = self.transport.sink() {
             sink.clear();
-            self.clearing = true;
-            self.clear_below = self.next_tag;
+            self.view.clear_requested();
         }
     }
 
     /// The queue is empty: report `output_audio_buffer.cleared` and truncate each interrupted
     /// item to what was played.
     pub(super) fn on_cleared(&mut self) {
-        if !std::mem::take(&mut self.clearing) {
+        let Some(interrupted) = self.view.cleared() else {
             return;
+        };
+        if let Some(t) = self.stamps.barge_at.take() {
+            crate::metrics::METRICS
+                .barge_in
+                .observe(self.now.saturating_duration_since(t));
         }
-        if let Some(t) = self.barge_at.take() {
-            crate::metrics::METRICS.barge_in.observe(t.elapsed());
-        }
-        // Responses started since the purge command (e.g. a `response.create` right after
-        // the clear) play on: their audio reached the engine after the purge.
-        let below = self.clear_below;
-        let (interrupted, live): (Vec<_>, Vec<_>) = std::mem::take(&mut self.playback)
-            .into_iter()
-            .partition(|p| p.tag < below);
-        self.playback = live;
         if interrupted.is_empty() {
             // Nothing was playing (e.g. the answer already played out after a
             // `response.cancel`): the GA event still names a response, the latest one.
-            let response_id = self.last_response_id.clone().unwrap_or_default();
+            let response_id = self.view.last_response_id.clone().unwrap_or_default();
             self.emit(ServerEventBody::OutputAudioBufferCleared { response_id });
         }
-        for pb in interrupted {
+        for track in interrupted {
             self.emit(ServerEventBody::OutputAudioBufferCleared {
-                response_id: pb.response_id.clone(),
+                response_id: track.response_id.clone(),
             });
-            if let Some(item_id) = &pb.item_id {
-                self.truncate_to_played(item_id, pb.sent);
+            if let Some(item_id) = &track.item_id {
+                self.truncate_to_played(item_id, track.sent);
             }
         }
     }

@@ -9,13 +9,15 @@ use std::sync::Mutex;
 
 use tokio::sync::Notify;
 
+use super::PlaybackTag;
+
 /// Everything reported since the session last looked.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct MediaReport {
     /// `(tag, samples at 24 kHz)` of response audio that left on RTP, one entry per tag.
-    pub played: Vec<(u64, u64)>,
+    pub played: Vec<(PlaybackTag, u64)>,
     /// Tags whose last sample left (replies to `MediaSink::finish`), in order.
-    pub drained: Vec<u64>,
+    pub drained: Vec<PlaybackTag>,
     /// Purges done (replies to `MediaSink::clear`).
     pub cleared: u32,
     /// The call ended.
@@ -43,19 +45,21 @@ impl MediaSignals {
         self.notify.notify_one();
     }
 
-    /// One tick's playback: audio of each tag that left, and tags that drained.
+    /// One tick's playback: audio of each tag that left, and tags that drained (the media
+    /// pipeline's raw tags).
     pub fn played(&self, played: &[(u64, u64)], drained: &[u64]) {
         if played.is_empty() && drained.is_empty() {
             return;
         }
         self.update(|r| {
             for &(tag, n) in played {
+                let tag = PlaybackTag(tag);
                 match r.played.iter_mut().find(|(t, _)| *t == tag) {
                     Some((_, total)) => *total += n,
                     None => r.played.push((tag, n)),
                 }
             }
-            r.drained.extend_from_slice(drained);
+            r.drained.extend(drained.iter().map(|&t| PlaybackTag(t)));
         });
     }
 
@@ -104,8 +108,14 @@ mod tests {
         s.cleared();
         s.ended();
         let r = s.take();
-        assert_eq!(r.played, vec![(1, 1001 * 480), (2, 480)]);
-        assert_eq!((r.drained, r.cleared, r.ended), (vec![1], 2, true));
+        assert_eq!(
+            r.played,
+            vec![(PlaybackTag(1), 1001 * 480), (PlaybackTag(2), 480)]
+        );
+        assert_eq!(
+            (r.drained, r.cleared, r.ended),
+            (vec![PlaybackTag(1)], 2, true)
+        );
         assert_eq!(s.take(), MediaReport::default());
     }
 

@@ -2,30 +2,28 @@
 
 use super::*;
 
-#[tokio::test]
-async fn a_full_duplex_model_keeps_hearing_past_the_input_buffer_limit() {
+#[test]
+fn a_full_duplex_model_keeps_hearing_past_the_input_buffer_limit() {
     // No turn detection: nobody commits, the model listens all the time.
     let mut h = harness(Setup {
         session: json!({"type":"realtime","audio":{"input":{"turn_detection":null}}}),
         max_input_ms: Some(1000),
         ..Setup::default()
-    })
-    .await;
+    });
     let chunk = pcm16_b64(&voiced(0.5));
     for _ in 0..5 {
-        h.send(json!({"type":"input_audio_buffer.append","audio":chunk}))
-            .await;
+        h.send(json!({"type":"input_audio_buffer.append","audio":chunk}));
     }
-    h.send(json!({"type":"input_audio_buffer.commit"})).await;
-    let committed = h.until("conversation.item.added").await;
+    h.send(json!({"type":"input_audio_buffer.commit"}));
+    let committed = h.until("conversation.item.added");
     assert_eq!(count(&committed, "error"), 0, "{committed:#?}");
     // The buffer kept the newest second.
-    let bytes = h.retrieve_audio(&committed).await;
+    let bytes = h.retrieve_audio(&committed);
     assert_eq!(bytes.len(), 2 * 24_000);
 }
 
-#[tokio::test]
-async fn live_media_past_the_buffer_limit_is_reported_once_and_keeps_the_newest() {
+#[test]
+fn live_media_past_the_buffer_limit_is_reported_once_and_keeps_the_newest() {
     // A turn-based model on WebRTC with manual turns: the caller's audio cannot be refused.
     let mut h = harness(Setup {
         echo: true,
@@ -33,56 +31,56 @@ async fn live_media_past_the_buffer_limit_is_reported_once_and_keeps_the_newest(
         session: json!({"type":"realtime","audio":{"input":{"turn_detection":null}}}),
         max_input_ms: Some(1000),
         ..Setup::default()
-    })
-    .await;
+    });
     for _ in 0..100 {
-        h.input(SessionInput::Media(vec![0.1; 480])).await;
+        h.input(SessionInput::Media(vec![0.1; 480]));
     }
-    let events = h.drain(Duration::from_millis(300)).await;
+    let events = h.drain(Duration::from_millis(300));
     assert_eq!(types(&events), ["error"], "{events:#?}");
     assert_eq!(events[0]["error"]["code"], "input_audio_buffer_full");
-    h.send(json!({"type":"input_audio_buffer.commit"})).await;
-    h.until("input_audio_buffer.committed").await;
+    h.send(json!({"type":"input_audio_buffer.commit"}));
+    h.until("input_audio_buffer.committed");
     // Under the limit again, a new overflow is a new report.
     for _ in 0..60 {
-        h.input(SessionInput::Media(vec![0.1; 480])).await;
+        h.input(SessionInput::Media(vec![0.1; 480]));
     }
-    let again = h.drain(Duration::from_millis(300)).await;
+    let again = h.drain(Duration::from_millis(300));
     assert_eq!(count(&again, "error"), 1, "{again:#?}");
 }
 
-#[tokio::test]
-async fn a_clear_only_covers_responses_started_before_it() {
+#[test]
+fn a_clear_only_covers_responses_started_before_it() {
     let sink = SinkLog::default();
     let mut h = harness(Setup {
         speech: vec![3..20, 30..36],
         webrtc: Some(sink.clone()),
         ..Setup::default()
-    })
-    .await;
-    let opening = h.until("response.speak").await;
+    });
+    let opening = h.until("response.speak");
     let old = opening[0]["response"]["id"].as_str().unwrap().to_string();
-    h.send(json!({"type":"output_audio_buffer.clear"})).await;
+    h.send(json!({"type":"output_audio_buffer.clear"}));
     // Before the engine confirms the purge, the client asks for a new response.
-    h.send(json!({"type":"response.create"})).await;
-    let created = h.until("response.created").await;
+    h.send(json!({"type":"response.create"}));
+    let created = h.until("response.created");
     let new = last(&created, "response.created")["response"]["id"]
         .as_str()
         .unwrap()
         .to_string();
     assert_ne!(new, old);
     h.signals.cleared();
-    let cleared = h.until("output_audio_buffer.cleared").await;
+    h.media();
+    let cleared = h.until("output_audio_buffer.cleared");
     assert_eq!(
         last(&cleared, "output_audio_buffer.cleared")["response_id"],
         old.as_str()
     );
     // The new response is still tracked: its audio starting on RTP is reported.
-    let speak = h.until("response.speak").await;
+    let speak = h.until("response.speak");
     assert_eq!(last(&speak, "response.speak")["response_id"], new.as_str());
     let tag = 2;
     h.signals.played(&[(tag, 480)], &[]);
-    let started = h.until("output_audio_buffer.started").await;
+    h.media();
+    let started = h.until("output_audio_buffer.started");
     assert_eq!(
         last(&started, "output_audio_buffer.started")["response_id"],
         new.as_str()
@@ -90,41 +88,38 @@ async fn a_clear_only_covers_responses_started_before_it() {
     assert_eq!(count(&h.seen, "output_audio_buffer.cleared"), 1);
 }
 
-#[tokio::test]
-async fn no_idle_timeout_prompts_on_a_full_duplex_model() {
+#[test]
+fn no_idle_timeout_prompts_on_a_full_duplex_model() {
     let mut h = harness(Setup {
         speech: once(3..8),
         session: json!({"type":"realtime","audio":{"input":{"turn_detection":{"type":"server_vad","idle_timeout_ms":5000}}}}),
         ..Setup::default()
-    })
-    .await;
-    h.until("response.listen").await;
+    });
+    h.until("response.listen");
     // Server VAD's idle timeout (5 s at least) would fire 5 s after that response, commit
     // an empty user item and prompt a model that decides itself when to speak.
-    tokio::time::sleep(Duration::from_millis(5600)).await;
-    let quiet = h.drain(Duration::from_millis(100)).await;
+    h.advance(Duration::from_millis(5600));
+    let quiet = h.drain(Duration::from_millis(100));
     assert_eq!(types(&quiet), Vec::<String>::new(), "{quiet:#?}");
 }
 
-#[tokio::test]
-async fn a_client_append_past_the_limit_is_refused_whole() {
+#[test]
+fn a_client_append_past_the_limit_is_refused_whole() {
     let mut h = harness(Setup {
         echo: true,
         session: json!({"type":"realtime","audio":{"input":{"turn_detection":null}}}),
         max_input_ms: Some(1000),
         ..Setup::default()
-    })
-    .await;
+    });
     let chunk = pcm16_b64(&voiced(0.4));
     for _ in 0..3 {
-        h.send(json!({"type":"input_audio_buffer.append","audio":chunk}))
-            .await;
+        h.send(json!({"type":"input_audio_buffer.append","audio":chunk}));
     }
-    let refused = h.until("error").await;
+    let refused = h.until("error");
     assert_eq!(types(&refused), ["error"]);
     assert_eq!(refused[0]["error"]["code"], "input_audio_buffer_full");
-    h.send(json!({"type":"input_audio_buffer.commit"})).await;
-    let committed = h.until("conversation.item.added").await;
-    let bytes = h.retrieve_audio(&committed).await;
+    h.send(json!({"type":"input_audio_buffer.commit"}));
+    let committed = h.until("conversation.item.added");
+    let bytes = h.retrieve_audio(&committed);
     assert_eq!(bytes.len(), 2 * 2 * 9_600, "the first two appends, 0.8 s");
 }

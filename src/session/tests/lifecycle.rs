@@ -2,15 +2,14 @@
 
 use super::*;
 
-#[tokio::test]
-async fn model_initiated_response_runs_the_full_lifecycle() {
+#[test]
+fn model_initiated_response_runs_the_full_lifecycle() {
     let mut h = harness(Setup {
         speech: vec![3..13, 30..35],
         ..Setup::default()
-    })
-    .await;
+    });
 
-    let events = h.until("response.listen").await;
+    let events = h.until("response.listen");
     assert_eq!(types(&events), expected_ws(3..13));
     let created = &events[0];
     let id = created["response"]["id"].as_str().unwrap().to_string();
@@ -70,7 +69,7 @@ async fn model_initiated_response_runs_the_full_lifecycle() {
     );
 
     // The model speaks again later: a second response of its own.
-    let second = h.until("response.listen").await;
+    let second = h.until("response.listen");
     assert_eq!(types(&second), expected_ws(30..35));
     assert_ne!(second[0]["response"]["id"], id.as_str());
     assert_eq!(
@@ -90,22 +89,20 @@ fn created_session(h: &Harness) -> String {
     h.seen[0]["session"]["id"].as_str().unwrap().to_string()
 }
 
-#[tokio::test]
-async fn echo_never_sees_speak_or_listen() {
+#[test]
+fn echo_never_sees_speak_or_listen() {
     let mut h = harness(Setup {
         echo: true,
         ..Setup::default()
-    })
-    .await;
-    h.send(json!({"type":"conversation.item.create","item":{"type":"message","role":"user","content":[{"type":"input_text","text":"hello there"}]}}))
-        .await;
-    h.send(json!({"type":"response.create"})).await;
-    let events = h.until("response.done").await;
+    });
+    h.send(json!({"type":"conversation.item.create","item":{"type":"message","role":"user","content":[{"type":"input_text","text":"hello there"}]}}));
+    h.send(json!({"type":"response.create"}));
+    let events = h.until("response.done");
     assert_eq!(
         last(&events, "response.done")["response"]["status"],
         "completed"
     );
-    h.drain(Duration::from_millis(300)).await;
+    h.drain(Duration::from_millis(300));
     let all = h.types();
     assert!(
         !all.iter()
@@ -122,17 +119,16 @@ async fn echo_never_sees_speak_or_listen() {
     assert_eq!(all[start..start + 4], expected.map(String::from));
 }
 
-#[tokio::test]
-async fn cancel_mid_speech_waits_for_the_model_to_fall_silent() {
+#[test]
+fn cancel_mid_speech_waits_for_the_model_to_fall_silent() {
     let mut h = harness(Setup {
         speech: vec![3..40, 60..66],
         ..Setup::default()
-    })
-    .await;
-    let opening = h.until("response.output_audio.delta").await;
+    });
+    let opening = h.until("response.output_audio.delta");
     let id = opening[0]["response"]["id"].as_str().unwrap().to_string();
-    h.send(json!({"type":"response.cancel"})).await;
-    let events = h.until("response.done").await;
+    h.send(json!({"type":"response.cancel"}));
+    let events = h.until("response.done");
     let done = last(&events, "response.done");
     assert_eq!(done["response"]["id"], id.as_str());
     assert_eq!(done["response"]["status"], "cancelled");
@@ -143,7 +139,7 @@ async fn cancel_mid_speech_waits_for_the_model_to_fall_silent() {
 
     // The model keeps talking until step 40: no response opens on that speech, nothing of
     // the cancelled one arrives; when it falls silent, a bare `response.listen`.
-    let gap = h.until("response.listen").await;
+    let gap = h.until("response.listen");
     assert_eq!(types(&gap), ["response.listen"], "{gap:#?}");
     let listen = &gap[0];
     assert!(listen.get("response_id").is_none(), "{listen}");
@@ -151,7 +147,7 @@ async fn cancel_mid_speech_waits_for_the_model_to_fall_silent() {
     assert_eq!(listen["epoch"], 1);
 
     // Its next speech opens a new response, under the new epoch.
-    let second = h.until("response.listen").await;
+    let second = h.until("response.listen");
     assert_eq!(types(&second), expected_ws(60..66));
     assert_eq!(last(&second, "response.speak")["metadata"]["epoch"], 1);
     assert_eq!(
@@ -161,17 +157,15 @@ async fn cancel_mid_speech_waits_for_the_model_to_fall_silent() {
     assert_eq!(h.requests(), vec![Request::Cancel]);
 }
 
-#[tokio::test]
-async fn client_response_is_filled_by_the_models_speech() {
+#[test]
+fn client_response_is_filled_by_the_models_speech() {
     let mut h = harness(Setup {
         speech: once(5..12),
         gate_open: false,
         ..Setup::default()
-    })
-    .await;
-    h.send(json!({"type":"response.create","response":{"metadata":{"k":"v"}}}))
-        .await;
-    let opening = h.until("response.content_part.added").await;
+    });
+    h.send(json!({"type":"response.create","response":{"metadata":{"k":"v"}}}));
+    let opening = h.until("response.content_part.added");
     assert_eq!(
         types(&opening),
         [
@@ -182,9 +176,9 @@ async fn client_response_is_filled_by_the_models_speech() {
         ]
     );
     let id = opening[0]["response"]["id"].as_str().unwrap().to_string();
-    assert!(h.drain(Duration::from_millis(200)).await.is_empty());
+    assert!(h.drain(Duration::from_millis(200)).is_empty());
     h.go();
-    let events = h.until("response.listen").await;
+    let events = h.until("response.listen");
     let mut want = expected_ws(5..12);
     want.drain(..5);
     want.insert(0, "response.speak".into());
@@ -200,24 +194,22 @@ async fn client_response_is_filled_by_the_models_speech() {
     );
     assert_eq!(last(&events, "response.listen")["response_id"], id.as_str());
     // One response only, and no request the model cannot meet.
-    assert!(h.drain(Duration::from_millis(200)).await.is_empty());
+    assert!(h.drain(Duration::from_millis(200)).is_empty());
     assert_eq!(count(&h.seen, "response.created"), 1);
     assert_eq!(h.requests(), vec![]);
 }
 
-#[tokio::test]
-async fn text_response_streams_the_models_text_and_drops_its_audio() {
+#[test]
+fn text_response_streams_the_models_text_and_drops_its_audio() {
     let mut h = harness(Setup {
         speech: once(5..12),
         gate_open: false,
         ..Setup::default()
-    })
-    .await;
-    h.send(json!({"type":"response.create","response":{"output_modalities":["text"]}}))
-        .await;
-    h.until("response.content_part.added").await;
+    });
+    h.send(json!({"type":"response.create","response":{"output_modalities":["text"]}}));
+    h.until("response.content_part.added");
     h.go();
-    let events = h.until("response.listen").await;
+    let events = h.until("response.listen");
     let text = Scripted::transcript(5..12);
     assert_eq!(count(&events, "response.output_audio.delta"), 0);
     assert_eq!(count(&events, "response.speak"), 1);
@@ -239,17 +231,16 @@ async fn text_response_streams_the_models_text_and_drops_its_audio() {
     );
 }
 
-#[tokio::test]
-async fn client_response_without_speech_completes_empty_after_the_timeout() {
+#[test]
+fn client_response_without_speech_completes_empty_after_the_timeout() {
     let mut h = harness(Setup {
         speak_timeout: Some(Duration::from_millis(300)),
         ..Setup::default()
-    })
-    .await;
-    let sent = Instant::now();
-    h.send(json!({"type":"response.create"})).await;
-    let events = h.until("response.listen").await;
-    assert!(sent.elapsed() >= Duration::from_millis(300));
+    });
+    let sent = h.now;
+    h.send(json!({"type":"response.create"}));
+    let events = h.until("response.listen");
+    assert!(h.now - sent >= Duration::from_millis(300));
     assert_eq!(
         types(&events),
         [
@@ -281,23 +272,22 @@ async fn client_response_without_speech_completes_empty_after_the_timeout() {
 
 #[test]
 fn the_default_speak_timeout_is_four_seconds() {
-    assert_eq!(crate::session::SPEAK_TIMEOUT, Duration::from_secs(4));
+    assert_eq!(Limits::default().speak_timeout, Duration::from_secs(4));
 }
 
-#[tokio::test]
-async fn server_vad_commits_but_leaves_the_answer_to_the_model() {
-    let mut h = harness(Setup::default()).await;
+#[test]
+fn server_vad_commits_but_leaves_the_answer_to_the_model() {
+    let mut h = harness(Setup::default());
     let mut audio = vec![0.0; 12_000];
     audio.extend(voiced(1.0));
     audio.extend(vec![0.0; 24_000]);
     for chunk in audio.chunks(2_400) {
-        h.send(json!({"type":"input_audio_buffer.append","audio": pcm16_b64(chunk)}))
-            .await;
+        h.send(json!({"type":"input_audio_buffer.append","audio": pcm16_b64(chunk)}));
     }
-    let events = h.until("input_audio_buffer.committed").await;
+    let events = h.until("input_audio_buffer.committed");
     assert_eq!(count(&events, "input_audio_buffer.speech_started"), 1);
     assert_eq!(count(&events, "input_audio_buffer.speech_stopped"), 1);
-    let rest = h.drain(Duration::from_millis(400)).await;
+    let rest = h.drain(Duration::from_millis(400));
     assert_eq!(
         types(&rest),
         ["conversation.item.added", "conversation.item.done"]
@@ -306,19 +296,17 @@ async fn server_vad_commits_but_leaves_the_answer_to_the_model() {
     assert_eq!(h.requests(), vec![]);
 }
 
-#[tokio::test]
-async fn manual_commit_makes_the_user_item_and_the_model_answers_itself() {
+#[test]
+fn manual_commit_makes_the_user_item_and_the_model_answers_itself() {
     let mut h = harness(Setup {
         speech: once(10..15),
         gate_open: false,
         session: json!({"audio":{"input":{"turn_detection": null}}}),
         ..Setup::default()
-    })
-    .await;
-    h.send(json!({"type":"input_audio_buffer.append","audio": pcm16_b64(&voiced(0.3))}))
-        .await;
-    h.send(json!({"type":"input_audio_buffer.commit"})).await;
-    let events = h.until("conversation.item.done").await;
+    });
+    h.send(json!({"type":"input_audio_buffer.append","audio": pcm16_b64(&voiced(0.3))}));
+    h.send(json!({"type":"input_audio_buffer.commit"}));
+    let events = h.until("conversation.item.done");
     assert_eq!(
         types(&events),
         [
@@ -328,9 +316,9 @@ async fn manual_commit_makes_the_user_item_and_the_model_answers_itself() {
         ]
     );
     let user_item = events[0]["item_id"].as_str().unwrap().to_string();
-    assert!(h.drain(Duration::from_millis(200)).await.is_empty());
+    assert!(h.drain(Duration::from_millis(200)).is_empty());
     h.go();
-    let answer = h.until("response.listen").await;
+    let answer = h.until("response.listen");
     assert_eq!(types(&answer), expected_ws(10..15));
     assert_eq!(answer[2]["previous_item_id"], user_item.as_str());
     // The answer counts the user's audio as its input.
@@ -340,20 +328,18 @@ async fn manual_commit_makes_the_user_item_and_the_model_answers_itself() {
     );
 }
 
-#[tokio::test]
-async fn barge_in_cancels_and_suppresses_until_silence() {
+#[test]
+fn barge_in_cancels_and_suppresses_until_silence() {
     let mut h = harness(Setup {
         speech: once(3..60),
         ..Setup::default()
-    })
-    .await;
-    let opening = h.until("response.output_audio.delta").await;
+    });
+    let opening = h.until("response.output_audio.delta");
     let id = opening[0]["response"]["id"].as_str().unwrap().to_string();
     let mut audio = voiced(0.6);
     audio.extend(vec![0.0; 2_400]);
-    h.send(json!({"type":"input_audio_buffer.append","audio": pcm16_b64(&audio)}))
-        .await;
-    let events = h.until("response.done").await;
+    h.send(json!({"type":"input_audio_buffer.append","audio": pcm16_b64(&audio)}));
+    let events = h.until("response.done");
     assert!(types(&events).contains(&"input_audio_buffer.speech_started".to_string()));
     let done = last(&events, "response.done");
     assert_eq!(done["response"]["id"], id.as_str());
@@ -363,8 +349,8 @@ async fn barge_in_cancels_and_suppresses_until_silence() {
         "turn_detected"
     );
     // The model talks on until step 60 and then listens: no new response meanwhile.
-    h.until("response.listen").await;
-    h.drain(Duration::from_millis(300)).await;
+    h.until("response.listen");
+    h.drain(Duration::from_millis(300));
     assert_eq!(count(&h.seen, "response.created"), 1, "{:#?}", h.types());
     assert_eq!(count(&h.seen, "response.listen"), 1);
     assert!(last(&h.seen, "response.listen")
@@ -372,15 +358,14 @@ async fn barge_in_cancels_and_suppresses_until_silence() {
         .is_none());
 }
 
-#[tokio::test]
-async fn max_output_tokens_ends_a_model_response_incomplete() {
+#[test]
+fn max_output_tokens_ends_a_model_response_incomplete() {
     let mut h = harness(Setup {
         speech: vec![3..30, 45..48],
         session: json!({"max_output_tokens": 5}),
         ..Setup::default()
-    })
-    .await;
-    let events = h.until("response.done").await;
+    });
+    let events = h.until("response.done");
     let done = last(&events, "response.done");
     assert_eq!(done["response"]["status"], "incomplete");
     assert_eq!(
@@ -388,46 +373,47 @@ async fn max_output_tokens_ends_a_model_response_incomplete() {
         "max_output_tokens"
     );
     // The rest of that speech is dropped; the model's next speech is a new response.
-    let gap = h.until("response.listen").await;
+    let gap = h.until("response.listen");
     assert_eq!(types(&gap), ["response.listen"]);
-    let next = h.until("response.created").await;
+    let next = h.until("response.created");
     assert_eq!(types(&next), ["response.created"]);
     assert_eq!(h.requests(), vec![Request::Cancel]);
 }
 
-#[tokio::test]
-async fn webrtc_playback_clear_truncates_and_suppresses() {
+#[test]
+fn webrtc_playback_clear_truncates_and_suppresses() {
     let sink = SinkLog::default();
     let mut h = harness(Setup {
         speech: once(3..40),
         webrtc: Some(sink.clone()),
         ..Setup::default()
-    })
-    .await;
-    let opening = h.until("response.speak").await;
+    });
+    let opening = h.until("response.speak");
     let id = opening[0]["response"]["id"].as_str().unwrap().to_string();
     let item_id = opening[1]["item"]["id"].as_str().unwrap().to_string();
     // Audio goes to the media engine, not into events.
-    h.until("response.content_part.added").await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    h.until("response.content_part.added");
+    h.advance(Duration::from_millis(100));
     assert!(sink.0.lock().unwrap().iter().any(|c| c == "play 1 480"));
     h.signals.played(&[(1, 960)], &[]);
-    let started = h.until("output_audio_buffer.started").await;
+    h.media();
+    let started = h.until("output_audio_buffer.started");
     assert_eq!(
         last(&started, "output_audio_buffer.started")["response_id"],
         id.as_str()
     );
     assert_eq!(count(&started, "response.output_audio.delta"), 0);
 
-    h.send(json!({"type":"output_audio_buffer.clear"})).await;
-    let events = h.until("response.done").await;
+    h.send(json!({"type":"output_audio_buffer.clear"}));
+    let events = h.until("response.done");
     assert_eq!(
         last(&events, "response.done")["response"]["status"],
         "cancelled"
     );
     assert!(sink.0.lock().unwrap().iter().any(|c| c == "clear"));
     h.signals.cleared();
-    let cleared = h.until("conversation.item.truncated").await;
+    h.media();
+    let cleared = h.until("conversation.item.truncated");
     assert_eq!(
         last(&cleared, "output_audio_buffer.cleared")["response_id"],
         id.as_str()
@@ -436,30 +422,29 @@ async fn webrtc_playback_clear_truncates_and_suppresses() {
     assert_eq!(truncated["item_id"], item_id.as_str());
     assert_eq!(truncated["audio_end_ms"], 40);
 
-    h.until("response.listen").await;
-    h.drain(Duration::from_millis(200)).await;
+    h.until("response.listen");
+    h.drain(Duration::from_millis(200));
     assert_eq!(count(&h.seen, "response.created"), 1, "{:#?}", h.types());
 }
 
-#[tokio::test]
-async fn a_client_response_after_a_cancel_waits_for_new_speech() {
+#[test]
+fn a_client_response_after_a_cancel_waits_for_new_speech() {
     let mut h = harness(Setup {
         speech: vec![3..40, 60..66],
         ..Setup::default()
-    })
-    .await;
-    h.until("response.output_audio.delta").await;
-    h.send(json!({"type":"response.cancel"})).await;
-    h.until("response.done").await;
+    });
+    h.until("response.output_audio.delta");
+    h.send(json!({"type":"response.cancel"}));
+    h.until("response.done");
     // The model goes on with the cancelled speech until step 40; a response the client
     // creates now is not filled with that, but with the speech after the silence.
-    h.send(json!({"type":"response.create"})).await;
-    let created = h.until("response.created").await;
+    h.send(json!({"type":"response.create"}));
+    let created = h.until("response.created");
     let id = last(&created, "response.created")["response"]["id"]
         .as_str()
         .unwrap()
         .to_string();
-    let filled = h.until("response.done").await;
+    let filled = h.until("response.done");
     let done = last(&filled, "response.done");
     assert_eq!(done["response"]["id"], id.as_str());
     assert_eq!(done["response"]["status"], "completed");

@@ -1,8 +1,9 @@
-//! Session actor tests with full-duplex (autonomous) models: a scripted model runs on the
-//! real model loop and the session is driven through its inbox, as a transport would.
+//! Session tests on the sans-IO core: a scripted full-duplex model (or the echo model) is
+//! stepped by a small simulation of the model loop, and the whole session runs on a
+//! virtual clock: no threads, no sleeps, every test deterministic.
 
+use std::collections::VecDeque;
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -11,21 +12,23 @@ use duet_models::{
     DuplexModel, EchoModel, ModelError, ModelInfo, Request, SlotId, StepInput, StepOutput,
 };
 use serde_json::{json, Value};
-use tokio::sync::mpsc;
 
 use super::{
-    queue, Delivery, EventReceiver, Lifecycle, Limits, MediaSignals, MediaSink, Session,
-    SessionInput, SessionParams, Transport,
+    queue, Delivery, Epoch, EventReceiver, Limits, MediaSignals, MediaSink, ModelEvent, ModelPort,
+    PlaybackTag, Received, Session, SessionInput, SessionParams, Transport,
 };
-use crate::model_loop::ModelLoop;
 use crate::protocol::strict::forbidden_nulls;
 
 /// 20 ms steps.
 const FRAME: usize = 480;
 /// Amplitude of the scripted model's speech.
 const LEVEL: f32 = 0.25;
-/// How long a test waits for any one event.
-const EVENT_WAIT: Duration = Duration::from_secs(10);
+/// Longest virtual time a test waits for any one event.
+const EVENT_WAIT: Duration = Duration::from_secs(30);
+/// The simulated loop's step period (20 ms frames).
+const STEP: Duration = Duration::from_millis(20);
+/// Extra steps per tick a backlog may take, as in the model loop.
+const MAX_STEPS_PER_TICK: usize = 4;
 
 /// What the scripted model recorded: the requests it got.
 type Requests = Arc<Mutex<Vec<Request>>>;
@@ -38,12 +41,12 @@ struct Scripted {
     info: ModelInfo,
     speech: Vec<Range<u64>>,
     clocks: Vec<Option<u64>>,
-    gate: Arc<AtomicBool>,
+    gate: Arc<Mutex<bool>>,
     requests: Requests,
 }
 
 impl Scripted {
-    fn new(speech: Vec<Range<u64>>, gate: Arc<AtomicBool>, requests: Requests) -> Self {
+    fn new(speech: Vec<Range<u64>>, gate: Arc<Mutex<bool>>, requests: Requests) -> Self {
         Self {
             info: ModelInfo {
                 name: "scripted".into(),
@@ -97,7 +100,7 @@ impl DuplexModel for Scripted {
     }
 
     fn step(&mut self, batch: &[StepInput<'_>], out: &mut Vec<Result<StepOutput, ModelError>>) {
-        let open = self.gate.load(Ordering::Acquire);
+        let open = *self.gate.lock().unwrap();
         for input in batch {
             let Some(Some(clock)) = self.clocks.get_mut(input.slot) else {
                 out.push(Err(ModelError::UnknownSlot(input.slot)));
@@ -118,36 +121,132 @@ impl DuplexModel for Scripted {
     }
 }
 
+/// What the session asked of its model port, applied at the next simulated step.
+#[derive(Default)]
+struct PortState {
+    frames: VecDeque<Vec<f32>>,
+    requests: VecDeque<(Epoch, Request)>,
+}
+
+/// The session's model port in tests: it queues what the session sends.
+struct TestPort {
+    state: Arc<Mutex<PortState>>,
+    autonomous: bool,
+}
+
+impl ModelPort for TestPort {
+    fn autonomous(&self) -> bool {
+        self.autonomous
+    }
+
+    fn input(&self, pcm: Vec<f32>) {
+        let mut s = self.state.lock().unwrap();
+        s.frames.extend(pcm.chunks(FRAME).map(<[f32]>::to_vec));
+    }
+
+    fn request(&self, epoch: Epoch, request: Request) {
+        self.state
+            .lock()
+            .unwrap()
+            .requests
+            .push_back((epoch, request));
+    }
+}
+
+/// The model loop, simulated: one slot, stepped every [`STEP`], requests applied first,
+/// backlog caught up, outputs stamped with the epoch of the last request and filtered as
+/// the loop does.
+struct ModelSim {
+    model: Box<dyn DuplexModel>,
+    slot: SlotId,
+    port: Arc<Mutex<PortState>>,
+    epoch: Epoch,
+    silence: Vec<f32>,
+}
+
+impl ModelSim {
+    /// One tick: the events the session receives.
+    fn tick(&mut self) -> Vec<ModelEvent> {
+        let requests: Vec<_> = self.port.lock().unwrap().requests.drain(..).collect();
+        for (epoch, request) in requests {
+            self.epoch = epoch;
+            self.model.request(self.slot, request).expect("request");
+        }
+        let mut events = Vec::new();
+        for round in 0..MAX_STEPS_PER_TICK {
+            let frame = {
+                let mut s = self.port.lock().unwrap();
+                if round > 0 && s.frames.len() <= 1 {
+                    break;
+                }
+                s.frames.pop_front()
+            };
+            let pcm = frame.unwrap_or_else(|| self.silence.clone());
+            let mut out = Vec::new();
+            self.model.step(
+                &[StepInput {
+                    slot: self.slot,
+                    pcm: &pcm,
+                }],
+                &mut out,
+            );
+            let output = out.pop().expect("one output").expect("model step");
+            let autonomous = self.model.info().autonomous;
+            if autonomous
+                || !output.audio.is_empty()
+                || !output.text.is_empty()
+                || output.end_of_turn
+            {
+                events.push(ModelEvent::Output {
+                    epoch: self.epoch,
+                    output,
+                });
+            }
+        }
+        events
+    }
+}
+
 /// What the fake media engine was asked to do.
 #[derive(Clone, Default)]
 struct SinkLog(Arc<Mutex<Vec<String>>>);
 
 impl MediaSink for SinkLog {
-    fn play(&self, tag: u64, pcm: Vec<f32>) {
+    fn play(&self, tag: PlaybackTag, pcm: Vec<f32>) {
         self.0
             .lock()
             .unwrap()
-            .push(format!("play {tag} {}", pcm.len()));
+            .push(format!("play {} {}", tag.0, pcm.len()));
     }
-    fn finish(&self, tag: u64) {
-        self.0.lock().unwrap().push(format!("finish {tag}"));
+    fn finish(&self, tag: PlaybackTag) {
+        self.0.lock().unwrap().push(format!("finish {}", tag.0));
     }
     fn clear(&self) {
         self.0.lock().unwrap().push("clear".into());
     }
 }
 
-/// A running session on its own model loop.
+/// A session, its model and its transport queue, on a virtual clock.
 struct Harness {
-    inbox: mpsc::Sender<super::Inbound>,
+    session: Session,
     out: EventReceiver,
     /// What the fake media engine reports (WebRTC).
     signals: Arc<MediaSignals>,
-    gate: Arc<AtomicBool>,
+    sim: ModelSim,
+    gate: Arc<Mutex<bool>>,
     requests: Requests,
+    /// The virtual time.
+    now: Instant,
+    /// When the simulated model loop steps next.
+    next_step: Instant,
+    /// Events received and not yet returned by `until`/`drain`.
+    pending: VecDeque<Value>,
     /// Every event received so far.
     seen: Vec<Value>,
-    _model: ModelLoop,
+    /// The transport's queue was closed or aborted.
+    closed: Option<String>,
+    /// Whether the transport reads its queue (a client that stopped reading: false).
+    reading: bool,
 }
 
 struct Setup {
@@ -178,28 +277,31 @@ impl Default for Setup {
     }
 }
 
-async fn harness(setup: Setup) -> Harness {
-    let gate = Arc::new(AtomicBool::new(setup.gate_open));
+fn limits(setup: &Setup) -> Limits {
+    let d = Limits::default();
+    Limits {
+        max_input_samples: setup.max_input_ms.map_or(d.max_input_samples, |ms| ms * 24),
+        max_outbound_bytes: setup.max_outbound_bytes.unwrap_or(d.max_outbound_bytes),
+        speak_timeout: setup.speak_timeout.unwrap_or(d.speak_timeout),
+        ..d
+    }
+}
+
+fn harness(setup: Setup) -> Harness {
+    let gate = Arc::new(Mutex::new(setup.gate_open));
     let requests = Requests::default();
-    let model: Box<dyn DuplexModel> = if setup.echo {
+    let mut model: Box<dyn DuplexModel> = if setup.echo {
         Box::new(EchoModel::new())
     } else {
-        Box::new(Scripted::new(setup.speech, gate.clone(), requests.clone()))
+        Box::new(Scripted::new(
+            setup.speech.clone(),
+            gate.clone(),
+            requests.clone(),
+        ))
     };
-    let model_loop = ModelLoop::spawn(model, "test").expect("model loop");
-    while !model_loop.is_ready() {
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-    let (model, model_rx) = model_loop.open().await.expect("slot");
-    let limits = Limits {
-        max_input_samples: setup
-            .max_input_ms
-            .map_or(Limits::default().max_input_samples, |ms| ms * 24),
-        max_outbound_bytes: setup
-            .max_outbound_bytes
-            .unwrap_or(Limits::default().max_outbound_bytes),
-        ..Limits::default()
-    };
+    let slot = model.open_slot().expect("slot");
+    let port = Arc::new(Mutex::new(PortState::default()));
+    let limits = limits(&setup);
     let (out_tx, out) = queue(limits.max_outbound_bytes);
     let signals = Arc::new(MediaSignals::default());
     let transport = match setup.webrtc {
@@ -209,73 +311,132 @@ async fn harness(setup: Setup) -> Harness {
         },
         None => Transport::WebSocket,
     };
-    let mut session = Session::new(SessionParams {
+    let now = Instant::now();
+    let params = SessionParams {
         transport,
         model_name: "scripted".into(),
-        model,
+        model: Box::new(TestPort {
+            state: port.clone(),
+            autonomous: model.info().autonomous,
+        }),
         model_frame: FRAME,
         limits,
         out: out_tx,
-        lifecycle: tokio::sync::watch::channel(Lifecycle::Running).1,
-    });
+    };
+    let mut session = Session::new(params, now, 1_700_000_000);
     session
         .configure(serde_json::from_value(setup.session).expect("session patch"))
         .expect("configure");
-    if let Some(t) = setup.speak_timeout {
-        session.speak_timeout = t;
-    }
-    let (inbox, inbox_rx) = mpsc::channel(256);
-    tokio::spawn(session.run(inbox_rx, model_rx));
+    let sim = ModelSim {
+        model,
+        slot,
+        port,
+        epoch: Epoch::default(),
+        silence: vec![0.0; FRAME],
+    };
     let mut h = Harness {
-        inbox,
+        session,
         out,
         signals,
+        sim,
         gate,
         requests,
+        now,
+        next_step: now + STEP,
+        pending: VecDeque::new(),
         seen: Vec::new(),
-        _model: model_loop,
+        closed: None,
+        reading: true,
     };
-    h.until("session.created").await;
+    h.session.start(now);
+    h.until("session.created");
     h
 }
 
 impl Harness {
     /// Opens the scripted model's gate: its script clock starts.
     fn go(&self) {
-        self.gate.store(true, Ordering::Release);
+        *self.gate.lock().unwrap() = true;
     }
 
-    async fn send(&self, event: Value) {
-        self.input(SessionInput::Text(event.to_string())).await;
+    fn send(&mut self, event: Value) {
+        self.input(SessionInput::Text(event.to_string()));
     }
 
-    async fn input(&self, input: SessionInput) {
-        self.inbox.send(input.into()).await.expect("session alive");
+    fn input(&mut self, input: SessionInput) {
+        self.session.handle(input, self.now);
+        self.collect();
     }
 
-    async fn recv(&mut self, wait: Duration) -> Option<Value> {
-        match tokio::time::timeout(wait, self.out.recv()).await {
-            Ok(Some(Ok(Delivery::Event(ev, _)))) => {
-                let v: Value = serde_json::from_str(&ev.json).expect("JSON");
-                assert_eq!(forbidden_nulls(&v), Vec::<String>::new(), "{v}");
-                self.seen.push(v.clone());
-                Some(v)
+    /// What the fake media engine reported, taken by the session now.
+    fn media(&mut self) {
+        let report = self.signals.take();
+        self.session.on_media(report, self.now);
+        self.collect();
+    }
+
+    /// Advances the virtual clock by `d`: the session's timers and the model loop run.
+    fn advance(&mut self, d: Duration) {
+        let end = self.now + d;
+        loop {
+            let deadline = self.session.next_deadline();
+            let next = self.next_step.min(deadline);
+            if next > end || self.session.is_closed() {
+                break;
             }
-            Ok(Some(Ok(Delivery::Close { code, reason }))) => {
-                panic!("session closed: {code} {reason}; seen {:#?}", self.types())
+            self.now = next;
+            if deadline <= next {
+                self.session.on_timeout(next);
             }
-            Ok(Some(Err(abort))) => panic!("session aborted: {abort:?}"),
-            Ok(None) => panic!("session ended"),
-            Err(_) => None,
+            if self.next_step <= next {
+                self.next_step += STEP;
+                for ev in self.sim.tick() {
+                    self.session.on_model(ev, self.now);
+                }
+            }
+            self.collect();
+        }
+        self.now = end;
+        self.collect();
+    }
+
+    /// Moves what the transport queue holds into `pending`.
+    fn collect(&mut self) {
+        while self.reading {
+            match self.out.try_recv() {
+                Received::Delivery(Delivery::Event(ev, _)) => {
+                    let v: Value = serde_json::from_str(&ev.json).expect("JSON");
+                    assert_eq!(forbidden_nulls(&v), Vec::<String>::new(), "{v}");
+                    self.seen.push(v.clone());
+                    self.pending.push_back(v);
+                }
+                Received::Delivery(Delivery::Close { code, reason }) => {
+                    self.closed = Some(format!("{code} {reason}"));
+                }
+                Received::Abort(a) => self.closed = Some(format!("aborted {a:?}")),
+                Received::Empty | Received::Closed => return,
+            }
         }
     }
 
-    /// Events up to and including the first of `kind`.
-    async fn until(&mut self, kind: &str) -> Vec<Value> {
+    fn next_event(&mut self, wait: Duration) -> Option<Value> {
+        let end = self.now + wait;
+        while self.pending.is_empty() && self.now < end && self.closed.is_none() {
+            self.advance(STEP);
+        }
+        self.pending.pop_front()
+    }
+
+    /// Events up to and including the first of `kind` (within [`EVENT_WAIT`] of virtual time).
+    fn until(&mut self, kind: &str) -> Vec<Value> {
         let mut got = Vec::new();
         loop {
-            let Some(v) = self.recv(EVENT_WAIT).await else {
-                panic!("no {kind} within {EVENT_WAIT:?}; seen {:#?}", self.types());
+            let Some(v) = self.next_event(EVENT_WAIT) else {
+                panic!(
+                    "no {kind} within {EVENT_WAIT:?} (closed: {:?}); seen {:#?}",
+                    self.closed,
+                    self.types()
+                );
             };
             let done = v["type"] == kind;
             got.push(v);
@@ -285,10 +446,10 @@ impl Harness {
         }
     }
 
-    /// Events until nothing arrived for `quiet`.
-    async fn drain(&mut self, quiet: Duration) -> Vec<Value> {
+    /// Events until nothing arrived for `quiet` of virtual time.
+    fn drain(&mut self, quiet: Duration) -> Vec<Value> {
         let mut got = Vec::new();
-        while let Some(v) = self.recv(quiet).await {
+        while let Some(v) = self.next_event(quiet) {
             got.push(v);
         }
         got
@@ -300,11 +461,10 @@ impl Harness {
 
     /// The PCM16 bytes of the user item that `committed` (events up to its
     /// `conversation.item.added`) added, through `conversation.item.retrieve`.
-    async fn retrieve_audio(&mut self, committed: &[Value]) -> Vec<u8> {
+    fn retrieve_audio(&mut self, committed: &[Value]) -> Vec<u8> {
         let item_id = last(committed, "conversation.item.added")["item"]["id"].clone();
-        self.send(json!({"type":"conversation.item.retrieve","item_id":item_id}))
-            .await;
-        let got = self.until("conversation.item.retrieved").await;
+        self.send(json!({"type":"conversation.item.retrieve","item_id":item_id}));
+        let got = self.until("conversation.item.retrieved");
         let audio = last(&got, "conversation.item.retrieved")["item"]["content"][0]["audio"]
             .as_str()
             .expect("audio")

@@ -1,0 +1,392 @@
+//! The session state machine: its state, its entry points (each takes the time), its timers
+//! and the dispatch of client events. What each concern does lives beside it: input and VAD
+//! (`input.rs`), items (`items.rs`), responses (`respond.rs`, `response.rs`), the autonomous
+//! model's floor (`floor.rs`), WebRTC playback (`playback.rs`).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::conversation::Conversation;
+use super::floor::Floor;
+use super::input::InputState;
+use super::playback::PlaybackView;
+use super::response::ActiveResponse;
+use super::subscribers::{too_large_error, Subscribers};
+use super::{
+    Epoch, EventSender, Limits, MediaReport, MediaSignals, ModelEvent, ModelPort, Rendered,
+    SessionInput, SessionParams, Transport,
+};
+use crate::protocol::{
+    codes, ids, ClientEvent, Envelope, ErrorPayload, ServerEvent, ServerEventBody, SessionConfig,
+};
+
+/// When the session's own timers fire.
+#[derive(Debug)]
+pub(super) struct Timers {
+    /// The session's end of life (`--max-session-secs`).
+    expiry: Instant,
+    /// When the client last sent an event or audio (for [`Limits::idle`]).
+    last_activity: Instant,
+    /// Draining: when the session closes.
+    drain: Option<Instant>,
+    /// When server VAD's `idle_timeout_ms` fires, and the input clock when it was armed.
+    pub(super) vad_idle: Option<(Instant, u64)>,
+}
+
+/// When metrics started counting, for the latencies `/metrics` reports.
+#[derive(Debug, Default)]
+pub(super) struct Stamps {
+    /// Server VAD saw the caller stop speaking (speech end → first answer audio).
+    pub(super) turn_end: Option<Instant>,
+    /// A barge-in was detected (barge-in → playback purged).
+    pub(super) barge_at: Option<Instant>,
+}
+
+/// One duplex session (see the module docs of `session`).
+pub struct Session {
+    pub(super) cfg: SessionConfig,
+    pub(super) transport: Transport,
+    pub(super) conversation_id: String,
+    pub(super) conv: Conversation,
+    pub(super) subs: Subscribers,
+    pub(super) limits: Limits,
+    pub(super) input: InputState,
+    pub(super) model: Box<dyn ModelPort>,
+    pub(super) epoch: Epoch,
+    pub(super) active: Option<ActiveResponse>,
+    pub(super) view: PlaybackView,
+    pub(super) floor: Floor,
+    pub(super) stamps: Stamps,
+    pub(super) timers: Timers,
+    /// The client `event_id` of the event being handled (named by errors that replace
+    /// events too large for the transport).
+    pub(super) cause: Option<Arc<str>>,
+    /// The time of the input being handled.
+    pub(super) now: Instant,
+}
+
+impl Session {
+    /// A session with the default configuration, created at `now` (`unix_secs` is the wall
+    /// clock then, for `expires_at`).
+    pub fn new(p: SessionParams, now: Instant, unix_secs: u64) -> Self {
+        let expires_at = unix_secs + p.limits.max_session.as_secs();
+        let cfg = SessionConfig::new(ids::session_id(), p.model_name, expires_at);
+        let input = InputState::new(&cfg, p.model_frame, p.limits.max_input_samples);
+        let floor = Floor::new(p.model.autonomous(), p.limits.speak_timeout);
+        Self {
+            conv: Conversation::new(p.limits.max_items, p.limits.max_conversation_samples),
+            cfg,
+            transport: p.transport,
+            conversation_id: ids::conversation_id(),
+            subs: Subscribers::new(p.out),
+            timers: Timers {
+                expiry: now + p.limits.max_session,
+                last_activity: now,
+                drain: None,
+                vad_idle: None,
+            },
+            limits: p.limits,
+            input,
+            model: p.model,
+            epoch: Epoch::default(),
+            active: None,
+            view: PlaybackView::default(),
+            floor,
+            stamps: Stamps::default(),
+            cause: None,
+            now,
+        }
+    }
+
+    /// Applies the `session` object a call was created with, before the session runs.
+    pub fn configure(&mut self, patch: crate::protocol::SessionPatch) -> Result<(), ErrorPayload> {
+        self.cfg.apply(patch)?;
+        self.input.reconfigure(&self.cfg);
+        Ok(())
+    }
+
+    /// The session's id.
+    pub fn id(&self) -> &str {
+        &self.cfg.id
+    }
+
+    /// What the media engine reports to this session (WebRTC).
+    pub fn signals(&self) -> Option<Arc<MediaSignals>> {
+        match &self.transport {
+            Transport::WebRtc { signals, .. } => Some(signals.clone()),
+            Transport::WebSocket => None,
+        }
+    }
+
+    /// Whether the session is over (its subscribers were closed).
+    pub fn is_closed(&self) -> bool {
+        self.subs.closing()
+    }
+
+    /// Starts the session: `session.created`.
+    pub fn start(&mut self, now: Instant) {
+        self.now = now;
+        self.emit(ServerEventBody::SessionCreated {
+            session: Box::new(self.cfg.clone()),
+        });
+    }
+
+    /// A transport's input.
+    pub fn handle(&mut self, input: SessionInput, now: Instant) {
+        self.now = now;
+        match input {
+            SessionInput::Client(env) => self.client_event(env),
+            SessionInput::Invalid(err) => {
+                self.touch();
+                self.error(err);
+            }
+            SessionInput::Text(text) => match crate::protocol::decode(&text) {
+                Ok(env) => self.client_event(env),
+                Err(err) => {
+                    self.touch();
+                    self.error(err);
+                }
+            },
+            SessionInput::Media(pcm) => {
+                self.touch();
+                if let Err(e) = self.append_pcm(&pcm, false) {
+                    self.error(e);
+                }
+            }
+            SessionInput::Attach(tx) => self.attach(tx),
+        }
+    }
+
+    /// A model event.
+    pub fn on_model(&mut self, ev: ModelEvent, now: Instant) {
+        self.now = now;
+        match ev {
+            ModelEvent::Output { epoch, output } if epoch != self.epoch => {
+                // Fenced: belongs to a cancelled response.
+                self.on_fenced_output(&output);
+            }
+            ModelEvent::Output { output, .. } => self.on_model_output(output),
+            ModelEvent::Failed { code, message } => {
+                self.fail_response(code, &message);
+                self.fatal(ErrorPayload::server(
+                    codes::MODEL_ERROR,
+                    format!("{code}: {message}"),
+                ));
+            }
+        }
+    }
+
+    /// The model went away (its loop stopped).
+    pub fn model_gone(&mut self, now: Instant) {
+        self.now = now;
+        self.fail_response(codes::MODEL_ERROR, "the model loop stopped");
+        self.fatal(ErrorPayload::server(
+            codes::MODEL_ERROR,
+            "the model loop stopped",
+        ));
+    }
+
+    /// What the media engine reported since the last look, in the order it happened within
+    /// a tick: audio that left, responses that drained, then purges and the end of the call.
+    pub fn on_media(&mut self, report: MediaReport, now: Instant) {
+        self.now = now;
+        for (tag, samples) in report.played {
+            self.on_played(tag, samples);
+        }
+        for tag in report.drained {
+            self.on_drained(tag);
+        }
+        for _ in 0..report.cleared {
+            self.on_cleared();
+        }
+        if report.ended {
+            self.close(1000, "call ended");
+        }
+    }
+
+    /// The server started draining: tell the client at once, close at `deadline`.
+    pub fn drain(&mut self, deadline: Instant, now: Instant) {
+        self.now = now;
+        if self.timers.drain.is_some() {
+            return;
+        }
+        self.timers.drain = Some(deadline);
+        let secs = deadline.saturating_duration_since(now).as_secs();
+        self.error(ErrorPayload::server(
+            codes::SERVER_DRAINING,
+            format!("the server is shutting down; this session closes in {secs} s: reconnect to another instance"),
+        ));
+    }
+
+    /// When the session next needs [`Session::on_timeout`].
+    pub fn next_deadline(&self) -> Instant {
+        let t = &self.timers;
+        [
+            t.vad_idle.map(|(at, _)| at),
+            self.floor.speak_deadline,
+            t.drain,
+            Some(t.last_activity + self.limits.idle),
+        ]
+        .into_iter()
+        .flatten()
+        .fold(t.expiry, Instant::min)
+    }
+
+    /// Runs the timers that are due at `now`.
+    pub fn on_timeout(&mut self, now: Instant) {
+        self.now = now;
+        if now >= self.timers.expiry {
+            self.error(ErrorPayload::invalid(
+                codes::SESSION_EXPIRED,
+                "the session reached its maximum duration",
+            ));
+            return self.close(1000, "session expired");
+        }
+        if self.timers.drain.is_some_and(|at| now >= at) {
+            return self.close(1001, "server shutting down");
+        }
+        if now >= self.timers.last_activity + self.limits.idle {
+            return self.session_idle();
+        }
+        if self.timers.vad_idle.is_some_and(|(at, _)| now >= at) {
+            self.idle_timeout();
+        }
+        if self.floor.speak_deadline.is_some_and(|at| now >= at) {
+            self.speak_timed_out();
+        }
+    }
+
+    /// No client event and no audio for [`Limits::idle`].
+    fn session_idle(&mut self) {
+        self.error(ErrorPayload::invalid(
+            codes::SESSION_IDLE,
+            format!(
+                "no client event and no audio for {} s; the session is closed",
+                self.limits.idle.as_secs()
+            ),
+        ));
+        self.close(1000, "session idle");
+    }
+
+    /// The client was active: the idle timer starts over.
+    fn touch(&mut self) {
+        self.timers.last_activity = self.now;
+    }
+
+    /// A sideband subscriber joins: it gets `session.created` first.
+    fn attach(&mut self, tx: EventSender) {
+        let created = ServerEvent::new(ServerEventBody::SessionCreated {
+            session: Box::new(self.cfg.clone()),
+        });
+        self.subs.attach(tx, &Rendered::new(&created, None));
+    }
+
+    fn client_event(&mut self, env: Envelope) {
+        self.touch();
+        let event_id = env.event_id;
+        self.cause = event_id.as_deref().map(Arc::from);
+        if let Err(e) = self.dispatch(env.event) {
+            self.error(e.with_event_id(event_id));
+        }
+        self.cause = None;
+    }
+
+    fn dispatch(&mut self, event: ClientEvent) -> Result<(), ErrorPayload> {
+        let webrtc = self.transport.is_webrtc();
+        match event {
+            ClientEvent::SessionUpdate { session } => self.session_update(*session),
+            ClientEvent::InputAudioBufferAppend { .. } if webrtc => Err(ErrorPayload::invalid(
+                codes::INVALID_EVENT_FOR_TRANSPORT,
+                "input_audio_buffer.append is not used on WebRTC calls: the audio arrives on the RTP track",
+            )),
+            ClientEvent::InputAudioBufferAppend { audio } => self.append_base64(&audio),
+            ClientEvent::InputAudioBufferCommit => self.commit_manual(),
+            ClientEvent::InputAudioBufferClear => {
+                self.clear_input();
+                Ok(())
+            }
+            ClientEvent::OutputAudioBufferClear if webrtc => {
+                self.clear_output("client_cancelled");
+                Ok(())
+            }
+            ClientEvent::OutputAudioBufferClear => Err(ErrorPayload::invalid(
+                codes::INVALID_EVENT_FOR_TRANSPORT,
+                "output_audio_buffer.clear applies to WebRTC calls; on WebSocket the client owns playback",
+            )),
+            ClientEvent::ConversationItemCreate { previous_item_id, item } => {
+                self.item_create(previous_item_id, *item)
+            }
+            ClientEvent::ConversationItemRetrieve { item_id } => self.item_retrieve(&item_id),
+            ClientEvent::ConversationItemTruncate { item_id, content_index, audio_end_ms } => {
+                self.item_truncate(&item_id, content_index, audio_end_ms)
+            }
+            ClientEvent::ConversationItemDelete { item_id } => self.item_delete(&item_id),
+            ClientEvent::ResponseCreate { response } => {
+                self.response_create(response.map(|b| *b).unwrap_or_default())
+            }
+            ClientEvent::ResponseCancel { response_id } => self.response_cancel(response_id),
+        }
+    }
+
+    fn session_update(&mut self, patch: crate::protocol::SessionPatch) -> Result<(), ErrorPayload> {
+        self.cfg.apply(patch)?;
+        self.input.reconfigure(&self.cfg);
+        self.emit(ServerEventBody::SessionUpdated {
+            session: Box::new(self.cfg.clone()),
+        });
+        Ok(())
+    }
+
+    /// Arms (or disarms) server VAD's idle timeout after a response ended. Not on an
+    /// autonomous model: it decides itself when to speak, so a silent caller prompts nothing.
+    pub(super) fn arm_idle(&mut self) {
+        self.timers.vad_idle = match &self.cfg.audio.input.turn_detection {
+            Some(crate::protocol::TurnDetection::ServerVad {
+                idle_timeout_ms: Some(ms),
+                ..
+            }) if !self.floor.autonomous => {
+                let at = self.now + std::time::Duration::from_millis(*ms);
+                Some((at, self.input.clock()))
+            }
+            _ => None,
+        };
+    }
+
+    /// Sends an event to every subscriber, rendered once.
+    pub(super) fn emit(&mut self, body: ServerEventBody) {
+        if self.subs.closing() {
+            return;
+        }
+        let event = Rendered::new(&ServerEvent::new(body), self.cause.clone());
+        self.emit_rendered(event);
+    }
+
+    /// [`Self::emit`] for an event rendered by the caller. An event larger than a whole
+    /// queue is replaced by an `error` naming the client event that caused it.
+    pub(super) fn emit_rendered(&mut self, mut event: Rendered) {
+        if event.len() > self.limits.max_outbound_bytes {
+            tracing::warn!(session = %self.cfg.id, kind = event.kind, bytes = event.len(), "event larger than the outbound budget; replaced by an error");
+            let error =
+                too_large_error(&event, self.limits.max_outbound_bytes, "the outbound queue");
+            event = Rendered::new(&error, event.cause.clone());
+        }
+        self.subs.send(&event);
+    }
+
+    pub(super) fn error(&mut self, error: ErrorPayload) {
+        if let Some(code) = &error.code {
+            crate::metrics::METRICS.error(code);
+        }
+        tracing::debug!(session = %self.cfg.id, code = ?error.code, message = %error.message, "error event");
+        self.emit(ServerEventBody::Error { error });
+    }
+
+    pub(super) fn fatal(&mut self, error: ErrorPayload) {
+        self.error(error);
+        self.close(1011, "session failed");
+    }
+
+    pub(super) fn close(&mut self, code: u16, reason: &str) {
+        self.subs.close(code, reason);
+    }
+}

@@ -1,0 +1,64 @@
+//! The session's seams to the outside, as small types and traits: the model it talks to
+//! ([`ModelPort`], with what comes back as [`ModelEvent`]), the media engine's playback queue
+//! ([`MediaSink`]), and the newtypes that cross them ([`Epoch`], [`PlaybackTag`]). The core
+//! calls ports and never knows whether a model loop thread or a test script is behind them.
+
+use duet_models::{Request, StepOutput};
+
+/// The interruption fence: every cancel, clear or barge-in advances it, and model output
+/// stamped with an older epoch is dropped before it reaches any queue.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Epoch(pub u64);
+
+impl Epoch {
+    /// The next epoch.
+    pub fn next(self) -> Self {
+        Self(self.0 + 1)
+    }
+}
+
+/// Tags one response's audio in the media engine's playback queue (WebRTC), so that what
+/// left on RTP is accounted to the right response.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PlaybackTag(pub u64);
+
+/// The session's model slot.
+pub trait ModelPort: Send {
+    /// Whether the model decides on its own when to speak (full duplex).
+    fn autonomous(&self) -> bool;
+    /// Queues whole input frames (a multiple of the model's frame size).
+    fn input(&self, pcm: Vec<f32>);
+    /// Sends a request; outputs after it carry `epoch`.
+    fn request(&self, epoch: Epoch, request: Request);
+}
+
+/// What the model sends back to its session.
+#[derive(Debug)]
+pub enum ModelEvent {
+    /// One step's output (only sent when it carries audio, text or the end of a turn; every
+    /// step of an autonomous model).
+    Output {
+        /// Epoch of the request this output belongs to.
+        epoch: Epoch,
+        /// The output.
+        output: StepOutput,
+    },
+    /// The model failed for this session; the slot is closed.
+    Failed {
+        /// Stable code.
+        code: &'static str,
+        /// Message.
+        message: String,
+    },
+}
+
+/// Where a WebRTC session's audio goes: the media engine's playback queue for the call.
+pub trait MediaSink: Send {
+    /// Queues 24 kHz audio of the response tagged `tag` for playout.
+    fn play(&self, tag: PlaybackTag, pcm: Vec<f32>);
+    /// No more audio of `tag` will come; the engine reports in its signals when its last
+    /// sample left.
+    fn finish(&self, tag: PlaybackTag);
+    /// Purges everything queued; the engine reports the purge in its signals.
+    fn clear(&self);
+}

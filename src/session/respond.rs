@@ -1,0 +1,375 @@
+//! Responses in the session: the GA lifecycle (created → output item → content part →
+//! deltas → the done chain → `response.done`, always), cancellation behind the epoch fence,
+//! and where a response's item goes. What a response itself does is `response.rs`; how an
+//! autonomous model opens and ends responses is `floor.rs`.
+
+use std::sync::Arc;
+
+use duet_models::{OutputModality, Request, StepOutput, TurnInput};
+use serde_json::Value;
+
+use super::conversation::{user_turn, Placement, StoredItem};
+use super::response::{input_tokens, ActiveResponse};
+use super::Session;
+use crate::protocol::response::{ResponseAudio, ResponseAudioOutput};
+use crate::protocol::session::{validate_max_tokens, validate_modalities};
+use crate::protocol::{
+    codes, ids, Content, ErrorPayload, Item, Modality, Response, ResponseParams, ResponseStatus,
+    Role, ServerEventBody,
+};
+
+/// User turns handed to the model as context.
+const CONTEXT_TURNS: usize = 4;
+
+impl Session {
+    /// `response.create` (also used by server VAD with default parameters). On an autonomous
+    /// model the response opens at once and waits for the model's speech to fill it (no
+    /// request goes to the model, which decides itself when to speak); without speech within
+    /// the speak timeout it completes empty.
+    pub(super) fn response_create(&mut self, params: ResponseParams) -> Result<(), ErrorPayload> {
+        let (active, instructions, input) = self.prepare(params)?;
+        if self.floor.autonomous {
+            self.floor.speak_deadline = Some(self.now + self.floor.speak_timeout);
+            self.begin(active, None, false);
+            return Ok(());
+        }
+        let modality = match active.modality {
+            Modality::Audio => OutputModality::Audio,
+            Modality::Text => OutputModality::Text,
+        };
+        let request = Request::Respond {
+            modality,
+            instructions,
+            input,
+        };
+        self.begin(active, Some(request), false);
+        Ok(())
+    }
+
+    /// Validates `response.create` parameters into a response (not yet started), its
+    /// instructions and its model context.
+    pub(super) fn prepare(
+        &self,
+        params: ResponseParams,
+    ) -> Result<(ActiveResponse, String, Vec<TurnInput>), ErrorPayload> {
+        let in_conversation = match params.conversation.as_deref() {
+            None | Some("auto") => true,
+            Some("none") => false,
+            Some(other) => {
+                return Err(ErrorPayload::invalid(
+                    codes::INVALID_VALUE,
+                    format!("conversation must be \"auto\" or \"none\", got {other:?}"),
+                )
+                .with_param("response.conversation"))
+            }
+        };
+        self.check_none_active(in_conversation)?;
+        let modality = match params.output_modalities {
+            Some(m) => validate_modalities(m, "response.output_modalities")?[0],
+            None => self.cfg.output_modalities[0],
+        };
+        let max_output_tokens = match params.max_output_tokens {
+            Some(v) => validate_max_tokens(v, "response.max_output_tokens")?,
+            None => self.cfg.max_output_tokens.clone(),
+        };
+        let out_audio = params.audio.and_then(|a| a.output).unwrap_or_default();
+        let format = out_audio.format.unwrap_or(self.cfg.audio.output.format);
+        let voice = out_audio
+            .voice
+            .unwrap_or_else(|| self.cfg.audio.output.voice.clone());
+        let context = match params.input {
+            Some(items) => self.resolve_input(&items)?,
+            None => self.conv.user_context(CONTEXT_TURNS),
+        };
+        let instructions = params
+            .instructions
+            .unwrap_or_else(|| self.cfg.instructions.clone());
+        let response = Response {
+            id: ids::response_id(),
+            object: "realtime.response",
+            status: ResponseStatus::InProgress,
+            status_details: None,
+            output: Vec::new(),
+            conversation_id: in_conversation.then(|| self.conversation_id.clone()),
+            output_modalities: vec![modality],
+            max_output_tokens: max_output_tokens.clone(),
+            audio: ResponseAudio {
+                output: ResponseAudioOutput { format, voice },
+            },
+            metadata: params.metadata,
+            usage: None,
+        };
+        let max = max_output_tokens.as_u64();
+        let active = ActiveResponse::new(
+            response,
+            in_conversation,
+            format,
+            input_tokens(&context),
+            max,
+        );
+        Ok((active, instructions, context))
+    }
+
+    /// One response at a time: OpenAI's error when both write to the conversation.
+    fn check_none_active(&self, in_conversation: bool) -> Result<(), ErrorPayload> {
+        let Some(active) = &self.active else {
+            return Ok(());
+        };
+        Err(if in_conversation && active.in_conversation {
+            ErrorPayload::invalid(
+                codes::CONVERSATION_ALREADY_HAS_ACTIVE_RESPONSE,
+                format!("Conversation already has an active response in progress: {}. Wait until the response is finished before creating a new one.", active.response.id),
+            )
+        } else {
+            ErrorPayload::invalid(
+                codes::RESPONSE_ALREADY_ACTIVE,
+                format!("the model is producing response {}; Duet runs one response at a time per session", active.response.id),
+            )
+        })
+    }
+
+    /// Emits the opening events of a response, sends `request` to the model, and makes the
+    /// response active. `speaking`: an autonomous model is already speaking it
+    /// (`response.speak` goes out before the content part).
+    pub(super) fn begin(
+        &mut self,
+        mut active: ActiveResponse,
+        request: Option<Request>,
+        speaking: bool,
+    ) {
+        active.tag = self.view.next_tag();
+        self.view.last_response_id = Some(active.response.id.clone());
+        if active.modality == Modality::Audio {
+            let item = active.in_conversation.then_some(active.item_id.as_str());
+            self.track_playback(active.tag, &active.response.id, item);
+        }
+        self.emit(ServerEventBody::ResponseCreated {
+            response: Box::new(active.response.clone()),
+        });
+        let empty = active.empty_item();
+        self.emit(ServerEventBody::ResponseOutputItemAdded {
+            response_id: active.response.id.clone(),
+            output_index: 0,
+            item: Box::new(empty.clone()),
+        });
+        if active.in_conversation {
+            self.add_response_item(&active.item_id, empty);
+        }
+        if speaking {
+            self.floor.speak_deadline = None;
+            let speak = active.speak(&self.cfg.id, self.epoch);
+            self.emit(speak);
+        }
+        self.emit(ServerEventBody::ResponseContentPartAdded {
+            at: active.at(),
+            part: active.part(),
+        });
+        self.timers.vad_idle = None;
+        if let Some(request) = request {
+            self.model.request(self.epoch, request);
+        }
+        self.active = Some(active);
+    }
+
+    /// The response's (empty) assistant item joins the conversation.
+    fn add_response_item(&mut self, item_id: &str, empty: Item) {
+        match self
+            .conv
+            .insert(Placement::End, StoredItem::plain(empty.clone()))
+        {
+            Ok(evicted) => {
+                let prev = self.conv.previous_id(item_id);
+                self.emit_item_added(prev, empty, false);
+                self.emit_evicted(evicted);
+            }
+            Err(e) => self.error(e),
+        }
+    }
+
+    /// Resolves `response.input`: item references and inline items, as model context.
+    fn resolve_input(&self, items: &[Value]) -> Result<Vec<TurnInput>, ErrorPayload> {
+        let mut turns = Vec::new();
+        for (i, v) in items.iter().enumerate() {
+            let param = format!("response.input[{i}]");
+            let turn = self.input_turn(v).map_err(|e| e.with_param(param))?;
+            turns.extend(turn);
+        }
+        Ok(turns)
+    }
+
+    /// One entry of `response.input`: an item reference or an inline item.
+    fn input_turn(&self, v: &Value) -> Result<Option<TurnInput>, ErrorPayload> {
+        if v.get("type").and_then(Value::as_str) == Some("item_reference") {
+            let id = v.get("id").and_then(Value::as_str).unwrap_or_default();
+            let stored = self.conv.get(id).ok_or_else(|| {
+                ErrorPayload::invalid(
+                    codes::ITEM_NOT_FOUND,
+                    format!("item {id:?} does not exist in the conversation"),
+                )
+            })?;
+            return Ok(user_turn(stored));
+        }
+        let mut item: Item = serde_json::from_value(v.clone()).map_err(|e| {
+            ErrorPayload::invalid(codes::INVALID_VALUE, format!("invalid input item: {e}"))
+        })?;
+        let audio = match &mut item {
+            Item::Message {
+                role: Role::User,
+                content,
+                ..
+            } => content.iter_mut().find_map(|c| match c {
+                Content::InputAudio { audio, .. } => audio.take(),
+                _ => None,
+            }),
+            _ => None,
+        };
+        let audio = audio.map(|b64| self.decode_clip(&b64)).transpose()?;
+        Ok(user_turn(&StoredItem::with_audio(
+            item,
+            audio.map(Arc::from),
+        )))
+    }
+
+    /// A model step (already past the epoch fence).
+    pub(super) fn on_model_output(&mut self, out: StepOutput) {
+        if self.floor.autonomous {
+            return self.on_autonomous_output(out);
+        }
+        if self.active.is_none() {
+            tracing::debug!(session = %self.cfg.id, "model output without a response; dropped");
+            return;
+        }
+        let over_limit = self.stream_active(&out);
+        if out.end_of_turn {
+            self.finish(ResponseStatus::Completed, None);
+        } else if over_limit {
+            self.stop_incomplete();
+        }
+    }
+
+    /// Streams one step into the active response and sends what it produced; returns
+    /// whether the response reached `max_output_tokens`.
+    pub(super) fn stream_active(&mut self, out: &StepOutput) -> bool {
+        let keep = self
+            .limits
+            .max_item_samples
+            .min(self.limits.max_conversation_samples);
+        let sink = self.transport.sink();
+        let Some(a) = self.active.as_mut() else {
+            return false;
+        };
+        let streamed = a.stream(out, keep, sink);
+        let over_limit = a.over_limit();
+        if streamed.first_audio {
+            if let Some(t) = self.stamps.turn_end.take() {
+                crate::metrics::METRICS
+                    .speech_end_to_first_audio
+                    .observe(self.now.saturating_duration_since(t));
+            }
+        }
+        for ev in streamed.events {
+            self.emit(ev);
+        }
+        over_limit
+    }
+
+    /// The response reached `max_output_tokens`: stop the model and end it `incomplete`.
+    pub(super) fn stop_incomplete(&mut self) {
+        self.fence_model();
+        self.finish(ResponseStatus::Incomplete, Some("max_output_tokens"));
+    }
+
+    /// Advances the epoch (fencing off the model's output in flight) and stops the model. An
+    /// autonomous model may keep speaking: no response opens on its speech until it fell
+    /// silent (if it is silent now, its next speech is new).
+    pub(super) fn fence_model(&mut self) {
+        self.epoch = self.epoch.next();
+        self.model.request(self.epoch, Request::Cancel);
+        if self.floor.autonomous {
+            self.floor.suppress_speak = self.floor.model_speaking;
+        }
+    }
+
+    /// `response.cancel`.
+    pub(super) fn response_cancel(
+        &mut self,
+        response_id: Option<String>,
+    ) -> Result<(), ErrorPayload> {
+        let matches = match (&self.active, &response_id) {
+            (Some(a), Some(id)) => &a.response.id == id,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        if !matches {
+            return Err(ErrorPayload::invalid(
+                codes::RESPONSE_CANCEL_NOT_ACTIVE,
+                "Cancellation failed: no active response found",
+            )
+            .with_param("response_id"));
+        }
+        self.cancel_active("client_cancelled");
+        Ok(())
+    }
+
+    /// Cancels the active response: advance the epoch (fencing the model's output), stop the
+    /// model, finish the response as `cancelled`.
+    pub(super) fn cancel_active(&mut self, reason: &str) {
+        if self.active.is_none() {
+            return;
+        }
+        self.fence_model();
+        self.finish(ResponseStatus::Cancelled, Some(reason));
+    }
+
+    /// Fails the active response after a model error (an autonomous model's response that
+    /// had spoken is followed by `response.listen`, as every `response.speak` is).
+    pub(super) fn fail_response(&mut self, code: &str, message: &str) {
+        let Some(a) = &mut self.active else { return };
+        let spoke = a.spoke.then(|| a.response.id.clone());
+        a.fail(code);
+        tracing::warn!(session = %self.cfg.id, %message, "response failed");
+        self.finish(ResponseStatus::Failed, None);
+        if spoke.is_some() {
+            let listen = ServerEventBody::model_listen(&self.cfg.id, self.epoch.0, spoke);
+            self.emit(listen);
+        }
+    }
+
+    /// The done chain and `response.done`.
+    pub(super) fn finish(&mut self, status: ResponseStatus, reason: Option<&str>) {
+        let Some(mut a) = self.active.take() else {
+            return;
+        };
+        self.floor.speak_deadline = None;
+        if a.modality == Modality::Audio {
+            self.finish_playback(a.tag);
+        }
+        let (events, item) = a.done_chain(status, self.transport.is_webrtc());
+        for ev in events {
+            self.emit(ev);
+        }
+        if a.in_conversation {
+            self.store_item(&mut a, item.clone());
+        }
+        let response = a.into_done(status, reason, item);
+        self.emit(ServerEventBody::ResponseDone {
+            response: Box::new(response),
+        });
+        self.arm_idle();
+    }
+
+    /// Moves the finished assistant item (its audio and ledger) into the conversation.
+    fn store_item(&mut self, a: &mut ActiveResponse, item: Item) {
+        let audio = a.take_audio();
+        if !self.conv.finish_item(&a.item_id, item.clone(), audio) {
+            return;
+        }
+        let evicted = self.conv.evict_except(&a.item_id);
+        let prev = self.conv.previous_id(&a.item_id);
+        self.emit(ServerEventBody::ConversationItemDone {
+            previous_item_id: prev,
+            item: Box::new(item),
+        });
+        self.emit_evicted(evicted);
+    }
+}
