@@ -11,7 +11,8 @@
 // Test hook: window.duet = { state, log, transcripts, turns, stats() } (see state.js).
 //
 // This is the entry module; the concerns live in state.js, ui.js, audio.js, log.js, events.js,
-// rtc.js, ws.js and session.js.
+// rtc.js, ws.js (the WebSocket transport), playback.js (its audio queue and interruption),
+// pcm.js (resampling and PCM16 <-> base64) and session.js.
 
 import { $, now, el, duet, conn, setConn, transportChoice, sleep } from './state.js';
 import { setState, setActivity, hideNotice, showError, bubbles, newTurn } from './ui.js';
@@ -19,7 +20,8 @@ import { audioContext, openMic, refreshDevices, attachMic, switchMic } from './a
 import { send, clearLog } from './log.js';
 import { hangup, teardown } from './session.js';
 import { connectWebRtc } from './rtc.js';
-import { interruptPlayback, connectWebSocket } from './ws.js';
+import { connectWebSocket } from './ws.js';
+import { interruptPlayback } from './playback.js';
 
 // ---------------------------------------------------------------------------------------
 // Connect / disconnect.

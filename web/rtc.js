@@ -17,27 +17,24 @@ export function waitForIceGathering(pc, ms) {
   });
 }
 
-export async function connectWebRtc(c) {
-  const pc = new RTCPeerConnection();
-  c.pc = pc;
-  const track = c.mic.getAudioTracks()[0];
-  c.sender = pc.addTrack(track, c.mic);
-  const dc = pc.createDataChannel('oai-events');
-  c.dc = dc;
+/** The remote track: play it in <audio> and tap it for the output meter. */
+function playRemote(c, e) {
+  const stream = e.streams[0] || new MediaStream([e.track]);
+  el.audio.srcObject = stream;
+  el.audio.play().catch(() => {
+    showNotice('warn', 'The browser blocked audio playback: click anywhere on the page to hear Duet.');
+    document.addEventListener('click', () => el.audio.play().catch(() => {}), { once: true });
+  });
+  // The meter taps the same stream (Chrome needs it attached to a media element too).
+  const src = audioContext().createMediaStreamSource(stream);
+  src.connect(outAnalyser);
+  c.outSource = src;
+  c.outConnected = true;
+}
 
-  pc.ontrack = (e) => {
-    const stream = e.streams[0] || new MediaStream([e.track]);
-    el.audio.srcObject = stream;
-    el.audio.play().catch(() => {
-      showNotice('warn', 'The browser blocked audio playback: click anywhere on the page to hear Duet.');
-      document.addEventListener('click', () => el.audio.play().catch(() => {}), { once: true });
-    });
-    // The meter taps the same stream (Chrome needs it attached to a media element too).
-    const src = audioContext().createMediaStreamSource(stream);
-    src.connect(outAnalyser);
-    c.outSource = src;
-    c.outConnected = true;
-  };
+/** The peer connection's and the event channel's handlers. */
+function wireCall(c, pc, dc) {
+  pc.ontrack = (e) => playRemote(c, e);
   dc.onopen = () => { if (conn === c) setState('connected', 'WebRTC'); };
   dc.onmessage = (m) => {
     let ev;
@@ -57,16 +54,15 @@ export async function connectWebRtc(c) {
       teardown(c, { hangup: true, state: 'failed' });
     }
   };
+}
 
-  await pc.setLocalDescription(await pc.createOffer());
-  await waitForIceGathering(pc, 500);
-  if (conn !== c) return;
-
+/** POST /v1/realtime/calls with the offer; notes the call id, resolves to the answer SDP. */
+async function postOffer(c, sdp) {
   const headers = { 'Content-Type': 'application/sdp' };
   if (apiKey()) headers.Authorization = `Bearer ${apiKey()}`;
   let res;
   try {
-    res = await fetch('/v1/realtime/calls', { method: 'POST', headers, body: pc.localDescription.sdp });
+    res = await fetch('/v1/realtime/calls', { method: 'POST', headers, body: sdp });
   } catch (e) {
     throw new UserError(`Could not reach the server: ${e.message}`);
   }
@@ -74,7 +70,23 @@ export async function connectWebRtc(c) {
   const location = res.headers.get('Location') || '';
   c.callId = location.split('/').pop() || null;
   duet.callId = c.callId;
-  const answer = await res.text();
+  return res.text();
+}
+
+export async function connectWebRtc(c) {
+  const pc = new RTCPeerConnection();
+  c.pc = pc;
+  const track = c.mic.getAudioTracks()[0];
+  c.sender = pc.addTrack(track, c.mic);
+  const dc = pc.createDataChannel('oai-events');
+  c.dc = dc;
+  wireCall(c, pc, dc);
+
+  await pc.setLocalDescription(await pc.createOffer());
+  await waitForIceGathering(pc, 500);
+  if (conn !== c) return;
+
+  const answer = await postOffer(c, pc.localDescription.sdp);
   if (conn !== c) return;
   await pc.setRemoteDescription({ type: 'answer', sdp: answer });
 

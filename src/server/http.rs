@@ -26,6 +26,8 @@ const WEB_FILES: &[(&str, &str, &str)] = &[
     ("audio.js", JS, include_str!("../../web/audio.js")),
     ("events.js", JS, include_str!("../../web/events.js")),
     ("log.js", JS, include_str!("../../web/log.js")),
+    ("pcm.js", JS, include_str!("../../web/pcm.js")),
+    ("playback.js", JS, include_str!("../../web/playback.js")),
     ("rtc.js", JS, include_str!("../../web/rtc.js")),
     ("session.js", JS, include_str!("../../web/session.js")),
     ("state.js", JS, include_str!("../../web/state.js")),
