@@ -21,10 +21,9 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
-use duet::loadgen::{
-    dial_call, http_blocking, proc_sample, readable, receive, spawn_server, Clips, Dialed,
-    ProcSample,
-};
+use duet_client::http::{hangup_blocking, request_blocking};
+use duet_client::load::{dial_call, proc_sample, receive, spawn_server, Clips, Dialed, ProcSample};
+use duet_client::poll::readable;
 use str0m::media::{Frequency, MediaTime};
 use str0m::{Event, Input, Output};
 
@@ -187,10 +186,9 @@ fn dialer(
 fn hanger(server: SocketAddr, rx: mpsc::Receiver<String>) -> Vec<String> {
     let mut errors = Vec::new();
     for id in rx {
-        let path = format!("/v1/realtime/calls/{id}/hangup");
-        match http_blocking(server, "POST", &path, None) {
-            Ok((200, _, _)) => {}
-            Ok((s, _, _)) => errors.push(format!("hangup: {s}")),
+        match hangup_blocking(server, &id, None) {
+            Ok(200) => {}
+            Ok(s) => errors.push(format!("hangup: {s}")),
             Err(e) => errors.push(format!("hangup: {e}")),
         }
     }
@@ -287,7 +285,9 @@ fn step(
 
 /// `/ready`'s (calls, sessions).
 fn ready(server: SocketAddr) -> Option<(u64, u64)> {
-    let (_, _, body) = http_blocking(server, "GET", "/ready", None).ok()?;
+    let body = request_blocking(server, "GET", "/ready", &[], "")
+        .ok()?
+        .body;
     let v: serde_json::Value = serde_json::from_str(&body).ok()?;
     Some((v["calls"].as_u64()?, v["sessions"].as_u64()?))
 }

@@ -37,8 +37,8 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
-use duet::loadgen::{metric, metrics_text, proc_sample};
-use duet::rtc_client::{ClientOptions, RtcClient};
+use duet_client::load::{metric, metrics_text, proc_sample};
+use duet_client::rtc::{ClientOptions, RtcClient};
 use rand::{Rng, RngCore};
 
 /// The grid the server sends on.

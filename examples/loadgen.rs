@@ -1,5 +1,5 @@
 //! Load benchmark: for each call count, starts a fresh `duet serve` (release build), runs N
-//! concurrent WebRTC callers against it (see `duet::loadgen`), and prints one table row:
+//! concurrent WebRTC callers against it (see `duet_client::load`), and prints one table row:
 //! server CPU, RSS per call, pacing, latency, barge-in and setup figures.
 //!
 //! ```sh
@@ -7,13 +7,13 @@
 //! ```
 //!
 //! `--loss PCT --jitter-ms MS` send every call through one impairment relay thread (random
-//! loss and 0..=MS of extra delay per packet, each way; see `duet::impair`).
+//! loss and 0..=MS of extra delay per packet, each way; see `duet_client::impair`).
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
-use duet::loadgen::{
+use duet_client::load::{
     hist_quantile, metric, metrics_text, percentile, proc_sample, run, spawn_server, LoadConfig,
     LoadReport,
 };

@@ -15,10 +15,12 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context};
-use duet::loadgen::{
-    dial_call, http_blocking, metric, metrics_text, proc_sample, readable, receive, spawn_server,
-    Clips, Dialed, VOICED_BYTES,
+use duet_client::http::hangup_blocking;
+use duet_client::load::{
+    dial_call, metric, metrics_text, proc_sample, receive, spawn_server, Clips, Dialed,
+    VOICED_BYTES,
 };
+use duet_client::poll::wait_readable;
 use str0m::media::{Frequency, MediaTime};
 use str0m::{Event, Input, Output};
 
@@ -173,7 +175,7 @@ impl Soak {
                 self.drain()?;
                 grid.1 += 1;
             }
-            if readable(&[&self.d.socket], Duration::from_millis(1))[0] {
+            if wait_readable(&self.d.socket, Duration::from_millis(1)) {
                 while let Ok((n, src)) = self.d.socket.recv_from(&mut buf) {
                     if receive(
                         &mut self.d.rtc,
@@ -247,12 +249,7 @@ fn main() -> anyhow::Result<()> {
     }
     let secs = grid.0.elapsed().as_secs_f64();
     let expected = (start.elapsed().as_secs_f64() * 50.0).round();
-    let _ = http_blocking(
-        server,
-        "POST",
-        &format!("/v1/realtime/calls/{}/hangup", soak.d.call_id),
-        None,
-    );
+    let _ = hangup_blocking(server, &soak.d.call_id, None);
     let _ = child.kill();
     let _ = child.wait();
     report(

@@ -8,7 +8,8 @@
 
 use std::time::Duration;
 
-use duet::rtc_client::{hangup, ClientOptions, RtcClient};
+use duet_client::http::hangup;
+use duet_client::rtc::{ClientOptions, RtcClient};
 
 /// 48 kHz voiced synthetic speech: a 140 Hz harmonic series with vibrato.
 fn voiced(secs: f32) -> Vec<f32> {

@@ -1,17 +1,17 @@
 //! Duet: a WebRTC-first realtime speech server speaking the OpenAI Realtime API.
 //!
-//! Layout: [`protocol`] is the event codec; [`session`] the duplex session actor; the rest are
-//! drivers (HTTP/WebSocket server, model loop thread, configuration).
+//! This library holds the server's drivers and nothing else: [`config`] (the command line),
+//! [`engine`] (the WebRTC media engine threads), [`memory`] (the memory budget), [`metrics`]
+//! (Prometheus counters), [`model_loop`] (the model thread), [`server`] (HTTP, WebSocket and
+//! call signaling) and [`session`] (the duplex session actor), plus the event codec
+//! re-exported as [`protocol`]. The clients that the tests, examples and benchmarks use live
+//! in the `duet-client` crate, which the server never links.
 
 pub mod config;
 pub mod engine;
-pub mod impair;
-pub mod loadgen;
 pub mod memory;
 pub mod metrics;
 pub mod model_loop;
-pub mod net;
-pub mod rtc_client;
 pub mod server;
 pub mod session;
 

@@ -33,23 +33,9 @@ async fn main() -> anyhow::Result<()> {
         Command::Serve(args) => {
             init_logs(args.log_format);
             return_large_buffers();
-            let mut server = duet::server::start(&args).await?;
-            tracing::info!(model = %args.model, "duet listening on http://{}", server.addr);
-            println!("duet listening on http://{}", server.addr);
-            tokio::select! {
-                _ = duet::server::shutdown_signal() => {}
-                r = &mut server.task => return Ok(r?),
-            }
-            // Exit by the deadline plus 2 s whatever is still open (half-sent requests too).
-            let grace = std::time::Duration::from_secs(args.drain_secs);
-            let limit = grace + std::time::Duration::from_secs(2);
-            if tokio::time::timeout(limit, server.drain(grace))
-                .await
-                .is_err()
-            {
-                tracing::warn!("drain did not finish in time; exiting");
-            }
-            tracing::info!("drained; exiting");
+            let sockets = duet::server::bind(&args).await?;
+            duet::server::run(&args, sockets, duet::server::shutdown_signal()).await?;
+            // Engine and model threads are not waited for: the process ends here.
             std::process::exit(0);
         }
         Command::MoshiTiny(args) => {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use common::process::ServerProcess;
 use common::{handshake_status, ready};
-use duet::rtc_client::{ClientOptions, RtcClient};
+use duet_client::rtc::{ClientOptions, RtcClient};
 use futures_util::StreamExt;
 use tokio::io::AsyncWriteExt;
 use tokio_tungstenite::tungstenite::Message;

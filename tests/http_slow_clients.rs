@@ -88,16 +88,17 @@ async fn one_address_holds_at_most_max_per_ip() {
     let third = common::refused(common::Client::connect_with(addr, &[]).await);
     assert_eq!(common::handshake_status(&third), 429);
     // Calls count against the same cap.
-    let (s, _, body) = duet::rtc_client::http(
+    let r = duet_client::http::request(
         addr,
         "POST",
         "/v1/realtime/calls",
-        Some(("application/sdp", include_str!("fixtures/chrome_offer.sdp"))),
-        None,
+        &[("Content-Type", "application/sdp")],
+        include_str!("fixtures/chrome_offer.sdp"),
     )
     .await
     .unwrap();
-    assert_eq!(s, 429, "{body}");
+    let body = r.body;
+    assert_eq!(r.status, 429, "{body}");
     assert!(body.contains("too_many_sessions_from_ip"), "{body}");
     drop(a);
     let start = Instant::now();

@@ -3,7 +3,7 @@
 
 mod common;
 use common::*;
-use duet::rtc_client::{ClientOptions, RtcClient};
+use duet_client::rtc::{ClientOptions, RtcClient};
 use serde_json::json;
 use std::time::Duration;
 

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use common::{ready, wait_released, Client};
 use duet::engine::Fault;
 use duet::model_loop::ModelFault;
-use duet::rtc_client::{ClientOptions, RtcClient};
+use duet_client::rtc::{ClientOptions, RtcClient};
 
 async fn connected_call(addr: std::net::SocketAddr) -> RtcClient {
     let mut c = RtcClient::connect(addr, ClientOptions::default())
@@ -22,7 +22,7 @@ async fn connected_call(addr: std::net::SocketAddr) -> RtcClient {
     c
 }
 
-fn key_of(server: &duet::server::Server, call_id: &str) -> (usize, u64) {
+fn key_of(server: &duet::server::Server, call_id: &str) -> (usize, duet::engine::CallKey) {
     let calls = server.state.calls.lock().unwrap();
     let e = calls.get(call_id).expect("registered");
     (e.engine, e.key)

@@ -2,20 +2,21 @@
 
 mod common;
 use common::*;
-use duet::rtc_client::http;
+use duet_client::http::request;
 
 const OFFER: &str = include_str!("fixtures/chrome_offer.sdp");
 
 async fn post(addr: std::net::SocketAddr, ctype: &str, body: &str) -> (u16, String, String) {
-    http(
+    let r = request(
         addr,
         "POST",
         "/v1/realtime/calls",
-        Some((ctype, body)),
-        None,
+        &[("Content-Type", ctype)],
+        body,
     )
     .await
-    .unwrap()
+    .unwrap();
+    (r.status, r.head, r.body)
 }
 
 #[tokio::test]
@@ -97,11 +98,12 @@ async fn oversized_bodies_answer_413_from_content_length() {
             "request_too_large",
         ),
     ] {
-        let (s, head) = get_with_method(
+        let (s, head) = send(
             addr,
             "POST",
             "/v1/realtime/calls",
             &[("Content-Type", ctype), ("Content-Length", len)],
+            "",
         )
         .await;
         assert_eq!(s, 413, "{ctype}: {head}");
@@ -163,7 +165,7 @@ async fn over_max_calls_is_503_with_retry_after() {
 #[tokio::test]
 async fn cors_preflight_and_exposed_location() {
     let addr = server(&["--api-key", "k"]).await;
-    let (s, head) = get_with_method(
+    let (s, head) = send(
         addr,
         "OPTIONS",
         "/v1/realtime/calls",
@@ -175,6 +177,7 @@ async fn cors_preflight_and_exposed_location() {
                 "authorization,content-type,x-openai-agents-sdk",
             ),
         ],
+        "",
     )
     .await;
     assert!(s == 200 || s == 204, "{head}");
@@ -184,8 +187,7 @@ async fn cors_preflight_and_exposed_location() {
         h.contains("authorization") && h.contains("x-openai-agents-sdk"),
         "{head}"
     );
-    let len = OFFER.len().to_string();
-    let (s, head) = get_with_method(
+    let (s, head) = send(
         addr,
         "POST",
         "/v1/realtime/calls",
@@ -193,9 +195,8 @@ async fn cors_preflight_and_exposed_location() {
             ("Origin", "http://example.test"),
             ("Authorization", "Bearer k"),
             ("Content-Type", "application/sdp"),
-            ("Content-Length", &len),
-            ("", OFFER),
         ],
+        OFFER,
     )
     .await;
     assert_eq!(s, 201, "{head}");
@@ -204,56 +205,27 @@ async fn cors_preflight_and_exposed_location() {
             .contains("access-control-expose-headers: location"),
         "{head}"
     );
-    let (s, _, _) = http(
-        addr,
-        "POST",
-        "/v1/realtime/calls",
-        Some(("application/sdp", OFFER)),
-        None,
-    )
-    .await
-    .unwrap();
-    assert_eq!(s, 401);
-    let (s, _, _) = http(
+    assert_eq!(post(addr, "application/sdp", OFFER).await.0, 401);
+    let r = request(
         addr,
         "POST",
         "/v1/realtime/calls/rtc_00000000000000000000000000000000/hangup",
-        None,
-        Some("k"),
+        &[("Authorization", "Bearer k")],
+        "",
     )
     .await
     .unwrap();
-    assert_eq!(s, 404);
+    assert_eq!(r.status, 404);
 }
 
-async fn get_with_method(
+/// Any request; returns the status and the whole response text.
+async fn send(
     addr: std::net::SocketAddr,
     method: &str,
     path: &str,
     headers: &[(&str, &str)],
+    body: &str,
 ) -> (u16, String) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
-    let mut body = "";
-    for (k, v) in headers {
-        if k.is_empty() {
-            body = v;
-        } else {
-            req.push_str(&format!("{k}: {v}\r\n"));
-        }
-    }
-    req.push_str("\r\n");
-    req.push_str(body);
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf).await.unwrap();
-    let text = String::from_utf8_lossy(&buf).to_string();
-    (
-        text.split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0),
-        text,
-    )
+    let r = request(addr, method, path, headers, body).await.unwrap();
+    (r.status, r.text())
 }

@@ -4,7 +4,7 @@
 
 mod common;
 use common::*;
-use duet::rtc_client::{ClientOptions, RtcClient};
+use duet_client::rtc::{ClientOptions, RtcClient};
 use serde_json::json;
 use std::time::{Duration, Instant};
 
@@ -83,7 +83,7 @@ async fn webrtc_call_end_to_end() {
             .iter()
             .any(|e| e["type"] == "response.done" && e["response"]["status"] == "cancelled"),
         "{:?}",
-        duet::rtc_client::types(&skipped)
+        duet_client::rtc::types(&skipped)
     );
     assert!(cleared["response_id"].as_str().is_some());
     tokio::time::sleep(Duration::from_millis(400)).await;
@@ -136,12 +136,12 @@ async fn webrtc_call_end_to_end() {
     );
 
     // Hangup frees the call.
-    let status = duet::rtc_client::hangup(addr, &c.call_id, None)
+    let status = duet_client::http::hangup(addr, &c.call_id, None)
         .await
         .unwrap();
     assert_eq!(status, 200);
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let status = duet::rtc_client::hangup(addr, &c.call_id, None)
+    let status = duet_client::http::hangup(addr, &c.call_id, None)
         .await
         .unwrap();
     assert_eq!(status, 404, "the call is gone");

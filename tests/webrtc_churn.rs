@@ -2,7 +2,7 @@
 
 mod common;
 use common::*;
-use duet::rtc_client::{ClientOptions, RtcClient};
+use duet_client::rtc::{ClientOptions, RtcClient};
 use std::time::Duration;
 
 fn proc_status(key: &str) -> u64 {
@@ -25,7 +25,7 @@ async fn call_and_hang_up(addr: std::net::SocketAddr) {
     c.until("session.created", Duration::from_secs(10))
         .await
         .expect("events flow");
-    let s = duet::rtc_client::hangup(addr, &c.call_id, None)
+    let s = duet_client::http::hangup(addr, &c.call_id, None)
         .await
         .unwrap();
     assert_eq!(s, 200);

@@ -5,21 +5,21 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use duet::rtc_client::http;
+use duet_client::http::request;
 
 const OFFER: &str = include_str!("fixtures/chrome_offer.sdp");
 
 async fn offer(addr: std::net::SocketAddr) -> (u16, String) {
-    let (s, _, body) = http(
+    let r = request(
         addr,
         "POST",
         "/v1/realtime/calls",
-        Some(("application/sdp", OFFER)),
-        None,
+        &[("Content-Type", "application/sdp")],
+        OFFER,
     )
     .await
     .expect("post");
-    (s, body)
+    (r.status, r.body)
 }
 
 #[tokio::test]

@@ -2,7 +2,7 @@
 
 mod common;
 use common::*;
-use duet::rtc_client::{ClientOptions, RtcClient};
+use duet_client::rtc::{ClientOptions, RtcClient};
 use std::time::Duration;
 
 #[tokio::test]

@@ -1,14 +1,14 @@
 //! A WebRTC call through 5 % loss and 0..=30 ms jitter each way (the userspace relay of
-//! `duet::impair`): ICE, DTLS and SCTP get through by retransmission, frames keep arriving
+//! `duet_client::impair`): ICE, DTLS and SCTP get through by retransmission, frames keep arriving
 //! at the rate the loss leaves, the echo answers and barge-in cancels. Also (ignored by
 //! default) the relay alone at 100 calls' packet rate.
 
 mod common;
 use common::*;
-use duet::impair::{Impairment, Relay};
-use duet::rtc_client::{ClientOptions, RtcClient};
+use duet_client::impair::{Impairment, Relay};
+use duet_client::poll::readable;
+use duet_client::rtc::{ClientOptions, RtcClient};
 use std::net::UdpSocket;
-use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 const LOSS: f64 = 0.05;
@@ -138,23 +138,9 @@ fn echo(stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> std::net::Socket
 
 /// Waits up to 1 ms for any socket; returns the readable ones.
 fn poll(socks: &[UdpSocket]) -> Vec<usize> {
-    let mut fds: Vec<libc::pollfd> = socks
-        .iter()
-        .map(|s| libc::pollfd {
-            fd: s.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
-    let ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 1_000_000,
-    };
-    // SAFETY: `fds` is a valid array of pollfd for its length; no signal mask.
-    unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as _, &ts, std::ptr::null()) };
-    (0..fds.len())
-        .filter(|i| fds[*i].revents & libc::POLLIN != 0)
-        .collect()
+    let socks: Vec<&UdpSocket> = socks.iter().collect();
+    let ready = readable(&socks, Duration::from_millis(1));
+    (0..ready.len()).filter(|i| ready[*i]).collect()
 }
 
 /// CPU seconds the relay thread used (from /proc/self/task/*/stat).

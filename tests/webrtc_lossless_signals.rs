@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use base64::Engine;
 use common::{voiced48, Client};
-use duet::rtc_client::{ClientOptions, RtcClient};
+use duet_client::rtc::{ClientOptions, RtcClient};
 use serde_json::json;
 
 const T: Duration = Duration::from_secs(20);

@@ -6,7 +6,7 @@
 mod common;
 use common::moshi::tiny_moshi_server;
 use common::*;
-use duet::rtc_client::{ClientOptions, RtcClient};
+use duet_client::rtc::{ClientOptions, RtcClient};
 use serde_json::json;
 use std::time::{Duration, Instant};
 
@@ -25,7 +25,7 @@ async fn tiny_moshi_over_webrtc() {
 
     let (speak, skipped) = c.until("response.speak", T).await.unwrap();
     let resp = speak["response_id"].as_str().unwrap().to_string();
-    assert!(duet::rtc_client::types(&skipped).contains(&"response.created".to_string()));
+    assert!(duet_client::rtc::types(&skipped).contains(&"response.created".to_string()));
     let (started, _) = c.until("output_audio_buffer.started", T).await.unwrap();
     assert_eq!(started["response_id"], resp.as_str());
     tokio::time::sleep(Duration::from_millis(600)).await;
@@ -55,7 +55,7 @@ async fn tiny_moshi_over_webrtc() {
     let end_ms = trunc["audio_end_ms"].as_u64().unwrap();
     assert!(end_ms >= 400 && end_ms % 20 == 0, "played {end_ms} ms");
 
-    let status = duet::rtc_client::hangup(addr, &c.call_id, None)
+    let status = duet_client::http::hangup(addr, &c.call_id, None)
         .await
         .unwrap();
     assert_eq!(status, 200);

@@ -36,14 +36,14 @@ async fn four_sidebands_per_call_counted_as_sessions() {
     // Places are free again: a sideband and a session both open.
     let _again = Client::sideband(addr, &call).await.expect("sideband again");
     let _session = Client::connect(addr).await;
-    let (status, _, body) = duet::rtc_client::http(
+    let r = duet_client::http::request(
         addr,
         "POST",
         &format!("/v1/realtime/calls/{call}/hangup"),
-        None,
-        None,
+        &[],
+        "",
     )
     .await
     .unwrap();
-    assert_eq!(status, 200, "{body}");
+    assert_eq!(r.status, 200, "{}", r.body);
 }

@@ -29,7 +29,7 @@ async fn manual_audio_turn_follows_ga_lifecycle() {
 
     c.send(json!({"type":"response.create"})).await;
     let events = c.collect_until("response.done").await;
-    let types = duet::rtc_client::types(&events);
+    let types = duet_client::rtc::types(&events);
     assert_in_order(
         &types,
         &[

@@ -19,7 +19,7 @@ async fn text_only_response_and_out_of_band() {
     c.send(json!({"type":"response.create","response":{"metadata":{"topic":"greeting"}}}))
         .await;
     let events = c.collect_until("response.done").await;
-    let types = duet::rtc_client::types(&events);
+    let types = duet_client::rtc::types(&events);
     assert_in_order(
         &types,
         &[

@@ -7,6 +7,7 @@
 //! thread is never picked again, its calls' slots are released, and `/ready` reports it.
 
 mod live;
+mod net;
 mod thread;
 
 use std::net::{IpAddr, SocketAddr, UdpSocket};
@@ -18,7 +19,7 @@ use std::time::Duration;
 use duet_signaling::{AnswerConfig, Call};
 use tokio::sync::{mpsc, Semaphore};
 
-use crate::net::Waker;
+use crate::engine::net::Waker;
 use crate::session::{EventReceiver, Inbound, MediaSignals, MediaSink, PlaybackTag};
 
 /// Receive buffer asked for each media socket (the kernel grants up to `net.core.rmem_max`).
@@ -27,8 +28,6 @@ const RECV_BUFFER_BYTES: usize = 4 << 20;
 /// Engine settings.
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
-    /// Socket address to bind.
-    pub bind: SocketAddr,
     /// Address to advertise in candidates (NAT 1:1); defaults to the bound one.
     pub public_ip: Option<IpAddr>,
     /// A call that receives nothing for this long is ended.
@@ -40,7 +39,7 @@ pub struct EngineConfig {
 /// A call handed to the engine.
 pub struct NewCall {
     /// Engine-local key.
-    pub key: u64,
+    pub key: CallKey,
     /// `rtc_…`, for logs.
     pub id: String,
     /// The answered call.
@@ -60,6 +59,10 @@ pub struct NewCall {
     pub guard: Box<dyn Send>,
 }
 
+/// A call's key in its engine (the engine's own id; the HTTP layer maps `rtc_…` ids to it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CallKey(pub u64);
+
 /// A fault to inject (tests of panic containment only).
 #[doc(hidden)]
 #[derive(Clone, Copy, Debug)]
@@ -67,15 +70,22 @@ pub enum Fault {
     /// The engine thread itself panics (outside any call's guard).
     PanicThread,
     /// The call with this key panics in its media work at the next tick.
-    PanicCall(u64),
+    PanicCall(CallKey),
 }
 
 enum Command {
     Add(Box<NewCall>),
-    Hangup(u64),
-    Play { key: u64, tag: u64, pcm: Vec<f32> },
-    Finish { key: u64, tag: u64 },
-    Clear(u64),
+    Hangup(CallKey),
+    Play {
+        key: CallKey,
+        tag: u64,
+        pcm: Vec<f32>,
+    },
+    Finish {
+        key: CallKey,
+        tag: u64,
+    },
+    Clear(CallKey),
     Fault(Fault),
 }
 
@@ -91,11 +101,15 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Binds the socket and starts the engine thread; answers use `base`'s certificate.
-    pub fn start(cfg: EngineConfig, base: &AnswerConfig, index: usize) -> anyhow::Result<Self> {
-        let socket = UdpSocket::bind(cfg.bind)?;
+    /// Starts the engine thread on `socket`; answers use `base`'s certificate.
+    pub fn start(
+        socket: UdpSocket,
+        cfg: &EngineConfig,
+        base: &AnswerConfig,
+        index: usize,
+    ) -> anyhow::Result<Self> {
         socket.set_nonblocking(true)?;
-        let rcvbuf = crate::net::set_recv_buffer(&socket, RECV_BUFFER_BYTES).unwrap_or(0);
+        let rcvbuf = net::set_recv_buffer(&socket, RECV_BUFFER_BYTES).unwrap_or(0);
         let local = socket.local_addr()?;
         let advertised = match (cfg.public_ip, local.ip()) {
             (Some(ip), _) => SocketAddr::new(ip, local.port()),
@@ -109,7 +123,7 @@ impl Engine {
         let waker = Arc::new(Waker::new()?);
         let calls = Arc::new(AtomicUsize::new(0));
         let alive = Arc::new(AtomicBool::new(true));
-        let t = thread::EngineThread::new(socket, local, rx, waker.clone(), &cfg, calls.clone());
+        let t = thread::EngineThread::new(socket, local, rx, waker.clone(), cfg, calls.clone());
         let flag = thread::AliveFlag(alive.clone());
         std::thread::Builder::new()
             .name(format!("media-engine-{index}"))
@@ -157,7 +171,7 @@ impl Engine {
     }
 
     /// Ends a call.
-    pub fn hangup(&self, key: u64) {
+    pub fn hangup(&self, key: CallKey) {
         self.send(Command::Hangup(key));
     }
 
@@ -168,7 +182,7 @@ impl Engine {
     }
 
     /// The media sink a session uses for call `key`.
-    pub fn sink(&self, key: u64) -> Box<dyn MediaSink> {
+    pub fn sink(&self, key: CallKey) -> Box<dyn MediaSink> {
         Box::new(EngineSink {
             tx: self.tx.clone(),
             waker: self.waker.clone(),
@@ -180,7 +194,7 @@ impl Engine {
 struct EngineSink {
     tx: std_mpsc::Sender<Command>,
     waker: Arc<Waker>,
-    key: u64,
+    key: CallKey,
 }
 
 impl MediaSink for EngineSink {
@@ -206,6 +220,20 @@ impl MediaSink for EngineSink {
     }
 }
 
+/// Binds `threads` media sockets on `bind`'s address: ports `bind.port()`, `+1`, … (or free
+/// ports when it is 0).
+pub fn bind_sockets(bind: SocketAddr, threads: usize) -> std::io::Result<Vec<UdpSocket>> {
+    (0..threads.max(1))
+        .map(|i| {
+            let port = match bind.port() {
+                0 => 0,
+                p => p.saturating_add(i as u16),
+            };
+            UdpSocket::bind(SocketAddr::new(bind.ip(), port))
+        })
+        .collect()
+}
+
 /// One engine per core: each owns a socket and a share of the calls, so a tick's per-call
 /// work is split across cores.
 #[derive(Clone)]
@@ -214,22 +242,15 @@ pub struct EnginePool {
 }
 
 impl EnginePool {
-    /// Starts `threads` engines sharing one DTLS certificate.
-    pub fn start(cfg: EngineConfig, threads: usize) -> anyhow::Result<Self> {
+    /// Starts one engine per socket, sharing one DTLS certificate.
+    pub fn start(cfg: &EngineConfig, sockets: Vec<UdpSocket>) -> anyhow::Result<Self> {
         let base = AnswerConfig::new(Vec::new())?;
-        let mut engines = Vec::with_capacity(threads.max(1));
-        for i in 0..threads.max(1) {
-            let port = if cfg.bind.port() == 0 {
-                0
-            } else {
-                cfg.bind.port().saturating_add(i as u16)
-            };
-            let c = EngineConfig {
-                bind: SocketAddr::new(cfg.bind.ip(), port),
-                ..cfg.clone()
-            };
-            engines.push(Engine::start(c, &base, i)?);
-        }
+        let engines = sockets
+            .into_iter()
+            .enumerate()
+            .map(|(i, socket)| Engine::start(socket, cfg, &base, i))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        anyhow::ensure!(!engines.is_empty(), "no media socket to serve on");
         Ok(Self { engines })
     }
 

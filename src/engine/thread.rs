@@ -15,9 +15,9 @@ use duet_media::pacer::FrameGrid;
 use duet_signaling::{is_stun, stun_username_local, CallEvent, Transmit};
 
 use super::live::{guarded, LiveCall};
-use super::{Command, EngineConfig, Fault, NewCall};
+use super::net::Waker;
+use super::{CallKey, Command, EngineConfig, Fault, NewCall};
 use crate::metrics::METRICS;
-use crate::net::Waker;
 
 /// The outbound frame period.
 const FRAME: Duration = Duration::from_millis(20);
@@ -45,9 +45,9 @@ pub(super) struct EngineThread {
     waker: Arc<Waker>,
     inactivity: Duration,
     connect_timeout: Duration,
-    calls: HashMap<u64, LiveCall>,
-    by_addr: HashMap<SocketAddr, u64>,
-    by_ufrag: HashMap<String, u64>,
+    calls: HashMap<CallKey, LiveCall>,
+    by_addr: HashMap<SocketAddr, CallKey>,
+    by_ufrag: HashMap<String, CallKey>,
     count: Arc<AtomicUsize>,
     transmits: Vec<Transmit>,
     events: Vec<CallEvent>,
@@ -152,7 +152,7 @@ impl EngineThread {
     }
 
     /// Runs `f` on call `key` under its guard.
-    fn on_call(&mut self, key: u64, f: impl FnOnce(&mut LiveCall)) {
+    fn on_call(&mut self, key: CallKey, f: impl FnOnce(&mut LiveCall)) {
         if let Some(c) = self.calls.get_mut(&key) {
             guarded(c, f);
         }
@@ -189,7 +189,7 @@ impl EngineThread {
 
     /// The call a datagram belongs to: a STUN check by the ufrag it names (which also
     /// learns or moves its source address), anything else by its known source address.
-    fn route(&mut self, source: SocketAddr, bytes: &[u8]) -> Option<u64> {
+    fn route(&mut self, source: SocketAddr, bytes: &[u8]) -> Option<CallKey> {
         if !is_stun(bytes) {
             return self.by_addr.get(&source).copied();
         }
@@ -213,7 +213,7 @@ impl EngineThread {
 
     /// Runs str0m timers that are due.
     fn timeouts(&mut self, now: Instant) {
-        let due: Vec<u64> = self
+        let due: Vec<CallKey> = self
             .calls
             .iter()
             .filter(|(_, c)| c.next_timeout <= now)
@@ -231,7 +231,7 @@ impl EngineThread {
     /// critical part, measured per frame against the grid deadline), then the rest: events,
     /// caller audio in, timers, reaping.
     fn tick(&mut self, now: Instant, deadline: Instant) {
-        let keys: Vec<u64> = self.calls.keys().copied().collect();
+        let keys: Vec<CallKey> = self.calls.keys().copied().collect();
         for &key in &keys {
             self.on_call(key, |c| c.send_frame(deadline));
             self.drain(key);
@@ -250,7 +250,7 @@ impl EngineThread {
     }
 
     /// Sends what str0m wants sent and handles its events.
-    fn drain(&mut self, key: u64) {
+    fn drain(&mut self, key: CallKey) {
         let Some(c) = self.calls.get_mut(&key) else {
             return;
         };
@@ -277,7 +277,7 @@ impl EngineThread {
         });
     }
 
-    fn reap_if_dead(&mut self, key: u64, now: Instant) {
+    fn reap_if_dead(&mut self, key: CallKey, now: Instant) {
         let Some(c) = self.calls.get(&key) else {
             return;
         };
@@ -304,7 +304,7 @@ impl EngineThread {
     /// Ends a call: closes it gracefully (RTCP BYE, SCTP shutdown, DTLS close_notify) so the
     /// peer learns at once, sends what that produced, then drops it (its guard releases the
     /// slots and tells the session).
-    fn end(&mut self, key: u64, reason: &str) {
+    fn end(&mut self, key: CallKey, reason: &str) {
         if let Some(c) = self.calls.get_mut(&key) {
             c.call.close();
         }

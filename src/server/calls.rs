@@ -18,9 +18,9 @@ use super::admission::{Admitted, Kind};
 use super::error::ApiError;
 use super::open::open_session;
 use super::{AppState, CallEntry, CallRegistry};
-use crate::engine::NewCall;
+use crate::engine::{CallKey, NewCall};
 use crate::protocol::SessionPatch;
-use crate::session::{MediaSignals, Transport};
+use crate::session::{EventReceiver, Inbound, MediaSignals, Transport};
 
 /// Largest multipart body (SDP plus a session object).
 const MAX_MULTIPART_BYTES: usize = 64 * 1024;
@@ -165,6 +165,8 @@ pub async fn create(State(state): State<Arc<AppState>>, req: Request) -> Respons
     response
 }
 
+/// The stages of a call: read and check the offer, admit, answer on a live engine, open
+/// the session, hand the call to the engine.
 async fn create_call(
     state: Arc<AppState>,
     req: Request,
@@ -182,25 +184,14 @@ async fn create_call(
     let engine = engine.clone();
     let (call, answer) = Call::accept(&offer.sdp, summary, engine.answer_config(), Instant::now())
         .map_err(|e| bad_offer(&e))?;
-    let key = state
-        .next_call_key
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let key = CallKey(
+        state
+            .next_call_key
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+    );
     let signals = Arc::new(MediaSignals::default());
-    let transport = Transport::WebRtc {
-        sink: engine.sink(key),
-        signals: signals.clone(),
-    };
-    let mut opened = open_session(&state, transport)
-        .await
-        .map_err(|e| ApiError::unavailable(e.code(), e.to_string()))?;
-    if let Some(p) = patch {
-        opened
-            .session
-            .configure(p)
-            .map_err(ApiError::from_payload)?;
-    }
+    let (opened, in_tx) = start_session(&state, &engine, key, signals.clone(), patch).await?;
     let id = call_id();
-    let (in_tx, in_rx) = mpsc::channel(INBOX);
     register(&state, &id, key, engine_index, &in_tx);
     let guard = CallGuard {
         id: id.clone(),
@@ -208,19 +199,13 @@ async fn create_call(
         signals: signals.clone(),
         _admitted: admitted,
     };
-    tracing::info!(call = %id, session = %opened.session.id(), codec = ?summary.codec, "call created");
-    tokio::spawn(crate::session::run(
-        opened.session,
-        in_rx,
-        opened.model_rx,
-        state.lifecycle.subscribe(),
-    ));
+    tracing::info!(call = %id, codec = ?summary.codec, "call created");
     engine.add(NewCall {
         key,
         id: id.clone(),
         call,
         session: in_tx,
-        events: opened.events,
+        events: opened,
         signals,
         inbound: Arc::new(Semaphore::new(state.max_inbound_bytes)),
         has_data_channel: summary.has_data_channel,
@@ -229,12 +214,45 @@ async fn create_call(
     Ok(answered(&id, answer))
 }
 
+/// Opens the call's session (seeded with the offer's `session` object) and runs it; returns
+/// the queue its events go out on and its inbox.
+async fn start_session(
+    state: &Arc<AppState>,
+    engine: &crate::engine::Engine,
+    key: CallKey,
+    signals: Arc<MediaSignals>,
+    patch: Option<SessionPatch>,
+) -> Result<(EventReceiver, mpsc::Sender<Inbound>), ApiError> {
+    let transport = Transport::WebRtc {
+        sink: engine.sink(key),
+        signals,
+    };
+    let mut opened = open_session(state, transport)
+        .await
+        .map_err(|e| ApiError::unavailable(e.code(), e.to_string()))?;
+    if let Some(p) = patch {
+        opened
+            .session
+            .configure(p)
+            .map_err(ApiError::from_payload)?;
+    }
+    let (in_tx, in_rx) = mpsc::channel(INBOX);
+    tracing::debug!(session = %opened.session.id(), "call session opened");
+    tokio::spawn(crate::session::run(
+        opened.session,
+        in_rx,
+        opened.model_rx,
+        state.lifecycle.subscribe(),
+    ));
+    Ok((opened.events, in_tx))
+}
+
 fn register(
     state: &AppState,
     id: &str,
-    key: u64,
+    key: CallKey,
     engine: usize,
-    inbox: &mpsc::Sender<crate::session::Inbound>,
+    inbox: &mpsc::Sender<Inbound>,
 ) {
     if let Ok(mut m) = state.calls.lock() {
         m.insert(

@@ -12,7 +12,8 @@ mod open;
 mod ws;
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::future::Future;
+use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -75,7 +76,7 @@ pub type CallRegistry = Arc<Mutex<HashMap<String, CallEntry>>>;
 #[derive(Clone)]
 pub struct CallEntry {
     /// Engine key.
-    pub key: u64,
+    pub key: crate::engine::CallKey,
     /// Which engine of the pool runs it.
     pub engine: usize,
     /// The call's session inbox (sideband connections).
@@ -203,25 +204,46 @@ fn check_auth(args: &ServeArgs) -> anyhow::Result<()> {
     }
 }
 
-/// Loads the model, starts its loop thread and the media engines, binds, and serves in a
-/// background task.
-pub async fn start(args: &ServeArgs) -> anyhow::Result<Server> {
-    check_auth(args)?;
-    let model = start_model(args).await?;
+/// The sockets a server serves on: HTTP/WebSocket, and one UDP socket per media thread.
+/// Tests and embedders may bind their own; [`bind`] binds what the flags say.
+pub struct Sockets {
+    /// HTTP and WebSocket.
+    pub http: TcpListener,
+    /// WebRTC media, one per media engine thread.
+    pub udp: Vec<UdpSocket>,
+}
+
+/// Binds `--host`/`--port` and `--udp-host`/`--udp-port` (one media socket per media thread:
+/// consecutive ports, or free ports for port 0).
+pub async fn bind(args: &ServeArgs) -> anyhow::Result<Sockets> {
     let threads = args
         .media_threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(4)));
-    let engines = EnginePool::start(
-        EngineConfig {
-            bind: SocketAddr::new(args.udp_host, args.udp_port),
-            public_ip: args.public_ip,
-            inactivity: Duration::from_secs(args.call_inactivity_secs.max(1)),
-            connect_timeout: Duration::from_secs(args.call_connect_secs.max(1)),
-        },
-        threads,
-    )?;
+    let udp = crate::engine::bind_sockets(SocketAddr::new(args.udp_host, args.udp_port), threads)?;
+    let http = TcpListener::bind((args.host, args.port)).await?;
+    Ok(Sockets { http, udp })
+}
+
+/// Binds what the flags say and starts serving in a background task (see [`start_on`]).
+pub async fn start(args: &ServeArgs) -> anyhow::Result<Server> {
+    check_auth(args)?;
+    let sockets = bind(args).await?;
+    start_on(args, sockets).await
+}
+
+/// Loads the model, starts its loop thread and the media engines on `sockets`, and serves in
+/// a background task until [`Server::drain`].
+pub async fn start_on(args: &ServeArgs, sockets: Sockets) -> anyhow::Result<Server> {
+    check_auth(args)?;
+    let model = start_model(args).await?;
+    let engine_cfg = EngineConfig {
+        public_ip: args.public_ip,
+        inactivity: Duration::from_secs(args.call_inactivity_secs.max(1)),
+        connect_timeout: Duration::from_secs(args.call_connect_secs.max(1)),
+    };
+    let engines = EnginePool::start(&engine_cfg, sockets.udp)?;
     let udp_addrs = engines.local_addrs();
-    let listener = TcpListener::bind((args.host, args.port)).await?;
+    let listener = sockets.http;
     let addr = listener.local_addr()?;
     let state = AppState::new(args, model, engines);
     let limits = HttpLimits {
@@ -248,6 +270,31 @@ pub async fn start(args: &ServeArgs) -> anyhow::Result<Server> {
         task,
         stop,
     })
+}
+
+/// Serves on `sockets` until `shutdown` resolves, then drains (`--drain-secs`) and returns,
+/// at the latest 2 s after the drain deadline whatever is still open.
+pub async fn run(
+    args: &ServeArgs,
+    sockets: Sockets,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
+    let mut server = start_on(args, sockets).await?;
+    tracing::info!(model = %args.model, "duet listening on http://{}", server.addr);
+    println!("duet listening on http://{}", server.addr);
+    tokio::select! {
+        () = shutdown => {}
+        r = &mut server.task => return Ok(r?),
+    }
+    let grace = Duration::from_secs(args.drain_secs);
+    if tokio::time::timeout(grace + Duration::from_secs(2), server.drain(grace))
+        .await
+        .is_err()
+    {
+        tracing::warn!("drain did not finish in time; exiting");
+    }
+    tracing::info!("drained; exiting");
+    Ok(())
 }
 
 /// Logs the worst-case memory of the configured caps, and warns when it exceeds the machine.

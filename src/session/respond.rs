@@ -72,11 +72,8 @@ impl Session {
             Some(v) => validate_max_tokens(v, "response.max_output_tokens")?,
             None => self.cfg.max_output_tokens.clone(),
         };
-        let out_audio = params.audio.and_then(|a| a.output).unwrap_or_default();
-        let format = out_audio.format.unwrap_or(self.cfg.audio.output.format);
-        let voice = out_audio
-            .voice
-            .unwrap_or_else(|| self.cfg.audio.output.voice.clone());
+        let audio = self.response_audio(params.audio.and_then(|a| a.output));
+        let format = audio.output.format;
         let context = match params.input {
             Some(items) => self.resolve_input(&items)?,
             None => self.conv.user_context(CONTEXT_TURNS),
@@ -93,9 +90,7 @@ impl Session {
             conversation_id: in_conversation.then(|| self.conversation_id.clone()),
             output_modalities: vec![modality],
             max_output_tokens: max_output_tokens.clone(),
-            audio: ResponseAudio {
-                output: ResponseAudioOutput { format, voice },
-            },
+            audio,
             metadata: params.metadata,
             usage: None,
         };
@@ -108,6 +103,22 @@ impl Session {
             max,
         );
         Ok((active, instructions, context))
+    }
+
+    /// The response's audio output: its own format and voice, else the session's.
+    fn response_audio(
+        &self,
+        requested: Option<crate::protocol::response::ResponseAudioOutputParams>,
+    ) -> ResponseAudio {
+        let out = requested.unwrap_or_default();
+        ResponseAudio {
+            output: ResponseAudioOutput {
+                format: out.format.unwrap_or(self.cfg.audio.output.format),
+                voice: out
+                    .voice
+                    .unwrap_or_else(|| self.cfg.audio.output.voice.clone()),
+            },
+        }
     }
 
     /// One response at a time: OpenAI's error when both write to the conversation.

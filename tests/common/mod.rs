@@ -1,5 +1,6 @@
 //! Test harness: an in-process server on loopback, a WebSocket client speaking JSON events,
-//! synthetic voiced audio, and a tiny HTTP client; [`external`] runs external client scripts.
+//! synthetic voiced audio, and HTTP GETs (on `duet_client::http`); [`external`] runs
+//! external client scripts.
 #![allow(dead_code)]
 
 pub mod browser;
@@ -14,7 +15,6 @@ use base64::Engine;
 use clap::Parser;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
@@ -67,24 +67,13 @@ pub async fn wait_released(addr: SocketAddr, calls: u64, sessions: u64, limit: D
     }
 }
 
-/// Plain HTTP/1.1 GET; returns (status, headers+body text).
+/// Plain HTTP/1.1 GET (see [`duet_client::http::request`]); returns (status, headers+body
+/// text).
 pub async fn get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).await.expect("connect");
-    let mut req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str("\r\n");
-    s.write_all(req.as_bytes()).await.expect("write");
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf).await.expect("read");
-    let text = String::from_utf8_lossy(&buf).to_string();
-    let status = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (status, text)
+    let r = duet_client::http::request(addr, "GET", path, headers, "")
+        .await
+        .expect("GET");
+    (r.status, r.text())
 }
 
 /// A WebSocket realtime client that keeps every event it received.
@@ -336,25 +325,10 @@ pub fn handshake_status(e: &tokio_tungstenite::tungstenite::Error) -> u16 {
 /// POSTs the fixture offer (Chrome's); returns the call id. The call never connects.
 pub async fn offer_call(addr: SocketAddr) -> String {
     let offer = include_str!("../fixtures/chrome_offer.sdp");
-    let (status, head, body) = duet::rtc_client::http(
-        addr,
-        "POST",
-        "/v1/realtime/calls",
-        Some(("application/sdp", offer)),
-        None,
-    )
-    .await
-    .expect("post");
-    assert_eq!(status, 201, "{body}");
-    head.lines()
-        .find_map(|l| l.strip_prefix("location: /v1/realtime/calls/"))
-        .or_else(|| {
-            head.lines()
-                .find_map(|l| l.strip_prefix("Location: /v1/realtime/calls/"))
-        })
-        .expect("Location")
-        .trim()
-        .to_string()
+    let (id, _answer) = duet_client::http::post_offer(addr, offer, None)
+        .await
+        .expect("the offer is answered with 201");
+    id
 }
 
 /// Raises this process's open-file limit to its hard limit (tests that open hundreds of

@@ -1,9 +1,9 @@
 //! A WebRTC client for Duet built on str0m as the offerer: it POSTs its offer to
 //! `/v1/realtime/calls`, sends Opus on a 20 ms grid (silence, or audio you queue), decodes
-//! what it receives, and exchanges JSON events on `oai-events`. Used by the examples, the
-//! integration tests and the load generator. Loopback/LAN only: no STUN/TURN. With
-//! [`ClientOptions::impair`] its media goes through a loss and jitter relay
-//! ([`crate::impair`]).
+//! what it receives, and exchanges JSON events on `oai-events`. Used by the examples and the
+//! integration tests (the load generator, [`crate::load`], drives its many calls itself).
+//! Loopback/LAN only: no STUN/TURN. With [`ClientOptions::impair`] its media goes through a
+//! loss and jitter relay ([`crate::impair`]).
 
 use std::collections::VecDeque;
 use std::io::ErrorKind;
@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Context};
+use anyhow::{anyhow, Context};
 use duet_media::{FrameGrid, OpusDecoder, OpusEncoder};
 use serde_json::Value;
 use str0m::change::{SdpAnswer, SdpPendingOffer};
@@ -20,9 +20,9 @@ use str0m::channel::ChannelId;
 use str0m::media::{Direction, Frequency, MediaKind, MediaTime, Mid};
 use str0m::net::{Protocol, Receive};
 use str0m::{Candidate, Event, Input, Output, Rtc};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
+use crate::http::post_offer;
 use crate::impair::{Impairment, Relay, RelayStats};
 
 const FRAME: usize = 960;
@@ -278,74 +278,6 @@ fn accept(rtc: &mut Rtc, pending: SdpPendingOffer, answer: &str) -> anyhow::Resu
     Ok(())
 }
 
-/// POSTs an offer; returns the call id and the answer.
-pub async fn post_offer(
-    base: SocketAddr,
-    sdp: &str,
-    key: Option<&str>,
-) -> anyhow::Result<(String, String)> {
-    let (status, headers, body) = http(
-        base,
-        "POST",
-        "/v1/realtime/calls",
-        Some(("application/sdp", sdp)),
-        key,
-    )
-    .await?;
-    if status != 201 {
-        bail!("POST /v1/realtime/calls: {status} {body}");
-    }
-    let location = headers
-        .lines()
-        .find_map(|l| {
-            l.split_once(':')
-                .filter(|(k, _)| k.eq_ignore_ascii_case("location"))
-                .map(|(_, v)| v.trim().to_string())
-        })
-        .ok_or_else(|| anyhow!("201 without Location"))?;
-    let id = location.rsplit('/').next().unwrap_or_default().to_string();
-    Ok((id, body))
-}
-
-/// `POST /v1/realtime/calls/{call_id}/hangup`; returns the HTTP status.
-pub async fn hangup(base: SocketAddr, call_id: &str, key: Option<&str>) -> anyhow::Result<u16> {
-    let path = format!("/v1/realtime/calls/{call_id}/hangup");
-    Ok(http(base, "POST", &path, None, key).await?.0)
-}
-
-/// A minimal HTTP/1.1 request; returns (status, header block, body).
-pub async fn http(
-    base: SocketAddr,
-    method: &str,
-    path: &str,
-    body: Option<(&str, &str)>,
-    key: Option<&str>,
-) -> anyhow::Result<(u16, String, String)> {
-    let mut s = tokio::net::TcpStream::connect(base).await?;
-    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {base}\r\nConnection: close\r\n");
-    if let Some(k) = key {
-        req.push_str(&format!("Authorization: Bearer {k}\r\n"));
-    }
-    match body {
-        Some((ctype, b)) => req.push_str(&format!(
-            "Content-Type: {ctype}\r\nContent-Length: {}\r\n\r\n{b}",
-            b.len()
-        )),
-        None => req.push_str("Content-Length: 0\r\n\r\n"),
-    }
-    s.write_all(req.as_bytes()).await?;
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf).await?;
-    let text = String::from_utf8_lossy(&buf).to_string();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    Ok((status, head.to_string(), body.to_string()))
-}
-
 struct Media {
     rtc: Rtc,
     socket: UdpSocket,
@@ -399,7 +331,7 @@ impl Media {
                 .min(grid.next_deadline())
                 .saturating_duration_since(Instant::now())
                 .max(Duration::from_micros(200));
-            if !crate::net::readable(&self.socket, wait) {
+            if !crate::poll::wait_readable(&self.socket, wait) {
                 continue;
             }
             match self.socket.recv_from(&mut buf) {

@@ -9,7 +9,6 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, UdpSocket};
-use std::os::fd::AsRawFd;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc as std_mpsc;
 use std::sync::Arc;
@@ -22,7 +21,9 @@ use str0m::media::{Direction, Frequency, MediaKind, MediaTime, Mid};
 use str0m::net::{Protocol, Receive};
 use str0m::{Candidate, Event, Input, Output, Rtc};
 
+use crate::http::{post_offer_blocking, request_blocking};
 use crate::impair::{self, Impairment, Relay, RelayStats};
+use crate::poll::readable;
 
 /// Opus packets at least this large carry speech.
 pub const VOICED_BYTES: usize = 40;
@@ -201,7 +202,7 @@ pub fn dial_call(server: SocketAddr, relay: Option<&Relay>) -> anyhow::Result<Di
     let now = Instant::now();
     let mut config = Rtc::builder().clear_codecs().enable_opus(true, false);
     if let Some(r) = relay {
-        let window = crate::rtc_client::reorder_window(&r.impairment());
+        let window = crate::rtc::reorder_window(&r.impairment());
         config = config.set_reordering_size_audio(window);
     }
     let mut rtc = config.build(now);
@@ -210,7 +211,7 @@ pub fn dial_call(server: SocketAddr, relay: Option<&Relay>) -> anyhow::Result<Di
     let mid = api.add_media(MediaKind::Audio, Direction::SendRecv, None, None, None);
     api.add_channel("oai-events".into());
     let (offer, pending) = api.apply().ok_or_else(|| anyhow!("no offer"))?;
-    let (call_id, mut answer) = post_offer_blocking(server, &offer.to_sdp_string())?;
+    let (call_id, mut answer) = post_offer_blocking(server, &offer.to_sdp_string(), None)?;
     if let Some(r) = relay {
         let media = impair::candidate_addr(&answer).context("no UDP candidate in answer")?;
         answer = impair::redirect(&answer, r.front(media)?);
@@ -250,51 +251,6 @@ fn dial(server: SocketAddr, index: usize, relay: Option<&Relay>) -> anyhow::Resu
         first_frame: None,
         dead: false,
     })
-}
-
-/// A blocking HTTP/1.1 request; returns (status, header block, body).
-pub fn http_blocking(
-    server: SocketAddr,
-    method: &str,
-    path: &str,
-    sdp: Option<&str>,
-) -> anyhow::Result<(u16, String, String)> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect_timeout(&server, Duration::from_secs(5))?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    let body = sdp.unwrap_or_default();
-    let ctype = if sdp.is_some() {
-        "Content-Type: application/sdp\r\n"
-    } else {
-        ""
-    };
-    write!(s, "{method} {path} HTTP/1.1\r\nHost: {server}\r\nConnection: close\r\n{ctype}Content-Length: {}\r\n\r\n{body}", body.len())?;
-    let mut text = String::new();
-    s.read_to_string(&mut text)?;
-    let (head, body) = text.split_once("\r\n\r\n").context("bad HTTP response")?;
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    Ok((status, head.to_string(), body.to_string()))
-}
-
-/// POSTs an offer; returns the call id and the answer.
-pub fn post_offer_blocking(server: SocketAddr, sdp: &str) -> anyhow::Result<(String, String)> {
-    let (status, head, body) = http_blocking(server, "POST", "/v1/realtime/calls", Some(sdp))?;
-    if status != 201 {
-        return Err(anyhow!("{}", head.lines().next().unwrap_or_default()));
-    }
-    let id = head
-        .lines()
-        .find_map(|l| {
-            l.split_once(':')
-                .filter(|(k, _)| k.eq_ignore_ascii_case("location"))
-                .map(|(_, v)| v.trim().rsplit('/').next().unwrap_or_default().to_string())
-        })
-        .context("201 without Location")?;
-    Ok((id, body))
 }
 
 /// Starts `binary serve` on free ports with `extra` flags and warn-level logs; returns the
@@ -599,34 +555,6 @@ fn poll_all(callers: &mut [Caller], buf: &mut [u8], report: &mut LoadReport) {
     }
 }
 
-/// Waits up to `wait` (one `ppoll`) for any of `sockets`; returns which are readable.
-pub fn readable(sockets: &[&UdpSocket], wait: Duration) -> Vec<bool> {
-    let mut fds: Vec<libc::pollfd> = sockets
-        .iter()
-        .map(|s| libc::pollfd {
-            fd: s.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
-    let ts = libc::timespec {
-        tv_sec: wait.as_secs() as libc::time_t,
-        tv_nsec: wait.subsec_nanos() as libc::c_long,
-    };
-    // SAFETY: `fds` is a valid array of pollfd for its length; no signal mask.
-    let n = unsafe {
-        libc::ppoll(
-            fds.as_mut_ptr(),
-            fds.len() as libc::nfds_t,
-            &ts,
-            std::ptr::null(),
-        )
-    };
-    fds.iter()
-        .map(|f| n > 0 && f.revents & libc::POLLIN != 0)
-        .collect()
-}
-
 /// Feeds one datagram to `rtc`; false when str0m refused it.
 pub fn receive(
     rtc: &mut Rtc,
@@ -652,7 +580,7 @@ pub fn receive(
 
 /// The server's `/metrics` text (empty on failure).
 pub fn metrics_text(server: SocketAddr) -> String {
-    http_blocking(server, "GET", "/metrics", None).map_or_else(|_| String::new(), |r| r.2)
+    request_blocking(server, "GET", "/metrics", &[], "").map_or_else(|_| String::new(), |r| r.body)
 }
 
 /// The value of a series line starting with `series` (name plus labels and a space).

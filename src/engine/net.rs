@@ -1,7 +1,7 @@
-//! Small socket helpers shared by the media engine and the WebRTC client: high-resolution
-//! waits (`ppoll` sleeps on an hrtimer; socket read timeouts round up to scheduler ticks,
-//! which made 20 ms ticks milliseconds late) and an eventfd waker so that commands reach a
-//! thread blocked on its socket at once.
+//! The media engine's socket helpers: a high-resolution wait (`ppoll` sleeps on an hrtimer;
+//! socket read timeouts round up to scheduler ticks, which made 20 ms ticks milliseconds
+//! late) with an eventfd waker, so that commands reach a thread blocked on its socket at
+//! once, and the receive buffer size.
 
 use std::net::UdpSocket;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -68,12 +68,6 @@ pub fn set_recv_buffer(socket: &UdpSocket, bytes: usize) -> std::io::Result<usiz
         }
         Ok(got.max(0) as usize)
     }
-}
-
-/// Waits until `socket` is readable or `wait` passed.
-pub fn readable(socket: &UdpSocket, wait: Duration) -> bool {
-    let mut fds = [pollfd(socket.as_raw_fd())];
-    ppoll(&mut fds, wait) > 0 && fds[0].revents & libc::POLLIN != 0
 }
 
 /// Wakes a thread that waits in [`Waker::wait`].

@@ -13,11 +13,12 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+use crate::poll;
 
 /// Packets waiting for their delivery time, at most; more are dropped as overflow.
 pub const MAX_QUEUED_PACKETS: usize = 16_384;
@@ -328,22 +329,6 @@ struct Worker {
     linger: Duration,
 }
 
-fn ppoll(fds: &mut [libc::pollfd], wait: Duration) -> i32 {
-    let ts = libc::timespec {
-        tv_sec: wait.as_secs() as libc::time_t,
-        tv_nsec: wait.subsec_nanos() as libc::c_long,
-    };
-    // SAFETY: `fds` is a valid array of pollfd for its length, `ts` a valid timespec, no mask.
-    unsafe {
-        libc::ppoll(
-            fds.as_mut_ptr(),
-            fds.len() as libc::nfds_t,
-            &ts,
-            std::ptr::null(),
-        )
-    }
-}
-
 impl Worker {
     fn new(
         control: UdpSocket,
@@ -392,7 +377,7 @@ impl Worker {
             if self.fds.is_empty() {
                 self.rebuild_fds();
             }
-            if ppoll(&mut self.fds, wait) > 0 {
+            if poll::poll(&mut self.fds, wait) > 0 {
                 self.read_ready(&mut buf);
             }
         }
@@ -418,11 +403,7 @@ impl Worker {
         self.fds = self
             .owners
             .iter()
-            .map(|o| libc::pollfd {
-                fd: self.socket(*o).as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            })
+            .map(|o| poll::pollin(self.socket(*o)))
             .collect();
     }
 
