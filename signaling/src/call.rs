@@ -423,15 +423,27 @@ impl Call {
         self.mid.is_some() && self.pt.is_some() && self.rtc.is_connected()
     }
 
+    /// The RTP clock rate and one 20 ms frame on it.
+    fn frame_clock(&self) -> (Frequency, u64) {
+        match self.codec {
+            AudioCodec::Opus => (Frequency::FORTY_EIGHT_KHZ, 960),
+            AudioCodec::Pcmu | AudioCodec::Pcma => (Frequency::EIGHT_KHZ, 160),
+        }
+    }
+
+    /// `frames` 20 ms slots passed without a frame (the sender skipped them after a stall):
+    /// the RTP clock moves on with the wall clock, so the receiver sees a gap, not a stream
+    /// that lags real time by a frame for every stall.
+    pub fn skip_audio_frames(&mut self, frames: u64) {
+        self.rtp_time += frames * self.frame_clock().1;
+    }
+
     /// Sends one 20 ms frame. `wallclock` is when it is due.
     pub fn send_audio(&mut self, wallclock: Instant, payload: &[u8]) -> Result<(), CallError> {
         let (Some(mid), Some(pt)) = (self.mid, self.pt) else {
             return Err(CallError::NoAudioTrack);
         };
-        let (freq, step) = match self.codec {
-            AudioCodec::Opus => (Frequency::FORTY_EIGHT_KHZ, 960),
-            AudioCodec::Pcmu | AudioCodec::Pcma => (Frequency::EIGHT_KHZ, 160),
-        };
+        let (freq, step) = self.frame_clock();
         let time = MediaTime::new(self.rtp_time, freq);
         self.rtp_time += step;
         self.guard(|call| {

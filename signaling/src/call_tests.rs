@@ -152,6 +152,22 @@ fn in_memory_call_carries_audio_and_events() {
 }
 
 #[test]
+fn skipped_slots_move_the_rtp_clock_on() {
+    let mut p = connected(|o| o);
+    for skip in [0, 0, 3, 0] {
+        p.call.skip_audio_frames(skip);
+        let now = p.now;
+        p.call.send_audio(now, &[0xF8, 0xFF, 0xFE]).unwrap();
+        p.run(4).unwrap();
+    }
+    p.run(20).unwrap();
+    let t = &p.peer.audio_times;
+    let steps: Vec<u64> = t.windows(2).map(|w| w[1] - w[0]).collect();
+    // 20 ms frames at 48 kHz; the three skipped slots leave a 4-frame step in the timeline.
+    assert_eq!(steps, [960, 960 * 4, 960], "{t:?}");
+}
+
+#[test]
 fn large_texts_within_the_peers_limit_arrive_whole() {
     let mut p = connected(|o| o);
     // str0m's offerer advertises a=max-message-size:262144.

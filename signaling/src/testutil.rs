@@ -33,6 +33,8 @@ pub struct Peer {
     pub got_text: Vec<String>,
     /// Audio frames it received.
     pub got_audio: usize,
+    /// Their RTP times, in clock-rate units.
+    pub audio_times: Vec<u64>,
     /// Whether its channel opened.
     pub open: bool,
 }
@@ -74,6 +76,7 @@ pub fn offer(now: Instant) -> (Peer, SdpPendingOffer, String) {
         mid,
         got_text: vec![],
         got_audio: 0,
+        audio_times: Vec::new(),
         open: false,
     };
     (peer, pending, offer.to_sdp_string())
@@ -205,7 +208,10 @@ impl Pair {
                     let text = String::from_utf8_lossy(&d.data).into_owned();
                     self.peer.got_text.push(text);
                 }
-                Output::Event(Event::MediaData(_)) => self.peer.got_audio += 1,
+                Output::Event(Event::MediaData(d)) => {
+                    self.peer.got_audio += 1;
+                    self.peer.audio_times.push(d.time.numer());
+                }
                 Output::Event(_) => {}
             }
         }

@@ -93,7 +93,7 @@ impl EngineThread {
                 METRICS
                     .pacing_skipped
                     .fetch_add(tick.skipped, Ordering::Relaxed);
-                self.tick(now, now - tick.lateness);
+                self.tick(now, now - tick.lateness, tick.skipped);
             }
             self.timeouts(Instant::now());
             let deadline = self
@@ -227,13 +227,16 @@ impl EngineThread {
         }
     }
 
-    /// One grid slot for every call. First every call's audio frame goes out (the timing
-    /// critical part, measured per frame against the grid deadline), then the rest: events,
-    /// caller audio in, timers, reaping.
-    fn tick(&mut self, now: Instant, deadline: Instant) {
+    /// One grid slot for every call (after `skipped` slots that a stall made us skip).
+    /// First every call's audio frame goes out (the timing critical part, measured per frame
+    /// against the grid deadline), then the rest: events, caller audio in, timers, reaping.
+    fn tick(&mut self, now: Instant, deadline: Instant, skipped: u64) {
         let keys: Vec<CallKey> = self.calls.keys().copied().collect();
         for &key in &keys {
-            self.on_call(key, |c| c.send_frame(deadline));
+            self.on_call(key, |c| {
+                c.call.skip_audio_frames(skipped);
+                c.send_frame(deadline);
+            });
             self.drain(key);
             METRICS
                 .pacing_deviation
