@@ -7,6 +7,8 @@
 //! re-exported as [`protocol`]. The clients that the tests, examples and benchmarks use live
 //! in the `duet-client` crate, which the server never links.
 
+#![warn(missing_docs)]
+
 pub mod config;
 pub mod engine;
 pub mod memory;
