@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-/// Duet: a realtime speech server for full-duplex speech models, speaking the OpenAI
-/// Realtime API over WebSocket (and WebRTC).
+/// Duet: a WebRTC-first realtime speech server for full-duplex speech models, speaking the
+/// OpenAI Realtime API over WebRTC and WebSocket.
 #[derive(Debug, Parser)]
 #[command(name = "duet", version, about, long_about = None)]
 pub struct Cli {
@@ -19,7 +19,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 #[allow(clippy::large_enum_variant)] // parsed once at start-up
 pub enum Command {
-    /// Run the server (HTTP, WebSocket, demo page).
+    /// Run the server (WebRTC calls, WebSocket sessions, the demo page).
     Serve(ServeArgs),
     /// Write a tiny Moshi model directory with seeded random weights (Kyutai's file names
     /// and architecture, small dimensions), to try `--model moshi` without any download.
@@ -161,7 +161,8 @@ pub struct ServeArgs {
     #[arg(long, env = "DUET_UDP_HOST", default_value = "127.0.0.1")]
     pub udp_host: IpAddr,
 
-    /// UDP port for WebRTC media (0 picks a free port). Open it in firewalls.
+    /// UDP port of the first media thread; each further thread takes the next port (0 picks
+    /// free ports). Open them all in firewalls.
     #[arg(long, env = "DUET_UDP_PORT", default_value_t = 0)]
     pub udp_port: u16,
 
