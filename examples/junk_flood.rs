@@ -531,32 +531,35 @@ struct Window {
     turn: String,
 }
 
-async fn window(
-    label: &'static str,
-    a: &Args,
-    s: &Server,
-    c: &mut RtcClient,
-    flood: bool,
-) -> anyhow::Result<Window> {
-    let pid = s.child.id();
-    let tid = engine_tid(pid);
-    let m0 = metrics_text(s.http);
-    let (cpu0, eng0, drops0) = (
-        proc_sample(pid).cpu_ticks,
-        tid.map_or(0, |t| thread_ticks(pid, t)),
-        udp_drops(s.udp.port()),
-    );
-    let (own0, mach0) = (proc_sample(std::process::id()).cpu_ticks, machine_ticks());
-    let stop = Arc::new(AtomicBool::new(false));
-    let threads = if flood {
-        start_flood(a, s.udp, stop.clone())?
-    } else {
-        Vec::new()
-    };
-    let t0 = Instant::now();
-    let end = t0 + Duration::from_secs(a.secs);
+/// Cumulative counters read at a window's start and end: CPU clock ticks of the server
+/// (all threads), its media engine thread, this process and the whole machine (busy), and
+/// the kernel's drops on the server's UDP socket.
+#[derive(Clone, Copy)]
+struct Counters {
+    server: u64,
+    engine: u64,
+    drops: u64,
+    own: u64,
+    machine: u64,
+}
 
-    // One spoken turn: speech, then silence; the echo model answers with the same audio.
+impl Counters {
+    fn read(s: &Server, engine: Option<u32>) -> Self {
+        let pid = s.child.id();
+        Self {
+            server: proc_sample(pid).cpu_ticks,
+            engine: engine.map_or(0, |t| thread_ticks(pid, t)),
+            drops: udp_drops(s.udp.port()),
+            own: proc_sample(std::process::id()).cpu_ticks,
+            machine: machine_ticks(),
+        }
+    }
+}
+
+/// One spoken turn at `SPEAK_AT` into the window (speech, then silence; the echo model
+/// answers with the same audio), described for the table: the answer's status and timing,
+/// or why none came before `end`.
+async fn echo_turn(c: &mut RtcClient, t0: Instant, end: Instant) -> String {
     tokio::time::sleep_until((t0 + SPEAK_AT).into()).await;
     let mut speech: Vec<f32> = duet_media::pcm::synthetic_voice(SPEECH_SECS)
         .iter()
@@ -567,7 +570,7 @@ async fn window(
     let speech_end = spoke + Duration::from_secs_f32(SPEECH_SECS);
     c.speak(&speech);
     let left = end.saturating_duration_since(Instant::now());
-    let turn = match c.until("response.done", left).await {
+    match c.until("response.done", left).await {
         Ok((done, _)) => {
             let status = done["response"]["status"]
                 .as_str()
@@ -590,16 +593,11 @@ async fn window(
             )
         }
         Err(e) => format!("no response.done: {e}"),
-    };
-    tokio::time::sleep_until(end.into()).await;
-    let t1 = Instant::now();
-    stop.store(true, Ordering::Relaxed);
-    let (cpu1, eng1, drops1) = (
-        proc_sample(pid).cpu_ticks,
-        tid.map_or(0, |t| thread_ticks(pid, t)),
-        udp_drops(s.udp.port()),
-    );
-    let (own1, mach1) = (proc_sample(std::process::id()).cpu_ticks, machine_ticks());
+    }
+}
+
+/// Waits for the flood threads and adds up their reports (the longest elapsed time).
+fn join_flood(threads: Vec<std::thread::JoinHandle<FloodReport>>) -> anyhow::Result<FloodReport> {
     let mut fr = FloodReport::default();
     for t in threads {
         let r = t.join().map_err(|_| anyhow!("flood thread panicked"))?;
@@ -609,9 +607,20 @@ async fn window(
         fr.elapsed = fr.elapsed.max(r.elapsed);
         fr.cpu += r.cpu;
     }
-    let m1 = metrics_text(s.http);
-    let secs = (t1 - t0).as_secs_f64();
+    Ok(fr)
+}
 
+/// The server's RTP as the client saw it in `[t0, t1)`.
+struct Arrivals {
+    frames: usize,
+    max_gap_ms: f64,
+    /// Inter-arrival gaps over two frames.
+    gaps: usize,
+    /// |inter-arrival − 20 ms| per frame, sorted.
+    dev: Vec<f64>,
+}
+
+fn arrivals(c: &RtcClient, t0: Instant, t1: Instant) -> Arrivals {
     let arrivals: Vec<Instant> = c
         .stats()
         .frames
@@ -626,34 +635,100 @@ async fn window(
     let frame_ms = FRAME.as_secs_f64() * 1000.0;
     let mut dev: Vec<f64> = deltas.iter().map(|d| (d - frame_ms).abs()).collect();
     dev.sort_by(f64::total_cmp);
-    let (b0, b1) = (buckets(&m0, PACING), buckets(&m1, PACING));
-    let skipped_series = "duet_pacing_skipped_total ";
-    Ok(Window {
-        label,
-        pps: flood.then(|| fr.sent as f64 / fr.elapsed.as_secs_f64().max(1e-9)),
-        flood: fr,
+    Arrivals {
         frames: arrivals.len(),
-        secs,
         max_gap_ms: deltas.iter().copied().fold(0.0, f64::max),
         gaps: deltas.iter().filter(|d| **d > 2.0 * frame_ms).count(),
         dev,
-        grid_p50: window_quantile(&b0, &b1, 0.5),
-        grid_p99: window_quantile(&b0, &b1, 0.99),
-        grid_p999: window_quantile(&b0, &b1, 0.999),
-        skipped: metric(&m1, skipped_series) - metric(&m0, skipped_series),
-        cpu: cpu1.saturating_sub(cpu0) as f64 / secs,
-        engine_cpu: eng1.saturating_sub(eng0) as f64 / secs,
-        drops: drops1.saturating_sub(drops0),
-        own_cpu: own1.saturating_sub(own0) as f64 / secs,
-        others_cpu: {
-            // Busy ticks of all cores (100 a second each), less the server's and ours.
-            (mach1.saturating_sub(mach0) as f64 / secs
-                - cpu1.saturating_sub(cpu0) as f64 / secs
-                - own1.saturating_sub(own0) as f64 / secs)
-                .max(0.0)
-        },
+    }
+}
+
+/// One measured window: counters and metrics before, the flood (when `flood`) and the echo
+/// turn during, counters, metrics and the client's arrivals after.
+async fn window(
+    label: &'static str,
+    a: &Args,
+    s: &Server,
+    c: &mut RtcClient,
+    flood: bool,
+) -> anyhow::Result<Window> {
+    let tid = engine_tid(s.child.id());
+    let m0 = metrics_text(s.http);
+    let before = Counters::read(s, tid);
+    let stop = Arc::new(AtomicBool::new(false));
+    let threads = if flood {
+        start_flood(a, s.udp, stop.clone())?
+    } else {
+        Vec::new()
+    };
+    let t0 = Instant::now();
+    let end = t0 + Duration::from_secs(a.secs);
+    let turn = echo_turn(c, t0, end).await;
+    tokio::time::sleep_until(end.into()).await;
+    let t1 = Instant::now();
+    stop.store(true, Ordering::Relaxed);
+    let after = Counters::read(s, tid);
+    let fr = join_flood(threads)?;
+    let m1 = metrics_text(s.http);
+    Ok(Measured {
+        flood: flood.then_some(fr),
+        secs: (t1 - t0).as_secs_f64(),
+        arrivals: arrivals(c, t0, t1),
+        metrics: (m0, m1),
+        counters: (before, after),
         turn,
-    })
+    }
+    .summary(label))
+}
+
+/// What a window measured, before it is summed up.
+struct Measured {
+    /// The flood threads' totals; `None` in the baseline, which has none.
+    flood: Option<FloodReport>,
+    secs: f64,
+    arrivals: Arrivals,
+    /// The server's `/metrics` at the start and end.
+    metrics: (String, String),
+    counters: (Counters, Counters),
+    turn: String,
+}
+
+impl Measured {
+    /// The window's row.
+    fn summary(self, label: &'static str) -> Window {
+        let ((m0, m1), (before, after), secs) = (&self.metrics, self.counters, self.secs);
+        let (b0, b1) = (buckets(m0, PACING), buckets(m1, PACING));
+        let skipped_series = "duet_pacing_skipped_total ";
+        let cpu = after.server.saturating_sub(before.server) as f64 / secs;
+        let own_cpu = after.own.saturating_sub(before.own) as f64 / secs;
+        let fr = self.flood.unwrap_or_default();
+        Window {
+            label,
+            pps: self
+                .flood
+                .map(|f| f.sent as f64 / f.elapsed.as_secs_f64().max(1e-9)),
+            flood: fr,
+            frames: self.arrivals.frames,
+            secs,
+            max_gap_ms: self.arrivals.max_gap_ms,
+            gaps: self.arrivals.gaps,
+            dev: self.arrivals.dev,
+            grid_p50: window_quantile(&b0, &b1, 0.5),
+            grid_p99: window_quantile(&b0, &b1, 0.99),
+            grid_p999: window_quantile(&b0, &b1, 0.999),
+            skipped: metric(m1, skipped_series) - metric(m0, skipped_series),
+            cpu,
+            engine_cpu: after.engine.saturating_sub(before.engine) as f64 / secs,
+            drops: after.drops.saturating_sub(before.drops),
+            own_cpu,
+            // Busy ticks of all cores (100 a second each), less the server's and ours.
+            others_cpu: (after.machine.saturating_sub(before.machine) as f64 / secs
+                - cpu
+                - own_cpu)
+                .max(0.0),
+            turn: self.turn,
+        }
+    }
 }
 
 fn print_row(w: &Window) {

@@ -10,6 +10,7 @@
 //! loss and 0..=MS of extra delay per packet, each way; see `duet_client::impair`).
 
 use std::net::SocketAddr;
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
@@ -59,22 +60,53 @@ fn args() -> anyhow::Result<Args> {
     Ok(a)
 }
 
-fn row(n: usize, a: &Args) -> anyhow::Result<()> {
-    let (secs, binary, ramp) = (a.secs, a.binary.as_str(), a.ramp);
-    let (mut child, addr, pid) = match a.server {
-        Some((addr, pid)) => (None, addr, pid),
+/// The server a row measures: started for it (`child`), or the one `--server` names.
+struct Target {
+    child: Option<Child>,
+    addr: SocketAddr,
+    pid: u32,
+}
+
+/// A fresh server sized for `n` calls, unless `--server` names one already running.
+fn target(n: usize, a: &Args) -> anyhow::Result<Target> {
+    Ok(match a.server {
+        Some((addr, pid)) => Target {
+            child: None,
+            addr,
+            pid,
+        },
         None => {
             let max = (n + 8).to_string();
             let (child, addr) =
-                spawn_server(binary, &["--max-calls", &max, "--max-sessions", &max])?;
+                spawn_server(&a.binary, &["--max-calls", &max, "--max-sessions", &max])?;
             std::thread::sleep(Duration::from_millis(300));
             let pid = child.id();
-            (Some(child), addr, pid)
+            Target {
+                child: Some(child),
+                addr,
+                pid,
+            }
         }
-    };
-    let rss0 = proc_sample(pid).rss_kib;
+    })
+}
+
+/// What one row shows: the server's RSS before and after (KiB), its CPU (% of one core)
+/// once every call is up, the load's report and the server's `/metrics` at the end.
+struct Measured {
+    rss0: u64,
+    rss1: u64,
+    cpu: f64,
+    report: LoadReport,
+    metrics: String,
+}
+
+/// Runs `n` calls against `t`, sampling the server's CPU after the ramp until shortly
+/// before the calls end.
+fn measure(n: usize, a: &Args, t: &Target) -> anyhow::Result<Measured> {
+    let (secs, ramp) = (a.secs, a.ramp);
+    let rss0 = proc_sample(t.pid).rss_kib;
     let cfg = LoadConfig {
-        server: addr,
+        server: t.addr,
         calls: n,
         duration: Duration::from_secs(secs),
         ramp_per_sec: ramp,
@@ -85,28 +117,36 @@ fn row(n: usize, a: &Args) -> anyhow::Result<()> {
     let ramp_time = Duration::from_secs_f64(n as f64 / ramp) + Duration::from_secs(2);
     let load = std::thread::spawn(move || run(&cfg));
     std::thread::sleep(ramp_time);
-    let t0 = proc_sample(pid).cpu_ticks;
+    let t0 = proc_sample(t.pid).cpu_ticks;
     let w0 = Instant::now();
     std::thread::sleep(Duration::from_secs(secs.saturating_sub(3).max(1)));
-    let end = proc_sample(pid);
+    let end = proc_sample(t.pid);
     let (t1, rss1) = (end.cpu_ticks, end.rss_kib);
     let cpu = (t1 - t0) as f64 / 100.0 / w0.elapsed().as_secs_f64() * 100.0;
     let report: LoadReport = load.join().map_err(|_| anyhow!("load thread panicked"))??;
-    let m = metrics_text(addr);
-    if let Some(c) = child.as_mut() {
-        let _ = c.kill();
-        let _ = c.wait();
-    }
-    let per_call = rss1.saturating_sub(rss0) as f64 / 1024.0 / n.max(1) as f64;
+    let metrics = metrics_text(t.addr);
+    Ok(Measured {
+        rss0,
+        rss1,
+        cpu,
+        report,
+        metrics,
+    })
+}
+
+/// The table row (stdout).
+fn print_row(n: usize, r: &Measured) {
+    let (report, m, cpu) = (&r.report, &r.metrics, r.cpu);
+    let per_call = r.rss1.saturating_sub(r.rss0) as f64 / 1024.0 / n.max(1) as f64;
     let pace = "duet_pacing_deviation_seconds";
     println!(
         "| {n} | {}/{n} | {cpu:.0} % | {:.0} MiB → {:.0} MiB ({per_call:.2} MiB/call) | {:.2} / {:.2} / {:.1} | {:.2} / {:.2} | {:.1} | {:.0} / {:.0} | {:.0} / {:.0} | {:.0} / {:.0} | {} |",
         report.connected,
-        rss0 as f64 / 1024.0,
-        rss1 as f64 / 1024.0,
-        hist_quantile(&m, pace, 0.5),
-        hist_quantile(&m, pace, 0.99),
-        metric(&m, &format!("{pace}_max ")) * 1000.0,
+        r.rss0 as f64 / 1024.0,
+        r.rss1 as f64 / 1024.0,
+        hist_quantile(m, pace, 0.5),
+        hist_quantile(m, pace, 0.99),
+        metric(m, &format!("{pace}_max ")) * 1000.0,
         percentile(&report.jitter_ms, 50.0),
         percentile(&report.jitter_ms, 99.0),
         percentile(&report.fps, 1.0),
@@ -118,33 +158,49 @@ fn row(n: usize, a: &Args) -> anyhow::Result<()> {
         percentile(&report.setup_ms, 99.0),
         report.errors.len(),
     );
+}
+
+/// The server's own latency figures, the relay's counters and the first errors (stderr).
+fn print_details(r: &Measured) {
+    let m = &r.metrics;
     eprintln!(
         "  server: speech end → first audio p50/p99 {:.0}/{:.0} ms, barge-in purge p50/p99 {:.0}/{:.0} ms, setup POST p99 {:.0} ms, model step p99 {:.1} ms",
-        hist_quantile(&m, "duet_speech_end_to_first_audio_seconds", 0.5),
-        hist_quantile(&m, "duet_speech_end_to_first_audio_seconds", 0.99),
-        hist_quantile(&m, "duet_barge_in_seconds", 0.5),
-        hist_quantile(&m, "duet_barge_in_seconds", 0.99),
-        hist_quantile(&m, "duet_call_setup_seconds", 0.99),
-        hist_quantile(&m, "duet_model_step_seconds", 0.99),
+        hist_quantile(m, "duet_speech_end_to_first_audio_seconds", 0.5),
+        hist_quantile(m, "duet_speech_end_to_first_audio_seconds", 0.99),
+        hist_quantile(m, "duet_barge_in_seconds", 0.5),
+        hist_quantile(m, "duet_barge_in_seconds", 0.99),
+        hist_quantile(m, "duet_call_setup_seconds", 0.99),
+        hist_quantile(m, "duet_model_step_seconds", 0.99),
     );
-    if let Some(r) = report.relay {
+    if let Some(relay) = &r.report.relay {
         eprintln!(
             "  relay: to server {} forwarded / {} lost / {} overflow, to callers {} / {} / {}; late (> 2 ms) {} + {}, max late {:?} / {:?}",
-            r.to_server.forwarded,
-            r.to_server.dropped,
-            r.to_server.overflow,
-            r.to_client.forwarded,
-            r.to_client.dropped,
-            r.to_client.overflow,
-            r.to_server.late,
-            r.to_client.late,
-            r.to_server.max_late,
-            r.to_client.max_late,
+            relay.to_server.forwarded,
+            relay.to_server.dropped,
+            relay.to_server.overflow,
+            relay.to_client.forwarded,
+            relay.to_client.dropped,
+            relay.to_client.overflow,
+            relay.to_server.late,
+            relay.to_client.late,
+            relay.to_server.max_late,
+            relay.to_client.max_late,
         );
     }
-    for e in report.errors.iter().take(3) {
+    for e in r.report.errors.iter().take(3) {
         eprintln!("  error: {e}");
     }
+}
+
+fn row(n: usize, a: &Args) -> anyhow::Result<()> {
+    let mut t = target(n, a)?;
+    let r = measure(n, a, &t)?;
+    if let Some(c) = t.child.as_mut() {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    print_row(n, &r);
+    print_details(&r);
     Ok(())
 }
 

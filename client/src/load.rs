@@ -395,7 +395,13 @@ impl Caller {
         if self.connected.is_none() || self.dead {
             return;
         }
-        let payload = match self.phase {
+        let payload = self.advance(now, clips, turn_frames);
+        self.write(now, payload);
+    }
+
+    /// Steps the turn-taking phase by one frame and returns the packet to send with it.
+    fn advance<'c>(&mut self, now: Instant, clips: &'c Clips, turn_frames: usize) -> &'c [u8] {
+        match self.phase {
             Phase::Idle { until } => {
                 if now >= until {
                     self.phase = Phase::Speaking { frame: 0 };
@@ -427,24 +433,39 @@ impl Caller {
                 onset,
                 frame,
                 measured,
-            } => {
-                if frame < clips.barge.len() {
-                    self.phase = Phase::BargeIn {
-                        onset,
-                        frame: frame + 1,
-                        measured,
-                    };
-                    &clips.barge[frame]
-                } else {
-                    if now - onset > Duration::from_secs(3) {
-                        self.phase = Phase::Idle {
-                            until: now + Duration::from_millis(1000),
-                        };
-                    }
-                    &clips.silence
-                }
+            } => self.barge_in(now, clips, onset, frame, measured),
+        }
+    }
+
+    /// The barge-in clip's next frame, then silence until 3 s after `onset`, when the
+    /// caller goes idle for a second before its next turn.
+    fn barge_in<'c>(
+        &mut self,
+        now: Instant,
+        clips: &'c Clips,
+        onset: Instant,
+        frame: usize,
+        measured: bool,
+    ) -> &'c [u8] {
+        if frame < clips.barge.len() {
+            self.phase = Phase::BargeIn {
+                onset,
+                frame: frame + 1,
+                measured,
+            };
+            &clips.barge[frame]
+        } else {
+            if now - onset > Duration::from_secs(3) {
+                self.phase = Phase::Idle {
+                    until: now + Duration::from_millis(1000),
+                };
             }
-        };
+            &clips.silence
+        }
+    }
+
+    /// Writes one Opus packet on the audio m-line, 960 samples after the last.
+    fn write(&mut self, now: Instant, payload: &[u8]) {
         let Some(w) = self.rtc.writer(self.mid) else {
             return;
         };
@@ -455,7 +476,7 @@ impl Caller {
             pt,
             now,
             MediaTime::new(self.ts, Frequency::FORTY_EIGHT_KHZ),
-            payload.clone(),
+            payload,
         );
         self.ts += 960;
     }
@@ -468,77 +489,141 @@ fn ms(d: Duration) -> f64 {
 /// Runs a load and returns what it measured.
 pub fn run(cfg: &LoadConfig) -> anyhow::Result<LoadReport> {
     let clips = Clips::new(cfg.turn)?;
-    let turn_frames = clips.turn.len();
-    let (tx, rx) = std_mpsc::channel();
-    let (server, calls, ramp) = (cfg.server, cfg.calls, cfg.ramp_per_sec.max(0.1));
+    let ramp = cfg.ramp_per_sec.max(0.1);
     let relay = match cfg.impairment() {
         Some(imp) => Some(Arc::new(Relay::shared(imp)?)),
         None => None,
     };
-    let dial_relay = relay.clone();
+    let (dialed, dialer) = spawn_dialer(cfg.server, cfg.calls, ramp, relay.clone());
+    let mut fleet = Fleet::new(&clips);
+    let ramp_time = Duration::from_secs_f64(cfg.calls as f64 / ramp);
+    let end = fleet.start + ramp_time + cfg.duration;
+    while Instant::now() < end {
+        fleet.admit(&dialed);
+        fleet.step();
+    }
+    let _ = dialer.join();
+    fleet.hang_up();
+    Ok(fleet.into_report(relay.as_deref()))
+}
+
+/// Dials `calls` calls at `ramp` a second on a thread of its own, sending each caller (or
+/// its setup error) down the channel; stops early when the receiver is gone.
+fn spawn_dialer(
+    server: SocketAddr,
+    calls: usize,
+    ramp: f64,
+    relay: Option<Arc<Relay>>,
+) -> (
+    std_mpsc::Receiver<Result<Caller, String>>,
+    std::thread::JoinHandle<()>,
+) {
+    let (tx, rx) = std_mpsc::channel();
     let dialer = std::thread::spawn(move || {
         let start = Instant::now();
         for i in 0..calls {
             let due = start + Duration::from_secs_f64(i as f64 / ramp);
             std::thread::sleep(due.saturating_duration_since(Instant::now()));
             if tx
-                .send(dial(server, i, dial_relay.as_deref()).map_err(|e| format!("setup: {e}")))
+                .send(dial(server, i, relay.as_deref()).map_err(|e| format!("setup: {e}")))
                 .is_err()
             {
                 return;
             }
         }
     });
-    let mut report = LoadReport::default();
-    let mut callers: Vec<Caller> = Vec::new();
-    let start = Instant::now();
-    let ramp_time = Duration::from_secs_f64(calls as f64 / ramp);
-    let end = start + ramp_time + cfg.duration;
-    let mut buf = vec![0u8; 2048];
-    let mut ms_slot = 0u64;
-    while Instant::now() < end {
-        while let Ok(c) = rx.try_recv() {
+    (rx, dialer)
+}
+
+/// Every caller of a run, driven from one thread, and what they measured so far.
+struct Fleet<'c> {
+    clips: &'c Clips,
+    callers: Vec<Caller>,
+    report: LoadReport,
+    start: Instant,
+    /// The next millisecond (since `start`) whose send slot is still to serve.
+    ms_slot: u64,
+    buf: Vec<u8>,
+}
+
+impl<'c> Fleet<'c> {
+    fn new(clips: &'c Clips) -> Self {
+        Self {
+            clips,
+            callers: Vec::new(),
+            report: LoadReport::default(),
+            start: Instant::now(),
+            ms_slot: 0,
+            buf: vec![0u8; 2048],
+        }
+    }
+
+    /// Takes in the callers dialed (and the setup errors) since the last call.
+    fn admit(&mut self, dialed: &std_mpsc::Receiver<Result<Caller, String>>) {
+        while let Ok(c) = dialed.try_recv() {
             match c {
-                Ok(c) => callers.push(c),
-                Err(e) => report.errors.push(e),
+                Ok(c) => self.callers.push(c),
+                Err(e) => self.report.errors.push(e),
             }
         }
+    }
+
+    /// One turn of the loop: the send slots due, str0m's timeouts, then up to 1 ms of
+    /// waiting for datagrams.
+    fn step(&mut self) {
         let now = Instant::now();
-        let slot = (now - start).as_millis() as u64;
-        while ms_slot <= slot {
-            for c in callers.iter_mut().filter(|c| (ms_slot % 20) == c.send_slot) {
-                c.send(now, &clips, turn_frames);
-                c.drain(&mut report, now);
+        let slot = (now - self.start).as_millis() as u64;
+        let turn_frames = self.clips.turn.len();
+        while self.ms_slot <= slot {
+            let ms_slot = self.ms_slot;
+            for c in self
+                .callers
+                .iter_mut()
+                .filter(|c| (ms_slot % 20) == c.send_slot)
+            {
+                c.send(now, self.clips, turn_frames);
+                c.drain(&mut self.report, now);
             }
-            ms_slot += 1;
+            self.ms_slot += 1;
         }
-        for c in callers.iter_mut().filter(|c| c.next_timeout <= now) {
+        for c in self.callers.iter_mut().filter(|c| c.next_timeout <= now) {
             let _ = c.rtc.handle_input(Input::Timeout(now));
-            c.drain(&mut report, now);
+            c.drain(&mut self.report, now);
         }
-        poll_all(&mut callers, &mut buf, &mut report);
+        poll_all(&mut self.callers, &mut self.buf, &mut self.report);
     }
-    let _ = dialer.join();
-    // Hang up like a real caller: DTLS close_notify lets the server free the call at once.
-    for c in callers.iter_mut() {
-        if c.rtc.close().is_ok() {
-            c.drain(&mut report, Instant::now());
-        }
-    }
-    for c in &callers {
-        if let (Some(first), Some(last)) = (c.first_frame, c.last_rx) {
-            let secs = (last - first).as_secs_f64();
-            if secs > 1.0 {
-                report.fps.push((c.frames - 1) as f64 / secs);
+
+    /// Hangs up like a real caller: DTLS close_notify lets the server free the call at once.
+    fn hang_up(&mut self) {
+        for c in self.callers.iter_mut() {
+            if c.rtc.close().is_ok() {
+                c.drain(&mut self.report, Instant::now());
             }
         }
-        if c.connected.is_none() {
-            report.errors.push("never connected".into());
-        }
     }
-    report.connected = callers.iter().filter(|c| c.connected.is_some()).count();
-    report.relay = relay.map(|r| r.stats());
-    Ok(report)
+
+    /// The report, with each caller's frame rate, the calls that never connected and the
+    /// relay's counters added.
+    fn into_report(mut self, relay: Option<&Relay>) -> LoadReport {
+        for c in &self.callers {
+            if let (Some(first), Some(last)) = (c.first_frame, c.last_rx) {
+                let secs = (last - first).as_secs_f64();
+                if secs > 1.0 {
+                    self.report.fps.push((c.frames - 1) as f64 / secs);
+                }
+            }
+            if c.connected.is_none() {
+                self.report.errors.push("never connected".into());
+            }
+        }
+        self.report.connected = self
+            .callers
+            .iter()
+            .filter(|c| c.connected.is_some())
+            .count();
+        self.report.relay = relay.map(Relay::stats);
+        self.report
+    }
 }
 
 /// Waits up to 1 ms for any socket, then reads every datagram that arrived.

@@ -314,44 +314,55 @@ impl Media {
             if next <= now {
                 let _ = self.rtc.handle_input(Input::Timeout(now));
             }
-            loop {
-                match self.rtc.poll_output() {
-                    Ok(Output::Timeout(t)) => {
-                        next = t;
-                        break;
-                    }
-                    Ok(Output::Transmit(t)) => {
-                        let _ = self.socket.send_to(&t.contents, t.destination);
-                    }
-                    Ok(Output::Event(e)) => self.event(e, &mut dec, &mut open),
-                    Err(_) => return,
-                }
-            }
+            let Some(timeout) = self.drain(&mut dec, &mut open) else {
+                return;
+            };
+            next = timeout;
             let wait = next
                 .min(grid.next_deadline())
                 .saturating_duration_since(Instant::now())
                 .max(Duration::from_micros(200));
-            if !crate::poll::wait_readable(&self.socket, wait) {
-                continue;
+            if crate::poll::wait_readable(&self.socket, wait) && !self.receive(&mut buf) {
+                return;
             }
-            match self.socket.recv_from(&mut buf) {
-                Ok((n, source)) => {
-                    if let Ok(contents) = buf[..n].try_into() {
-                        let input = Input::Receive(
-                            Instant::now(),
-                            Receive {
-                                proto: Protocol::Udp,
-                                source,
-                                destination: self.local,
-                                contents,
-                            },
-                        );
-                        let _ = self.rtc.handle_input(input);
-                    }
+        }
+    }
+
+    /// Sends what str0m transmits and handles its events until it names its next timeout;
+    /// `None` when str0m failed.
+    fn drain(&mut self, dec: &mut OpusDecoder, open: &mut bool) -> Option<Instant> {
+        loop {
+            match self.rtc.poll_output() {
+                Ok(Output::Timeout(t)) => return Some(t),
+                Ok(Output::Transmit(t)) => {
+                    let _ = self.socket.send_to(&t.contents, t.destination);
                 }
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
-                Err(_) => return,
+                Ok(Output::Event(e)) => self.event(e, dec, open),
+                Err(_) => return None,
             }
+        }
+    }
+
+    /// Reads one datagram (if one is there) into str0m; false when the socket failed.
+    fn receive(&mut self, buf: &mut [u8]) -> bool {
+        match self.socket.recv_from(buf) {
+            Ok((n, source)) => {
+                if let Ok(contents) = buf[..n].try_into() {
+                    let input = Input::Receive(
+                        Instant::now(),
+                        Receive {
+                            proto: Protocol::Udp,
+                            source,
+                            destination: self.local,
+                            contents,
+                        },
+                    );
+                    let _ = self.rtc.handle_input(input);
+                }
+                true
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => true,
+            Err(_) => false,
         }
     }
 
