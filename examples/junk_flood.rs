@@ -422,15 +422,7 @@ fn prioritize(a: &Args, server: u32) -> anyhow::Result<()> {
 
 /// utime + stime of one thread, in clock ticks.
 fn thread_ticks(pid: u32, tid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).unwrap_or_default();
-    let f: Vec<u64> = stat
-        .rsplit(')')
-        .next()
-        .unwrap_or_default()
-        .split_whitespace()
-        .map(|v| v.parse().unwrap_or(0))
-        .collect();
-    f.get(11).unwrap_or(&0) + f.get(12).unwrap_or(&0)
+    duet_client::load::cpu_ticks(&format!("/proc/{pid}/task/{tid}/stat"))
 }
 
 /// Datagrams the kernel dropped on the IPv4 UDP socket bound to `port` (`/proc/net/udp`).

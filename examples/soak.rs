@@ -21,7 +21,6 @@ use duet_client::load::{
     VOICED_BYTES,
 };
 use duet_client::poll::wait_readable;
-use str0m::media::{Frequency, MediaTime};
 use str0m::{Event, Input, Output};
 
 const FRAME: Duration = Duration::from_millis(20);
@@ -144,21 +143,8 @@ impl Soak {
         let payload = in_minute
             .checked_sub(1500)
             .and_then(|i| self.clips.turn.get(i))
-            .unwrap_or(&self.clips.silence)
-            .clone();
-        let Some(w) = self.d.rtc.writer(self.d.mid) else {
-            return;
-        };
-        let Some(pt) = w.payload_params().next().map(|p| p.pt()) else {
-            return;
-        };
-        let _ = w.write(
-            pt,
-            now,
-            MediaTime::new(self.ts, Frequency::FORTY_EIGHT_KHZ),
-            payload,
-        );
-        self.ts += 960;
+            .unwrap_or(&self.clips.silence);
+        duet_client::load::write_opus(&mut self.d.rtc, self.d.mid, &mut self.ts, now, payload);
     }
 
     /// Runs until `now` passes `until`: media timers, the send grid, and arrivals.

@@ -289,9 +289,10 @@ pub struct ProcSample {
     pub fds: u64,
 }
 
-/// Samples `/proc/PID` (zeros for what cannot be read).
-pub fn proc_sample(pid: u32) -> ProcSample {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+/// utime + stime, in clock ticks, from a `/proc/…/stat` file (a process's or a thread's);
+/// 0 when it cannot be read.
+pub fn cpu_ticks(stat_path: &str) -> u64 {
+    let stat = std::fs::read_to_string(stat_path).unwrap_or_default();
     let fields: Vec<u64> = stat
         .rsplit(')')
         .next()
@@ -299,6 +300,11 @@ pub fn proc_sample(pid: u32) -> ProcSample {
         .split_whitespace()
         .map(|v| v.parse().unwrap_or(0))
         .collect();
+    fields.get(11).unwrap_or(&0) + fields.get(12).unwrap_or(&0)
+}
+
+/// Samples `/proc/PID` (zeros for what cannot be read).
+pub fn proc_sample(pid: u32) -> ProcSample {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let field = |key: &str| {
         status
@@ -310,7 +316,7 @@ pub fn proc_sample(pid: u32) -> ProcSample {
     };
     let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count() as u64);
     ProcSample {
-        cpu_ticks: fields.get(11).unwrap_or(&0) + fields.get(12).unwrap_or(&0),
+        cpu_ticks: cpu_ticks(&format!("/proc/{pid}/stat")),
         rss_kib: field("VmRSS:"),
         threads: field("Threads:"),
         fds,
@@ -466,20 +472,25 @@ impl Caller {
 
     /// Writes one Opus packet on the audio m-line, 960 samples after the last.
     fn write(&mut self, now: Instant, payload: &[u8]) {
-        let Some(w) = self.rtc.writer(self.mid) else {
-            return;
-        };
-        let Some(pt) = w.payload_params().next().map(|p| p.pt()) else {
-            return;
-        };
-        let _ = w.write(
-            pt,
-            now,
-            MediaTime::new(self.ts, Frequency::FORTY_EIGHT_KHZ),
-            payload,
-        );
-        self.ts += 960;
+        write_opus(&mut self.rtc, self.mid, &mut self.ts, now, payload);
     }
+}
+
+/// Writes one 20 ms Opus packet on `mid` at RTP time `*ts` (48 kHz), then moves `*ts` on.
+pub fn write_opus(rtc: &mut Rtc, mid: Mid, ts: &mut u64, now: Instant, payload: &[u8]) {
+    let Some(w) = rtc.writer(mid) else {
+        return;
+    };
+    let Some(pt) = w.payload_params().next().map(|p| p.pt()) else {
+        return;
+    };
+    let _ = w.write(
+        pt,
+        now,
+        MediaTime::new(*ts, Frequency::FORTY_EIGHT_KHZ),
+        payload,
+    );
+    *ts += 960;
 }
 
 fn ms(d: Duration) -> f64 {

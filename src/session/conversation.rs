@@ -77,6 +77,9 @@ pub struct Conversation {
     audio_samples: u64,
     max_items: usize,
     max_audio_samples: u64,
+    /// Items that are never evicted while pinned: assistant items whose audio is still
+    /// playing (their truncation to what was heard is still to come).
+    pinned: Vec<String>,
 }
 
 impl Conversation {
@@ -87,6 +90,19 @@ impl Conversation {
             audio_samples: 0,
             max_items: max_items.max(2),
             max_audio_samples,
+            pinned: Vec::new(),
+        }
+    }
+
+    /// Keeps `id` from eviction until [`Self::unpin`].
+    pub fn pin(&mut self, id: &str) {
+        self.pinned.push(id.to_string());
+    }
+
+    /// Lets `id` be evicted again.
+    pub fn unpin(&mut self, id: &str) {
+        if let Some(i) = self.pinned.iter().position(|p| p == id) {
+            self.pinned.swap_remove(i);
         }
     }
 
@@ -225,11 +241,13 @@ impl Conversation {
         self.audio_samples = self.items.iter().map(StoredItem::audio_len).sum();
     }
 
-    /// Evicts the oldest items (never `keep`) until both limits hold.
+    /// Evicts the oldest items (never `keep`, nor a pinned one) until both limits hold.
     pub fn evict_except(&mut self, keep: &str) -> Vec<String> {
         let mut evicted = Vec::new();
         while self.items.len() > self.max_items || self.audio_samples > self.max_audio_samples {
-            let Some(i) = self.items.iter().position(|s| s.id() != keep) else {
+            let evictable =
+                |s: &StoredItem| s.id() != keep && !self.pinned.iter().any(|p| p == s.id());
+            let Some(i) = self.items.iter().position(evictable) else {
                 break;
             };
             let gone = self.items.remove(i);
@@ -339,6 +357,24 @@ mod tests {
         assert_eq!(ids(&c), ["d"]);
         c.remove("d");
         assert_eq!(c.audio_samples(), 0);
+    }
+
+    #[test]
+    fn pinned_items_outlive_eviction() {
+        let mut c = Conversation::new(2, 1000);
+        c.insert(Placement::End, text_item("a", "1")).unwrap();
+        c.pin("a");
+        c.insert(Placement::End, text_item("b", "2")).unwrap();
+        assert_eq!(
+            c.insert(Placement::End, text_item("c", "3")).unwrap(),
+            ["b"]
+        );
+        assert_eq!(ids(&c), ["a", "c"]);
+        c.unpin("a");
+        assert_eq!(
+            c.insert(Placement::End, text_item("d", "4")).unwrap(),
+            ["a"]
+        );
     }
 
     #[test]

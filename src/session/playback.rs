@@ -97,6 +97,10 @@ impl Session {
         item_id: Option<&str>,
     ) {
         if self.transport.is_webrtc() {
+            if let Some(id) = item_id {
+                // Its truncation to what was heard may still come: it stays until then.
+                self.conv.pin(id);
+            }
             self.view.tracks.push(Track {
                 tag,
                 response_id: response_id.to_string(),
@@ -144,6 +148,9 @@ impl Session {
             return;
         };
         let track = self.view.tracks.remove(i);
+        if let Some(id) = &track.item_id {
+            self.conv.unpin(id);
+        }
         if track.started {
             self.emit(ServerEventBody::OutputAudioBufferStopped {
                 response_id: track.response_id,
@@ -184,6 +191,7 @@ impl Session {
             });
             if let Some(item_id) = &track.item_id {
                 self.truncate_to_played(item_id, track.sent);
+                self.conv.unpin(item_id);
             }
         }
     }

@@ -123,3 +123,36 @@ fn a_client_append_past_the_limit_is_refused_whole() {
     let bytes = h.retrieve_audio(&committed);
     assert_eq!(bytes.len(), 2 * 2 * 9_600, "the first two appends, 0.8 s");
 }
+
+#[test]
+fn an_item_still_playing_outlives_a_flood_of_items_until_its_truncation() {
+    let mut h = harness(Setup {
+        speech: once(3..40),
+        webrtc: Some(SinkLog::default()),
+        ..Setup::default()
+    });
+    let opening = h.until("response.speak");
+    let item_id = opening[1]["item"]["id"].as_str().unwrap().to_string();
+    h.until("response.content_part.added");
+    h.signals.played(&[(1, 960)], &[]);
+    h.media();
+    h.until("output_audio_buffer.started");
+    h.send(json!({"type":"output_audio_buffer.clear"}));
+    // More items than the conversation keeps arrive before the engine confirms the purge:
+    // the oldest go, but not the item whose truncation is pending.
+    for i in 0..1_100 {
+        h.send(json!({"type":"conversation.item.create","item":{"type":"message","role":"user","content":[{"type":"input_text","text":format!("flood {i}")}]}}));
+    }
+    assert!(count(&h.seen, "conversation.item.deleted") >= 100);
+    h.signals.cleared();
+    h.media();
+    let got = h.until("conversation.item.truncated");
+    assert_eq!(
+        last(&got, "conversation.item.truncated")["item_id"],
+        item_id.as_str()
+    );
+    assert_eq!(
+        last(&got, "conversation.item.truncated")["audio_end_ms"],
+        40
+    );
+}
