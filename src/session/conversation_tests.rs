@@ -1,0 +1,85 @@
+use super::*;
+use crate::protocol::ItemStatus;
+
+fn text_item(id: &str, text: &str) -> StoredItem {
+    let mut item = Item::Message {
+        id: Some(id.into()),
+        object: None,
+        status: None,
+        role: Role::User,
+        content: vec![Content::InputText { text: text.into() }],
+    };
+    item.stamp(|| unreachable!(), ItemStatus::Completed);
+    StoredItem::plain(item)
+}
+
+fn ids(c: &Conversation) -> Vec<&str> {
+    c.items.iter().map(|s| s.id()).collect()
+}
+
+#[test]
+fn placement_end_root_after() {
+    let mut c = Conversation::new(10, 1000);
+    c.insert(Placement::End, text_item("a", "1")).unwrap();
+    c.insert(Placement::Root, text_item("b", "2")).unwrap();
+    c.insert(Placement::After("b".into()), text_item("c", "3"))
+        .unwrap();
+    assert_eq!(ids(&c), ["b", "c", "a"]);
+    assert_eq!(c.previous_id("a").as_deref(), Some("c"));
+    assert_eq!(c.previous_id("b"), None);
+    let err = c
+        .insert(Placement::After("zz".into()), text_item("d", "4"))
+        .unwrap_err();
+    assert_eq!(err.code.as_deref(), Some(codes::PREVIOUS_ITEM_NOT_FOUND));
+    assert!(c.insert(Placement::End, text_item("a", "dup")).is_err());
+    assert_eq!(c.items.len(), 3);
+}
+
+#[test]
+fn evicts_oldest_beyond_limits() {
+    let mut c = Conversation::new(2, 100);
+    c.insert(Placement::End, text_item("a", "1")).unwrap();
+    c.insert(Placement::End, text_item("b", "2")).unwrap();
+    assert_eq!(
+        c.insert(Placement::End, text_item("c", "3")).unwrap(),
+        ["a"]
+    );
+    let big = StoredItem::with_audio(text_item("d", "4").item, Some(Arc::from(vec![0.0; 150])));
+    assert_eq!(c.insert(Placement::End, big).unwrap(), ["b", "c"]);
+    assert_eq!(ids(&c), ["d"]);
+    c.remove("d");
+    assert_eq!(c.audio_samples(), 0);
+}
+
+#[test]
+fn pinned_items_outlive_eviction() {
+    let mut c = Conversation::new(2, 1000);
+    c.insert(Placement::End, text_item("a", "1")).unwrap();
+    c.pin("a");
+    c.insert(Placement::End, text_item("b", "2")).unwrap();
+    assert_eq!(
+        c.insert(Placement::End, text_item("c", "3")).unwrap(),
+        ["b"]
+    );
+    assert_eq!(ids(&c), ["a", "c"]);
+    c.unpin("a");
+    assert_eq!(
+        c.insert(Placement::End, text_item("d", "4")).unwrap(),
+        ["a"]
+    );
+}
+
+#[test]
+fn user_context_takes_latest_user_turns() {
+    let mut c = Conversation::new(10, 1000);
+    for (id, t) in [("a", "one"), ("b", "two"), ("c", "three")] {
+        c.insert(Placement::End, text_item(id, t)).unwrap();
+    }
+    assert_eq!(
+        c.user_context(2),
+        vec![
+            TurnInput::Text("two".into()),
+            TurnInput::Text("three".into())
+        ]
+    );
+}
