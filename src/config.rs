@@ -242,6 +242,24 @@ pub struct ServeArgs {
     /// this many seconds; the process exits at most 2 s later.
     #[arg(long, env = "DUET_DRAIN_SECS", default_value_t = 30)]
     pub drain_secs: u64,
+
+    /// Duplex extension: a session whose transport dropped waits this many seconds for a
+    /// resume, keeping its conversation and model slot, then expires.
+    #[arg(long, env = "DUET_DISCONNECT_GRACE_SECS", default_value_t = 30)]
+    pub disconnect_grace_secs: u64,
+
+    /// Duplex extension: bytes of events (compact JSON) a session keeps for replay; past
+    /// it the client gets `session.resync_required` and events go on without a seq.
+    #[arg(long, env = "DUET_RESUME_JOURNAL_BYTES", default_value_t = 8 << 20)]
+    pub resume_journal_bytes: usize,
+
+    /// Duplex extension: seconds an event stays in the replay journal.
+    #[arg(long, env = "DUET_RESUME_JOURNAL_SECS", default_value_t = 60)]
+    pub resume_journal_secs: u64,
+
+    /// Duplex extension: seconds before --max-session-secs that `session.expiring` is sent.
+    #[arg(long, env = "DUET_EXPIRY_WARNING_SECS", default_value_t = 60)]
+    pub expiry_warning_secs: u64,
 }
 
 #[cfg(test)]

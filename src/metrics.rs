@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
@@ -116,7 +116,17 @@ pub struct Metrics {
     pub pacing_skipped: AtomicU64,
     /// Media frames sent.
     pub frames_sent: AtomicU64,
+    /// Opted-in sessions with a transport attached.
+    pub sessions_attached: AtomicI64,
+    /// Opted-in sessions waiting for a resume.
+    pub sessions_detached: AtomicI64,
+    /// Bytes held by every session's replay journal.
+    pub journal_bytes: AtomicI64,
+    /// Resumes that took over a live transport.
+    pub takeovers: AtomicU64,
     errors: Mutex<BTreeMap<String, u64>>,
+    resumes: Mutex<BTreeMap<String, u64>>,
+    expiries: Mutex<BTreeMap<String, u64>>,
 }
 
 /// The process's metrics.
@@ -129,16 +139,30 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     call_setup: Histogram::new("duet_call_setup_seconds", "Time to handle POST /v1/realtime/calls."),
     pacing_skipped: AtomicU64::new(0),
     frames_sent: AtomicU64::new(0),
+    sessions_attached: AtomicI64::new(0),
+    sessions_detached: AtomicI64::new(0),
+    journal_bytes: AtomicI64::new(0),
+    takeovers: AtomicU64::new(0),
     errors: Mutex::new(BTreeMap::new()),
+    resumes: Mutex::new(BTreeMap::new()),
+    expiries: Mutex::new(BTreeMap::new()),
 }
 });
 
 impl Metrics {
     /// Counts an error event by code.
     pub fn error(&self, code: &str) {
-        if let Ok(mut m) = self.errors.lock() {
-            *m.entry(code.to_string()).or_default() += 1;
-        }
+        bump(&self.errors, code);
+    }
+
+    /// Counts a resume by outcome (`ok` or its error code).
+    pub fn resume(&self, outcome: &str) {
+        bump(&self.resumes, outcome);
+    }
+
+    /// Counts a session expiry by reason.
+    pub fn expiry(&self, reason: &str) {
+        bump(&self.expiries, reason);
     }
 
     /// Renders everything, with the live gauges passed in.
@@ -177,10 +201,54 @@ impl Metrics {
                 v.load(Ordering::Relaxed)
             );
         }
-        let _ = writeln!(out, "# HELP duet_errors_total Error events sent to clients, by code.\n# TYPE duet_errors_total counter");
-        if let Ok(m) = self.errors.lock() {
-            for (code, n) in m.iter() {
-                let _ = writeln!(out, "duet_errors_total{{code=\"{code}\"}} {n}");
+        let _ = writeln!(
+            out,
+            "# HELP duet_takeovers_total Resumes that took a session over from a live transport.\n# TYPE duet_takeovers_total counter\nduet_takeovers_total {}",
+            self.takeovers.load(Ordering::Relaxed)
+        );
+        for (state, v) in [
+            ("attached", &self.sessions_attached),
+            ("detached", &self.sessions_detached),
+        ] {
+            if state == "attached" {
+                let _ = writeln!(out, "# HELP duet_durable_sessions Sessions that opted into the duplex extension, by state.\n# TYPE duet_durable_sessions gauge");
+            }
+            let _ = writeln!(
+                out,
+                "duet_durable_sessions{{state=\"{state}\"}} {}",
+                v.load(Ordering::Relaxed).max(0)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP duet_journal_bytes Bytes held by the replay journals.\n# TYPE duet_journal_bytes gauge\nduet_journal_bytes {}",
+            self.journal_bytes.load(Ordering::Relaxed).max(0)
+        );
+        for (name, help, label, map) in [
+            (
+                "duet_errors_total",
+                "Error events sent to clients, by code.",
+                "code",
+                &self.errors,
+            ),
+            (
+                "duet_resumes_total",
+                "Session resumes, by outcome (ok or the error code).",
+                "outcome",
+                &self.resumes,
+            ),
+            (
+                "duet_session_expiries_total",
+                "Opted-in sessions whose lease ran out, by reason.",
+                "reason",
+                &self.expiries,
+            ),
+        ] {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+            if let Ok(m) = map.lock() {
+                for (key, n) in m.iter() {
+                    let _ = writeln!(out, "{name}{{{label}=\"{key}\"}} {n}");
+                }
             }
         }
         for h in [
@@ -193,6 +261,12 @@ impl Metrics {
             h.render(&mut out);
         }
         out
+    }
+}
+
+fn bump(map: &Mutex<BTreeMap<String, u64>>, key: &str) {
+    if let Ok(mut m) = map.lock() {
+        *m.entry(key.to_string()).or_default() += 1;
     }
 }
 

@@ -66,6 +66,33 @@ pub enum ClientEvent {
         /// Which response (default: the active one).
         response_id: Option<String>,
     },
+    /// Duplex extension: `session.resume` (valid only as a resume socket's first message).
+    SessionResume(crate::duplex::ResumeRequest),
+    /// Duplex extension: `session.event_ack`: the client has every event up to this seq.
+    SessionEventAck {
+        /// The seq acknowledged (checked by the session: negative or past the head is an error).
+        server_event_seq: i64,
+    },
+    /// Duplex extension: `session.heartbeat`.
+    SessionHeartbeat,
+    /// Duplex extension: `session.close`.
+    SessionClose {
+        /// Why (default `client_close`).
+        reason: Option<String>,
+    },
+    /// Duplex extension: `barge_in`, a hard interrupt.
+    BargeIn,
+    /// Duplex extension: `playback.ack`: how much of the assistant's audio the client played.
+    PlaybackAck {
+        /// Milliseconds of the item's audio played (cumulative).
+        played_ms: f64,
+        /// The response it belongs to (default: the latest one).
+        response_id: Option<String>,
+        /// The assistant item it belongs to (default: the response's).
+        item_id: Option<String>,
+        /// Truncate the item to what played.
+        truncate: bool,
+    },
 }
 
 /// Wire shapes of the events, one struct each, so that error paths name the field.
@@ -142,6 +169,16 @@ pub struct Envelope {
 /// Decodes one text message. On failure the error carries the client's `event_id`
 /// when it could be read, and the session is expected to continue.
 pub fn decode(text: &str) -> Result<Envelope, ErrorPayload> {
+    decode_with(text, false)
+}
+
+/// [`decode`] for a session that opted into the duplex extension: its commands
+/// ([`crate::duplex::DUPLEX_CLIENT_EVENT_TYPES`]) are events too.
+pub fn decode_duplex(text: &str) -> Result<Envelope, ErrorPayload> {
+    decode_with(text, true)
+}
+
+fn decode_with(text: &str, duplex: bool) -> Result<Envelope, ErrorPayload> {
     if text.len() > MAX_EVENT_BYTES {
         return Err(ErrorPayload::invalid(
             codes::EVENT_TOO_LARGE,
@@ -160,7 +197,7 @@ pub fn decode(text: &str) -> Result<Envelope, ErrorPayload> {
         ));
     };
     let event_id = take_event_id(&mut map)?;
-    check_type(&map).map_err(|e| e.with_event_id(event_id.clone()))?;
+    check_type(&map, duplex).map_err(|e| e.with_event_id(event_id.clone()))?;
     let event = decode_typed(map).map_err(|e| e.with_event_id(event_id.clone()))?;
     Ok(Envelope { event_id, event })
 }
@@ -176,14 +213,18 @@ fn take_event_id(map: &mut Map<String, Value>) -> Result<Option<String>, ErrorPa
     }
 }
 
-fn check_type(map: &Map<String, Value>) -> Result<(), ErrorPayload> {
+fn check_type(map: &Map<String, Value>, duplex: bool) -> Result<(), ErrorPayload> {
+    let known = |t: &str| {
+        CLIENT_EVENT_TYPES.contains(&t)
+            || (duplex && crate::duplex::DUPLEX_CLIENT_EVENT_TYPES.contains(&t))
+    };
     match map.get("type") {
         None => Err(ErrorPayload::invalid(
             codes::MISSING_REQUIRED_PARAMETER,
             "missing required parameter: 'type'",
         )
         .with_param("type")),
-        Some(Value::String(t)) if CLIENT_EVENT_TYPES.contains(&t.as_str()) => Ok(()),
+        Some(Value::String(t)) if known(t) => Ok(()),
         Some(Value::String(t)) => Err(ErrorPayload::invalid(
             codes::UNKNOWN_EVENT_TYPE,
             format!("unknown event type {t:?}"),
@@ -240,6 +281,43 @@ fn decode_session_event(kind: &str, v: &Value) -> Result<Option<ClientEvent>, Er
         "response.cancel" => E::ResponseCancel {
             response_id: typed::<wire::ResponseCancel>(v)?.response_id,
         },
+        _ => return decode_duplex_event(kind, v),
+    }))
+}
+
+/// The duplex extension's commands ([`check_type`] let them through only when opted in);
+/// `None` for another type.
+fn decode_duplex_event(kind: &str, v: &Value) -> Result<Option<ClientEvent>, ErrorPayload> {
+    use crate::duplex::wire;
+    use ClientEvent as E;
+    let empty = |e: ClientEvent| typed::<self::wire::Empty>(v).map(|_| e);
+    Ok(Some(match kind {
+        "session.resume" => E::SessionResume(typed(v)?),
+        "session.event_ack" => E::SessionEventAck {
+            server_event_seq: typed::<wire::EventAck>(v)?.server_event_seq,
+        },
+        "session.heartbeat" => empty(E::SessionHeartbeat)?,
+        "session.close" => E::SessionClose {
+            reason: typed::<wire::Close>(v)?.reason,
+        },
+        "barge_in" => empty(E::BargeIn)?,
+        "playback.ack" => {
+            let w: wire::PlaybackAck = typed(v)?;
+            if !w.played_ms.is_finite() || w.played_ms < 0.0 {
+                return Err(ErrorPayload::invalid(
+                    codes::INVALID_VALUE,
+                    "played_ms must be a number of milliseconds, 0 or more",
+                )
+                .with_param("played_ms"));
+            }
+            let _ = w.committed_ms;
+            E::PlaybackAck {
+                played_ms: w.played_ms,
+                response_id: w.response_id,
+                item_id: w.item_id,
+                truncate: w.truncate.unwrap_or(false),
+            }
+        }
         _ => return Ok(None),
     }))
 }

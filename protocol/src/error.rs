@@ -118,4 +118,18 @@ pub mod codes {
     pub const SERVER_DRAINING: &str = "server_draining";
     /// Input transcription is not available with this model.
     pub const TRANSCRIPTION_UNAVAILABLE: &str = "transcription_unavailable";
+    /// Duplex extension: `session.resume` is malformed, or not the first message.
+    pub const INVALID_SESSION_RESUME: &str = "invalid_session_resume";
+    /// Duplex extension: `session.resume` mid-session.
+    pub const UNSUPPORTED_SESSION_RESUME: &str = "unsupported_session_resume";
+    /// Duplex extension: the resume token does not match the session's.
+    pub const INVALID_RESUME_TOKEN: &str = "invalid_resume_token";
+    /// Duplex extension: no such session to resume (unknown, closed or expired).
+    pub const SESSION_RESUME_EXPIRED: &str = "session_resume_expired";
+    /// Duplex extension: `last_received_server_event_seq` is ahead of the journal's head.
+    pub const SESSION_RESUME_CONFLICT: &str = "session_resume_conflict";
+    /// Duplex extension: `session.event_ack` of a seq above the head, or negative.
+    pub const INVALID_EVENT_ACK: &str = "invalid_event_ack";
+    /// Duplex extension: a resume socket's first message did not come in time.
+    pub const CONFIG_TIMEOUT: &str = "config_timeout";
 }

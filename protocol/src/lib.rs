@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 pub mod client;
+pub mod duplex;
 pub mod error;
 pub mod ids;
 pub mod items;
@@ -19,7 +20,7 @@ pub mod strict;
 #[cfg(test)]
 mod tests;
 
-pub use client::{decode, ClientEvent, Envelope, MAX_EVENT_BYTES};
+pub use client::{decode, decode_duplex, ClientEvent, Envelope, MAX_EVENT_BYTES};
 pub use error::{codes, ErrorPayload, ErrorType};
 pub use items::{Content, Item, ItemStatus, Part, Role};
 pub use response::{Response, ResponseParams, ResponseStatus, StatusDetails, Usage};

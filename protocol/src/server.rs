@@ -89,6 +89,12 @@ pub enum ServerEventBody {
     SessionCreated {
         /// The session's initial effective configuration.
         session: Box<SessionConfig>,
+        /// Duplex extension (opted-in sessions): the token that resumes this session.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        resume_token: Option<String>,
+        /// Duplex extension (opted-in sessions): the attachment's generation, 1.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        attachment_generation: Option<u64>,
     },
     /// The full effective session after an update.
     #[serde(rename = "session.updated")]
@@ -383,6 +389,97 @@ pub enum ServerEventBody {
         #[serde(skip_serializing_if = "Option::is_none")]
         response_id: Option<String>,
     },
+    /// Duplex extension: a resume was accepted; the replay follows. Sent outside the journal.
+    #[serde(rename = "session.resumed")]
+    SessionResumed {
+        /// `sess_…`.
+        session_id: String,
+        /// The session's effective configuration.
+        session: Box<SessionConfig>,
+        /// The new attachment's generation.
+        attachment_generation: u64,
+        /// The rotated token (the old one no longer resumes).
+        resume_token: String,
+    },
+    /// Duplex extension: another transport resumed this session; this one is closed. Sent
+    /// outside the journal.
+    #[serde(rename = "session.replaced")]
+    SessionReplaced {
+        /// `sess_…`.
+        session_id: String,
+        /// The generation of the attachment that was replaced.
+        attachment_generation: u64,
+    },
+    /// Duplex extension: the journal cannot replay what the client missed. Sent outside the
+    /// journal.
+    #[serde(rename = "session.resync_required")]
+    SessionResyncRequired {
+        /// `sess_…`.
+        session_id: String,
+        /// `journal_overflow` or `journal_gap`.
+        reason: &'static str,
+    },
+    /// Duplex extension: the session's lease ran out; it is closed.
+    #[serde(rename = "session.expired")]
+    SessionExpired {
+        /// `sess_…`.
+        session_id: String,
+        /// `disconnect_grace_expired` or `idle_ttl_expired`.
+        reason: &'static str,
+    },
+    /// Duplex extension: the session reaches `--max-session-secs` soon.
+    #[serde(rename = "session.expiring")]
+    SessionExpiring {
+        /// `sess_…`.
+        session_id: String,
+        /// Unix seconds when the session ends.
+        expires_at: u64,
+        /// Seconds until then.
+        seconds_left: u64,
+    },
+    /// Duplex extension: answer to `session.heartbeat`.
+    #[serde(rename = "session.heartbeat_ack")]
+    SessionHeartbeatAck {
+        /// `sess_…`.
+        session_id: String,
+    },
+    /// Duplex extension: the session is closed; the last event.
+    #[serde(rename = "session.closed")]
+    SessionClosed {
+        /// `sess_…`.
+        session_id: String,
+        /// Why (`client_close` for `session.close` without a reason).
+        reason: String,
+    },
+    /// Duplex extension: answer to `playback.ack`.
+    #[serde(rename = "playback.acknowledged")]
+    PlaybackAcknowledged {
+        /// What the ack resolved to.
+        event: PlaybackAckResult,
+    },
+}
+
+/// `event` of `playback.acknowledged`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PlaybackAckResult {
+    /// `playback.acknowledged`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// `sess_…`.
+    pub session_id: String,
+    /// The session's interruption epoch.
+    pub epoch: u64,
+    /// The assistant item the ack applied to.
+    pub item_id: String,
+    /// The response the ack applied to (omitted when the client named only the item).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response_id: Option<String>,
+    /// Milliseconds of that item's audio the client reports as played.
+    pub played_ms: u64,
+    /// Milliseconds of the item's audio the conversation keeps.
+    pub committed_ms: u64,
+    /// Whether the item was truncated to what played.
+    pub truncate: bool,
 }
 
 /// `metadata` of `response.speak`.
@@ -506,6 +603,14 @@ impl ServerEventBody {
             RateLimitsUpdated { .. } => "rate_limits.updated",
             ResponseSpeak { .. } => "response.speak",
             ResponseListen { .. } => "response.listen",
+            SessionResumed { .. } => "session.resumed",
+            SessionReplaced { .. } => "session.replaced",
+            SessionResyncRequired { .. } => "session.resync_required",
+            SessionExpired { .. } => "session.expired",
+            SessionExpiring { .. } => "session.expiring",
+            SessionHeartbeatAck { .. } => "session.heartbeat_ack",
+            SessionClosed { .. } => "session.closed",
+            PlaybackAcknowledged { .. } => "playback.acknowledged",
         }
     }
 }

@@ -405,6 +405,9 @@ pub struct SessionConfig {
     pub include: Option<Vec<String>>,
     /// Unix seconds when the session expires.
     pub expires_at: u64,
+    /// Duplex extension (opted-in sessions): what the session supports.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<crate::duplex::Capabilities>,
 }
 
 /// Default instructions reported in `session.created`.
@@ -442,6 +445,7 @@ impl SessionConfig {
             prompt: None,
             include: None,
             expires_at,
+            capabilities: None,
         }
     }
 

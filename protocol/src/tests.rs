@@ -91,6 +91,8 @@ fn every_server_event() -> Vec<ServerEventBody> {
         },
         B::SessionCreated {
             session: Box::new(session()),
+            resume_token: None,
+            attachment_generation: None,
         },
         B::SessionUpdated {
             session: Box::new(manual),
@@ -257,7 +259,80 @@ fn every_server_event() -> Vec<ServerEventBody> {
             },
         },
         B::model_listen("sess_test", 2, Some("resp_test".into())),
+        B::SessionResumed {
+            session_id: "sess_test".into(),
+            session: Box::new(duplex_session()),
+            attachment_generation: 2,
+            resume_token: "tok_rotated".into(),
+        },
+        B::SessionReplaced {
+            session_id: "sess_test".into(),
+            attachment_generation: 1,
+        },
+        B::SessionResyncRequired {
+            session_id: "sess_test".into(),
+            reason: "journal_overflow",
+        },
+        B::SessionExpired {
+            session_id: "sess_test".into(),
+            reason: "disconnect_grace_expired",
+        },
+        B::SessionExpiring {
+            session_id: "sess_test".into(),
+            expires_at: 1_700_003_600,
+            seconds_left: 60,
+        },
+        B::SessionHeartbeatAck {
+            session_id: "sess_test".into(),
+        },
+        B::SessionClosed {
+            session_id: "sess_test".into(),
+            reason: "client_close".into(),
+        },
+        B::PlaybackAcknowledged {
+            event: crate::server::PlaybackAckResult {
+                kind: "playback.acknowledged",
+                session_id: "sess_test".into(),
+                epoch: 1,
+                item_id: "item_test".into(),
+                response_id: Some("resp_test".into()),
+                played_ms: 1200,
+                committed_ms: 1200,
+                truncate: true,
+            },
+        },
     ]
+}
+
+/// The session of an opted-in (duplex extension) session, with its capabilities.
+fn duplex_session() -> SessionConfig {
+    let mut s = session();
+    s.capabilities = Some(crate::duplex::Capabilities {
+        supports_session_resume: true,
+        supports_session_lease: true,
+        supports_barge_in: true,
+        supports_playback_ack: true,
+        supports_audio_truncate: true,
+        supports_client_commit: true,
+        supports_input_append: true,
+        supports_text_only_turn: true,
+        supports_independent_io_streams: true,
+        supports_multi_session: true,
+        implementation_level: "model_native_duplex",
+        input_modes: vec!["append_audio_chunk"],
+        chunk_period_ms: 80,
+    });
+    s
+}
+
+#[test]
+fn snapshot_duplex_session_created() {
+    let json = render(ServerEventBody::SessionCreated {
+        session: Box::new(duplex_session()),
+        resume_token: Some("tok_first".into()),
+        attachment_generation: Some(1),
+    });
+    insta::assert_json_snapshot!("session.created.duplex", json);
 }
 
 fn render(body: ServerEventBody) -> Value {
@@ -271,7 +346,7 @@ fn render(body: ServerEventBody) -> Value {
 #[test]
 fn snapshot_every_server_event() {
     let bodies = every_server_event();
-    assert_eq!(bodies.len(), 36, "one instance of every server event");
+    assert_eq!(bodies.len(), 44, "one instance of every server event");
     for body in bodies {
         let kind = body.kind();
         let json = render(body);
@@ -318,6 +393,8 @@ fn response_listen_without_a_response_omits_its_ids() {
 fn session_created_reports_vad_flags_explicitly() {
     let json = render(ServerEventBody::SessionCreated {
         session: Box::new(session()),
+        resume_token: None,
+        attachment_generation: None,
     });
     let td = &json["session"]["audio"]["input"]["turn_detection"];
     assert_eq!(td["interrupt_response"], true);
@@ -575,5 +652,56 @@ fn decode_survives_mutated_events() {
         if let Err(e) = decode(&String::from_utf8_lossy(&bytes)) {
             assert!(e.code.is_some() && !e.message.is_empty());
         }
+    }
+}
+
+#[test]
+fn duplex_commands_decode_only_when_opted_in() {
+    use crate::duplex::ResumeRequest;
+    let cases = [
+        (
+            json!({"type":"session.resume","session_id":"sess_a","resume_token":"t","last_received_server_event_seq":7}),
+            ClientEvent::SessionResume(ResumeRequest {
+                session_id: "sess_a".into(),
+                resume_token: "t".into(),
+                last_received_server_event_seq: 7,
+            }),
+        ),
+        (
+            json!({"type":"session.event_ack","server_event_seq":-3}),
+            ClientEvent::SessionEventAck { server_event_seq: -3 },
+        ),
+        (json!({"type":"session.heartbeat"}), ClientEvent::SessionHeartbeat),
+        (
+            json!({"type":"session.close"}),
+            ClientEvent::SessionClose { reason: None },
+        ),
+        (json!({"type":"barge_in","event_id":"b1"}), ClientEvent::BargeIn),
+        (
+            json!({"type":"playback.ack","played_ms":250.5,"item_id":"item_a","truncate":true}),
+            ClientEvent::PlaybackAck {
+                played_ms: 250.5,
+                response_id: None,
+                item_id: Some("item_a".into()),
+                truncate: true,
+            },
+        ),
+    ];
+    for (v, want) in cases {
+        let got = crate::decode_duplex(&v.to_string()).expect("decodes");
+        assert_eq!(format!("{:?}", got.event), format!("{want:?}"), "{v}");
+        let ga = decode(&v.to_string()).expect_err("GA refuses");
+        assert_eq!(ga.code.as_deref(), Some(codes::UNKNOWN_EVENT_TYPE), "{v}");
+    }
+    let bad = [
+        json!({"type":"session.resume","resume_token":"t"}),
+        json!({"type":"session.heartbeat","x":1}),
+        json!({"type":"playback.ack","played_ms":-1}),
+        json!({"type":"playback.ack"}),
+        json!({"type":"session.event_ack","server_event_seq":"1"}),
+    ];
+    for v in bad {
+        let e = crate::decode_duplex(&v.to_string()).expect_err("refused");
+        assert_ne!(e.code.as_deref(), Some(codes::UNKNOWN_EVENT_TYPE), "{v}: {e:?}");
     }
 }

@@ -261,6 +261,7 @@ impl LiveCall {
         let inbound = Inbound {
             input: SessionInput::Text(text),
             hold: Some(hold),
+            from: crate::session::AttachmentId::ANY,
         };
         match self.session.try_send(inbound) {
             Ok(()) => {}

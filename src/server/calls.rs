@@ -227,7 +227,7 @@ async fn start_session(
         sink: engine.sink(key),
         signals,
     };
-    let mut opened = open_session(state, transport)
+    let mut opened = open_session(state, transport, None)
         .await
         .map_err(|e| ApiError::unavailable(e.code(), e.to_string()))?;
     if let Some(p) = patch {

@@ -5,6 +5,7 @@
 mod admission;
 mod auth;
 mod calls;
+mod directory;
 mod error;
 mod http;
 mod listen;
@@ -28,6 +29,7 @@ use crate::model_loop::ModelLoop;
 use crate::session::{Inbound, Lifecycle, Limits};
 
 pub use admission::{Admissions, Admitted, Kind, MAX_SIDEBANDS};
+pub use directory::{LocalDirectory, SessionDirectory};
 pub use error::ApiError;
 pub use http::router;
 pub use listen::HttpLimits;
@@ -67,6 +69,8 @@ pub struct AppState {
     pub max_inbound_bytes: usize,
     /// Browser origins allowed (empty: any).
     pub origins: Vec<String>,
+    /// Opted-in sessions by id, for resumes.
+    pub directory: Arc<dyn SessionDirectory>,
 }
 
 /// Live calls by id, shared with the calls' cleanup guards.
@@ -93,6 +97,10 @@ impl AppState {
             max_outbound_bytes: args.max_outbound_mib.max(1) << 20,
             max_item_samples: args.max_item_audio_secs.max(1) * u64::from(duet_media::SESSION_RATE),
             idle: Duration::from_secs(args.session_idle_secs.max(1)),
+            disconnect_grace: Duration::from_secs(args.disconnect_grace_secs),
+            journal_bytes: args.resume_journal_bytes,
+            journal_age: Duration::from_secs(args.resume_journal_secs),
+            expiry_warning: Duration::from_secs(args.expiry_warning_secs),
             ..Limits::default()
         };
         Arc::new(Self {
@@ -111,6 +119,7 @@ impl AppState {
             },
             max_inbound_bytes: args.max_inbound_mib.max(16) << 20,
             origins: args.cors_origins.clone(),
+            directory: Arc::new(LocalDirectory::default()),
         })
     }
 

@@ -6,7 +6,9 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::mpsc;
 
 use super::AppState;
-use crate::session::{queue, EventReceiver, ModelEvent, Session, SessionParams, Transport};
+use crate::session::{
+    queue, AttachmentId, EventReceiver, ModelEvent, Session, SessionParams, Transport,
+};
 
 /// A session ready to run, and the queue its transport reads.
 pub struct Opened {
@@ -19,9 +21,11 @@ pub struct Opened {
 }
 
 /// Opens a session on `transport`: takes a model slot (or fails with the model's error).
+/// `duplex`: the client opted into the extension on the connection `AttachmentId`.
 pub async fn open_session(
     state: &AppState,
     transport: Transport,
+    duplex: Option<AttachmentId>,
 ) -> Result<Opened, duet_models::ModelError> {
     let (model, model_rx) = state.model.open().await?;
     let (out, events) = queue(state.limits.max_outbound_bytes);
@@ -36,6 +40,8 @@ pub async fn open_session(
         model_frame: info.frame_samples,
         limits: state.limits.clone(),
         out,
+        duplex: duplex.is_some(),
+        attachment: duplex.unwrap_or_default(),
     };
     let session = Session::new(params, Instant::now(), unix_secs);
     Ok(Opened {

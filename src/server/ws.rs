@@ -25,7 +25,7 @@ use super::open::open_session;
 use super::{AppState, WsLimits};
 use crate::protocol::{self, codes, ErrorPayload, ServerEvent, ServerEventBody, MAX_EVENT_BYTES};
 use crate::session::{
-    queue, Abort, Delivery, EventReceiver, Inbound, Rendered, SessionInput, Transport,
+    queue, Abort, AttachmentId, Delivery, EventReceiver, Inbound, Rendered, SessionInput, Transport,
 };
 
 /// Largest WebSocket message read; events over [`MAX_EVENT_BYTES`] but under this get an
@@ -35,6 +35,8 @@ const MAX_WS_MESSAGE: usize = MAX_EVENT_BYTES + 1024 * 1024;
 const INBOX: usize = 256;
 /// How long a closing connection may take to send the session's last events.
 const FLUSH: Duration = Duration::from_secs(2);
+/// How long a resume socket may take to send `session.resume`.
+const RESUME_FIRST_MESSAGE: Duration = Duration::from_secs(10);
 /// How long an aborted connection may take to send its `error` and close frame.
 const ABORT_GRACE: Duration = Duration::from_millis(100);
 
@@ -45,6 +47,16 @@ pub struct RealtimeQuery {
     pub model: Option<String>,
     /// Join a live WebRTC call's events (sideband control).
     pub call_id: Option<String>,
+    /// Duplex extension: `1`, `true` or `on` opts in (sequenced events, resume).
+    pub duplex: Option<String>,
+    /// Duplex extension: `1` makes this a resume socket (its first message is
+    /// `session.resume`; no session is opened for it).
+    pub resume: Option<String>,
+}
+
+/// Whether a query flag is on (`1`, `true`, `on`).
+pub fn flag_on(v: Option<&str>) -> bool {
+    matches!(v, Some("1" | "true" | "on"))
 }
 
 /// The client's address, when the server's accept loop recorded it.
@@ -67,9 +79,11 @@ pub async fn upgrade(
         .max_message_size(MAX_WS_MESSAGE)
         .max_frame_size(MAX_WS_MESSAGE);
     let ip = peer_ip(&peer);
+    let duplex = flag_on(q.duplex.as_deref());
     let result = match q.call_id {
         Some(call) => upgrade_sideband(state, &call, ip, ws),
-        None => upgrade_session(state, ip, ws),
+        None if duplex && flag_on(q.resume.as_deref()) => upgrade_resume(state, ws),
+        None => upgrade_session(state, ip, ws, duplex),
     };
     result.unwrap_or_else(IntoResponse::into_response)
 }
@@ -78,13 +92,27 @@ fn upgrade_session(
     state: Arc<AppState>,
     ip: Option<std::net::IpAddr>,
     ws: WebSocketUpgrade,
+    duplex: bool,
 ) -> Result<Response, ApiError> {
     state.accepting()?;
     let admitted = state.admissions.admit(Kind::Session, ip)?;
     Ok(ws.on_upgrade(move |socket| async move {
-        run(state, socket).await;
-        drop(admitted);
+        if duplex {
+            run_durable(state, socket, admitted).await;
+        } else {
+            run(state, socket).await;
+            drop(admitted);
+        }
     }))
+}
+
+/// A resume socket: it holds no session of its own until its `session.resume` attaches it
+/// to one.
+fn upgrade_resume(state: Arc<AppState>, ws: WebSocketUpgrade) -> Result<Response, ApiError> {
+    if state.draining() {
+        return Err(ApiError::draining());
+    }
+    Ok(ws.on_upgrade(move |socket| resume_socket(state, socket)))
 }
 
 fn upgrade_sideband(
@@ -107,17 +135,28 @@ fn upgrade_sideband(
     }))
 }
 
+/// Sends one `error` and a close frame on a socket that carries no session.
+async fn refuse(
+    sink: &mut SplitSink<WebSocket, Message>,
+    error: ErrorPayload,
+    code: u16,
+    reason: &str,
+) {
+    if let Some(c) = &error.code {
+        crate::metrics::METRICS.error(c);
+    }
+    let err = ServerEvent::new(ServerEventBody::Error { error });
+    let _ = sink.send(Message::Text(err.to_json().into())).await;
+    let _ = sink.send(close(code, reason)).await;
+}
+
 async fn run(state: Arc<AppState>, socket: WebSocket) {
     let (mut sink, mut stream) = socket.split();
-    let opened = match open_session(&state, Transport::WebSocket).await {
+    let opened = match open_session(&state, Transport::WebSocket, None).await {
         Ok(o) => o,
         Err(e) => {
-            let err = ServerEvent::new(ServerEventBody::Error {
-                error: ErrorPayload::server(e.code(), e.to_string()),
-            });
-            let _ = sink.send(Message::Text(err.to_json().into())).await;
-            let _ = sink.send(close(1013, "model unavailable")).await;
-            return;
+            let error = ErrorPayload::server(e.code(), e.to_string());
+            return refuse(&mut sink, error, 1013, "model unavailable").await;
         }
     };
     let (in_tx, in_rx) = mpsc::channel(INBOX);
@@ -134,7 +173,7 @@ async fn run(state: Arc<AppState>, socket: WebSocket) {
     let budget = Arc::new(Semaphore::new(state.max_inbound_bytes));
     let (mut writer_done, mut actor_done) = (false, false);
     tokio::select! {
-        _ = read_loop(&mut stream, in_tx, budget, state.ws) => {}
+        _ = read_loop(&mut stream, in_tx, budget, state.ws, Reader::GA) => {}
         _ = &mut writer => writer_done = true,
         _ = &mut actor => actor_done = true,
     }
@@ -149,6 +188,140 @@ async fn run(state: Arc<AppState>, socket: WebSocket) {
     tracing::info!(parent: &span, "session closed");
 }
 
+/// An opted-in session (`?duplex=1`): its actor runs on its own, holding the admission
+/// and listed in the directory, until the session ends; this connection is its first
+/// attachment, and dropping it detaches the session instead of ending it.
+async fn run_durable(state: Arc<AppState>, socket: WebSocket, admitted: super::Admitted) {
+    let (mut sink, stream) = socket.split();
+    let attachment = AttachmentId::fresh();
+    let opened = match open_session(&state, Transport::WebSocket, Some(attachment)).await {
+        Ok(o) => o,
+        Err(e) => {
+            let error = ErrorPayload::server(e.code(), e.to_string());
+            return refuse(&mut sink, error, 1013, "model unavailable").await;
+        }
+    };
+    let id = opened.session.id().to_string();
+    let (in_tx, in_rx) = mpsc::channel(INBOX);
+    state.directory.insert(&id, in_tx.clone());
+    tracing::info!(session = %id, transport = "websocket", "durable session opened");
+    let actor = crate::session::run(
+        opened.session,
+        in_rx,
+        opened.model_rx,
+        state.lifecycle.subscribe(),
+    );
+    let directory = state.directory.clone();
+    tokio::spawn(async move {
+        actor.await;
+        directory.remove(&id);
+        drop(admitted);
+        tracing::info!(session = %id, "durable session closed");
+    });
+    attach(&state, sink, stream, opened.events, in_tx, attachment).await;
+}
+
+/// `?duplex=1&resume=1`: waits for `session.resume` and hands this connection to the
+/// session it names, which answers `session.resumed` and the replay (or an `error` and a
+/// close).
+async fn resume_socket(state: Arc<AppState>, socket: WebSocket) {
+    let (mut sink, mut stream) = socket.split();
+    let first = match tokio::time::timeout(RESUME_FIRST_MESSAGE, stream.next()).await {
+        Err(_) => {
+            let error = ErrorPayload::invalid(
+                codes::CONFIG_TIMEOUT,
+                format!(
+                    "no session.resume within {} s",
+                    RESUME_FIRST_MESSAGE.as_secs()
+                ),
+            );
+            return refuse(&mut sink, error, 1008, codes::CONFIG_TIMEOUT).await;
+        }
+        Ok(Some(Ok(Message::Text(text)))) => text,
+        Ok(_) => return,
+    };
+    let request = match protocol::decode_duplex(first.as_str()) {
+        Ok(protocol::Envelope {
+            event: protocol::ClientEvent::SessionResume(r),
+            ..
+        }) => r,
+        Ok(_) => {
+            let error = ErrorPayload::invalid(
+                codes::INVALID_SESSION_RESUME,
+                "the first message of a resume socket must be session.resume",
+            );
+            crate::metrics::METRICS.resume(codes::INVALID_SESSION_RESUME);
+            return refuse(&mut sink, error, 1008, codes::INVALID_SESSION_RESUME).await;
+        }
+        Err(e) => {
+            let mut error = ErrorPayload::invalid(
+                codes::INVALID_SESSION_RESUME,
+                format!("session.resume: {}", e.message),
+            );
+            error.param = e.param;
+            crate::metrics::METRICS.resume(codes::INVALID_SESSION_RESUME);
+            return refuse(&mut sink, error, 1008, codes::INVALID_SESSION_RESUME).await;
+        }
+    };
+    let expired = || {
+        crate::metrics::METRICS.resume(codes::SESSION_RESUME_EXPIRED);
+        ErrorPayload::invalid(
+            codes::SESSION_RESUME_EXPIRED,
+            "no live session with this id: it ended, expired or never existed",
+        )
+    };
+    let Some(inbox) = state.directory.get(&request.session_id) else {
+        return refuse(&mut sink, expired(), 1008, codes::SESSION_RESUME_EXPIRED).await;
+    };
+    let attachment = AttachmentId::fresh();
+    let (out, events) = queue(state.limits.max_outbound_bytes);
+    let resume = Inbound {
+        input: SessionInput::Resume {
+            request,
+            out,
+            attachment,
+        },
+        hold: None,
+        from: attachment,
+    };
+    if inbox.send(resume).await.is_err() {
+        return refuse(&mut sink, expired(), 1008, codes::SESSION_RESUME_EXPIRED).await;
+    }
+    attach(&state, sink, stream, events, inbox, attachment).await;
+}
+
+/// Carries an opted-in session on this connection until either side ends it, then tells
+/// the session the connection dropped (ignored if it was replaced meanwhile).
+async fn attach(
+    state: &AppState,
+    sink: SplitSink<WebSocket, Message>,
+    mut stream: SplitStream<WebSocket>,
+    events: EventReceiver,
+    inbox: mpsc::Sender<Inbound>,
+    attachment: AttachmentId,
+) {
+    let mut writer = tokio::spawn(write_loop(sink, events, state.ws));
+    let budget = Arc::new(Semaphore::new(state.max_inbound_bytes));
+    let reader = Reader {
+        from: attachment,
+        duplex: true,
+    };
+    let mut writer_done = false;
+    tokio::select! {
+        _ = read_loop(&mut stream, inbox.clone(), budget, state.ws, reader) => {}
+        _ = &mut writer => writer_done = true,
+    }
+    let detach = Inbound {
+        input: SessionInput::Detach,
+        hold: None,
+        from: attachment,
+    };
+    let _ = inbox.send(detach).await;
+    if !writer_done && tokio::time::timeout(FLUSH, &mut writer).await.is_err() {
+        writer.abort();
+    }
+}
+
 /// A sideband connection (`?call_id=`): the same events as the call's data channel, and
 /// client events into the call's session (server-side control). Closing it leaves the call
 /// as it was.
@@ -161,7 +334,7 @@ async fn sideband(state: Arc<AppState>, socket: WebSocket, session: mpsc::Sender
     let mut writer = tokio::spawn(write_loop(sink, events, state.ws));
     let budget = Arc::new(Semaphore::new(state.max_inbound_bytes));
     tokio::select! {
-        _ = read_loop(&mut stream, session, budget, state.ws) => writer.abort(),
+        _ = read_loop(&mut stream, session, budget, state.ws, Reader::GA) => writer.abort(),
         _ = &mut writer => {}
     }
 }
@@ -188,11 +361,28 @@ fn text_frame(event: &Rendered) -> Message {
     }
 }
 
+/// Who reads: the connection its input is tagged with, and whether it speaks the duplex
+/// extension.
+#[derive(Clone, Copy)]
+struct Reader {
+    from: AttachmentId,
+    duplex: bool,
+}
+
+impl Reader {
+    /// A GA connection (or a sideband): untagged, GA events only.
+    const GA: Self = Self {
+        from: AttachmentId::ANY,
+        duplex: false,
+    };
+}
+
 async fn read_loop(
     stream: &mut SplitStream<WebSocket>,
     inbox: mpsc::Sender<Inbound>,
     budget: Arc<Semaphore>,
     limits: WsLimits,
+    reader: Reader,
 ) {
     let max = budget.available_permits();
     loop {
@@ -214,7 +404,12 @@ async fn read_loop(
                     codes::INVALID_JSON,
                     "binary frames are not supported; send JSON events as text frames",
                 );
-                if inbox.send(SessionInput::Invalid(err).into()).await.is_err() {
+                let invalid = Inbound {
+                    input: SessionInput::Invalid(err),
+                    hold: None,
+                    from: reader.from,
+                };
+                if inbox.send(invalid).await.is_err() {
                     return;
                 }
                 continue;
@@ -231,7 +426,12 @@ async fn read_loop(
         let Ok(hold) = budget.clone().acquire_many_owned(permits).await else {
             return;
         };
-        let input = match protocol::decode(text.as_str()) {
+        let decoded = if reader.duplex {
+            protocol::decode_duplex(text.as_str())
+        } else {
+            protocol::decode(text.as_str())
+        };
+        let input = match decoded {
             Ok(env) => SessionInput::Client(env),
             Err(e) => SessionInput::Invalid(e),
         };
@@ -239,6 +439,7 @@ async fn read_loop(
         let inbound = Inbound {
             input,
             hold: Some(hold),
+            from: reader.from,
         };
         if inbox.send(inbound).await.is_err() {
             return;

@@ -24,7 +24,7 @@ use crate::protocol::{
 #[derive(Debug)]
 pub(super) struct Timers {
     /// The session's end of life (`--max-session-secs`).
-    expiry: Instant,
+    pub(super) expiry: Instant,
     /// When the client last sent an event or audio (for [`Limits::idle`]).
     last_activity: Instant,
     /// Draining: when the session closes.
@@ -63,6 +63,8 @@ pub struct Session {
     pub(super) cause: Option<Arc<str>>,
     /// The time of the input being handled.
     pub(super) now: Instant,
+    /// Opted-in sessions (`?duplex=1`): the lease that lets the session outlive its transport.
+    pub(super) lease: Option<super::durable::Lease>,
 }
 
 impl Session {
@@ -70,15 +72,23 @@ impl Session {
     /// clock then, for `expires_at`).
     pub fn new(p: SessionParams, now: Instant, unix_secs: u64) -> Self {
         let expires_at = unix_secs + p.limits.max_session.as_secs();
-        let cfg = SessionConfig::new(ids::session_id(), p.model_name, expires_at);
+        let mut cfg = SessionConfig::new(ids::session_id(), p.model_name, expires_at);
+        let autonomous = p.model.autonomous();
+        if p.duplex {
+            cfg.capabilities = Some(Self::capabilities(autonomous, p.model_frame));
+        }
+        let journal = p
+            .duplex
+            .then(|| super::journal::Journal::new(p.limits.journal_bytes, p.limits.journal_age));
+        let lease = p.duplex.then(|| super::durable::Lease::new(p.attachment));
         let input = InputState::new(&cfg, p.model_frame, p.limits.max_input_samples);
-        let floor = Floor::new(p.model.autonomous(), p.limits.speak_timeout);
+        let floor = Floor::new(autonomous, p.limits.speak_timeout);
         Self {
             conv: Conversation::new(p.limits.max_items, p.limits.max_conversation_samples),
             cfg,
             transport: p.transport,
             conversation_id: ids::conversation_id(),
-            subs: Subscribers::new(p.out),
+            subs: Subscribers::new(p.out, journal),
             timers: Timers {
                 expiry: now + p.limits.max_session,
                 last_activity: now,
@@ -95,6 +105,7 @@ impl Session {
             stamps: Stamps::default(),
             cause: None,
             now,
+            lease,
         }
     }
 
@@ -123,12 +134,13 @@ impl Session {
         self.subs.closing()
     }
 
-    /// Starts the session: `session.created`.
+    /// Starts the session: `session.created` (outside the journal).
     pub fn start(&mut self, now: Instant) {
         self.now = now;
-        self.emit(ServerEventBody::SessionCreated {
-            session: Box::new(self.cfg.clone()),
-        });
+        let created = self.created_event();
+        self.subs
+            .deliver(&Rendered::new(&ServerEvent::new(created), None));
+        self.after_send();
     }
 
     /// A transport's input.
@@ -139,6 +151,15 @@ impl Session {
             SessionInput::Invalid(err) => {
                 self.touch();
                 self.error(err);
+            }
+            SessionInput::Text(text) if self.lease.is_some() => {
+                match crate::protocol::decode_duplex(&text) {
+                    Ok(env) => self.client_event(env),
+                    Err(err) => {
+                        self.touch();
+                        self.error(err);
+                    }
+                }
             }
             SessionInput::Text(text) => match crate::protocol::decode(&text) {
                 Ok(env) => self.client_event(env),
@@ -154,6 +175,12 @@ impl Session {
                 }
             }
             SessionInput::Attach(tx) => self.attach(tx),
+            SessionInput::Resume {
+                request,
+                out,
+                attachment,
+            } => self.resume(request, out, attachment),
+            SessionInput::Detach => self.transport_dropped(),
         }
     }
 
@@ -200,7 +227,11 @@ impl Session {
             self.on_cleared();
         }
         if report.ended {
-            self.close(1000, "call ended");
+            if self.lease.is_some() {
+                self.transport_dropped();
+            } else {
+                self.close(1000, "call ended");
+            }
         }
     }
 
@@ -226,6 +257,7 @@ impl Session {
             self.floor.speak_deadline,
             t.drain,
             Some(t.last_activity + self.limits.idle),
+            self.lease_deadline(),
         ]
         .into_iter()
         .flatten()
@@ -246,7 +278,13 @@ impl Session {
             return self.close(1001, "server shutting down");
         }
         if now >= self.timers.last_activity + self.limits.idle {
+            if self.lease.is_some() {
+                return self.expire("idle_ttl_expired");
+            }
             return self.session_idle();
+        }
+        if self.lease_timeout(now) {
+            return;
         }
         if self.timers.vad_idle.is_some_and(|(at, _)| now >= at) {
             self.idle_timeout();
@@ -269,7 +307,7 @@ impl Session {
     }
 
     /// The client was active: the idle timer starts over.
-    fn touch(&mut self) {
+    pub(super) fn touch(&mut self) {
         self.timers.last_activity = self.now;
     }
 
@@ -277,6 +315,8 @@ impl Session {
     fn attach(&mut self, tx: EventSender) {
         let created = ServerEvent::new(ServerEventBody::SessionCreated {
             session: Box::new(self.cfg.clone()),
+            resume_token: None,
+            attachment_generation: None,
         });
         self.subs.attach(tx, &Rendered::new(&created, None));
     }
@@ -325,6 +365,7 @@ impl Session {
                 self.response_create(response.map(|b| *b).unwrap_or_default())
             }
             ClientEvent::ResponseCancel { response_id } => self.response_cancel(response_id),
+            other => self.duplex_command(other),
         }
     }
 
@@ -370,7 +411,18 @@ impl Session {
                 too_large_error(&event, self.limits.max_outbound_bytes, "the outbound queue");
             event = Rendered::new(&error, event.cause.clone());
         }
-        self.subs.send(&event);
+        let (now, id) = (self.now, &self.cfg.id);
+        let resync = || {
+            Rendered::new(
+                &ServerEvent::new(ServerEventBody::SessionResyncRequired {
+                    session_id: id.clone(),
+                    reason: "journal_overflow",
+                }),
+                None,
+            )
+        };
+        self.subs.send(&event, now, resync);
+        self.after_send();
     }
 
     pub(super) fn error(&mut self, error: ErrorPayload) {
@@ -388,5 +440,6 @@ impl Session {
 
     pub(super) fn close(&mut self, code: u16, reason: &str) {
         self.subs.close(code, reason);
+        self.release_lease();
     }
 }

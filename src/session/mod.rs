@@ -12,9 +12,11 @@
 
 mod audio_io;
 mod conversation;
+mod durable;
 mod floor;
 mod input;
 mod items;
+mod journal;
 pub mod ledger;
 mod machine;
 pub mod outbound;
@@ -34,6 +36,7 @@ use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
 
 use crate::protocol::{Envelope, ErrorPayload};
 
+pub use durable::SessionState;
 pub use machine::Session;
 pub use outbound::{queue, Abort, Delivery, EventReceiver, EventSender, Held, Received, Rendered};
 pub use port::{Epoch, MediaSink, ModelEvent, ModelPort, PlaybackTag};
@@ -103,6 +106,14 @@ pub struct Limits {
     /// How long a client-created response on an autonomous model waits for the model to
     /// speak before it completes empty.
     pub speak_timeout: Duration,
+    /// Opted-in sessions: how long a detached session waits for a resume.
+    pub disconnect_grace: Duration,
+    /// Opted-in sessions: the replay journal's budget, in bytes of JSON.
+    pub journal_bytes: usize,
+    /// Opted-in sessions: how long the journal keeps an event.
+    pub journal_age: Duration,
+    /// Opted-in sessions: how long before `max_session` `session.expiring` is sent.
+    pub expiry_warning: Duration,
 }
 
 impl Default for Limits {
@@ -116,7 +127,28 @@ impl Default for Limits {
             max_session: Duration::from_secs(3_600),
             idle: Duration::from_secs(300),
             speak_timeout: Duration::from_secs(4),
+            disconnect_grace: Duration::from_secs(30),
+            journal_bytes: 8 << 20,
+            journal_age: Duration::from_secs(60),
+            expiry_warning: Duration::from_secs(60),
         }
+    }
+}
+
+/// Which connection a session input came from. An opted-in session takes input only from
+/// the attachment that holds it (after a takeover the old one's input is ignored);
+/// [`AttachmentId::ANY`] (sidebands, the tests) is always taken.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct AttachmentId(pub u64);
+
+impl AttachmentId {
+    /// Input the session takes from anyone.
+    pub const ANY: Self = Self(0);
+
+    /// A fresh id, for a new connection.
+    pub fn fresh() -> Self {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        Self(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
     }
 }
 
@@ -127,11 +159,17 @@ pub struct Inbound {
     pub input: SessionInput,
     /// Its share of the connection's inbound byte budget.
     pub hold: Option<OwnedSemaphorePermit>,
+    /// The connection it came from.
+    pub from: AttachmentId,
 }
 
 impl From<SessionInput> for Inbound {
     fn from(input: SessionInput) -> Self {
-        Self { input, hold: None }
+        Self {
+            input,
+            hold: None,
+            from: AttachmentId::ANY,
+        }
     }
 }
 
@@ -149,6 +187,19 @@ pub enum SessionInput {
     Media(Vec<f32>),
     /// Another connection (a sideband WebSocket) subscribes to this session's events.
     Attach(EventSender),
+    /// Duplex extension: a new connection resumes the session (`session.resume`); it
+    /// becomes the session's transport, or gets an `error` and a close.
+    Resume {
+        /// What the client sent.
+        request: crate::protocol::duplex::ResumeRequest,
+        /// The new connection's queue.
+        out: EventSender,
+        /// The new connection (its input is tagged with it).
+        attachment: AttachmentId,
+    },
+    /// The connection the input is tagged with dropped: an opted-in session detaches (if it
+    /// is still the session's transport); any other closes.
+    Detach,
 }
 
 impl SessionInput {
@@ -175,6 +226,10 @@ pub struct SessionParams {
     pub limits: Limits,
     /// Outbound events (the transport's queue).
     pub out: EventSender,
+    /// Whether the client opted into the duplex extension (`?duplex=1`).
+    pub duplex: bool,
+    /// The opening connection.
+    pub attachment: AttachmentId,
 }
 
 // The session's shell: one task per session with one `select!` over its channels (the
@@ -211,8 +266,8 @@ pub async fn run(
                 }
             }
             msg = inbox.recv() => match msg {
-                Some(Inbound { input, hold }) => {
-                    session.handle(input, now());
+                Some(Inbound { input, hold, from }) => {
+                    session.handle_from(from, input, now());
                     drop(hold);
                 }
                 None => break,

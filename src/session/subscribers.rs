@@ -4,22 +4,33 @@
 //! 1008); a sideband that does is dropped the same way.
 
 use std::sync::Arc;
+use std::time::Instant;
 
+use super::journal::{Journal, Pushed};
 use super::outbound::QueueError;
 use super::{Abort, EventSender, Rendered};
 use crate::protocol::{codes, ErrorPayload, ServerEvent, ServerEventBody};
 
-/// The subscribers and whether the session is closing.
+/// The subscribers, the journal of an opted-in session, and whether the session is closing.
 pub(super) struct Subscribers {
-    outs: Vec<EventSender>,
+    /// The attached transport (none while an opted-in session is detached).
+    transport: Option<EventSender>,
+    sidebands: Vec<EventSender>,
+    /// Opted-in sessions: every event after `session.created` is sequenced and kept here.
+    journal: Option<Journal>,
+    /// The transport was lost since the session last looked ([`Self::take_lost`]).
+    lost: bool,
     closing: bool,
 }
 
 impl Subscribers {
-    /// The transport's queue.
-    pub(super) fn new(transport: EventSender) -> Self {
+    /// The transport's queue; `journal` for an opted-in session.
+    pub(super) fn new(transport: EventSender, journal: Option<Journal>) -> Self {
         Self {
-            outs: vec![transport],
+            transport: Some(transport),
+            sidebands: Vec::new(),
+            journal,
+            lost: false,
             closing: false,
         }
     }
@@ -29,57 +40,120 @@ impl Subscribers {
         self.closing
     }
 
-    /// Queues `event` for everyone.
-    pub(super) fn send(&mut self, event: &Rendered) {
+    /// The journal (opted-in sessions).
+    pub(super) fn journal(&mut self) -> Option<&mut Journal> {
+        self.journal.as_mut()
+    }
+
+    /// Whether the transport was lost since the last call (an opted-in session detaches).
+    pub(super) fn take_lost(&mut self) -> bool {
+        std::mem::take(&mut self.lost)
+    }
+
+    /// Queues `event` for everyone: sequenced and journaled first on an opted-in session
+    /// (`resync` is the `session.resync_required` to send when the journal overflows).
+    pub(super) fn send(
+        &mut self,
+        event: &Rendered,
+        now: Instant,
+        resync: impl FnOnce() -> Rendered,
+    ) {
         if self.closing {
             return;
         }
-        let mut i = 0;
-        while i < self.outs.len() {
-            match self.outs[i].send(event.clone()) {
-                Ok(()) => i += 1,
+        match self.journal.as_mut().map(|j| j.push(event, now)) {
+            Some(Pushed::Sequenced(e)) => self.deliver(&e),
+            Some(Pushed::Overflowed) => {
+                tracing::warn!("replay journal overflowed; events go out without server_event_seq");
+                self.deliver(&resync());
+                self.deliver(event);
+            }
+            Some(Pushed::Unsequenced) | None => self.deliver(event),
+        }
+    }
+
+    /// Queues `event` for everyone, outside the journal.
+    pub(super) fn deliver(&mut self, event: &Rendered) {
+        if self.closing {
+            return;
+        }
+        if let Some(tx) = &self.transport {
+            match tx.send(event.clone()) {
+                Ok(()) => {}
                 Err(QueueError::Full) => {
-                    let budget = self.outs[i].budget();
-                    tracing::warn!(
-                        subscriber = i,
-                        budget,
-                        "a subscriber is not reading events; closing it"
-                    );
-                    self.outs[i].abort(queue_full(budget, event.cause.clone()));
-                    if i == 0 {
-                        return self.stop();
-                    }
-                    self.outs.remove(i);
+                    let budget = tx.budget();
+                    tracing::warn!(budget, "the transport is not reading events; closing it");
+                    tx.abort(queue_full(budget, event.cause.clone()));
+                    self.lose();
                 }
-                Err(QueueError::Gone) if i == 0 => return self.stop(),
-                Err(QueueError::Gone) => {
-                    self.outs.remove(i);
-                }
+                Err(QueueError::Gone) => self.lose(),
             }
         }
+        self.sidebands.retain(|out| match out.send(event.clone()) {
+            Ok(()) => true,
+            Err(QueueError::Full) => {
+                let budget = out.budget();
+                tracing::warn!(budget, "a sideband is not reading events; closing it");
+                out.abort(queue_full(budget, event.cause.clone()));
+                false
+            }
+            Err(QueueError::Gone) => false,
+        });
     }
 
     /// A sideband joins with `created` (its `session.created`) first.
     pub(super) fn attach(&mut self, tx: EventSender, created: &Rendered) {
         if !self.closing && tx.send(created.clone()).is_ok() {
-            self.outs.push(tx);
+            self.sidebands.push(tx);
+        }
+    }
+
+    /// A resumed transport takes over: it gets `first` (`session.resumed`) and the replay,
+    /// then live events. Returns the transport it replaces, if one was attached.
+    pub(super) fn reattach(
+        &mut self,
+        tx: EventSender,
+        first: &Rendered,
+        replay: &[Rendered],
+    ) -> Option<EventSender> {
+        let old = self.transport.take();
+        let ok =
+            tx.send(first.clone()).is_ok() && replay.iter().all(|e| tx.send(e.clone()).is_ok());
+        if ok {
+            self.transport = Some(tx);
+        } else {
+            self.lost = true;
+        }
+        old
+    }
+
+    /// Detaches the transport (its connection dropped): it is closed, events are journaled.
+    pub(super) fn detach(&mut self) {
+        if let Some(tx) = self.transport.take() {
+            tx.close(1000, "session detached");
         }
     }
 
     /// Closes every subscriber after its queued events.
     pub(super) fn close(&mut self, code: u16, reason: &str) {
         if !self.closing {
-            for out in &self.outs {
+            for out in self.transport.iter().chain(&self.sidebands) {
                 out.close(code, reason);
             }
         }
         self.closing = true;
     }
 
-    /// The transport is gone or overrun: the session ends now.
-    fn stop(&mut self) {
+    /// The transport is gone or overrun: an opted-in session detaches (the session sees it
+    /// in [`Self::take_lost`]); any other ends now.
+    fn lose(&mut self) {
+        self.transport = None;
+        if self.journal.is_some() {
+            self.lost = true;
+            return;
+        }
         self.closing = true;
-        for out in &self.outs[1..] {
+        for out in &self.sidebands {
             out.close(1000, "session ended");
         }
     }

@@ -114,6 +114,17 @@ impl Client {
         url: &str,
         headers: &[(&str, &str)],
     ) -> Result<Self, tokio_tungstenite::tungstenite::Error> {
+        let mut c = Self::open(url, headers).await?;
+        let first = c.next().await;
+        assert_eq!(first["type"], "session.created", "{first}");
+        Ok(c)
+    }
+
+    /// Connects to `url` with extra request headers and reads nothing.
+    pub async fn open(
+        url: &str,
+        headers: &[(&str, &str)],
+    ) -> Result<Self, tokio_tungstenite::tungstenite::Error> {
         let mut req = url.into_client_request()?;
         for (k, v) in headers {
             let name = tokio_tungstenite::tungstenite::http::HeaderName::from_bytes(k.as_bytes())
@@ -122,14 +133,11 @@ impl Client {
                 .insert(name, v.parse().expect("header value"));
         }
         let (ws, _resp) = tokio_tungstenite::connect_async(req).await?;
-        let mut c = Self {
+        Ok(Self {
             ws,
             log: Vec::new(),
             cursor: 0,
-        };
-        let first = c.next().await;
-        assert_eq!(first["type"], "session.created", "{first}");
-        Ok(c)
+        })
     }
 
     /// Sends one event.
@@ -188,6 +196,26 @@ impl Client {
                     return Some(v);
                 }
                 Message::Close(_) => return None,
+                _ => continue,
+            }
+        }
+    }
+
+    /// Reads to the end of the stream: the close frame's code and reason (`None`: the
+    /// connection ended without one). Events on the way go to the log.
+    pub async fn close_frame(&mut self) -> Option<(u16, String)> {
+        loop {
+            let msg = tokio::time::timeout(EVENT_TIMEOUT, self.ws.next())
+                .await
+                .expect("the server closes in time")?;
+            match msg.ok()? {
+                Message::Text(t) => {
+                    let v: Value = serde_json::from_str(t.as_str()).expect("server sends JSON");
+                    self.log.push(v);
+                }
+                Message::Close(frame) => {
+                    return frame.map(|f| (u16::from(f.code), f.reason.to_string()))
+                }
                 _ => continue,
             }
         }

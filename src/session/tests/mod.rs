@@ -14,8 +14,8 @@ use duet_models::{
 use serde_json::{json, Value};
 
 use super::{
-    queue, Delivery, Epoch, EventReceiver, Limits, MediaSignals, MediaSink, ModelEvent, ModelPort,
-    PlaybackTag, Received, Session, SessionInput, SessionParams, Transport,
+    queue, AttachmentId, Delivery, Epoch, EventReceiver, Limits, MediaSignals, MediaSink,
+    ModelEvent, ModelPort, PlaybackTag, Received, Session, SessionInput, SessionParams, Transport,
 };
 use crate::protocol::strict::forbidden_nulls;
 
@@ -260,6 +260,10 @@ struct Setup {
     max_input_ms: Option<u64>,
     /// `Limits::max_outbound_bytes` (default: the production limit).
     max_outbound_bytes: Option<usize>,
+    /// Opted into the duplex extension.
+    duplex: bool,
+    /// Limits for the duplex extension and the lifetime (default: production).
+    limits: Option<Limits>,
 }
 
 impl Default for Setup {
@@ -273,12 +277,14 @@ impl Default for Setup {
             echo: false,
             max_input_ms: None,
             max_outbound_bytes: None,
+            duplex: false,
+            limits: None,
         }
     }
 }
 
 fn limits(setup: &Setup) -> Limits {
-    let d = Limits::default();
+    let d = setup.limits.clone().unwrap_or_default();
     Limits {
         max_input_samples: setup.max_input_ms.map_or(d.max_input_samples, |ms| ms * 24),
         max_outbound_bytes: setup.max_outbound_bytes.unwrap_or(d.max_outbound_bytes),
@@ -322,6 +328,8 @@ fn harness(setup: Setup) -> Harness {
         model_frame: FRAME,
         limits,
         out: out_tx,
+        duplex: setup.duplex,
+        attachment: AttachmentId(1),
     };
     let mut session = Session::new(params, now, 1_700_000_000);
     session
@@ -549,6 +557,7 @@ fn voiced(secs: f32) -> Vec<f32> {
     duet_media::pcm::synthetic_voice(secs)
 }
 
+mod durable;
 mod input_and_playback;
 mod lifecycle;
 mod outbound_limits;

@@ -1,0 +1,489 @@
+//! Sessions that outlive their transport (the duplex extension, opted into with
+//! `?duplex=1`): the lease (attachment generation, resume token, disconnect grace, idle TTL,
+//! the expiry warning), detaching when the transport drops, resuming and taking over from a
+//! new connection with the journal's replay, and the extension's commands (`session.*`,
+//! `barge_in`, `playback.ack`).
+//!
+//! Like the rest of the core this takes the time as an argument and reads no clock: the
+//! grace and the idle TTL are deadlines in [`Session::next_deadline`], exact to the
+//! session's own timer.
+
+use std::time::Instant;
+
+use base64::Engine as _;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use super::journal::ReplayError;
+use super::{AttachmentId, EventSender, Rendered, Session, SessionInput};
+use crate::protocol::duplex::{Capabilities, ResumeRequest};
+use crate::protocol::{codes, ClientEvent, ErrorPayload, ServerEvent, ServerEventBody};
+
+/// Where an opted-in session stands with its transport.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SessionState {
+    /// A transport carries it.
+    Attached,
+    /// Its transport dropped; it waits for a resume until the grace runs out.
+    Detached,
+}
+
+/// An opted-in session's lease.
+#[derive(Debug)]
+pub(super) struct Lease {
+    /// The attachment's generation: 1 at open, + 1 for every resume.
+    generation: u64,
+    /// SHA-256 of the current resume token (compared in constant time).
+    token_digest: [u8; 32],
+    /// The token for `session.created`, until it is sent.
+    first_token: Option<String>,
+    /// The connection that holds the session.
+    attachment: AttachmentId,
+    /// Detached: when the grace runs out.
+    pub(super) grace_until: Option<Instant>,
+    /// `session.expiring` was sent.
+    warned: bool,
+    /// Journal bytes last reported to the metrics.
+    reported_bytes: usize,
+}
+
+impl Lease {
+    pub(super) fn new(attachment: AttachmentId) -> Self {
+        let (token, token_digest) = new_token();
+        crate::metrics::METRICS
+            .sessions_attached
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Self {
+            generation: 1,
+            token_digest,
+            first_token: Some(token),
+            attachment,
+            grace_until: None,
+            warned: false,
+            reported_bytes: 0,
+        }
+    }
+
+    fn token_matches(&self, token: &str) -> bool {
+        digest(token).ct_eq(&self.token_digest).into()
+    }
+
+    fn state(&self) -> SessionState {
+        if self.grace_until.is_some() {
+            SessionState::Detached
+        } else {
+            SessionState::Attached
+        }
+    }
+}
+
+/// A resume token (32 random bytes, URL-safe base64) and its digest.
+fn new_token() -> (String, [u8; 32]) {
+    let mut bytes = [0u8; 32];
+    rand::Rng::fill(&mut rand::rng(), &mut bytes);
+    let token = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
+    let d = digest(&token);
+    (token, d)
+}
+
+fn digest(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+/// The gauge a state counts in.
+fn gauge(state: SessionState) -> &'static std::sync::atomic::AtomicI64 {
+    match state {
+        SessionState::Attached => &crate::metrics::METRICS.sessions_attached,
+        SessionState::Detached => &crate::metrics::METRICS.sessions_detached,
+    }
+}
+
+fn move_gauge(from: SessionState, to: SessionState) {
+    use std::sync::atomic::Ordering::Relaxed;
+    if from != to {
+        gauge(from).fetch_sub(1, Relaxed);
+        gauge(to).fetch_add(1, Relaxed);
+    }
+}
+
+impl Session {
+    /// Where an opted-in session stands (`None`: not opted in).
+    pub fn state(&self) -> Option<SessionState> {
+        self.lease.as_ref().map(Lease::state)
+    }
+
+    /// The `capabilities` of an opted-in session on this model.
+    pub(super) fn capabilities(autonomous: bool, frame_samples: usize) -> Capabilities {
+        let per_ms = (duet_media::SESSION_RATE / 1000) as usize;
+        Capabilities {
+            supports_session_resume: true,
+            supports_session_lease: true,
+            supports_barge_in: true,
+            supports_playback_ack: true,
+            supports_audio_truncate: true,
+            supports_client_commit: true,
+            supports_input_append: true,
+            supports_text_only_turn: true,
+            supports_independent_io_streams: autonomous,
+            supports_multi_session: true,
+            implementation_level: if autonomous {
+                "model_native_duplex"
+            } else {
+                "turn_based_duplex"
+            },
+            input_modes: vec!["append_audio_chunk"],
+            chunk_period_ms: u32::try_from(frame_samples / per_ms.max(1)).unwrap_or(u32::MAX),
+        }
+    }
+
+    /// `session.created`, with the first resume token on an opted-in session.
+    pub(super) fn created_event(&mut self) -> ServerEventBody {
+        let (resume_token, attachment_generation) = match &mut self.lease {
+            Some(l) => (l.first_token.take(), Some(l.generation)),
+            None => (None, None),
+        };
+        ServerEventBody::SessionCreated {
+            session: Box::new(self.cfg.clone()),
+            resume_token,
+            attachment_generation,
+        }
+    }
+
+    /// Takes a transport's input: an opted-in session ignores connections it no longer
+    /// belongs to (replaced by a resume).
+    pub fn handle_from(&mut self, from: AttachmentId, input: SessionInput, now: Instant) {
+        let stale = self.lease.as_ref().is_some_and(|l| {
+            from != AttachmentId::ANY
+                && from != l.attachment
+                && !matches!(input, SessionInput::Resume { .. })
+        });
+        if stale {
+            return;
+        }
+        self.handle(input, now);
+    }
+
+    /// The transport dropped: an opted-in session detaches and waits for a resume for the
+    /// disconnect grace; any other closes.
+    pub(super) fn transport_dropped(&mut self) {
+        let grace = self.limits.disconnect_grace;
+        let now = self.now;
+        let Some(lease) = &mut self.lease else {
+            return self.close(1000, "transport closed");
+        };
+        if lease.grace_until.is_some() {
+            return;
+        }
+        move_gauge(lease.state(), SessionState::Detached);
+        lease.grace_until = Some(now + grace);
+        self.subs.detach();
+        tracing::info!(session = %self.cfg.id, grace_secs = grace.as_secs(), "transport dropped; session detached");
+    }
+
+    /// After events went out: a transport lost meanwhile (closed, or not reading) detaches
+    /// the session; the journal's size goes to the metrics.
+    pub(super) fn after_send(&mut self) {
+        if self.subs.take_lost() {
+            self.transport_dropped();
+        }
+        let bytes = self.subs.journal().map_or(0, |j| j.bytes());
+        if let Some(l) = &mut self.lease {
+            let delta = bytes as i64 - l.reported_bytes as i64;
+            if delta != 0 {
+                crate::metrics::METRICS
+                    .journal_bytes
+                    .fetch_add(delta, std::sync::atomic::Ordering::Relaxed);
+                l.reported_bytes = bytes;
+            }
+        }
+    }
+
+    /// A new connection resumes the session: check the token and the journal, rotate the
+    /// token, send `session.resumed` and the replay, and take the session over from the
+    /// transport that held it, if any.
+    pub(super) fn resume(
+        &mut self,
+        req: ResumeRequest,
+        out: EventSender,
+        attachment: AttachmentId,
+    ) {
+        let Some(lease) = &self.lease else {
+            return refuse(
+                &out,
+                codes::UNSUPPORTED_SESSION_RESUME,
+                "this session did not opt into the duplex extension",
+            );
+        };
+        if req.session_id != self.cfg.id {
+            return refuse(&out, codes::SESSION_RESUME_EXPIRED, "no such session");
+        }
+        if !lease.token_matches(&req.resume_token) {
+            return refuse(
+                &out,
+                codes::INVALID_RESUME_TOKEN,
+                "the resume token does not match this session's",
+            );
+        }
+        let last = req.last_received_server_event_seq;
+        let replay = match self.subs.journal().map(|j| j.replay(last, self.now)) {
+            Some(Ok(r)) => r,
+            Some(Err(ReplayError::Ahead { head })) => {
+                return refuse(
+                    &out,
+                    codes::SESSION_RESUME_CONFLICT,
+                    &format!("last_received_server_event_seq {last} is ahead of the last event sent ({head})"),
+                );
+            }
+            Some(Err(ReplayError::Gap)) | None => {
+                crate::metrics::METRICS.resume("journal_gap");
+                let resync = self.resync("journal_gap");
+                let _ = out.send(resync);
+                out.close(1000, "journal_gap");
+                return;
+            }
+        };
+        let (token, token_digest) = new_token();
+        let Some(lease) = &mut self.lease else { return };
+        let old_generation = lease.generation;
+        lease.generation += 1;
+        lease.token_digest = token_digest;
+        lease.attachment = attachment;
+        move_gauge(lease.state(), SessionState::Attached);
+        lease.grace_until = None;
+        let resumed = ServerEvent::new(ServerEventBody::SessionResumed {
+            session_id: self.cfg.id.clone(),
+            session: Box::new(self.cfg.clone()),
+            attachment_generation: lease.generation,
+            resume_token: token,
+        });
+        let replayed = replay.len();
+        if let Some(old) = self
+            .subs
+            .reattach(out, &Rendered::new(&resumed, None), &replay)
+        {
+            let replaced = ServerEvent::new(ServerEventBody::SessionReplaced {
+                session_id: self.cfg.id.clone(),
+                attachment_generation: old_generation,
+            });
+            let _ = old.send(Rendered::new(&replaced, None));
+            old.close(1000, "session_replaced");
+            crate::metrics::METRICS
+                .takeovers
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        crate::metrics::METRICS.resume("ok");
+        tracing::info!(session = %self.cfg.id, last, replayed, "session resumed");
+        self.touch();
+        self.after_send();
+    }
+
+    /// `session.resync_required{reason}`, rendered (outside the journal).
+    pub(super) fn resync(&self, reason: &'static str) -> Rendered {
+        Rendered::new(
+            &ServerEvent::new(ServerEventBody::SessionResyncRequired {
+                session_id: self.cfg.id.clone(),
+                reason,
+            }),
+            None,
+        )
+    }
+
+    /// The lease's deadlines: the end of the grace, the expiry warning.
+    pub(super) fn lease_deadline(&self) -> Option<Instant> {
+        let l = self.lease.as_ref()?;
+        let warn = (!l.warned).then(|| {
+            self.timers
+                .expiry
+                .checked_sub(self.limits.expiry_warning)
+                .unwrap_or(self.timers.expiry)
+        });
+        [l.grace_until, warn].into_iter().flatten().min()
+    }
+
+    /// Runs the lease's timers due at `now`; true when the session ended.
+    pub(super) fn lease_timeout(&mut self, now: Instant) -> bool {
+        let Some(l) = &mut self.lease else {
+            return false;
+        };
+        if l.grace_until.is_some_and(|at| now >= at) {
+            self.expire("disconnect_grace_expired");
+            return true;
+        }
+        let warn_at = self.timers.expiry.checked_sub(self.limits.expiry_warning);
+        if !l.warned && warn_at.is_none_or(|at| now >= at) {
+            l.warned = true;
+            let left = self.timers.expiry.saturating_duration_since(now).as_secs();
+            self.emit(ServerEventBody::SessionExpiring {
+                session_id: self.cfg.id.clone(),
+                expires_at: self.cfg.expires_at,
+                seconds_left: left,
+            });
+        }
+        false
+    }
+
+    /// The lease ran out: `session.expired` (journaled), then the session closes.
+    pub(super) fn expire(&mut self, reason: &'static str) {
+        crate::metrics::METRICS.expiry(reason);
+        tracing::info!(session = %self.cfg.id, reason, "session expired");
+        self.emit(ServerEventBody::SessionExpired {
+            session_id: self.cfg.id.clone(),
+            reason,
+        });
+        self.close(1000, "session expired");
+    }
+
+    /// The session ends: its gauges and journal bytes leave the metrics.
+    pub(super) fn release_lease(&mut self) {
+        if let Some(l) = self.lease.take() {
+            use std::sync::atomic::Ordering::Relaxed;
+            gauge(l.state()).fetch_sub(1, Relaxed);
+            crate::metrics::METRICS
+                .journal_bytes
+                .fetch_sub(l.reported_bytes as i64, Relaxed);
+        }
+    }
+
+    /// The extension's commands (only opted-in sessions decode them).
+    pub(super) fn duplex_command(&mut self, event: ClientEvent) -> Result<(), ErrorPayload> {
+        if self.lease.is_none() {
+            return Err(ErrorPayload::invalid(
+                codes::UNKNOWN_EVENT_TYPE,
+                "duplex extension events need ?duplex=1",
+            )
+            .with_param("type"));
+        }
+        match event {
+            ClientEvent::SessionResume(_) => Err(ErrorPayload::invalid(
+                codes::UNSUPPORTED_SESSION_RESUME,
+                "session.resume is only valid as the first message of a new connection (?duplex=1&resume=1)",
+            )),
+            ClientEvent::SessionEventAck { server_event_seq } => {
+                let acked = self.subs.journal().map(|j| j.ack(server_event_seq));
+                if let Some(Err(head)) = acked {
+                    return Err(ErrorPayload::invalid(
+                        codes::INVALID_EVENT_ACK,
+                        format!("server_event_seq {server_event_seq} is negative or past the last event sent ({head})"),
+                    )
+                    .with_param("server_event_seq"));
+                }
+                self.after_send();
+                Ok(())
+            }
+            ClientEvent::SessionHeartbeat => {
+                self.emit(ServerEventBody::SessionHeartbeatAck {
+                    session_id: self.cfg.id.clone(),
+                });
+                Ok(())
+            }
+            ClientEvent::SessionClose { reason } => {
+                self.emit(ServerEventBody::SessionClosed {
+                    session_id: self.cfg.id.clone(),
+                    reason: reason.unwrap_or_else(|| "client_close".into()),
+                });
+                self.close(1000, "session closed");
+                Ok(())
+            }
+            ClientEvent::BargeIn => {
+                self.barge_in();
+                Ok(())
+            }
+            ClientEvent::PlaybackAck {
+                played_ms,
+                response_id,
+                item_id,
+                truncate,
+            } => self.playback_ack(played_ms, response_id, item_id, truncate),
+            _ => Ok(()),
+        }
+    }
+
+    /// `barge_in`: a hard interrupt. The epoch advances and the model stops; the active
+    /// response is cancelled (on WebRTC its playback is purged and its item truncated to
+    /// what was heard, as for server VAD's barge-in).
+    fn barge_in(&mut self) {
+        if self.active.is_none() {
+            self.fence_model();
+        } else if self.transport.is_webrtc() {
+            self.stamps.barge_at = Some(self.now);
+            self.clear_output("client_cancelled");
+        } else {
+            self.cancel_active("client_cancelled");
+        }
+    }
+}
+
+impl Session {
+    /// `playback.ack`: the client reports how much of an assistant item it played (a
+    /// WebSocket client plays the audio itself); with `truncate` the item is cut to that, as
+    /// the server does on WebRTC after a barge-in.
+    fn playback_ack(
+        &mut self,
+        played_ms: f64,
+        response_id: Option<String>,
+        item_id: Option<String>,
+        truncate: bool,
+    ) -> Result<(), ErrorPayload> {
+        let active = self
+            .active
+            .as_ref()
+            .filter(|a| response_id.as_ref().is_none_or(|r| &a.response.id == r))
+            .map(|a| (a.response.id.clone(), a.item_id.clone()));
+        let (response_id, item_id) = match (item_id, active) {
+            (Some(item), _) => (response_id, item),
+            (None, Some((r, item))) => (Some(r), item),
+            (None, None) => {
+                return Err(ErrorPayload::invalid(
+                    codes::MISSING_REQUIRED_PARAMETER,
+                    "playback.ack needs item_id when no response is active",
+                )
+                .with_param("item_id"))
+            }
+        };
+        if truncate && self.active.as_ref().is_some_and(|a| a.item_id == item_id) {
+            self.cancel_active("client_cancelled");
+        }
+        let generated_ms = self
+            .conv
+            .get(&item_id)
+            .and_then(|s| s.ledger.as_ref())
+            .map(|l| l.generated_ms())
+            .ok_or_else(|| {
+                ErrorPayload::invalid(
+                    codes::ITEM_NOT_FOUND,
+                    format!("no assistant audio item {item_id:?} in the conversation"),
+                )
+                .with_param("item_id")
+            })?;
+        // Saturating float-to-int: a huge value is "everything".
+        let played = (played_ms as u64).min(generated_ms);
+        if truncate {
+            self.item_truncate(&item_id, 0, played)?;
+        }
+        self.emit(ServerEventBody::PlaybackAcknowledged {
+            event: crate::protocol::server::PlaybackAckResult {
+                kind: "playback.acknowledged",
+                session_id: self.cfg.id.clone(),
+                epoch: self.epoch.0,
+                item_id,
+                response_id,
+                played_ms: played,
+                committed_ms: if truncate { played } else { generated_ms },
+                truncate,
+            },
+        });
+        Ok(())
+    }
+}
+
+/// Refuses a resume on the connection that asked: an `error`, then a close.
+fn refuse(out: &EventSender, code: &'static str, message: &str) {
+    crate::metrics::METRICS.resume(code);
+    crate::metrics::METRICS.error(code);
+    let error = ErrorPayload::invalid(code, message);
+    let _ = out.send(Rendered::new(
+        &ServerEvent::new(ServerEventBody::Error { error }),
+        None,
+    ));
+    out.close(1008, code);
+}
