@@ -669,14 +669,22 @@ fn duplex_commands_decode_only_when_opted_in() {
         ),
         (
             json!({"type":"session.event_ack","server_event_seq":-3}),
-            ClientEvent::SessionEventAck { server_event_seq: -3 },
+            ClientEvent::SessionEventAck {
+                server_event_seq: -3,
+            },
         ),
-        (json!({"type":"session.heartbeat"}), ClientEvent::SessionHeartbeat),
+        (
+            json!({"type":"session.heartbeat"}),
+            ClientEvent::SessionHeartbeat,
+        ),
         (
             json!({"type":"session.close"}),
             ClientEvent::SessionClose { reason: None },
         ),
-        (json!({"type":"barge_in","event_id":"b1"}), ClientEvent::BargeIn),
+        (
+            json!({"type":"barge_in","event_id":"b1"}),
+            ClientEvent::BargeIn,
+        ),
         (
             json!({"type":"playback.ack","played_ms":250.5,"item_id":"item_a","truncate":true}),
             ClientEvent::PlaybackAck {
@@ -702,6 +710,10 @@ fn duplex_commands_decode_only_when_opted_in() {
     ];
     for v in bad {
         let e = crate::decode_duplex(&v.to_string()).expect_err("refused");
-        assert_ne!(e.code.as_deref(), Some(codes::UNKNOWN_EVENT_TYPE), "{v}: {e:?}");
+        assert_ne!(
+            e.code.as_deref(),
+            Some(codes::UNKNOWN_EVENT_TYPE),
+            "{v}: {e:?}"
+        );
     }
 }
