@@ -171,6 +171,53 @@ pub async fn post_offer(
     offer_result(request(base, "POST", CALLS, &offer_headers(&auth), sdp).await?)
 }
 
+/// A `multipart/form-data` body of named text parts (name, content type, text); returns
+/// the `Content-Type` header value and the body.
+pub fn multipart(parts: &[(&str, &str, &str)]) -> (String, String) {
+    const BOUNDARY: &str = "duet-part-boundary-7f3a";
+    let mut body = String::new();
+    for (name, ctype, text) in parts {
+        body.push_str(&format!(
+            "--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"{name}\"\r\nContent-Type: {ctype}\r\n\r\n{text}\r\n"
+        ));
+    }
+    body.push_str(&format!("--{BOUNDARY}--\r\n"));
+    (format!("multipart/form-data; boundary={BOUNDARY}"), body)
+}
+
+/// POSTs an offer to `/v1/realtime/calls{query}` with the given content type (an SDP, or a
+/// [`multipart`] body); returns the call id and the answer, as [`post_offer`].
+pub async fn post_call(
+    base: SocketAddr,
+    query: &str,
+    content_type: &str,
+    body: &str,
+    key: Option<&str>,
+) -> anyhow::Result<(String, String)> {
+    let auth = bearer(key);
+    let mut headers = vec![("Content-Type", content_type)];
+    headers.extend(auth_header(&auth));
+    let path = format!("{CALLS}{query}");
+    offer_result(request(base, "POST", &path, &headers, body).await?)
+}
+
+/// `PATCH /v1/realtime/calls/{call_id}` with a new SDP offer (an ICE restart); the
+/// answer of a `200`, anything else an error with the status and body.
+pub async fn patch_offer(
+    base: SocketAddr,
+    call_id: &str,
+    sdp: &str,
+    key: Option<&str>,
+) -> anyhow::Result<String> {
+    let auth = bearer(key);
+    let path = format!("{CALLS}/{call_id}");
+    let r = request(base, "PATCH", &path, &offer_headers(&auth), sdp).await?;
+    if r.status != 200 {
+        bail!("PATCH {path}: {} {}", r.status, r.body);
+    }
+    Ok(r.body)
+}
+
 /// [`post_offer`] on the calling thread.
 pub fn post_offer_blocking(
     base: SocketAddr,

@@ -74,6 +74,9 @@ struct Shared {
     stop: bool,
     audio: Vec<f32>,
     keep_audio: bool,
+    /// The network is down until then ([`RtcClient::go_offline`]).
+    offline_until: Option<Instant>,
+    ctl: VecDeque<Ctl>,
 }
 
 /// A connected (or connecting) call.
@@ -87,6 +90,7 @@ pub struct RtcClient {
     pub base: SocketAddr,
     /// The impairment relay, when [`ClientOptions::impair`] asked for one.
     relay: Option<Relay>,
+    api_key: Option<String>,
 }
 
 /// Options for [`RtcClient::connect`].
@@ -100,6 +104,19 @@ pub struct ClientOptions {
     pub api_key: Option<String>,
     /// Lose and delay packets both ways through a relay (see [`crate::impair`]).
     pub impair: Option<Impairment>,
+    /// Opt into the duplex extension (`?duplex=1`).
+    pub duplex: bool,
+    /// Resume this session instead of opening one: the multipart `resume` part
+    /// (`{session_id, resume_token, last_received_server_event_seq}`; implies `duplex`).
+    pub resume: Option<Value>,
+}
+
+/// What the caller asks of the media thread.
+enum Ctl {
+    /// Make an ICE-restart offer and send its SDP back.
+    RestartOffer(tokio::sync::oneshot::Sender<String>),
+    /// The answer to the restart offer.
+    Answer(String),
 }
 
 impl RtcClient {
@@ -122,8 +139,7 @@ impl RtcClient {
         let mid = api.add_media(MediaKind::Audio, Direction::SendRecv, None, None, None);
         let channel = api.add_channel("oai-events".into());
         let (offer, pending) = api.apply().ok_or_else(|| anyhow!("no offer"))?;
-        let (call_id, answer) =
-            post_offer(base, &offer.to_sdp_string(), opts.api_key.as_deref()).await?;
+        let (call_id, answer) = offer_call(base, &offer.to_sdp_string(), &opts).await?;
         let (answer, relay) = via_relay(answer, opts.impair)?;
         accept(&mut rtc, pending, &answer)?;
         let (tx, events) = mpsc::unbounded_channel();
@@ -137,6 +153,8 @@ impl RtcClient {
             stop: false,
             audio: Vec::new(),
             keep_audio: opts.keep_audio,
+            offline_until: None,
+            ctl: VecDeque::new(),
         }));
         let media = Media {
             rtc,
@@ -147,6 +165,7 @@ impl RtcClient {
             tx,
             shared: shared.clone(),
             pcmu: opts.pcmu_only,
+            pending: None,
         };
         let thread = std::thread::Builder::new()
             .name("rtc-client".into())
@@ -158,7 +177,37 @@ impl RtcClient {
             call_id,
             base,
             relay,
+            api_key: opts.api_key,
         })
+    }
+
+    /// The network goes silent both ways for `d` (nothing sent, everything received
+    /// dropped), as when a phone loses its Wi-Fi.
+    pub fn go_offline(&self, d: Duration) {
+        if let Ok(mut s) = self.shared.lock() {
+            s.offline_until = Some(Instant::now() + d);
+        }
+    }
+
+    /// An ICE restart on the same call (a browser's `restartIce()`): a new offer with new
+    /// ICE credentials, `PATCH /v1/realtime/calls/{call_id}`, and its answer applied.
+    pub async fn restart_ice(&mut self) -> anyhow::Result<()> {
+        let (reply, offer) = tokio::sync::oneshot::channel();
+        self.control(Ctl::RestartOffer(reply));
+        let offer = offer
+            .await
+            .context("the media thread made no restart offer")?;
+        let answer =
+            crate::http::patch_offer(self.base, &self.call_id, &offer, self.api_key.as_deref())
+                .await?;
+        self.control(Ctl::Answer(answer));
+        Ok(())
+    }
+
+    fn control(&self, ctl: Ctl) {
+        if let Ok(mut s) = self.shared.lock() {
+            s.ctl.push_back(ctl);
+        }
     }
 
     /// What the impairment relay forwarded and dropped, when there is one.
@@ -272,6 +321,30 @@ pub(crate) fn reorder_window(imp: &Impairment) -> usize {
     imp.jitter.as_millis() as usize / 20 + 2
 }
 
+/// POSTs the offer as [`ClientOptions`] ask: plain SDP, `?duplex=1`, or a multipart
+/// resume.
+async fn offer_call(
+    base: SocketAddr,
+    sdp: &str,
+    opts: &ClientOptions,
+) -> anyhow::Result<(String, String)> {
+    let key = opts.api_key.as_deref();
+    match (&opts.resume, opts.duplex) {
+        (Some(resume), _) => {
+            let resume = resume.to_string();
+            let (ctype, body) = crate::http::multipart(&[
+                ("sdp", "application/sdp", sdp),
+                ("resume", "application/json", &resume),
+            ]);
+            crate::http::post_call(base, "?duplex=1", &ctype, &body, key).await
+        }
+        (None, true) => {
+            crate::http::post_call(base, "?duplex=1", "application/sdp", sdp, key).await
+        }
+        (None, false) => post_offer(base, sdp, key).await,
+    }
+}
+
 fn accept(rtc: &mut Rtc, pending: SdpPendingOffer, answer: &str) -> anyhow::Result<()> {
     let answer = SdpAnswer::from_sdp_string(answer)?;
     rtc.sdp_api().accept_answer(pending, answer)?;
@@ -287,9 +360,44 @@ struct Media {
     tx: mpsc::UnboundedSender<Value>,
     shared: Arc<Mutex<Shared>>,
     pcmu: bool,
+    /// An ICE-restart offer waiting for its answer.
+    pending: Option<SdpPendingOffer>,
 }
 
 impl Media {
+    /// Whether the network is down now.
+    fn offline(&self) -> bool {
+        self.shared
+            .lock()
+            .map(|s| s.offline_until.is_some_and(|t| Instant::now() < t))
+            .unwrap_or(false)
+    }
+
+    /// Runs what the caller asked for.
+    fn control(&mut self) {
+        let ctls: Vec<Ctl> = match self.shared.lock() {
+            Ok(mut s) => s.ctl.drain(..).collect(),
+            Err(_) => return,
+        };
+        for ctl in ctls {
+            match ctl {
+                Ctl::RestartOffer(reply) => {
+                    let mut api = self.rtc.sdp_api();
+                    api.ice_restart(true);
+                    if let Some((offer, pending)) = api.apply() {
+                        self.pending = Some(pending);
+                        let _ = reply.send(offer.to_sdp_string());
+                    }
+                }
+                Ctl::Answer(answer) => {
+                    if let Some(pending) = self.pending.take() {
+                        let _ = accept(&mut self.rtc, pending, &answer);
+                    }
+                }
+            }
+        }
+    }
+
     fn run(mut self) {
         let (Ok(mut enc), Ok(mut dec)) = (OpusEncoder::new(), OpusDecoder::new()) else {
             return;
@@ -304,6 +412,7 @@ impl Media {
                 self.hang_up();
                 return;
             }
+            self.control();
             let now = Instant::now();
             if grid.tick(now).is_some() {
                 self.send_frame(now, &mut enc, &mut ts);
@@ -335,7 +444,9 @@ impl Media {
             match self.rtc.poll_output() {
                 Ok(Output::Timeout(t)) => return Some(t),
                 Ok(Output::Transmit(t)) => {
-                    let _ = self.socket.send_to(&t.contents, t.destination);
+                    if !self.offline() {
+                        let _ = self.socket.send_to(&t.contents, t.destination);
+                    }
                 }
                 Ok(Output::Event(e)) => self.event(e, dec, open),
                 Err(_) => return None,
@@ -346,6 +457,7 @@ impl Media {
     /// Reads one datagram (if one is there) into str0m; false when the socket failed.
     fn receive(&mut self, buf: &mut [u8]) -> bool {
         match self.socket.recv_from(buf) {
+            Ok(_) if self.offline() => true,
             Ok((n, source)) => {
                 if let Ok(contents) = buf[..n].try_into() {
                     let input = Input::Receive(

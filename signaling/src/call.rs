@@ -184,6 +184,8 @@ pub struct Call {
     ufrag: String,
     /// The largest text message the peer and str0m both take.
     max_message: usize,
+    /// The offer's shape (codec, data channel, media sections): a renegotiation must keep it.
+    shape: (AudioCodec, bool, usize),
     /// The WebRTC stack panicked once; the call is dead. Atomic so that [`Call::accepts`]
     /// can set it through `&self` and `Call` stays `Sync`.
     poisoned: AtomicBool,
@@ -240,6 +242,7 @@ impl Call {
                 .map_err(|e| SignalError::Rejected(format!("candidate {addr}: {e}")))?;
             rtc.add_local_candidate(c);
         }
+        let offer_text = offer;
         let offer =
             SdpOffer::from_sdp_string(offer).map_err(|e| SignalError::Malformed(e.to_string()))?;
         let answer = rtc
@@ -256,9 +259,55 @@ impl Call {
             rtp_time: 0,
             ufrag,
             max_message: send_limit(summary.max_message_size),
+            shape: shape(offer_text, summary),
             poisoned: AtomicBool::new(false),
         };
         Ok((call, answer.to_sdp_string()))
+    }
+
+    /// Answers a new offer on the live call: an ICE restart (a browser's `restartIce()`:
+    /// new ICE credentials, the same media sections) gets new local credentials in the
+    /// answer and ICE runs again on the new path while DTLS, the data channel and media go
+    /// on. The offer must keep the call's shape (codec, data channel, media sections). A
+    /// failure half-way (the WebRTC stack may have restarted ICE already) leaves the call
+    /// unusable: the caller hangs up. Returns the answer SDP; [`Call::local_ufrag`] then
+    /// names the new credentials.
+    pub fn renegotiate(
+        &mut self,
+        offer: &str,
+        summary: OfferSummary,
+    ) -> Result<String, SignalError> {
+        if shape(offer, summary) != self.shape {
+            return Err(SignalError::Rejected(
+                "a new offer on a live call must keep its codec, data channel and media sections (only an ICE restart is supported)".into(),
+            ));
+        }
+        let parsed =
+            SdpOffer::from_sdp_string(offer).map_err(|e| SignalError::Malformed(e.to_string()))?;
+        let result = self.guard(|call| {
+            let answer = match call.rtc.sdp_api().accept_offer(parsed) {
+                Ok(a) => a,
+                Err(e) => {
+                    // ICE may have restarted with credentials nobody was told: dead call.
+                    *call.poisoned.get_mut() = true;
+                    return Err(SignalError::Rejected(e.to_string()));
+                }
+            };
+            call.ufrag = call.rtc.direct_api().local_ice_credentials().ufrag;
+            call.max_message = send_limit(summary.max_message_size);
+            Ok(answer.to_sdp_string())
+        });
+        result.unwrap_or_else(|_| {
+            Err(SignalError::Rejected(
+                "the WebRTC stack failed on this offer".into(),
+            ))
+        })
+    }
+
+    /// Whether the call failed for good (the WebRTC stack panicked, or a renegotiation broke
+    /// half-way); its owner ends it.
+    pub fn is_failed(&self) -> bool {
+        self.poisoned.load(Ordering::Relaxed)
     }
 
     /// The codec Duet sends.
@@ -267,8 +316,8 @@ impl Call {
     }
 
     /// Our ICE ufrag, as in the answer's `a=ice-ufrag`: the first half of the USERNAME in
-    /// every ICE check the peer sends us (see [`crate::stun_username_local`]). Fixed for the
-    /// call's life (Duet does no ICE restarts).
+    /// every ICE check the peer sends us (see [`crate::stun_username_local`]). It changes
+    /// only with an ICE restart ([`Call::renegotiate`]).
     pub fn local_ufrag(&self) -> &str {
         &self.ufrag
     }
@@ -514,6 +563,12 @@ impl Call {
 }
 
 /// The largest message both the peer (`None`: no limit) and our send buffer take.
+/// What a renegotiation may not change: the codec, the data channel, the media sections.
+fn shape(offer: &str, summary: OfferSummary) -> (AudioCodec, bool, usize) {
+    let sections = offer.lines().filter(|l| l.starts_with("m=")).count();
+    (summary.codec, summary.has_data_channel, sections)
+}
+
 fn send_limit(peer: Option<usize>) -> usize {
     peer.map_or(SEND_BUFFER_BYTES, |p| p.min(SEND_BUFFER_BYTES))
 }

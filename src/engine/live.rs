@@ -16,8 +16,8 @@ use tokio::sync::{mpsc, Semaphore};
 use super::NewCall;
 use crate::metrics::METRICS;
 use crate::session::{
-    busy_error, too_large_error, Delivery, EventReceiver, Held, Inbound, MediaSignals, Received,
-    Rendered, SessionInput,
+    busy_error, too_large_error, AttachmentId, Delivery, EventReceiver, Held, Inbound,
+    MediaSignals, Received, Rendered, SessionInput,
 };
 
 /// Errors the engine itself answers (the session could not take an event) that may wait for
@@ -29,6 +29,7 @@ pub(super) struct LiveCall {
     pub(super) call: Call,
     pub(super) media: CallAudio,
     pub(super) session: mpsc::Sender<Inbound>,
+    attachment: AttachmentId,
     events: EventReceiver,
     signals: Arc<MediaSignals>,
     inbound: Arc<Semaphore>,
@@ -85,6 +86,7 @@ impl LiveCall {
             call: new.call,
             media,
             session: new.session,
+            attachment: new.attachment,
             events: new.events,
             signals: new.signals,
             inbound: new.inbound,
@@ -137,11 +139,12 @@ impl LiveCall {
         if let Some(audio) = self.media.inbound_frame() {
             // Lossy by design: a session too busy for live audio loses a frame, never the
             // engine its pace. (What must not be lost travels in the signals.)
-            if self
-                .session
-                .try_send(SessionInput::Media(audio).into())
-                .is_err()
-            {
+            let frame = Inbound {
+                input: SessionInput::Media(audio),
+                hold: None,
+                from: self.attachment,
+            };
+            if self.session.try_send(frame).is_err() {
                 tracing::debug!(call = %self.id, "session inbox full; caller audio frame dropped");
             }
         }
@@ -261,7 +264,7 @@ impl LiveCall {
         let inbound = Inbound {
             input: SessionInput::Text(text),
             hold: Some(hold),
-            from: crate::session::AttachmentId::ANY,
+            from: self.attachment,
         };
         match self.session.try_send(inbound) {
             Ok(()) => {}

@@ -46,6 +46,8 @@ pub struct NewCall {
     pub call: Call,
     /// The session's inbox (client events, caller audio).
     pub session: mpsc::Sender<Inbound>,
+    /// The call as the session's attachment (its input is tagged with it).
+    pub attachment: crate::session::AttachmentId,
     /// The session's events, written to `oai-events`.
     pub events: EventReceiver,
     /// Playback reports back to the session (never lost).
@@ -86,6 +88,12 @@ enum Command {
         tag: u64,
     },
     Clear(CallKey),
+    Renegotiate {
+        key: CallKey,
+        offer: String,
+        summary: duet_signaling::OfferSummary,
+        reply: tokio::sync::oneshot::Sender<Result<String, duet_signaling::SignalError>>,
+    },
     Fault(Fault),
 }
 
@@ -173,6 +181,28 @@ impl Engine {
     /// Ends a call.
     pub fn hangup(&self, key: CallKey) {
         self.send(Command::Hangup(key));
+    }
+
+    /// Answers a new offer (an ICE restart) on call `key`; the answer SDP, or why not (a
+    /// call that failed half-way is hung up).
+    pub async fn renegotiate(
+        &self,
+        key: CallKey,
+        offer: String,
+        summary: duet_signaling::OfferSummary,
+    ) -> Result<String, duet_signaling::SignalError> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        self.send(Command::Renegotiate {
+            key,
+            offer,
+            summary,
+            reply,
+        });
+        answer.await.unwrap_or_else(|_| {
+            Err(duet_signaling::SignalError::Rejected(
+                "the call's media engine is gone".into(),
+            ))
+        })
     }
 
     /// Injects a fault (panic-containment tests).

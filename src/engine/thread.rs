@@ -146,6 +146,14 @@ impl EngineThread {
             Command::Play { key, tag, pcm } => self.on_call(key, |c| c.play(tag, &pcm)),
             Command::Finish { key, tag } => self.on_call(key, |c| c.media.finish(tag)),
             Command::Clear(key) => self.on_call(key, LiveCall::clear),
+            Command::Renegotiate {
+                key,
+                offer,
+                summary,
+                reply,
+            } => {
+                let _ = reply.send(self.renegotiate(key, &offer, summary));
+            }
             Command::Fault(Fault::PanicThread) => panic!("injected fault: media engine thread"),
             Command::Fault(Fault::PanicCall(key)) => self.on_call(key, |c| c.fault = true),
         }
@@ -155,6 +163,34 @@ impl EngineThread {
     fn on_call(&mut self, key: CallKey, f: impl FnOnce(&mut LiveCall)) {
         if let Some(c) = self.calls.get_mut(&key) {
             guarded(c, f);
+        }
+    }
+
+    /// A new offer on a live call (an ICE restart): its checks now arrive under the new
+    /// ufrag, so the routing learns it before the answer goes out.
+    fn renegotiate(
+        &mut self,
+        key: CallKey,
+        offer: &str,
+        summary: duet_signaling::OfferSummary,
+    ) -> Result<String, duet_signaling::SignalError> {
+        let gone = || duet_signaling::SignalError::Rejected("the call has ended".into());
+        let c = self.calls.get_mut(&key).ok_or_else(gone)?;
+        let answer = guarded(c, |c| c.call.renegotiate(offer, summary)).ok_or_else(gone)?;
+        match answer {
+            Ok(answer) => {
+                let ufrag = c.call.local_ufrag().to_string();
+                self.by_ufrag.retain(|_, k| *k != key);
+                self.by_ufrag.insert(ufrag, key);
+                tracing::info!(call = %c.id, "call renegotiated (ICE restart)");
+                self.drain(key);
+                Ok(answer)
+            }
+            Err(e) if c.call.is_failed() => {
+                self.end(key, "renegotiation failed");
+                Err(e)
+            }
+            Err(e) => Err(e),
         }
     }
 

@@ -8,29 +8,41 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::body::to_bytes;
-use axum::extract::{ConnectInfo, Path, Request, State};
+use axum::extract::{ConnectInfo, Path, Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use duet_signaling::{call_id, check_offer, multipart, Call, SignalError, MAX_OFFER_BYTES};
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use super::admission::{Admitted, Kind};
 use super::error::ApiError;
-use super::open::open_session;
+use super::open::{open_session, spawn_session};
 use super::{AppState, CallEntry, CallRegistry};
 use crate::engine::{CallKey, NewCall};
-use crate::protocol::SessionPatch;
-use crate::session::{EventReceiver, Inbound, MediaSignals, Transport};
+use crate::protocol::duplex::ResumeRequest;
+use crate::protocol::{codes, ErrorPayload, SessionPatch};
+use crate::session::{
+    queue, AttachmentId, EventReceiver, EventSender, Inbound, MediaSignals, SessionInput, Transport,
+};
 
 /// Largest multipart body (SDP plus a session object).
 const MAX_MULTIPART_BYTES: usize = 64 * 1024;
 /// Client events queued for a call's session.
 const INBOX: usize = 1024;
 
-/// An offer as received: SDP and an optional session object.
+/// An offer as received: SDP, an optional session object, and (duplex extension) an
+/// optional resume of an existing session.
 struct Offer {
     sdp: String,
     session: Option<String>,
+    resume: Option<String>,
+}
+
+/// Query of `POST /v1/realtime/calls`.
+#[derive(Debug, serde::Deserialize)]
+pub struct CallsQuery {
+    /// Duplex extension: `1`, `true` or `on` opts in.
+    pub duplex: Option<String>,
 }
 
 fn bad_offer(e: &SignalError) -> ApiError {
@@ -79,7 +91,11 @@ async fn read_offer(req: Request) -> Result<Offer, ApiError> {
             .map_err(|_| bad_offer(&SignalError::TooLarge(MAX_OFFER_BYTES + 1)))?;
         let sdp = String::from_utf8(bytes)
             .map_err(|_| bad_offer(&SignalError::Malformed("the offer is not UTF-8".into())))?;
-        return Ok(Offer { sdp, session: None });
+        return Ok(Offer {
+            sdp,
+            session: None,
+            resume: None,
+        });
     }
     if lower.starts_with("multipart/form-data") {
         let body = read_body(req, MAX_MULTIPART_BYTES, "multipart body").await?;
@@ -95,7 +111,7 @@ async fn read_offer(req: Request) -> Result<Offer, ApiError> {
 fn parse_multipart(ctype: &str, body: &[u8]) -> Result<Offer, ApiError> {
     let parts = multipart::parse(ctype, body, multipart::Limits::default())
         .map_err(|e| ApiError::bad_request("invalid_multipart", e.to_string()))?;
-    let (mut sdp, mut session) = (None, None);
+    let (mut sdp, mut session, mut resume) = (None, None, None);
     for part in parts {
         let text = String::from_utf8(part.data).map_err(|_| {
             ApiError::bad_request(
@@ -106,6 +122,7 @@ fn parse_multipart(ctype: &str, body: &[u8]) -> Result<Offer, ApiError> {
         match part.name.as_str() {
             "sdp" => sdp = Some(text),
             "session" => session = Some(text),
+            "resume" => resume = Some(text),
             _ => {}
         }
     }
@@ -115,7 +132,52 @@ fn parse_multipart(ctype: &str, body: &[u8]) -> Result<Offer, ApiError> {
             "multipart offer without an sdp part",
         )
     })?;
-    Ok(Offer { sdp, session })
+    Ok(Offer {
+        sdp,
+        session,
+        resume,
+    })
+}
+
+/// The multipart `resume` part: `{session_id, resume_token, last_received_server_event_seq}`.
+fn resume_request(json: Option<&str>, duplex: bool) -> Result<Option<ResumeRequest>, ApiError> {
+    let Some(json) = json else { return Ok(None) };
+    if !duplex {
+        return Err(ApiError::bad_request(
+            codes::INVALID_SESSION_RESUME,
+            "a resume part needs the duplex extension: POST /v1/realtime/calls?duplex=1",
+        ));
+    }
+    let de = &mut serde_json::Deserializer::from_str(json);
+    serde_path_to_error::deserialize::<_, ResumeRequest>(de)
+        .map(Some)
+        .map_err(|e| {
+            ApiError::bad_request(
+                codes::INVALID_SESSION_RESUME,
+                format!("invalid resume: {}", e.inner()),
+            )
+        })
+}
+
+/// A refused resume as an HTTP error.
+fn resume_refused(e: &ErrorPayload) -> ApiError {
+    let code = e.code.as_deref().unwrap_or(codes::SESSION_RESUME_EXPIRED);
+    let status = match code {
+        codes::INVALID_RESUME_TOKEN => StatusCode::UNAUTHORIZED,
+        codes::SESSION_RESUME_CONFLICT | "journal_gap" => StatusCode::CONFLICT,
+        codes::SESSION_RESUME_EXPIRED => StatusCode::NOT_FOUND,
+        _ => StatusCode::BAD_REQUEST,
+    };
+    ApiError::new(status, code, e.message.clone())
+}
+
+fn resume_expired() -> ApiError {
+    crate::metrics::METRICS.resume(codes::SESSION_RESUME_EXPIRED);
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        codes::SESSION_RESUME_EXPIRED,
+        "no live session with this id: it ended, expired or never existed",
+    )
 }
 
 fn session_patch(json: Option<&str>) -> Result<Option<SessionPatch>, ApiError> {
@@ -149,13 +211,18 @@ impl Drop for CallGuard {
 }
 
 /// `POST /v1/realtime/calls`.
-pub async fn create(State(state): State<Arc<AppState>>, req: Request) -> Response {
+pub async fn create(
+    State(state): State<Arc<AppState>>,
+    Query(q): Query<CallsQuery>,
+    req: Request,
+) -> Response {
     let started = Instant::now();
     let ip = req
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
         .map(|ConnectInfo(a)| a.ip());
-    let response = match create_call(state, req, ip).await {
+    let duplex = super::ws::flag_on(q.duplex.as_deref());
+    let response = match create_call(state, req, ip, duplex).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     };
@@ -166,15 +233,23 @@ pub async fn create(State(state): State<Arc<AppState>>, req: Request) -> Respons
 }
 
 /// The stages of a call: read and check the offer, admit, answer on a live engine, open
-/// the session, hand the call to the engine.
+/// the session (or, resuming, find it), hand the call to the engine.
 async fn create_call(
     state: Arc<AppState>,
     req: Request,
     ip: Option<IpAddr>,
+    duplex: bool,
 ) -> Result<Response, ApiError> {
     let offer = read_offer(req).await?;
     let summary = check_offer(&offer.sdp).map_err(|e| bad_offer(&e))?;
+    let resume = resume_request(offer.resume.as_deref(), duplex)?;
     let patch = session_patch(offer.session.as_deref())?;
+    if resume.is_some() && patch.is_some() {
+        return Err(ApiError::bad_request(
+            codes::INVALID_VALUE,
+            "send a session part to open a session or a resume part to resume one, not both",
+        ));
+    }
     state.accepting()?;
     let admitted = state.admissions.admit(Kind::Call, ip)?;
     let (engine_index, engine) = state
@@ -190,44 +265,88 @@ async fn create_call(
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
     );
     let signals = Arc::new(MediaSignals::default());
-    let (opened, in_tx) = start_session(&state, &engine, key, signals.clone(), patch).await?;
+    let attachment = AttachmentId::fresh();
+    let (events, in_tx) = match &resume {
+        None => {
+            let durable = duplex.then_some(attachment);
+            start_session(&state, &engine, key, signals.clone(), patch, durable).await?
+        }
+        Some(r) => {
+            let inbox = state
+                .directory
+                .get(&r.session_id)
+                .ok_or_else(resume_expired)?;
+            let (out, events) = queue(state.limits.max_outbound_bytes);
+            (events, (inbox, Some(out)))
+        }
+    };
+    let (in_tx, resume_out) = in_tx;
     let id = call_id();
-    register(&state, &id, key, engine_index, &in_tx);
     let guard = CallGuard {
         id: id.clone(),
         calls: state.calls.clone(),
         signals: signals.clone(),
         _admitted: admitted,
     };
-    tracing::info!(call = %id, codec = ?summary.codec, "call created");
     engine.add(NewCall {
         key,
         id: id.clone(),
         call,
-        session: in_tx,
-        events: opened,
-        signals,
+        session: in_tx.clone(),
+        attachment,
+        events,
+        signals: signals.clone(),
         inbound: Arc::new(Semaphore::new(state.max_inbound_bytes)),
         has_data_channel: summary.has_data_channel,
         guard: Box::new(guard),
     });
+    if let (Some(request), Some(out)) = (resume, resume_out) {
+        let transport = Transport::WebRtc {
+            sink: engine.sink(key),
+            signals,
+        };
+        // On a refusal the session closes the call's event queue, which ends the call.
+        let (reply, taken) = oneshot::channel();
+        let input = SessionInput::Resume {
+            request,
+            out,
+            attachment,
+            transport,
+            reply: Some(reply),
+        };
+        let inbound = Inbound {
+            input,
+            hold: None,
+            from: attachment,
+        };
+        in_tx.send(inbound).await.map_err(|_| resume_expired())?;
+        match taken.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(resume_refused(&e)),
+            Err(_) => return Err(resume_expired()),
+        }
+    }
+    register(&state, &id, key, engine_index, &in_tx);
+    tracing::info!(call = %id, codec = ?summary.codec, "call created");
     Ok(answered(&id, answer))
 }
 
 /// Opens the call's session (seeded with the offer's `session` object) and runs it; returns
-/// the queue its events go out on and its inbox.
+/// the queue its events go out on and its inbox. `durable`: the client opted into the
+/// duplex extension, and the call is the session's first attachment.
 async fn start_session(
     state: &Arc<AppState>,
     engine: &crate::engine::Engine,
     key: CallKey,
     signals: Arc<MediaSignals>,
     patch: Option<SessionPatch>,
-) -> Result<(EventReceiver, mpsc::Sender<Inbound>), ApiError> {
+    durable: Option<AttachmentId>,
+) -> Result<(EventReceiver, (mpsc::Sender<Inbound>, Option<EventSender>)), ApiError> {
     let transport = Transport::WebRtc {
         sink: engine.sink(key),
         signals,
     };
-    let mut opened = open_session(state, transport, None)
+    let mut opened = open_session(state, transport, durable)
         .await
         .map_err(|e| ApiError::unavailable(e.code(), e.to_string()))?;
     if let Some(p) = patch {
@@ -237,14 +356,15 @@ async fn start_session(
             .map_err(ApiError::from_payload)?;
     }
     let (in_tx, in_rx) = mpsc::channel(INBOX);
-    tracing::debug!(session = %opened.session.id(), "call session opened");
-    tokio::spawn(crate::session::run(
+    tracing::debug!(session = %opened.session.id(), durable = durable.is_some(), "call session opened");
+    spawn_session(
+        state,
         opened.session,
-        in_rx,
         opened.model_rx,
-        state.lifecycle.subscribe(),
-    ));
-    Ok((opened.events, in_tx))
+        (in_tx.clone(), in_rx),
+        (),
+    );
+    Ok((opened.events, (in_tx, None)))
 }
 
 fn register(
@@ -279,6 +399,49 @@ fn answered(id: &str, answer: String) -> Response {
         h.insert(header::LOCATION, loc);
     }
     r
+}
+
+/// `PATCH /v1/realtime/calls/{id}`: a new `application/sdp` offer on a live call (an ICE
+/// restart, e.g. after the network changed); `200` with the answer, and media resumes on the
+/// new path in the same session.
+pub async fn renegotiate(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    req: Request,
+) -> Response {
+    match restart_call(&state, &id, req).await {
+        Ok(answer) => {
+            let mut r = (StatusCode::OK, answer).into_response();
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/sdp"),
+            );
+            r
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn restart_call(state: &AppState, id: &str, req: Request) -> Result<String, ApiError> {
+    let entry = state.calls.lock().ok().and_then(|m| m.get(id).cloned());
+    let entry = entry
+        .ok_or_else(|| ApiError::not_found("call_not_found", format!("no active call {id:?}")))?;
+    let offer = read_offer(req).await?;
+    if offer.session.is_some() || offer.resume.is_some() {
+        return Err(ApiError::bad_request(
+            codes::INVALID_VALUE,
+            "a PATCH carries only the new offer (application/sdp)",
+        ));
+    }
+    let summary = check_offer(&offer.sdp).map_err(|e| bad_offer(&e))?;
+    let engine = state
+        .engines
+        .get(entry.engine)
+        .ok_or_else(|| ApiError::not_ready("the call's media engine is gone"))?;
+    engine
+        .renegotiate(entry.key, offer.sdp, summary)
+        .await
+        .map_err(|e| bad_offer(&e))
 }
 
 /// `POST /v1/realtime/calls/{id}/hangup` and `DELETE /v1/realtime/calls/{id}`.

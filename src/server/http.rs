@@ -49,7 +49,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/realtime", get(ws::upgrade))
         .route("/v1/realtime/calls", post(calls::create))
         .route("/v1/realtime/calls/{id}/hangup", post(calls::hangup))
-        .route("/v1/realtime/calls/{id}", delete(calls::hangup))
+        .route(
+            "/v1/realtime/calls/{id}",
+            delete(calls::hangup).patch(calls::renegotiate),
+        )
         .fallback(not_found)
         .route_layer(middleware::from_fn_with_state(state.clone(), require_key))
         .route_layer(middleware::from_fn_with_state(state.clone(), check_origin));

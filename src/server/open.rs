@@ -7,7 +7,7 @@ use tokio::sync::mpsc;
 
 use super::AppState;
 use crate::session::{
-    queue, AttachmentId, EventReceiver, ModelEvent, Session, SessionParams, Transport,
+    queue, AttachmentId, EventReceiver, Inbound, ModelEvent, Session, SessionParams, Transport,
 };
 
 /// A session ready to run, and the queue its transport reads.
@@ -48,5 +48,31 @@ pub async fn open_session(
         session,
         model_rx,
         events,
+    })
+}
+
+/// Runs an opened session on its own task. An opted-in session is listed in the directory
+/// (resumes find its inbox there) until it ends; `hold` (its admission) is released then.
+pub fn spawn_session(
+    state: &AppState,
+    session: Session,
+    model_rx: mpsc::Receiver<ModelEvent>,
+    inbox: (mpsc::Sender<Inbound>, mpsc::Receiver<Inbound>),
+    hold: impl Send + 'static,
+) -> tokio::task::JoinHandle<()> {
+    let (in_tx, in_rx) = inbox;
+    let id = session.id().to_string();
+    let durable = session.state().is_some();
+    if durable {
+        state.directory.insert(&id, in_tx);
+    }
+    let directory = state.directory.clone();
+    let actor = crate::session::run(session, in_rx, model_rx, state.lifecycle.subscribe());
+    tokio::spawn(async move {
+        actor.await;
+        if durable {
+            directory.remove(&id);
+        }
+        drop(hold);
     })
 }

@@ -21,7 +21,7 @@ use tokio::sync::{mpsc, Semaphore};
 
 use super::admission::{Kind, SidebandSlot};
 use super::error::ApiError;
-use super::open::open_session;
+use super::open::{open_session, spawn_session};
 use super::{AppState, WsLimits};
 use crate::protocol::{self, codes, ErrorPayload, ServerEvent, ServerEventBody, MAX_EVENT_BYTES};
 use crate::session::{
@@ -201,23 +201,15 @@ async fn run_durable(state: Arc<AppState>, socket: WebSocket, admitted: super::A
             return refuse(&mut sink, error, 1013, "model unavailable").await;
         }
     };
-    let id = opened.session.id().to_string();
     let (in_tx, in_rx) = mpsc::channel(INBOX);
-    state.directory.insert(&id, in_tx.clone());
-    tracing::info!(session = %id, transport = "websocket", "durable session opened");
-    let actor = crate::session::run(
+    tracing::info!(session = %opened.session.id(), transport = "websocket", "durable session opened");
+    spawn_session(
+        &state,
         opened.session,
-        in_rx,
         opened.model_rx,
-        state.lifecycle.subscribe(),
+        (in_tx.clone(), in_rx),
+        admitted,
     );
-    let directory = state.directory.clone();
-    tokio::spawn(async move {
-        actor.await;
-        directory.remove(&id);
-        drop(admitted);
-        tracing::info!(session = %id, "durable session closed");
-    });
     attach(&state, sink, stream, opened.events, in_tx, attachment).await;
 }
 
@@ -280,6 +272,8 @@ async fn resume_socket(state: Arc<AppState>, socket: WebSocket) {
             request,
             out,
             attachment,
+            transport: Transport::WebSocket,
+            reply: None,
         },
         hold: None,
         from: attachment,

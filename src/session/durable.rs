@@ -177,6 +177,10 @@ impl Session {
         move_gauge(lease.state(), SessionState::Detached);
         lease.grace_until = Some(now + grace);
         self.subs.detach();
+        // Nothing plays any more: what was not heard is cut, and until a resume the session
+        // produces its audio as events (journaled), as on a WebSocket.
+        self.abandon_playback();
+        self.transport = super::Transport::WebSocket;
         tracing::info!(session = %self.cfg.id, grace_secs = grace.as_secs(), "transport dropped; session detached");
     }
 
@@ -199,64 +203,53 @@ impl Session {
     }
 
     /// A new connection resumes the session: check the token and the journal, rotate the
-    /// token, send `session.resumed` and the replay, and take the session over from the
-    /// transport that held it, if any.
+    /// token, send `session.resumed` and the replay, take the session over from the
+    /// transport that held it, if any, and move to `transport`. A refusal goes to the new
+    /// connection (an `error` or `session.resync_required`, then a close) and is returned.
     pub(super) fn resume(
         &mut self,
         req: ResumeRequest,
         out: EventSender,
         attachment: AttachmentId,
-    ) {
-        let Some(lease) = &self.lease else {
-            return refuse(
-                &out,
-                codes::UNSUPPORTED_SESSION_RESUME,
-                "this session did not opt into the duplex extension",
-            );
-        };
-        if req.session_id != self.cfg.id {
-            return refuse(&out, codes::SESSION_RESUME_EXPIRED, "no such session");
-        }
-        if !lease.token_matches(&req.resume_token) {
-            return refuse(
-                &out,
-                codes::INVALID_RESUME_TOKEN,
-                "the resume token does not match this session's",
-            );
-        }
-        let last = req.last_received_server_event_seq;
-        let replay = match self.subs.journal().map(|j| j.replay(last, self.now)) {
-            Some(Ok(r)) => r,
-            Some(Err(ReplayError::Ahead { head })) => {
-                return refuse(
-                    &out,
-                    codes::SESSION_RESUME_CONFLICT,
-                    &format!("last_received_server_event_seq {last} is ahead of the last event sent ({head})"),
-                );
+        transport: super::Transport,
+    ) -> Result<(), ErrorPayload> {
+        let replay = match self.check_resume(&req) {
+            Ok(replay) => replay,
+            Err(Refusal::Error(error)) => {
+                refuse(&out, error.clone());
+                return Err(error);
             }
-            Some(Err(ReplayError::Gap)) | None => {
+            Err(Refusal::Gap) => {
                 crate::metrics::METRICS.resume("journal_gap");
-                let resync = self.resync("journal_gap");
-                let _ = out.send(resync);
+                let _ = out.send(self.resync("journal_gap"));
                 out.close(1000, "journal_gap");
-                return;
+                return Err(ErrorPayload::invalid(
+                    "journal_gap",
+                    "the events after last_received_server_event_seq are no longer held: start a new session",
+                ));
             }
         };
         let (token, token_digest) = new_token();
-        let Some(lease) = &mut self.lease else { return };
+        let Some(lease) = &mut self.lease else {
+            return Ok(());
+        };
         let old_generation = lease.generation;
         lease.generation += 1;
         lease.token_digest = token_digest;
         lease.attachment = attachment;
         move_gauge(lease.state(), SessionState::Attached);
         lease.grace_until = None;
+        let generation = lease.generation;
+        // Audio the old call queued and never played is not the conversation's.
+        self.abandon_playback();
+        self.transport = transport;
         let resumed = ServerEvent::new(ServerEventBody::SessionResumed {
             session_id: self.cfg.id.clone(),
             session: Box::new(self.cfg.clone()),
-            attachment_generation: lease.generation,
+            attachment_generation: generation,
             resume_token: token,
         });
-        let replayed = replay.len();
+        let last = req.last_received_server_event_seq;
         if let Some(old) = self
             .subs
             .reattach(out, &Rendered::new(&resumed, None), &replay)
@@ -272,9 +265,55 @@ impl Session {
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         crate::metrics::METRICS.resume("ok");
-        tracing::info!(session = %self.cfg.id, last, replayed, "session resumed");
+        tracing::info!(session = %self.cfg.id, last, replayed = replay.len(), transport = ?self.transport, "session resumed");
         self.touch();
         self.after_send();
+        Ok(())
+    }
+
+    /// The replay a resume gets, or why it gets none.
+    fn check_resume(&mut self, req: &ResumeRequest) -> Result<Vec<Rendered>, Refusal> {
+        let error =
+            |code: &str, message: String| Refusal::Error(ErrorPayload::invalid(code, message));
+        let Some(lease) = &self.lease else {
+            return Err(error(
+                codes::UNSUPPORTED_SESSION_RESUME,
+                "this session did not opt into the duplex extension".into(),
+            ));
+        };
+        if req.session_id != self.cfg.id {
+            return Err(error(
+                codes::SESSION_RESUME_EXPIRED,
+                "no such session".into(),
+            ));
+        }
+        if !lease.token_matches(&req.resume_token) {
+            return Err(error(
+                codes::INVALID_RESUME_TOKEN,
+                "the resume token does not match this session's".into(),
+            ));
+        }
+        let last = req.last_received_server_event_seq;
+        match self.subs.journal().map(|j| j.replay(last, self.now)) {
+            Some(Ok(r)) => Ok(r),
+            Some(Err(ReplayError::Ahead { head })) => Err(error(
+                codes::SESSION_RESUME_CONFLICT,
+                format!("last_received_server_event_seq {last} is ahead of the last event sent ({head})"),
+            )),
+            Some(Err(ReplayError::Gap)) | None => Err(Refusal::Gap),
+        }
+    }
+
+    /// The session leaves a WebRTC call (it dropped, or another transport took over): the
+    /// answer that was playing is cancelled and its item truncated to what the caller heard,
+    /// at once (the call's engine will not report a purge).
+    fn abandon_playback(&mut self) {
+        if !self.transport.is_webrtc() {
+            return;
+        }
+        self.clear_output("client_cancelled");
+        self.on_cleared();
+        self.view = super::playback::PlaybackView::continuing(&self.view);
     }
 
     /// `session.resync_required{reason}`, rendered (outside the journal).
@@ -476,14 +515,22 @@ impl Session {
     }
 }
 
+/// Why a resume is refused.
+enum Refusal {
+    /// An `error` with this payload.
+    Error(ErrorPayload),
+    /// A gap in the journal: `session.resync_required{reason:"journal_gap"}`.
+    Gap,
+}
+
 /// Refuses a resume on the connection that asked: an `error`, then a close.
-fn refuse(out: &EventSender, code: &'static str, message: &str) {
-    crate::metrics::METRICS.resume(code);
-    crate::metrics::METRICS.error(code);
-    let error = ErrorPayload::invalid(code, message);
+fn refuse(out: &EventSender, error: ErrorPayload) {
+    let code = error.code.clone().unwrap_or_default();
+    crate::metrics::METRICS.resume(&code);
+    crate::metrics::METRICS.error(&code);
     let _ = out.send(Rendered::new(
         &ServerEvent::new(ServerEventBody::Error { error }),
         None,
     ));
-    out.close(1008, code);
+    out.close(1008, &code);
 }

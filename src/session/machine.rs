@@ -179,7 +179,14 @@ impl Session {
                 request,
                 out,
                 attachment,
-            } => self.resume(request, out, attachment),
+                transport,
+                reply,
+            } => {
+                let taken = self.resume(request, out, attachment, transport);
+                if let Some(reply) = reply {
+                    let _ = reply.send(taken);
+                }
+            }
             SessionInput::Detach => self.transport_dropped(),
         }
     }

@@ -57,6 +57,16 @@ pub enum Transport {
     },
 }
 
+impl std::fmt::Debug for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.is_webrtc() {
+            "WebRtc"
+        } else {
+            "WebSocket"
+        })
+    }
+}
+
 impl Transport {
     fn is_webrtc(&self) -> bool {
         matches!(self, Transport::WebRtc { .. })
@@ -196,6 +206,10 @@ pub enum SessionInput {
         out: EventSender,
         /// The new connection (its input is tagged with it).
         attachment: AttachmentId,
+        /// What carries the session from now on (a WebSocket, or the new call's media).
+        transport: Transport,
+        /// Told whether the resume was taken (a new call is answered only then).
+        reply: Option<tokio::sync::oneshot::Sender<Result<(), ErrorPayload>>>,
     },
     /// The connection the input is tagged with dropped: an opted-in session detaches (if it
     /// is still the session's transport); any other closes.
@@ -250,7 +264,6 @@ pub async fn run(
     mut model_rx: mpsc::Receiver<ModelEvent>,
     mut lifecycle: watch::Receiver<Lifecycle>,
 ) {
-    let signals = session.signals();
     session.start(now());
     let mut lifecycle_open = true;
     if let Lifecycle::Draining { deadline } = *lifecycle.borrow_and_update() {
@@ -258,6 +271,8 @@ pub async fn run(
     }
     while !session.is_closed() {
         let wake = tokio::time::Instant::from_std(session.next_deadline());
+        // A resume may move the session to another transport: look each time.
+        let signals = session.signals();
         tokio::select! {
             biased;
             () = media_signal(signals.as_deref()) => {

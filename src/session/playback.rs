@@ -50,6 +50,17 @@ impl Default for PlaybackView {
 }
 
 impl PlaybackView {
+    /// A fresh view for a new call that keeps numbering tags after `old`'s (nothing of the
+    /// old call plays in the new one).
+    pub(super) fn continuing(old: &Self) -> Self {
+        Self {
+            next: old.next,
+            clear_below: old.next,
+            last_response_id: old.last_response_id.clone(),
+            ..Self::default()
+        }
+    }
+
     /// A tag for a new response.
     pub(super) fn next_tag(&mut self) -> PlaybackTag {
         let tag = self.next;

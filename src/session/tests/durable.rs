@@ -70,6 +70,8 @@ impl Harness {
             request,
             out,
             attachment: AttachmentId(from),
+            transport: Transport::WebSocket,
+            reply: None,
         };
         self.session
             .handle_from(AttachmentId(from), input, self.now);
@@ -380,4 +382,44 @@ fn barge_in_cancels_the_answer_and_advances_the_epoch() {
     assert_eq!(h.requests(), vec![Request::Cancel]);
     let listen = last(&h.until("response.listen"), "response.listen").clone();
     assert_eq!(listen["epoch"], 1, "the epoch advanced");
+}
+
+#[test]
+fn a_dropped_call_truncates_the_answer_to_what_the_caller_heard_and_the_session_waits() {
+    let mut h = harness(Setup {
+        speech: once(3..40),
+        webrtc: Some(SinkLog::default()),
+        duplex: true,
+        ..Setup::default()
+    });
+    let speak = h.until("response.speak");
+    let item_id = last(&speak, "response.speak")["item_id"]
+        .as_str()
+        .expect("item")
+        .to_string();
+    h.advance(Duration::from_millis(200));
+    // 40 ms of the answer left on RTP, then the call ended.
+    h.signals.played(&[(1, 960)], &[]);
+    h.media();
+    let t = token(&h.seen[0]);
+    let last_seen = *seqs(&h.seen).last().expect("seq");
+    h.signals.ended();
+    h.media();
+    assert_eq!(
+        h.session.state(),
+        Some(crate::session::SessionState::Detached)
+    );
+    // What happened after the drop is journaled: a resume replays it.
+    let rx = h.resume(2, &t, last_seen);
+    h.switch_to(rx);
+    let got = h.drain(Duration::from_millis(100));
+    assert_eq!(got[0]["type"], "session.resumed");
+    assert_eq!(
+        last(&got, "response.done")["response"]["status"],
+        "cancelled"
+    );
+    let truncated = last(&got, "conversation.item.truncated");
+    assert_eq!(truncated["item_id"], item_id.as_str());
+    assert_eq!(truncated["audio_end_ms"], 40, "what played");
+    assert!(!h.session.is_closed());
 }
