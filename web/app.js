@@ -19,7 +19,7 @@ import { setState, setActivity, hideNotice, showError, bubbles, newTurn } from '
 import { audioContext, openMic, refreshDevices, attachMic, switchMic } from './audio.js';
 import { send, clearLog } from './log.js';
 import { hangup, teardown } from './session.js';
-import { connectWebRtc } from './rtc.js';
+import { connectWebRtc, restartIce } from './rtc.js';
 import { connectWebSocket } from './ws.js';
 import { interruptPlayback } from './playback.js';
 
@@ -115,6 +115,7 @@ el.clearTranscript.addEventListener('click', () => {
   el.transcript.innerHTML = '';
   bubbles.clear();
 });
+duet.restartIce = () => (conn && conn.kind === 'webrtc' ? restartIce(conn) : Promise.reject(new Error('no WebRTC call')));
 window.addEventListener('pagehide', () => { if (conn) teardown(conn, { hangup: true }); });
 document.addEventListener('keydown', (e) => {
   if (e.key === 'Escape' && conn && duet.activity === 'speaking') interrupt();

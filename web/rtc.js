@@ -49,11 +49,38 @@ function wireCall(c, pc, dc) {
   };
   pc.onconnectionstatechange = () => {
     if (conn !== c) return;
-    if (pc.connectionState === 'failed') {
+    duet.iceRestarts.state = pc.connectionState;
+    if (pc.connectionState === 'disconnected') {
+      // The path went quiet (e.g. Wi-Fi to cellular): if it does not come back by itself
+      // within 3 s, restart ICE on the same call; the session and the conversation go on.
+      clearTimeout(c.restartTimer);
+      c.restartTimer = setTimeout(() => {
+        if (conn === c && pc.connectionState === 'disconnected') {
+          restartIce(c).catch((e) => showNotice('warn', `Reconnecting failed: ${e.message}`));
+        }
+      }, 3000);
+    } else if (pc.connectionState === 'failed') {
       showError(iceFailedError());
       teardown(c, { hangup: true, state: 'failed' });
     }
   };
+}
+
+/** An ICE restart on the live call: a new offer with new ICE credentials, sent with
+ *  PATCH /v1/realtime/calls/{id}; media resumes on the new path in the same session. */
+export async function restartIce(c) {
+  const pc = c.pc;
+  if (!pc || !c.callId) throw new UserError('No call to reconnect.');
+  pc.restartIce();
+  await pc.setLocalDescription(await pc.createOffer({ iceRestart: true }));
+  await waitForIceGathering(pc, 500);
+  const headers = { 'Content-Type': 'application/sdp' };
+  if (apiKey()) headers.Authorization = `Bearer ${apiKey()}`;
+  const res = await fetch(`/v1/realtime/calls/${c.callId}`, { method: 'PATCH', headers, body: pc.localDescription.sdp });
+  if (!res.ok) throw await httpError(res);
+  await pc.setRemoteDescription({ type: 'answer', sdp: await res.text() });
+  duet.iceRestarts.count += 1;
+  showNotice('info', 'Reconnected (ICE restart): the conversation goes on.');
 }
 
 /** POST /v1/realtime/calls with the offer; notes the call id, resolves to the answer SDP. */

@@ -49,6 +49,11 @@ export const duet = {
   turns: [],
   /** notices shown: { kind, text, t } */
   notices: [],
+  /** ICE restarts of the live call (PATCH): how many, and the peer connection's state */
+  iceRestarts: { count: 0, state: null },
+  /** Restarts ICE on the live WebRTC call now (test hook; the page also does it by itself
+   *  when the connection stays `disconnected` for 3 s). */
+  restartIce: null,
   stats() {
     const hist = (h) => h.map((p) => [p.t, p.rms]);
     return {

@@ -286,6 +286,26 @@ async function webrtcScenario(page, opts, requests) {
   ok(badge > 0, 'the interrupted answer is marked in the transcript');
   await page.screenshot({ path: join(opts.artifacts, 'demo-interrupted.png'), fullPage: true });
 
+  step('WebRTC: ICE restart on the same call (restartIce + PATCH), then a turn on the new path');
+  await page.evaluate(() => window.duet.restartIce());
+  ok(requests.some((r) => r === `PATCH 200 /v1/realtime/calls/${callId}`), `PATCH /v1/realtime/calls/${callId} answered 200`,
+    requests.filter((r) => r.includes('/calls')));
+  await until(page, 'the peer connection connected again', () => window.duet.iceRestarts.count === 1
+    && window.duet.iceRestarts.state === 'connected', null, 10000);
+  ok(await page.evaluate(() => window.duet.callId) === callId, 'the same call after the restart');
+  const restartAt = await page.evaluate(() => window.duet.log.length ? window.duet.log[window.duet.log.length - 1].t : 0);
+  await page.fill('[data-testid="text"]', 'after the restart');
+  await page.click('[data-testid="send"]');
+  const again = await waitEvent(page, 'output_audio_buffer.started', { since: restartAt }, 8000);
+  const againDone = await waitEvent(page, 'response.done', { since: restartAt, where: { 'response.id': again.event.response_id } }, 10000);
+  ok(againDone.event.response.status === 'completed', 'a turn after the ICE restart completes', againDone.event.response.status);
+  await waitEvent(page, 'output_audio_buffer.stopped', { since: again.t }, 10000);
+  const restartStats = await page.evaluate(() => window.duet.stats());
+  const restartRms = maxRmsBetween(restartStats.output.history, again.t, again.t + 3000);
+  ok(restartRms > 0.01, `audio plays on the new path (max output RMS ${restartRms.toFixed(4)})`);
+  const createdCount = await page.evaluate(() => window.duet.log.filter((e) => e.type === 'session.created').length);
+  ok(createdCount === 1, 'still one session (no new session.created)', createdCount);
+
   step('WebRTC: disconnect');
   await page.click('[data-testid="connect"]');
   await until(page, 'state "idle"', () => window.duet.state === 'idle', null, 5000);
