@@ -37,6 +37,7 @@ impl Budget {
             + item * 2 * 4 / 3 // one cached retrieve encoding (PCM16, base64)
             + ((args.max_outbound_mib as u64) << 20)
             + ((args.max_inbound_mib.max(16) as u64) << 20)
+            + args.resume_journal_bytes as u64 // replay journal (opted-in sessions)
             + MODEL_QUEUE;
         let per_call = CALL_MEDIA;
         let sessions = args.max_sessions as u64 + args.max_calls as u64;

@@ -240,3 +240,15 @@ async fn a_call_gone_silent_past_the_inactivity_limit_detaches_and_resumes_over_
         item.as_str()
     );
 }
+
+#[tokio::test]
+async fn a_hangup_ends_an_opted_in_session_instead_of_detaching_it() {
+    let addr = server(&[]).await;
+    let (c, _) = duplex_call(addr).await;
+    let status = duet_client::http::hangup(addr, &c.call_id, None)
+        .await
+        .expect("hangup");
+    assert_eq!(status, 200);
+    // Released at once, not after the 30 s grace.
+    wait_released(addr, 0, 0, Duration::from_secs(3)).await;
+}

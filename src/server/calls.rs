@@ -326,7 +326,7 @@ async fn create_call(
             Err(_) => return Err(resume_expired()),
         }
     }
-    register(&state, &id, key, engine_index, &in_tx);
+    register(&state, &id, (key, engine_index, attachment), &in_tx);
     tracing::info!(call = %id, codec = ?summary.codec, "call created");
     Ok(answered(&id, answer))
 }
@@ -370,8 +370,7 @@ async fn start_session(
 fn register(
     state: &AppState,
     id: &str,
-    key: CallKey,
-    engine: usize,
+    (key, engine, attachment): (CallKey, usize, AttachmentId),
     inbox: &mpsc::Sender<Inbound>,
 ) {
     if let Ok(mut m) = state.calls.lock() {
@@ -381,6 +380,7 @@ fn register(
                 key,
                 engine,
                 session: inbox.clone(),
+                attachment,
                 sidebands: Arc::new(AtomicUsize::new(0)),
             },
         );
@@ -449,6 +449,12 @@ pub async fn hangup(State(state): State<Arc<AppState>>, Path(id): Path<String>) 
     let entry = state.calls.lock().ok().and_then(|m| m.get(&id).cloned());
     match entry {
         Some(e) => {
+            // An opted-in session held by this call ends with it (a drop would detach it).
+            let _ = e.session.try_send(Inbound {
+                input: SessionInput::Hangup,
+                hold: None,
+                from: e.attachment,
+            });
             if let Some(engine) = state.engines.get(e.engine) {
                 engine.hangup(e.key);
             }

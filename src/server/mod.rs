@@ -85,6 +85,8 @@ pub struct CallEntry {
     pub engine: usize,
     /// The call's session inbox (sideband connections).
     pub session: mpsc::Sender<Inbound>,
+    /// The call as its session's attachment.
+    pub attachment: crate::session::AttachmentId,
     /// Sideband sockets attached now.
     pub sidebands: Arc<AtomicUsize>,
 }

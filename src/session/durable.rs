@@ -184,6 +184,17 @@ impl Session {
         tracing::info!(session = %self.cfg.id, grace_secs = grace.as_secs(), "transport dropped; session detached");
     }
 
+    /// The client hung up the call that holds the session: an explicit end, not a drop.
+    pub(super) fn hung_up(&mut self) {
+        if self.lease.is_some() {
+            self.emit(ServerEventBody::SessionClosed {
+                session_id: self.cfg.id.clone(),
+                reason: "hangup".into(),
+            });
+            self.close(1000, "call hung up");
+        }
+    }
+
     /// After events went out: a transport lost meanwhile (closed, or not reading) detaches
     /// the session; the journal's size goes to the metrics.
     pub(super) fn after_send(&mut self) {

@@ -188,6 +188,7 @@ impl Session {
                 }
             }
             SessionInput::Detach => self.transport_dropped(),
+            SessionInput::Hangup => self.hung_up(),
         }
     }
 

@@ -214,6 +214,9 @@ pub enum SessionInput {
     /// The connection the input is tagged with dropped: an opted-in session detaches (if it
     /// is still the session's transport); any other closes.
     Detach,
+    /// The client hung the call up (`POST …/hangup`, `DELETE`): an opted-in session held by
+    /// that call ends (`session.closed`) rather than waiting for a resume.
+    Hangup,
 }
 
 impl SessionInput {
