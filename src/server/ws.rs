@@ -230,6 +230,14 @@ async fn resume_socket(state: Arc<AppState>, socket: WebSocket) {
             return refuse(&mut sink, error, 1008, codes::CONFIG_TIMEOUT).await;
         }
         Ok(Some(Ok(Message::Text(text)))) => text,
+        Ok(Some(Ok(Message::Binary(_)))) => {
+            let error = ErrorPayload::invalid(
+                codes::INVALID_SESSION_RESUME,
+                "the first message of a resume socket must be session.resume, as JSON text",
+            );
+            crate::metrics::METRICS.resume(codes::INVALID_SESSION_RESUME);
+            return refuse(&mut sink, error, 1008, codes::INVALID_SESSION_RESUME).await;
+        }
         Ok(_) => return,
     };
     let request = match protocol::decode_duplex(first.as_str()) {
