@@ -257,6 +257,11 @@ pub struct ServeArgs {
     #[arg(long, env = "DUET_RESUME_JOURNAL_SECS", default_value_t = 60)]
     pub resume_journal_secs: u64,
 
+    /// Live client secrets (`POST /v1/realtime/client_secrets`) kept at once; minting more
+    /// gets 503 until some expire.
+    #[arg(long, env = "DUET_MAX_CLIENT_SECRETS", default_value_t = 10_000)]
+    pub max_client_secrets: usize,
+
     /// Duplex extension: seconds before --max-session-secs that `session.expiring` is sent.
     #[arg(long, env = "DUET_EXPIRY_WARNING_SECS", default_value_t = 60)]
     pub expiry_warning_secs: u64,

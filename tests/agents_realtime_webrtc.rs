@@ -28,6 +28,22 @@ const HOW_TO_INSTALL: &str = "run ./scripts/test (it runs `npm ci --prefix tests
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agents_realtime_webrtc_in_chromium() {
+    run(&[], &[]).await;
+}
+
+/// The production path: a server with a key, a backend that mints an ephemeral client
+/// secret (`POST /v1/realtime/client_secrets`), and the SDK in the browser using the `ek_`
+/// key as its API key without `useInsecureApiKey`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_realtime_webrtc_in_chromium_with_a_client_secret() {
+    run(
+        &["--api-key", "server-key"],
+        &["--server-key", "server-key"],
+    )
+    .await;
+}
+
+async fn run(server_flags: &[&str], script_flags: &[&str]) {
     let dir = external::repo_path("tests/sdk-js");
     let node = external::node();
     external::require_version(&node, HOW_TO_INSTALL).await;
@@ -35,11 +51,12 @@ async fn agents_realtime_webrtc_in_chromium() {
     let browser = external::chromium("DUET_CHROMIUM");
     external::require_version(&browser, HOW_TO_INSTALL).await;
 
-    let addr = common::server(&[]).await;
+    let addr = common::server(server_flags).await;
     let mut cmd = node.command();
     cmd.arg(dir.join("realtime_webrtc.mjs"))
         .arg("--base-url")
         .arg(format!("http://{addr}"))
+        .args(script_flags)
         .env("DUET_CHROMIUM", &browser.path)
         .current_dir(&dir);
     external::run_script(cmd, SCRIPT_TIMEOUT).await;

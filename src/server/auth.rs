@@ -14,7 +14,13 @@ pub fn key_matches(given: &str, expected: &str) -> bool {
 /// Whether the request carries `expected` as `Authorization: Bearer <key>` or, for
 /// WebSockets, as the `openai-insecure-api-key.<key>` subprotocol.
 pub fn authorized(headers: &HeaderMap, expected: &str) -> bool {
-    let bearer = headers
+    presented(headers).iter().any(|k| key_matches(k, expected))
+}
+
+/// Every key the request presents: `Authorization: Bearer` values and the WebSocket
+/// subprotocol key.
+pub fn presented(headers: &HeaderMap) -> Vec<&str> {
+    let mut keys: Vec<&str> = headers
         .get_all(axum::http::header::AUTHORIZATION)
         .iter()
         .filter_map(|v| v.to_str().ok())
@@ -22,8 +28,10 @@ pub fn authorized(headers: &HeaderMap, expected: &str) -> bool {
             v.strip_prefix("Bearer ")
                 .or_else(|| v.strip_prefix("bearer "))
         })
-        .any(|k| key_matches(k.trim(), expected));
-    bearer || subprotocol_key(headers).is_some_and(|k| key_matches(k, expected))
+        .map(str::trim)
+        .collect();
+    keys.extend(subprotocol_key(headers));
+    keys
 }
 
 fn subprotocol_key(headers: &HeaderMap) -> Option<&str> {

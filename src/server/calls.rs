@@ -17,6 +17,7 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 use super::admission::{Admitted, Kind};
 use super::error::ApiError;
 use super::open::{open_session, spawn_session};
+use super::secrets::{credential, Cred, Credential};
 use super::{AppState, CallEntry, CallRegistry};
 use crate::engine::{CallKey, NewCall};
 use crate::protocol::duplex::ResumeRequest;
@@ -213,16 +214,18 @@ impl Drop for CallGuard {
 /// `POST /v1/realtime/calls`.
 pub async fn create(
     State(state): State<Arc<AppState>>,
+    cred: Cred,
     Query(q): Query<CallsQuery>,
     req: Request,
 ) -> Response {
+    let cred = credential(&cred);
     let started = Instant::now();
     let ip = req
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
         .map(|ConnectInfo(a)| a.ip());
     let duplex = super::ws::flag_on(q.duplex.as_deref());
-    let response = match create_call(state, req, ip, duplex).await {
+    let response = match create_call(state, req, ip, duplex, cred).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     };
@@ -239,6 +242,7 @@ async fn create_call(
     req: Request,
     ip: Option<IpAddr>,
     duplex: bool,
+    cred: Credential,
 ) -> Result<Response, ApiError> {
     let offer = read_offer(req).await?;
     let summary = check_offer(&offer.sdp).map_err(|e| bad_offer(&e))?;
@@ -268,13 +272,21 @@ async fn create_call(
     let attachment = AttachmentId::fresh();
     let (events, in_tx) = match &resume {
         None => {
-            let durable = duplex.then_some(attachment);
-            start_session(&state, &engine, key, signals.clone(), patch, durable).await?
+            let start = Start {
+                secret: cred.session(),
+                patch,
+                durable: duplex.then_some(attachment),
+                owner: cred.owner(),
+            };
+            start_session(&state, &engine, key, signals.clone(), start).await?
         }
         Some(r) => {
+            // Another credential's session is as good as unknown.
             let inbox = state
                 .directory
                 .get(&r.session_id)
+                .filter(|e| cred.reaches(e.owner.as_deref()))
+                .map(|e| e.inbox)
                 .ok_or_else(resume_expired)?;
             let (out, events) = queue(state.limits.max_outbound_bytes);
             (events, (inbox, Some(out)))
@@ -326,30 +338,47 @@ async fn create_call(
             Err(_) => return Err(resume_expired()),
         }
     }
-    register(&state, &id, (key, engine_index, attachment), &in_tx);
+    register(
+        &state,
+        &id,
+        (key, engine_index, attachment),
+        &in_tx,
+        cred.owner(),
+    );
     tracing::info!(call = %id, codec = ?summary.codec, "call created");
     Ok(answered(&id, answer))
 }
 
-/// Opens the call's session (seeded with the offer's `session` object) and runs it; returns
-/// the queue its events go out on and its inbox. `durable`: the client opted into the
-/// duplex extension, and the call is the session's first attachment.
+/// How a call's session starts.
+struct Start {
+    /// The session configuration of the client secret the call was made with.
+    secret: Option<SessionPatch>,
+    /// The offer's `session` part, applied after it.
+    patch: Option<SessionPatch>,
+    /// The client opted into the duplex extension; the call is the first attachment.
+    durable: Option<AttachmentId>,
+    /// The credential that opened it (`None`: the server key).
+    owner: Option<String>,
+}
+
+/// Opens the call's session (seeded with the secret's and then the offer's `session`
+/// object) and runs it; returns the queue its events go out on and its inbox.
 async fn start_session(
     state: &Arc<AppState>,
     engine: &crate::engine::Engine,
     key: CallKey,
     signals: Arc<MediaSignals>,
-    patch: Option<SessionPatch>,
-    durable: Option<AttachmentId>,
+    start: Start,
 ) -> Result<(EventReceiver, (mpsc::Sender<Inbound>, Option<EventSender>)), ApiError> {
     let transport = Transport::WebRtc {
         sink: engine.sink(key),
         signals,
     };
-    let mut opened = open_session(state, transport, durable)
+    let durable = start.durable;
+    let mut opened = open_session(state, transport, durable, start.secret)
         .await
         .map_err(|e| ApiError::unavailable(e.code(), e.to_string()))?;
-    if let Some(p) = patch {
+    if let Some(p) = start.patch {
         opened
             .session
             .configure(p)
@@ -357,11 +386,13 @@ async fn start_session(
     }
     let (in_tx, in_rx) = mpsc::channel(INBOX);
     tracing::debug!(session = %opened.session.id(), durable = durable.is_some(), "call session opened");
+    let inbox = (in_tx.clone(), in_rx);
     spawn_session(
         state,
         opened.session,
         opened.model_rx,
-        (in_tx.clone(), in_rx),
+        inbox,
+        start.owner,
         (),
     );
     Ok((opened.events, (in_tx, None)))
@@ -372,6 +403,7 @@ fn register(
     id: &str,
     (key, engine, attachment): (CallKey, usize, AttachmentId),
     inbox: &mpsc::Sender<Inbound>,
+    owner: Option<String>,
 ) {
     if let Ok(mut m) = state.calls.lock() {
         m.insert(
@@ -381,6 +413,7 @@ fn register(
                 engine,
                 session: inbox.clone(),
                 attachment,
+                owner,
                 sidebands: Arc::new(AtomicUsize::new(0)),
             },
         );
@@ -406,10 +439,11 @@ fn answered(id: &str, answer: String) -> Response {
 /// new path in the same session.
 pub async fn renegotiate(
     State(state): State<Arc<AppState>>,
+    cred: Cred,
     Path(id): Path<String>,
     req: Request,
 ) -> Response {
-    match restart_call(&state, &id, req).await {
+    match restart_call(&state, &id, &credential(&cred), req).await {
         Ok(answer) => {
             let mut r = (StatusCode::OK, answer).into_response();
             r.headers_mut().insert(
@@ -422,8 +456,19 @@ pub async fn renegotiate(
     }
 }
 
-async fn restart_call(state: &AppState, id: &str, req: Request) -> Result<String, ApiError> {
+/// The live call `id`, if `cred` reaches it (a call another secret opened is not found).
+fn live_call(state: &AppState, id: &str, cred: &Credential) -> Option<CallEntry> {
     let entry = state.calls.lock().ok().and_then(|m| m.get(id).cloned());
+    entry.filter(|e| cred.reaches(e.owner.as_deref()))
+}
+
+async fn restart_call(
+    state: &AppState,
+    id: &str,
+    cred: &Credential,
+    req: Request,
+) -> Result<String, ApiError> {
+    let entry = live_call(state, id, cred);
     let entry = entry
         .ok_or_else(|| ApiError::not_found("call_not_found", format!("no active call {id:?}")))?;
     let offer = read_offer(req).await?;
@@ -445,8 +490,13 @@ async fn restart_call(state: &AppState, id: &str, req: Request) -> Result<String
 }
 
 /// `POST /v1/realtime/calls/{id}/hangup` and `DELETE /v1/realtime/calls/{id}`.
-pub async fn hangup(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Response {
-    let entry = state.calls.lock().ok().and_then(|m| m.get(&id).cloned());
+pub async fn hangup(
+    State(state): State<Arc<AppState>>,
+    cred: Cred,
+    Path(id): Path<String>,
+) -> Response {
+    let cred = credential(&cred);
+    let entry = live_call(&state, &id, &cred);
     match entry {
         Some(e) => {
             // An opted-in session held by this call ends with it (a drop would detach it).

@@ -11,10 +11,10 @@ use crate::session::Inbound;
 
 /// Where live opted-in sessions can be reached, by session id.
 pub trait SessionDirectory: Send + Sync {
-    /// Records `id`'s inbox.
-    fn insert(&self, id: &str, inbox: mpsc::Sender<Inbound>);
-    /// The inbox of `id`, if the session is live.
-    fn get(&self, id: &str) -> Option<mpsc::Sender<Inbound>>;
+    /// Records `id`'s inbox and the credential it was opened with (`None`: the server key).
+    fn insert(&self, id: &str, inbox: mpsc::Sender<Inbound>, owner: Option<String>);
+    /// The inbox and owner of `id`, if the session is live.
+    fn get(&self, id: &str) -> Option<Entry>;
     /// Forgets `id` (the session ended).
     fn remove(&self, id: &str);
     /// Sessions recorded.
@@ -25,22 +25,31 @@ pub trait SessionDirectory: Send + Sync {
     }
 }
 
+/// A live session, as the directory has it.
+#[derive(Clone)]
+pub struct Entry {
+    /// Where its input goes.
+    pub inbox: mpsc::Sender<Inbound>,
+    /// The credential that opened it (`None`: the server key).
+    pub owner: Option<String>,
+}
+
 /// The directory of one process.
 #[derive(Default)]
 pub struct LocalDirectory {
-    map: Mutex<HashMap<String, mpsc::Sender<Inbound>>>,
+    map: Mutex<HashMap<String, Entry>>,
 }
 
 impl SessionDirectory for LocalDirectory {
-    fn insert(&self, id: &str, inbox: mpsc::Sender<Inbound>) {
+    fn insert(&self, id: &str, inbox: mpsc::Sender<Inbound>, owner: Option<String>) {
         if let Ok(mut m) = self.map.lock() {
-            m.insert(id.to_string(), inbox);
+            m.insert(id.to_string(), Entry { inbox, owner });
         }
     }
 
-    fn get(&self, id: &str) -> Option<mpsc::Sender<Inbound>> {
+    fn get(&self, id: &str) -> Option<Entry> {
         let m = self.map.lock().ok()?;
-        m.get(id).filter(|tx| !tx.is_closed()).cloned()
+        m.get(id).filter(|e| !e.inbox.is_closed()).cloned()
     }
 
     fn remove(&self, id: &str) {

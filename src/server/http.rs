@@ -13,9 +13,10 @@ use serde_json::json;
 use std::time::Duration;
 use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
 
-use super::auth::authorized;
+use super::auth::{authorized, presented};
 use super::error::ApiError;
-use super::{calls, ws, AppState};
+use super::secrets::{lookup, Credential};
+use super::{calls, secrets, ws, AppState};
 
 /// The demo page: plain files, embedded in the binary (no build step).
 const INDEX_HTML: &str = include_str!("../../web/index.html");
@@ -48,6 +49,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/metrics", get(metrics))
         .route("/v1/realtime", get(ws::upgrade))
         .route("/v1/realtime/calls", post(calls::create))
+        .route("/v1/realtime/client_secrets", post(secrets::create))
         .route("/v1/realtime/calls/{id}/hangup", post(calls::hangup))
         .route(
             "/v1/realtime/calls/{id}",
@@ -68,7 +70,13 @@ pub fn router(state: Arc<AppState>) -> Router {
     };
     let cors = CorsLayer::new()
         .allow_origin(allow_origin)
-        .allow_methods([Method::GET, Method::POST, Method::DELETE, Method::OPTIONS])
+        .allow_methods([
+            Method::GET,
+            Method::POST,
+            Method::PATCH,
+            Method::DELETE,
+            Method::OPTIONS,
+        ])
         .allow_headers(AllowHeaders::mirror_request())
         .expose_headers([header::LOCATION])
         .max_age(Duration::from_secs(600));
@@ -81,16 +89,44 @@ pub fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-async fn require_key(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
-    match &state.api_key {
-        Some(key) if !authorized(req.headers(), key) => ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "invalid_api_key",
-            "missing or invalid API key: send Authorization: Bearer <key>",
-        )
-        .into_response(),
-        _ => next.run(req).await,
+/// Finds the request's credential (the server key, or a live client secret) and records it
+/// for the handlers; anything else is `401` before a handler allocates anything.
+async fn require_key(State(state): State<Arc<AppState>>, mut req: Request, next: Next) -> Response {
+    match credential(&state, &req) {
+        Ok(c) => {
+            req.extensions_mut().insert(c);
+            next.run(req).await
+        }
+        Err(e) => e.into_response(),
     }
+}
+
+fn credential(state: &AppState, req: &Request) -> Result<Credential, ApiError> {
+    let unauthorized = |m: &str| ApiError::new(StatusCode::UNAUTHORIZED, "invalid_api_key", m);
+    if let Some(key) = &state.api_key {
+        if authorized(req.headers(), key) {
+            return Ok(Credential::Server);
+        }
+    }
+    let keys = presented(req.headers());
+    let Some(secret) = keys.iter().find(|k| k.starts_with("ek_")) else {
+        return match state.api_key {
+            Some(_) => Err(unauthorized(
+                "missing or invalid API key: send Authorization: Bearer <key>",
+            )),
+            None => Ok(Credential::Server),
+        };
+    };
+    let record = lookup(state.secrets.as_ref(), secret)
+        .ok_or_else(|| unauthorized("the client secret is expired, unknown or malformed"))?;
+    // A secret opens realtime sessions and calls (and reaches them), nothing else.
+    let path = req.uri().path();
+    if !path.starts_with("/v1/realtime") || path.starts_with("/v1/realtime/client_secrets") {
+        return Err(unauthorized(
+            "a client secret opens realtime sessions and calls only; this route needs the server's API key",
+        ));
+    }
+    Ok(Credential::Secret(Arc::new(record)))
 }
 
 /// With `--cors-origins`, a browser request from another origin is refused (a WebSocket

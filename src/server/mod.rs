@@ -10,6 +10,7 @@ mod error;
 mod http;
 mod listen;
 mod open;
+mod secrets;
 mod ws;
 
 use std::collections::HashMap;
@@ -33,6 +34,7 @@ pub use directory::{LocalDirectory, SessionDirectory};
 pub use error::ApiError;
 pub use http::router;
 pub use listen::HttpLimits;
+pub use secrets::{Credential, LocalSecrets, SecretStore};
 
 /// WebSocket keep-alive and timeouts.
 #[derive(Clone, Copy, Debug)]
@@ -71,6 +73,8 @@ pub struct AppState {
     pub origins: Vec<String>,
     /// Opted-in sessions by id, for resumes.
     pub directory: Arc<dyn SessionDirectory>,
+    /// Minted client secrets.
+    pub secrets: Arc<dyn SecretStore>,
 }
 
 /// Live calls by id, shared with the calls' cleanup guards.
@@ -87,6 +91,9 @@ pub struct CallEntry {
     pub session: mpsc::Sender<Inbound>,
     /// The call as its session's attachment.
     pub attachment: crate::session::AttachmentId,
+    /// The client secret that opened it (`None`: the server key): only it, or the server
+    /// key, reaches the call.
+    pub owner: Option<String>,
     /// Sideband sockets attached now.
     pub sidebands: Arc<AtomicUsize>,
 }
@@ -122,6 +129,7 @@ impl AppState {
             max_inbound_bytes: args.max_inbound_mib.max(16) << 20,
             origins: args.cors_origins.clone(),
             directory: Arc::new(LocalDirectory::default()),
+            secrets: Arc::new(LocalSecrets::new(args.max_client_secrets)),
         })
     }
 

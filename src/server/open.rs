@@ -22,10 +22,12 @@ pub struct Opened {
 
 /// Opens a session on `transport`: takes a model slot (or fails with the model's error).
 /// `duplex`: the client opted into the extension on the connection `AttachmentId`.
+/// `start`: the session configuration of the client secret it was opened with.
 pub async fn open_session(
     state: &AppState,
     transport: Transport,
     duplex: Option<AttachmentId>,
+    start: Option<crate::protocol::SessionPatch>,
 ) -> Result<Opened, duet_models::ModelError> {
     let (model, model_rx) = state.model.open().await?;
     let (out, events) = queue(state.limits.max_outbound_bytes);
@@ -43,7 +45,13 @@ pub async fn open_session(
         duplex: duplex.is_some(),
         attachment: duplex.unwrap_or_default(),
     };
-    let session = Session::new(params, Instant::now(), unix_secs);
+    let mut session = Session::new(params, Instant::now(), unix_secs);
+    if let Some(patch) = start {
+        // Checked when the secret was minted; a failure here leaves the defaults.
+        if let Err(e) = session.configure(patch) {
+            tracing::warn!(error = %e.message, "a client secret's session did not apply");
+        }
+    }
     Ok(Opened {
         session,
         model_rx,
@@ -58,13 +66,14 @@ pub fn spawn_session(
     session: Session,
     model_rx: mpsc::Receiver<ModelEvent>,
     inbox: (mpsc::Sender<Inbound>, mpsc::Receiver<Inbound>),
+    owner: Option<String>,
     hold: impl Send + 'static,
 ) -> tokio::task::JoinHandle<()> {
     let (in_tx, in_rx) = inbox;
     let id = session.id().to_string();
     let durable = session.state().is_some();
     if durable {
-        state.directory.insert(&id, in_tx);
+        state.directory.insert(&id, in_tx, owner);
     }
     let directory = state.directory.clone();
     let actor = crate::session::run(session, in_rx, model_rx, state.lifecycle.subscribe());

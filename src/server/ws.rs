@@ -22,6 +22,7 @@ use tokio::sync::{mpsc, Semaphore};
 use super::admission::{Kind, SidebandSlot};
 use super::error::ApiError;
 use super::open::{open_session, spawn_session};
+use super::secrets::{credential, Cred, Credential};
 use super::{AppState, WsLimits};
 use crate::protocol::{self, codes, ErrorPayload, ServerEvent, ServerEventBody, MAX_EVENT_BYTES};
 use crate::session::{
@@ -70,9 +71,11 @@ fn peer_ip(peer: &Peer) -> Option<std::net::IpAddr> {
 pub async fn upgrade(
     State(state): State<Arc<AppState>>,
     peer: Peer,
+    cred: Cred,
     Query(q): Query<RealtimeQuery>,
     ws: WebSocketUpgrade,
 ) -> Response {
+    let cred = credential(&cred);
     tracing::debug!(requested_model = ?q.model, "websocket session requested");
     let ws = ws
         .protocols(["realtime"])
@@ -81,9 +84,9 @@ pub async fn upgrade(
     let ip = peer_ip(&peer);
     let duplex = flag_on(q.duplex.as_deref());
     let result = match q.call_id {
-        Some(call) => upgrade_sideband(state, &call, ip, ws),
-        None if duplex && flag_on(q.resume.as_deref()) => upgrade_resume(state, ws),
-        None => upgrade_session(state, ip, ws, duplex),
+        Some(call) => upgrade_sideband(state, &call, ip, ws, &cred),
+        None if duplex && flag_on(q.resume.as_deref()) => upgrade_resume(state, ws, cred),
+        None => upgrade_session(state, ip, ws, duplex, cred),
     };
     result.unwrap_or_else(IntoResponse::into_response)
 }
@@ -93,14 +96,15 @@ fn upgrade_session(
     ip: Option<std::net::IpAddr>,
     ws: WebSocketUpgrade,
     duplex: bool,
+    cred: Credential,
 ) -> Result<Response, ApiError> {
     state.accepting()?;
     let admitted = state.admissions.admit(Kind::Session, ip)?;
     Ok(ws.on_upgrade(move |socket| async move {
         if duplex {
-            run_durable(state, socket, admitted).await;
+            run_durable(state, socket, admitted, cred).await;
         } else {
-            run(state, socket).await;
+            run(state, socket, cred).await;
             drop(admitted);
         }
     }))
@@ -108,11 +112,15 @@ fn upgrade_session(
 
 /// A resume socket: it holds no session of its own until its `session.resume` attaches it
 /// to one.
-fn upgrade_resume(state: Arc<AppState>, ws: WebSocketUpgrade) -> Result<Response, ApiError> {
+fn upgrade_resume(
+    state: Arc<AppState>,
+    ws: WebSocketUpgrade,
+    cred: Credential,
+) -> Result<Response, ApiError> {
     if state.draining() {
         return Err(ApiError::draining());
     }
-    Ok(ws.on_upgrade(move |socket| resume_socket(state, socket)))
+    Ok(ws.on_upgrade(move |socket| resume_socket(state, socket, cred)))
 }
 
 fn upgrade_sideband(
@@ -120,9 +128,12 @@ fn upgrade_sideband(
     call: &str,
     ip: Option<std::net::IpAddr>,
     ws: WebSocketUpgrade,
+    cred: &Credential,
 ) -> Result<Response, ApiError> {
+    // A call another credential opened is not found (its existence is not revealed).
     let entry = state.calls.lock().ok().and_then(|m| m.get(call).cloned());
     let entry = entry
+        .filter(|e| cred.reaches(e.owner.as_deref()))
         .ok_or_else(|| ApiError::not_found("call_not_found", format!("no active call {call:?}")))?;
     if state.draining() {
         return Err(ApiError::draining());
@@ -150,9 +161,9 @@ async fn refuse(
     let _ = sink.send(close(code, reason)).await;
 }
 
-async fn run(state: Arc<AppState>, socket: WebSocket) {
+async fn run(state: Arc<AppState>, socket: WebSocket, cred: Credential) {
     let (mut sink, mut stream) = socket.split();
-    let opened = match open_session(&state, Transport::WebSocket, None).await {
+    let opened = match open_session(&state, Transport::WebSocket, None, cred.session()).await {
         Ok(o) => o,
         Err(e) => {
             let error = ErrorPayload::server(e.code(), e.to_string());
@@ -191,10 +202,16 @@ async fn run(state: Arc<AppState>, socket: WebSocket) {
 /// An opted-in session (`?duplex=1`): its actor runs on its own, holding the admission
 /// and listed in the directory, until the session ends; this connection is its first
 /// attachment, and dropping it detaches the session instead of ending it.
-async fn run_durable(state: Arc<AppState>, socket: WebSocket, admitted: super::Admitted) {
+async fn run_durable(
+    state: Arc<AppState>,
+    socket: WebSocket,
+    admitted: super::Admitted,
+    cred: Credential,
+) {
     let (mut sink, stream) = socket.split();
     let attachment = AttachmentId::fresh();
-    let opened = match open_session(&state, Transport::WebSocket, Some(attachment)).await {
+    let start = cred.session();
+    let opened = match open_session(&state, Transport::WebSocket, Some(attachment), start).await {
         Ok(o) => o,
         Err(e) => {
             let error = ErrorPayload::server(e.code(), e.to_string());
@@ -208,6 +225,7 @@ async fn run_durable(state: Arc<AppState>, socket: WebSocket, admitted: super::A
         opened.session,
         opened.model_rx,
         (in_tx.clone(), in_rx),
+        cred.owner(),
         admitted,
     );
     attach(&state, sink, stream, opened.events, in_tx, attachment).await;
@@ -216,7 +234,7 @@ async fn run_durable(state: Arc<AppState>, socket: WebSocket, admitted: super::A
 /// `?duplex=1&resume=1`: waits for `session.resume` and hands this connection to the
 /// session it names, which answers `session.resumed` and the replay (or an `error` and a
 /// close).
-async fn resume_socket(state: Arc<AppState>, socket: WebSocket) {
+async fn resume_socket(state: Arc<AppState>, socket: WebSocket, cred: Credential) {
     let (mut sink, mut stream) = socket.split();
     let first = match tokio::time::timeout(RESUME_FIRST_MESSAGE, stream.next()).await {
         Err(_) => {
@@ -270,7 +288,12 @@ async fn resume_socket(state: Arc<AppState>, socket: WebSocket) {
             "no live session with this id: it ended, expired or never existed",
         )
     };
-    let Some(inbox) = state.directory.get(&request.session_id) else {
+    // Another credential's session is as good as unknown.
+    let found = state.directory.get(&request.session_id);
+    let Some(inbox) = found
+        .filter(|e| cred.reaches(e.owner.as_deref()))
+        .map(|e| e.inbox)
+    else {
         return refuse(&mut sink, expired(), 1008, codes::SESSION_RESUME_EXPIRED).await;
     };
     let attachment = AttachmentId::fresh();

@@ -47,6 +47,18 @@ if (!existsSync(CHROMIUM)) {
   console.error(`error: no Chromium at ${CHROMIUM}: apt-get install chromium (.ci/run does it), or set DUET_CHROMIUM`);
   process.exit(2);
 }
+/** POST /v1/realtime/client_secrets with the server key, as an app's backend does. */
+async function mintSecret(base, key) {
+  const res = await fetch(`${base}/v1/realtime/client_secrets`, {
+    method: 'POST',
+    headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ expires_after: { anchor: 'created_at', seconds: 600 }, session: { type: 'realtime' } }),
+  });
+  const body = await res.json();
+  if (res.status !== 200 || !String(body.value).startsWith('ek_')) throw new Error(`minting failed: ${res.status} ${JSON.stringify(body)}`);
+  return body.value;
+}
+
 const version = (pkg) => JSON.parse(readFileSync(join(here, 'node_modules', pkg, 'package.json'))).version;
 
 const { values: args } = parseArgs({
@@ -54,6 +66,7 @@ const { values: args } = parseArgs({
     'base-url': { type: 'string' },
     'dump-events': { type: 'boolean', default: false },
     'clear-only': { type: 'boolean', default: false },
+    'server-key': { type: 'string' },
   },
 });
 if (!args['base-url']) {
@@ -173,8 +186,12 @@ async function main() {
     page.on('requestfailed', (r) => console.log(`[request failed] ${r.method()} ${r.url()}: ${r.failure()?.errorText}`));
     await page.goto(pageUrl);
     await page.waitForFunction(() => window.duetReady === true, null, { timeout: 10_000 });
+    // --server-key: act as the app's backend, which mints an ephemeral client secret; the
+    // page then uses the ek_ key as its API key, without useInsecureApiKey.
+    const clientSecret = args['server-key'] ? await mintSecret(base, args['server-key']) : null;
+    figures.client_secret = clientSecret ? 'ek_ (minted by the backend)' : 'none (useInsecureApiKey)';
     const result = await Promise.race([
-      page.evaluate(([b, o]) => window.duetRun(b, o), [base, { clearOnly: args['clear-only'] }]),
+      page.evaluate(([b, o]) => window.duetRun(b, o), [base, { clearOnly: args['clear-only'], clientSecret }]),
       new Promise((_, rej) => setTimeout(() => rej(new Error(`the page scenario did not finish within ${SCENARIO_TIMEOUT_MS} ms`)), SCENARIO_TIMEOUT_MS)),
     ]);
     return { ...result, figures: { ...figures, ...result.figures } };

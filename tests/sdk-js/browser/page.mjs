@@ -112,7 +112,11 @@ window.duetRun = async (base, opts = {}) => {
   };
 
   try {
-    const transport = new OpenAIRealtimeWebRTC({ baseUrl: callsUrl, useInsecureApiKey: true });
+    // With an ephemeral client secret (ek_) the SDK needs no useInsecureApiKey: that is the
+    // production path for a browser.
+    const transport = opts.clientSecret
+      ? new OpenAIRealtimeWebRTC({ baseUrl: callsUrl })
+      : new OpenAIRealtimeWebRTC({ baseUrl: callsUrl, useInsecureApiKey: true });
     const agent = new RealtimeAgent({ name: 'Duet compatibility test', instructions: 'Repeat what the user says.' });
     session = new RealtimeSession(agent, { transport, model: 'gpt-realtime' });
     transport.on('*', (raw) => ev.record(raw));
@@ -127,7 +131,7 @@ window.duetRun = async (base, opts = {}) => {
     console.log('== a. connect');
     const t0 = now();
     ev.t0 = t0;
-    await session.connect({ apiKey: 'sk-duet-test' });
+    await session.connect({ apiKey: opts.clientSecret ?? 'sk-duet-test' });
     F.connect_ms = Math.round(now() - t0);
     C.check(transport.status === 'connected', 'a. transport status connected', transport.status);
     F.call_id = transport.callId;

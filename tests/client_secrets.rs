@@ -1,0 +1,299 @@
+//! Ephemeral client secrets: minting (server key only, OpenAI's shapes and ranges), what a
+//! secret opens (WebSocket by Bearer or subprotocol, calls), refusals before anything is
+//! allocated, expiry, and scoping (another secret's call is not found).
+
+mod common;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use common::*;
+use duet_client::http::{request, Response};
+use serde_json::{json, Value};
+
+const KEY: &str = "server-key";
+
+async fn mint(addr: SocketAddr, auth: Option<&str>, body: Value) -> Response {
+    let bearer = auth.map(|k| format!("Bearer {k}"));
+    let mut headers = vec![("Content-Type", "application/json")];
+    if let Some(b) = &bearer {
+        headers.push(("Authorization", b.as_str()));
+    }
+    request(
+        addr,
+        "POST",
+        "/v1/realtime/client_secrets",
+        &headers,
+        &body.to_string(),
+    )
+    .await
+    .expect("request")
+}
+
+async fn secret(addr: SocketAddr, body: Value) -> String {
+    let r = mint(addr, Some(KEY), body).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v: Value = serde_json::from_str(&r.body).expect("json");
+    v["value"].as_str().expect("value").to_string()
+}
+
+async fn post_call(addr: SocketAddr, key: &str) -> Response {
+    let offer = include_str!("fixtures/chrome_offer.sdp");
+    let bearer = format!("Bearer {key}");
+    let headers = [
+        ("Content-Type", "application/sdp"),
+        ("Authorization", bearer.as_str()),
+    ];
+    request(addr, "POST", "/v1/realtime/calls", &headers, offer)
+        .await
+        .expect("request")
+}
+
+fn error_of(r: &Response) -> Value {
+    serde_json::from_str::<Value>(&r.body).expect("json error")["error"].clone()
+}
+
+#[tokio::test]
+async fn minting_follows_openai_shapes_and_needs_the_server_key() {
+    let addr = server(&["--api-key", KEY]).await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs();
+    let r = mint(
+        addr,
+        Some(KEY),
+        json!({"session": {"type": "realtime", "instructions": "be brief"}}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v: Value = serde_json::from_str(&r.body).expect("json");
+    let value = v["value"].as_str().expect("value");
+    assert!(value.starts_with("ek_") && value.len() >= 3 + 22, "{value}");
+    let expires = v["expires_at"].as_u64().expect("expires_at");
+    assert!(
+        (now + 598..=now + 602).contains(&expires),
+        "default 600 s: {expires} vs {now}"
+    );
+    assert_eq!(v["session"]["object"], "realtime.session");
+    assert_eq!(v["session"]["instructions"], "be brief");
+    assert!(v["session"]["id"]
+        .as_str()
+        .is_some_and(|i| i.starts_with("sess_")));
+
+    let r = mint(addr, None, json!({})).await;
+    assert_eq!(r.status, 401, "no key");
+    let r = mint(addr, Some(value), json!({})).await;
+    assert_eq!(r.status, 401, "a secret cannot mint");
+    for (body, param) in [
+        (
+            json!({"expires_after": {"anchor": "created_at", "seconds": 9}}),
+            "expires_after.seconds",
+        ),
+        (
+            json!({"expires_after": {"anchor": "created_at", "seconds": 7201}}),
+            "expires_after.seconds",
+        ),
+        (
+            json!({"expires_after": {"anchor": "now", "seconds": 60}}),
+            "expires_after.anchor",
+        ),
+        (json!({"nope": 1}), ""),
+        (
+            json!({"session": {"type": "transcription"}}),
+            "session.type",
+        ),
+        (
+            json!({"session": {"type": "realtime", "instructions": 5}}),
+            "session.instructions",
+        ),
+    ] {
+        let r = mint(addr, Some(KEY), body.clone()).await;
+        assert_eq!(r.status, 400, "{body}: {}", r.body);
+        let e = error_of(&r);
+        assert_eq!(e["type"], "invalid_request_error", "{body}");
+        if !param.is_empty() {
+            assert_eq!(e["param"], param, "{body}: {e}");
+        }
+    }
+    // A secret is no key for the other routes.
+    let bearer = format!("Bearer {value}");
+    let r = request(
+        addr,
+        "GET",
+        "/metrics",
+        &[("Authorization", bearer.as_str())],
+        "",
+    )
+    .await
+    .expect("metrics");
+    assert_eq!(r.status, 401);
+}
+
+#[tokio::test]
+async fn a_secret_opens_sessions_with_its_configuration_and_they_outlive_nothing_else() {
+    let addr = server(&["--api-key", KEY]).await;
+    let ek = secret(
+        addr,
+        json!({"session": {"type": "realtime", "instructions": "from the secret"}}),
+    )
+    .await;
+    let url = format!("ws://{addr}/v1/realtime?model=echo");
+    let bearer = format!("Bearer {ek}");
+    let c = Client::connect_url(&url, &[("Authorization", bearer.as_str())])
+        .await
+        .expect("a session with the secret");
+    assert_eq!(c.log[0]["session"]["instructions"], "from the secret");
+    // Several sessions from one secret; the subprotocol works too.
+    let proto = format!("realtime, openai-insecure-api-key.{ek}");
+    let c2 = Client::connect_url(&url, &[("Sec-WebSocket-Protocol", proto.as_str())])
+        .await
+        .expect("a second session, subprotocol key");
+    assert_eq!(c2.log[0]["session"]["instructions"], "from the secret");
+    let r = post_call(addr, &ek).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+}
+
+#[tokio::test]
+async fn bad_secrets_are_refused_before_anything_is_allocated() {
+    let addr = server(&["--api-key", KEY]).await;
+    for key in ["ek_unknown", "ek_", "not-a-key"] {
+        let r = post_call(addr, key).await;
+        assert_eq!(r.status, 401, "{key}");
+        let url = format!("ws://{addr}/v1/realtime?model=echo");
+        let bearer = format!("Bearer {key}");
+        let e = refused(Client::connect_url(&url, &[("Authorization", bearer.as_str())]).await);
+        assert_eq!(handshake_status(&e), 401, "{key}");
+    }
+    // Calls (the media engines) and model slots: nothing was allocated.
+    let with_key = format!("Bearer {KEY}");
+    let r = request(
+        addr,
+        "GET",
+        "/ready",
+        &[("Authorization", with_key.as_str())],
+        "",
+    )
+    .await
+    .expect("ready");
+    assert_eq!(r.status, 200, "{}", r.body);
+    let ready: Value = serde_json::from_str(&r.body).expect("ready json");
+    assert_eq!(
+        (ready["calls"].as_u64(), ready["sessions"].as_u64()),
+        (Some(0), Some(0)),
+        "{ready}"
+    );
+}
+
+#[tokio::test]
+async fn a_secret_expires() {
+    let addr = server(&["--api-key", KEY]).await;
+    let ek = secret(
+        addr,
+        json!({"expires_after": {"anchor": "created_at", "seconds": 10}}),
+    )
+    .await;
+    let url = format!("ws://{addr}/v1/realtime?model=echo");
+    let bearer = format!("Bearer {ek}");
+    let c = Client::connect_url(&url, &[("Authorization", bearer.as_str())])
+        .await
+        .expect("valid now");
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    let e = refused(Client::connect_url(&url, &[("Authorization", bearer.as_str())]).await);
+    assert_eq!(handshake_status(&e), 401, "expired after 10 s");
+    // The session it opened outlives it.
+    let mut c = c;
+    c.send(json!({"type":"input_audio_buffer.clear"})).await;
+    c.until("input_audio_buffer.cleared").await;
+}
+
+#[tokio::test]
+async fn another_secret_does_not_find_a_call() {
+    let addr = server(&["--api-key", KEY]).await;
+    let a = secret(addr, json!({})).await;
+    let b = secret(addr, json!({})).await;
+    let r = post_call(addr, &a).await;
+    assert_eq!(r.status, 201);
+    let id = r
+        .header("location")
+        .expect("location")
+        .rsplit('/')
+        .next()
+        .expect("id")
+        .to_string();
+    let path = format!("/v1/realtime/calls/{id}/hangup");
+    let with_b = format!("Bearer {b}");
+    let r = request(
+        addr,
+        "POST",
+        &path,
+        &[("Authorization", with_b.as_str())],
+        "",
+    )
+    .await
+    .expect("hangup");
+    assert_eq!(r.status, 404, "another secret: not found");
+    let sideband = format!("ws://{addr}/v1/realtime?call_id={id}");
+    let e = refused(Client::connect_url(&sideband, &[("Authorization", with_b.as_str())]).await);
+    assert_eq!(handshake_status(&e), 404);
+    let with_a = format!("Bearer {a}");
+    let r = request(
+        addr,
+        "POST",
+        &path,
+        &[("Authorization", with_a.as_str())],
+        "",
+    )
+    .await
+    .expect("hangup");
+    assert_eq!(r.status, 200, "its own secret");
+    let r = post_call(addr, &b).await;
+    let id = r
+        .header("location")
+        .expect("location")
+        .rsplit('/')
+        .next()
+        .expect("id")
+        .to_string();
+    let with_key = format!("Bearer {KEY}");
+    let path = format!("/v1/realtime/calls/{id}/hangup");
+    let r = request(
+        addr,
+        "POST",
+        &path,
+        &[("Authorization", with_key.as_str())],
+        "",
+    )
+    .await
+    .expect("hangup");
+    assert_eq!(r.status, 200, "the server key reaches every call");
+}
+
+#[tokio::test]
+async fn another_secret_cannot_resume_a_session() {
+    let addr = server(&["--api-key", KEY]).await;
+    let a = secret(addr, json!({})).await;
+    let b = secret(addr, json!({})).await;
+    let with_a = format!("Bearer {a}");
+    let url = format!("ws://{addr}/v1/realtime?model=echo&duplex=1");
+    let mut c = Client::open(&url, &[("Authorization", with_a.as_str())])
+        .await
+        .expect("durable session");
+    let created = c.next().await;
+    let resume = json!({"type":"session.resume","session_id": created["session"]["id"],
+        "resume_token": created["resume_token"], "last_received_server_event_seq": 0});
+    let url = format!("ws://{addr}/v1/realtime?duplex=1&resume=1");
+    let with_b = format!("Bearer {b}");
+    let mut other = Client::open(&url, &[("Authorization", with_b.as_str())])
+        .await
+        .expect("resume socket");
+    other.send(resume.clone()).await;
+    assert_eq!(
+        other.next().await["error"]["code"],
+        "session_resume_expired"
+    );
+    let mut own = Client::open(&url, &[("Authorization", with_a.as_str())])
+        .await
+        .expect("resume socket");
+    own.send(resume).await;
+    assert_eq!(own.next().await["type"], "session.resumed");
+}
