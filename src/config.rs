@@ -257,6 +257,17 @@ pub struct ServeArgs {
     #[arg(long, env = "DUET_RESUME_JOURNAL_SECS", default_value_t = 60)]
     pub resume_journal_secs: u64,
 
+    /// At capacity (calls, sessions or model slots), hold a new call or WebSocket upgrade up
+    /// to this many milliseconds for a slot to free (oldest first) before `503 server_busy`;
+    /// 0 refuses at once.
+    #[arg(long, env = "DUET_ADMISSION_WAIT_MS", default_value_t = 0)]
+    pub admission_wait_ms: u64,
+
+    /// Sessions plus calls one credential (the server key, or one client secret) may hold at
+    /// once (0: no cap); more get 429 `too_many_sessions_for_key`.
+    #[arg(long, env = "DUET_MAX_SESSIONS_PER_KEY", default_value_t = 0)]
+    pub max_sessions_per_key: usize,
+
     /// Live client secrets (`POST /v1/realtime/client_secrets`) kept at once; minting more
     /// gets 503 until some expire.
     #[arg(long, env = "DUET_MAX_CLIENT_SECRETS", default_value_t = 10_000)]

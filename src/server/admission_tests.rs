@@ -1,4 +1,5 @@
 use super::*;
+use std::time::Duration;
 
 #[test]
 fn caps_and_release() {
@@ -39,4 +40,72 @@ fn sideband_slots() {
     assert_eq!(SidebandSlot::take(&n).unwrap_err().status.as_u16(), 409);
     drop(slots);
     assert_eq!(n.load(Ordering::Acquire), 0);
+}
+
+#[tokio::test]
+async fn waiters_are_admitted_oldest_first_and_time_out_as_busy() {
+    let a = Admissions::new(1, 1, 0);
+    let held = a.admit(Kind::Session, None).unwrap();
+    let wait = Duration::from_secs(5);
+    let (a1, a2) = (a.clone(), a.clone());
+    let first =
+        tokio::spawn(async move { a1.admit_waiting(Kind::Session, None, None, wait).await });
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let second =
+        tokio::spawn(async move { a2.admit_waiting(Kind::Session, None, None, wait).await });
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    drop(held);
+    let got = first
+        .await
+        .unwrap()
+        .expect("the oldest waiter gets the slot");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(!second.is_finished(), "the second still waits");
+    drop(got);
+    second.await.unwrap().expect("then the second");
+    let _hold = a.admit(Kind::Session, None).unwrap();
+    let e = a
+        .admit_waiting(Kind::Session, None, None, Duration::from_millis(50))
+        .await
+        .unwrap_err();
+    assert_eq!((e.status.as_u16(), e.code.as_str()), (503, "server_busy"));
+}
+
+#[test]
+fn per_key_quota_counts_each_credential() {
+    let a = Admissions::with_caps(Caps {
+        sessions: 10,
+        calls: 10,
+        per_ip: 0,
+        per_key: 1,
+    });
+    let s = a.admit_as(Kind::Session, None, Some("cred_a")).unwrap();
+    let e = a.admit_as(Kind::Call, None, Some("cred_a")).unwrap_err();
+    assert_eq!(
+        (e.status.as_u16(), e.code.as_str()),
+        (429, "too_many_sessions_for_key")
+    );
+    assert!(a.admit_as(Kind::Session, None, Some("cred_b")).is_ok());
+    assert!(
+        a.admit_as(Kind::Session, None, None).is_ok(),
+        "the server key has its own"
+    );
+    drop(s);
+    assert!(a.admit_as(Kind::Call, None, Some("cred_a")).is_ok());
+    assert_eq!(a.headroom().0, 20);
+}
+
+#[test]
+fn retry_after_follows_the_turnover() {
+    let a = Admissions::new(100, 100, 0);
+    assert_eq!(
+        a.retry_after(),
+        super::super::error::RETRY_AFTER_SECS,
+        "no data yet"
+    );
+    let slots: Vec<_> = (0..5)
+        .map(|_| a.admit(Kind::Session, None).unwrap())
+        .collect();
+    drop(slots);
+    assert_eq!(a.retry_after(), 1, "releases close together: retry soon");
 }

@@ -255,7 +255,15 @@ async fn create_call(
         ));
     }
     state.accepting()?;
-    let admitted = state.admissions.admit(Kind::Call, ip)?;
+    let admitted = state
+        .admissions
+        .admit_waiting(
+            Kind::Call,
+            ip,
+            cred.owner().as_deref(),
+            state.admission_wait,
+        )
+        .await?;
     let (engine_index, engine) = state
         .engines
         .pick()

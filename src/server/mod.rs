@@ -75,6 +75,8 @@ pub struct AppState {
     pub directory: Arc<dyn SessionDirectory>,
     /// Minted client secrets.
     pub secrets: Arc<dyn SecretStore>,
+    /// How long a new call or session may wait for a slot at capacity.
+    pub admission_wait: Duration,
 }
 
 /// Live calls by id, shared with the calls' cleanup guards.
@@ -116,7 +118,13 @@ impl AppState {
             model,
             api_key: args.api_key.clone(),
             limits,
-            admissions: Admissions::new(args.max_sessions, args.max_calls, args.max_per_ip),
+            admissions: Admissions::with_caps(admission::Caps {
+                sessions: args.max_sessions,
+                calls: args.max_calls,
+                per_ip: args.max_per_ip,
+                per_key: args.max_sessions_per_key,
+            }),
+            admission_wait: Duration::from_millis(args.admission_wait_ms),
             engines,
             calls: CallRegistry::default(),
             next_call_key: AtomicU64::new(1),

@@ -3,6 +3,8 @@
 
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use std::sync::Arc;
+
 use tokio::sync::mpsc;
 
 use super::AppState;
@@ -29,7 +31,7 @@ pub async fn open_session(
     duplex: Option<AttachmentId>,
     start: Option<crate::protocol::SessionPatch>,
 ) -> Result<Opened, duet_models::ModelError> {
-    let (model, model_rx) = state.model.open().await?;
+    let (model, model_rx) = open_slot(state).await?;
     let (out, events) = queue(state.limits.max_outbound_bytes);
     let info = state.model.info();
     let unix_secs = SystemTime::now()
@@ -44,6 +46,7 @@ pub async fn open_session(
         out,
         duplex: duplex.is_some(),
         attachment: duplex.unwrap_or_default(),
+        headroom: Some(headroom(&state.admissions)),
     };
     let mut session = Session::new(params, Instant::now(), unix_secs);
     if let Some(patch) = start {
@@ -58,6 +61,33 @@ pub async fn open_session(
         events,
     })
 }
+
+/// A model slot; at capacity, retried for up to `--admission-wait-ms` as slots free.
+async fn open_slot(
+    state: &AppState,
+) -> Result<(crate::model_loop::ModelSession, mpsc::Receiver<ModelEvent>), duet_models::ModelError>
+{
+    let deadline = tokio::time::Instant::now() + state.admission_wait;
+    loop {
+        match state.model.open().await {
+            Err(duet_models::ModelError::SlotsExhausted(_))
+                if tokio::time::Instant::now() + SLOT_POLL < deadline =>
+            {
+                tokio::time::sleep(SLOT_POLL).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// The admission headroom, as sessions read it.
+fn headroom(a: &Arc<super::Admissions>) -> crate::session::Headroom {
+    let a = Arc::downgrade(a);
+    Arc::new(move || a.upgrade().map_or((0, 0), |a| a.headroom()))
+}
+
+/// How often a request waiting for a model slot looks again.
+const SLOT_POLL: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// Runs an opened session on its own task. An opted-in session is listed in the directory
 /// (resumes find its inbox there) until it ends; `hold` (its admission) is released then.

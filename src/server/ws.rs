@@ -86,12 +86,12 @@ pub async fn upgrade(
     let result = match q.call_id {
         Some(call) => upgrade_sideband(state, &call, ip, ws, &cred),
         None if duplex && flag_on(q.resume.as_deref()) => upgrade_resume(state, ws, cred),
-        None => upgrade_session(state, ip, ws, duplex, cred),
+        None => upgrade_session(state, ip, ws, duplex, cred).await,
     };
     result.unwrap_or_else(IntoResponse::into_response)
 }
 
-fn upgrade_session(
+async fn upgrade_session(
     state: Arc<AppState>,
     ip: Option<std::net::IpAddr>,
     ws: WebSocketUpgrade,
@@ -99,7 +99,12 @@ fn upgrade_session(
     cred: Credential,
 ) -> Result<Response, ApiError> {
     state.accepting()?;
-    let admitted = state.admissions.admit(Kind::Session, ip)?;
+    let key = cred.owner();
+    let wait = state.admission_wait;
+    let admitted = state
+        .admissions
+        .admit_waiting(Kind::Session, ip, key.as_deref(), wait)
+        .await?;
     Ok(ws.on_upgrade(move |socket| async move {
         if duplex {
             run_durable(state, socket, admitted, cred).await;
@@ -139,7 +144,9 @@ fn upgrade_sideband(
         return Err(ApiError::draining());
     }
     let slot = SidebandSlot::take(&entry.sidebands)?;
-    let admitted = state.admissions.admit(Kind::Session, ip)?;
+    let admitted = state
+        .admissions
+        .admit_as(Kind::Session, ip, cred.owner().as_deref())?;
     Ok(ws.on_upgrade(move |socket| async move {
         sideband(state, socket, entry.session).await;
         drop((slot, admitted));

@@ -184,6 +184,23 @@ impl Session {
         tracing::info!(session = %self.cfg.id, grace_secs = grace.as_secs(), "transport dropped; session detached");
     }
 
+    /// Opted-in sessions, after each `response.done`: `rate_limits.updated` with the server's
+    /// real headroom (`sessions`: what it can hold, what it can still take).
+    pub(super) fn rate_limits(&mut self) {
+        let (Some(_), Some(headroom)) = (&self.lease, &self.headroom) else {
+            return;
+        };
+        let (limit, remaining) = headroom();
+        self.emit(ServerEventBody::RateLimitsUpdated {
+            rate_limits: vec![crate::protocol::server::RateLimit {
+                name: "sessions".into(),
+                limit,
+                remaining,
+                reset_seconds: 0.0,
+            }],
+        });
+    }
+
     /// The client hung up the call that holds the session: an explicit end, not a drop.
     pub(super) fn hung_up(&mut self) {
         if self.lease.is_some() {

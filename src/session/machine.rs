@@ -65,6 +65,8 @@ pub struct Session {
     pub(super) now: Instant,
     /// Opted-in sessions (`?duplex=1`): the lease that lets the session outlive its transport.
     pub(super) lease: Option<super::durable::Lease>,
+    /// The server's admission headroom, for `rate_limits.updated`.
+    pub(super) headroom: Option<super::Headroom>,
 }
 
 impl Session {
@@ -106,6 +108,7 @@ impl Session {
             cause: None,
             now,
             lease,
+            headroom: p.headroom,
         }
     }
 

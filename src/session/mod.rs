@@ -247,7 +247,13 @@ pub struct SessionParams {
     pub duplex: bool,
     /// The opening connection.
     pub attachment: AttachmentId,
+    /// The server's headroom (sessions it can hold, and can still take), reported to
+    /// opted-in clients in `rate_limits.updated`.
+    pub headroom: Option<Headroom>,
 }
+
+/// Reads the server's admission headroom: (limit, remaining).
+pub type Headroom = Arc<dyn Fn() -> (u64, u64) + Send + Sync>;
 
 // The session's shell: one task per session with one `select!` over its channels (the
 // transport's inbox, the model's events, the media engine's signals, the server's

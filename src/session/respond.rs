@@ -366,6 +366,7 @@ impl Session {
         self.emit(ServerEventBody::ResponseDone {
             response: Box::new(response),
         });
+        self.rate_limits();
         self.arm_idle();
     }
 

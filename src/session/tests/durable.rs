@@ -423,3 +423,19 @@ fn a_dropped_call_truncates_the_answer_to_what_the_caller_heard_and_the_session_
     assert_eq!(truncated["audio_end_ms"], 40, "what played");
     assert!(!h.session.is_closed());
 }
+
+#[test]
+fn an_opted_in_session_reports_the_servers_headroom_after_each_response() {
+    let mut h = duplex(once(3..8));
+    let got = h.until("rate_limits.updated");
+    assert_eq!(got[got.len() - 2]["type"], "response.done");
+    let rl = &got.last().expect("rate_limits")["rate_limits"][0];
+    assert_eq!(
+        (
+            rl["name"].as_str(),
+            rl["limit"].as_u64(),
+            rl["remaining"].as_u64()
+        ),
+        (Some("sessions"), Some(356), Some(300))
+    );
+}

@@ -330,6 +330,7 @@ fn harness(setup: Setup) -> Harness {
         out: out_tx,
         duplex: setup.duplex,
         attachment: AttachmentId(1),
+        headroom: Some(Arc::new(|| (356, 300))),
     };
     let mut session = Session::new(params, now, 1_700_000_000);
     session
