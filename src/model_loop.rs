@@ -201,6 +201,13 @@ impl InputQueue {
     }
 }
 
+impl ModelSession {
+    /// The slot's id in the model loop.
+    pub fn slot(&self) -> SlotId {
+        self.slot
+    }
+}
+
 impl ModelPort for ModelSession {
     fn autonomous(&self) -> bool {
         self.autonomous

@@ -294,6 +294,12 @@ impl EnginePool {
     }
 
     /// Engine `i`.
+    /// Every engine, in order.
+    pub fn engines(&self) -> &[Engine] {
+        &self.engines
+    }
+
+    /// Engine `i`.
     pub fn get(&self, i: usize) -> Option<&Engine> {
         self.engines.get(i)
     }

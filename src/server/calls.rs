@@ -383,7 +383,8 @@ async fn start_session(
         signals,
     };
     let durable = start.durable;
-    let mut opened = open_session(state, transport, durable, start.secret)
+    let credential = start.owner.clone().unwrap_or_else(|| "server".into());
+    let mut opened = open_session(state, transport, durable, start.secret, &credential)
         .await
         .map_err(|e| ApiError::unavailable(e.code(), e.to_string()))?;
     if let Some(p) = start.patch {
@@ -395,15 +396,11 @@ async fn start_session(
     let (in_tx, in_rx) = mpsc::channel(INBOX);
     tracing::debug!(session = %opened.session.id(), durable = durable.is_some(), "call session opened");
     let inbox = (in_tx.clone(), in_rx);
-    spawn_session(
-        state,
-        opened.session,
-        opened.model_rx,
-        inbox,
-        start.owner,
-        (),
-    );
-    Ok((opened.events, (in_tx, None)))
+    state
+        .usage
+        .opened(&credential, super::usage::Opened::Session);
+    let (events, _) = spawn_session(state, opened, inbox, start.owner, ());
+    Ok((events, (in_tx, None)))
 }
 
 fn register(

@@ -10,7 +10,9 @@ mod error;
 mod http;
 mod listen;
 mod open;
+mod pool;
 mod secrets;
+mod usage;
 mod ws;
 
 use std::collections::HashMap;
@@ -34,7 +36,9 @@ pub use directory::{LocalDirectory, SessionDirectory};
 pub use error::ApiError;
 pub use http::router;
 pub use listen::HttpLimits;
+pub use pool::{LiveSession, LiveSessions};
 pub use secrets::{Credential, LocalSecrets, SecretStore};
+pub use usage::{LocalUsage, UsageLedger};
 
 /// WebSocket keep-alive and timeouts.
 #[derive(Clone, Copy, Debug)]
@@ -77,6 +81,10 @@ pub struct AppState {
     pub secrets: Arc<dyn SecretStore>,
     /// How long a new call or session may wait for a slot at capacity.
     pub admission_wait: Duration,
+    /// Usage per credential since start.
+    pub usage: Arc<dyn UsageLedger>,
+    /// Every running session, for the pool view.
+    pub live: Arc<LiveSessions>,
 }
 
 /// Live calls by id, shared with the calls' cleanup guards.
@@ -125,6 +133,8 @@ impl AppState {
                 per_key: args.max_sessions_per_key,
             }),
             admission_wait: Duration::from_millis(args.admission_wait_ms),
+            usage: Arc::new(LocalUsage::new(secrets::unix_now())),
+            live: Arc::default(),
             engines,
             calls: CallRegistry::default(),
             next_call_key: AtomicU64::new(1),

@@ -14,6 +14,10 @@ use crate::session::{
 
 /// A session ready to run, and the queue its transport reads.
 pub struct Opened {
+    /// Its model slot's id.
+    pub slot: usize,
+    /// The credential it was opened with (`server` or `cred_…`).
+    pub credential: String,
     /// The session (run it with its inbox and `model_rx`).
     pub session: Session,
     /// The model loop's events for it.
@@ -30,8 +34,10 @@ pub async fn open_session(
     transport: Transport,
     duplex: Option<AttachmentId>,
     start: Option<crate::protocol::SessionPatch>,
+    credential: &str,
 ) -> Result<Opened, duet_models::ModelError> {
     let (model, model_rx) = open_slot(state).await?;
+    let slot = model.slot();
     let (out, events) = queue(state.limits.max_outbound_bytes);
     let info = state.model.info();
     let unix_secs = SystemTime::now()
@@ -47,6 +53,7 @@ pub async fn open_session(
         duplex: duplex.is_some(),
         attachment: duplex.unwrap_or_default(),
         headroom: Some(headroom(&state.admissions)),
+        usage: Some(state.usage.sink(credential)),
     };
     let mut session = Session::new(params, Instant::now(), unix_secs);
     if let Some(patch) = start {
@@ -56,6 +63,8 @@ pub async fn open_session(
         }
     }
     Ok(Opened {
+        slot,
+        credential: credential.to_string(),
         session,
         model_rx,
         events,
@@ -89,29 +98,55 @@ fn headroom(a: &Arc<super::Admissions>) -> crate::session::Headroom {
 /// How often a request waiting for a model slot looks again.
 const SLOT_POLL: std::time::Duration = std::time::Duration::from_millis(20);
 
-/// Runs an opened session on its own task. An opted-in session is listed in the directory
-/// (resumes find its inbox there) until it ends; `hold` (its admission) is released then.
+/// Runs an opened session on its own task, listed in the pool view until it ends. An
+/// opted-in session is also in the directory (resumes find its inbox there); `hold` (its
+/// admission) is released when it ends.
 pub fn spawn_session(
     state: &AppState,
-    session: Session,
-    model_rx: mpsc::Receiver<ModelEvent>,
+    opened: Opened,
     inbox: (mpsc::Sender<Inbound>, mpsc::Receiver<Inbound>),
     owner: Option<String>,
     hold: impl Send + 'static,
-) -> tokio::task::JoinHandle<()> {
+) -> (EventReceiver, tokio::task::JoinHandle<()>) {
     let (in_tx, in_rx) = inbox;
+    let Opened {
+        slot,
+        credential,
+        session,
+        model_rx,
+        events,
+    } = opened;
     let id = session.id().to_string();
     let durable = session.state().is_some();
     if durable {
         state.directory.insert(&id, in_tx, owner);
     }
+    let status = Arc::new(crate::session::SessionStatus::default());
+    state.live.insert(
+        &id,
+        super::LiveSession {
+            created: std::time::Instant::now(),
+            credential,
+            model_slot: slot,
+            status: status.clone(),
+        },
+    );
+    let actor = crate::session::run(
+        session,
+        in_rx,
+        model_rx,
+        state.lifecycle.subscribe(),
+        status,
+    );
     let directory = state.directory.clone();
-    let actor = crate::session::run(session, in_rx, model_rx, state.lifecycle.subscribe());
-    tokio::spawn(async move {
+    let live = state.live.clone();
+    let task = tokio::spawn(async move {
         actor.await;
         if durable {
             directory.remove(&id);
         }
+        live.remove(&id);
         drop(hold);
-    })
+    });
+    (events, task)
 }

@@ -110,6 +110,11 @@ impl Credential {
         }
     }
 
+    /// Its name in usage and the pool view: `server`, or the secret's `cred_…` id.
+    pub fn usage_id(&self) -> String {
+        self.owner().unwrap_or_else(|| "server".into())
+    }
+
     /// Whether this credential may reach what `owner` opened (the server key reaches all).
     pub fn reaches(&self, owner: Option<&str>) -> bool {
         match self {

@@ -23,6 +23,7 @@ use super::admission::{Kind, SidebandSlot};
 use super::error::ApiError;
 use super::open::{open_session, spawn_session};
 use super::secrets::{credential, Cred, Credential};
+use super::usage::Opened;
 use super::{AppState, WsLimits};
 use crate::protocol::{self, codes, ErrorPayload, ServerEvent, ServerEventBody, MAX_EVENT_BYTES};
 use crate::session::{
@@ -170,7 +171,9 @@ async fn refuse(
 
 async fn run(state: Arc<AppState>, socket: WebSocket, cred: Credential) {
     let (mut sink, mut stream) = socket.split();
-    let opened = match open_session(&state, Transport::WebSocket, None, cred.session()).await {
+    let start = cred.session();
+    let credential = cred.usage_id();
+    let opened = match open_session(&state, Transport::WebSocket, None, start, &credential).await {
         Ok(o) => o,
         Err(e) => {
             let error = ErrorPayload::server(e.code(), e.to_string());
@@ -181,13 +184,9 @@ async fn run(state: Arc<AppState>, socket: WebSocket, cred: Credential) {
     let span =
         tracing::info_span!("session", session = %opened.session.id(), transport = "websocket");
     tracing::info!(parent: &span, "session opened");
-    let mut actor = tokio::spawn(crate::session::run(
-        opened.session,
-        in_rx,
-        opened.model_rx,
-        state.lifecycle.subscribe(),
-    ));
-    let mut writer = tokio::spawn(write_loop(sink, opened.events, state.ws));
+    state.usage.opened(&credential, Opened::Session);
+    let (events, mut actor) = spawn_session(&state, opened, (in_tx.clone(), in_rx), None, ());
+    let mut writer = tokio::spawn(write_loop(sink, events, state.ws));
     let budget = Arc::new(Semaphore::new(state.max_inbound_bytes));
     let (mut writer_done, mut actor_done) = (false, false);
     tokio::select! {
@@ -218,7 +217,16 @@ async fn run_durable(
     let (mut sink, stream) = socket.split();
     let attachment = AttachmentId::fresh();
     let start = cred.session();
-    let opened = match open_session(&state, Transport::WebSocket, Some(attachment), start).await {
+    let credential = cred.usage_id();
+    let opened = match open_session(
+        &state,
+        Transport::WebSocket,
+        Some(attachment),
+        start,
+        &credential,
+    )
+    .await
+    {
         Ok(o) => o,
         Err(e) => {
             let error = ErrorPayload::server(e.code(), e.to_string());
@@ -227,15 +235,10 @@ async fn run_durable(
     };
     let (in_tx, in_rx) = mpsc::channel(INBOX);
     tracing::info!(session = %opened.session.id(), transport = "websocket", "durable session opened");
-    spawn_session(
-        &state,
-        opened.session,
-        opened.model_rx,
-        (in_tx.clone(), in_rx),
-        cred.owner(),
-        admitted,
-    );
-    attach(&state, sink, stream, opened.events, in_tx, attachment).await;
+    state.usage.opened(&credential, Opened::Session);
+    let inbox = (in_tx.clone(), in_rx);
+    let (events, _) = spawn_session(&state, opened, inbox, cred.owner(), admitted);
+    attach(&state, sink, stream, events, in_tx, attachment).await;
 }
 
 /// `?duplex=1&resume=1`: waits for `session.resume` and hands this connection to the

@@ -164,6 +164,8 @@ impl Session {
         } else {
             self.input.overflowing = false;
         }
+        // Taken (a refused append returned above).
+        self.count(super::UsageEvent::AudioIn(pcm.len() as u64));
         let mut events = Vec::new();
         let offset = match &mut self.input.vad {
             Some((vad, offset)) => {

@@ -67,6 +67,8 @@ pub struct Session {
     pub(super) lease: Option<super::durable::Lease>,
     /// The server's admission headroom, for `rate_limits.updated`.
     pub(super) headroom: Option<super::Headroom>,
+    /// Where usage is counted.
+    pub(super) usage: Option<Arc<dyn super::UsageSink>>,
 }
 
 impl Session {
@@ -109,6 +111,7 @@ impl Session {
             now,
             lease,
             headroom: p.headroom,
+            usage: p.usage,
         }
     }
 
@@ -439,9 +442,17 @@ impl Session {
     pub(super) fn error(&mut self, error: ErrorPayload) {
         if let Some(code) = &error.code {
             crate::metrics::METRICS.error(code);
+            self.count(super::UsageEvent::Error(code.clone()));
         }
         tracing::debug!(session = %self.cfg.id, code = ?error.code, message = %error.message, "error event");
         self.emit(ServerEventBody::Error { error });
+    }
+
+    /// Counts usage, when the session has a sink.
+    pub(super) fn count(&self, event: super::UsageEvent) {
+        if let Some(u) = &self.usage {
+            u.record(event);
+        }
     }
 
     pub(super) fn fatal(&mut self, error: ErrorPayload) {

@@ -39,7 +39,7 @@ use crate::protocol::{Envelope, ErrorPayload};
 pub use durable::SessionState;
 pub use machine::Session;
 pub use outbound::{queue, Abort, Delivery, EventReceiver, EventSender, Held, Received, Rendered};
-pub use port::{Epoch, MediaSink, ModelEvent, ModelPort, PlaybackTag};
+pub use port::{Epoch, MediaSink, ModelEvent, ModelPort, PlaybackTag, UsageEvent, UsageSink};
 pub use signals::{MediaReport, MediaSignals};
 pub use subscribers::{busy_error, too_large_error};
 
@@ -250,6 +250,8 @@ pub struct SessionParams {
     /// The server's headroom (sessions it can hold, and can still take), reported to
     /// opted-in clients in `rate_limits.updated`.
     pub headroom: Option<Headroom>,
+    /// Where its usage is counted.
+    pub usage: Option<Arc<dyn UsageSink>>,
 }
 
 /// Reads the server's admission headroom: (limit, remaining).
@@ -259,6 +261,49 @@ pub type Headroom = Arc<dyn Fn() -> (u64, u64) + Send + Sync>;
 // transport's inbox, the model's events, the media engine's signals, the server's
 // lifecycle) and one timer, [`Session::next_deadline`]. It is the only part of the session
 // that reads a clock.
+
+/// What the pool view shows of a running session, updated by its shell after every step.
+#[derive(Debug, Default)]
+pub struct SessionStatus {
+    webrtc: std::sync::atomic::AtomicBool,
+    detached: std::sync::atomic::AtomicBool,
+    durable: std::sync::atomic::AtomicBool,
+}
+
+impl SessionStatus {
+    fn update(&self, session: &Session) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.webrtc.store(session.signals().is_some(), Relaxed);
+        let state = session.state();
+        self.durable.store(state.is_some(), Relaxed);
+        self.detached
+            .store(state == Some(SessionState::Detached), Relaxed);
+    }
+
+    /// `webrtc` or `websocket`.
+    pub fn transport(&self) -> &'static str {
+        if self.webrtc.load(std::sync::atomic::Ordering::Relaxed) {
+            "webrtc"
+        } else {
+            "websocket"
+        }
+    }
+
+    /// `open` (GA), `attached` or `detached` (duplex extension).
+    pub fn state(&self) -> &'static str {
+        use std::sync::atomic::Ordering::Relaxed;
+        match (self.durable.load(Relaxed), self.detached.load(Relaxed)) {
+            (false, _) => "open",
+            (true, false) => "attached",
+            (true, true) => "detached",
+        }
+    }
+
+    /// Whether it waits for a resume.
+    pub fn is_detached(&self) -> bool {
+        self.detached.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
 
 /// The time, for the session (tokio's clock, so a paused runtime pauses it too).
 fn now() -> Instant {
@@ -272,6 +317,7 @@ pub async fn run(
     mut inbox: mpsc::Receiver<Inbound>,
     mut model_rx: mpsc::Receiver<ModelEvent>,
     mut lifecycle: watch::Receiver<Lifecycle>,
+    status: Arc<SessionStatus>,
 ) {
     session.start(now());
     let mut lifecycle_open = true;
@@ -279,6 +325,7 @@ pub async fn run(
         session.drain(deadline, now());
     }
     while !session.is_closed() {
+        status.update(&session);
         let wake = tokio::time::Instant::from_std(session.next_deadline());
         // A resume may move the session to another transport: look each time.
         let signals = session.signals();

@@ -62,3 +62,27 @@ pub trait MediaSink: Send {
     /// Purges everything queued; the engine reports the purge in its signals.
     fn clear(&self);
 }
+
+/// What a session reports for usage accounting (`GET /v1/usage`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UsageEvent {
+    /// Caller audio the session took, in 24 kHz samples.
+    AudioIn(u64),
+    /// A response ended.
+    Response {
+        /// `completed`, `cancelled`, `incomplete` or `failed`.
+        status: &'static str,
+        /// Audio it produced, in 24 kHz samples.
+        audio_out: u64,
+        /// Text tokens it produced.
+        text_tokens: u64,
+    },
+    /// An `error` event went out, with this code.
+    Error(String),
+}
+
+/// Where a session's usage goes (the credential it was opened with is the sink's).
+pub trait UsageSink: Send + Sync {
+    /// Counts `event`.
+    fn record(&self, event: UsageEvent);
+}

@@ -362,7 +362,16 @@ impl Session {
         if a.in_conversation {
             self.store_item(&mut a, item.clone());
         }
+        let audio_out = a.ledger.generated;
         let response = a.into_done(status, reason, item);
+        self.count(super::UsageEvent::Response {
+            status: status_name(status),
+            audio_out,
+            text_tokens: response
+                .usage
+                .as_ref()
+                .map_or(0, |u| u.output_token_details.text_tokens),
+        });
         self.emit(ServerEventBody::ResponseDone {
             response: Box::new(response),
         });
@@ -383,5 +392,16 @@ impl Session {
             item: Box::new(item),
         });
         self.emit_evicted(evicted);
+    }
+}
+
+/// A finished response's status, as usage names it.
+fn status_name(status: ResponseStatus) -> &'static str {
+    match status {
+        ResponseStatus::InProgress => "in_progress",
+        ResponseStatus::Completed => "completed",
+        ResponseStatus::Cancelled => "cancelled",
+        ResponseStatus::Incomplete => "incomplete",
+        ResponseStatus::Failed => "failed",
     }
 }

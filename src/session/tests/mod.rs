@@ -331,6 +331,7 @@ fn harness(setup: Setup) -> Harness {
         duplex: setup.duplex,
         attachment: AttachmentId(1),
         headroom: Some(Arc::new(|| (356, 300))),
+        usage: None,
     };
     let mut session = Session::new(params, now, 1_700_000_000);
     session

@@ -1,0 +1,132 @@
+//! `GET /v1/pool` (server key): the model's slots (free, active, reserved by detached
+//! sessions), each media engine thread with its UDP port and calls, and every live session
+//! with its transport, state, age, credential and model slot: enough to see a stuck slot at
+//! a glance.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Value};
+
+use super::error::ApiError;
+use super::secrets::{credential, Cred, Credential};
+use super::AppState;
+use crate::session::SessionStatus;
+
+/// A running session, as the pool view lists it.
+pub struct LiveSession {
+    /// When it opened.
+    pub created: Instant,
+    /// The credential it was opened with (`server` or `cred_…`).
+    pub credential: String,
+    /// Its model slot.
+    pub model_slot: usize,
+    /// Its transport and state, kept current by the session.
+    pub status: Arc<SessionStatus>,
+}
+
+/// Every running session, by id.
+#[derive(Default)]
+pub struct LiveSessions(Mutex<HashMap<String, LiveSession>>);
+
+impl LiveSessions {
+    /// Lists session `id` until [`LiveSessions::remove`].
+    pub fn insert(&self, id: &str, s: LiveSession) {
+        if let Ok(mut m) = self.0.lock() {
+            m.insert(id.to_string(), s);
+        }
+    }
+
+    /// The session ended.
+    pub fn remove(&self, id: &str) {
+        if let Ok(mut m) = self.0.lock() {
+            m.remove(id);
+        }
+    }
+
+    fn view(&self) -> (Vec<Value>, usize) {
+        let Ok(m) = self.0.lock() else {
+            return (Vec::new(), 0);
+        };
+        let mut detached = 0;
+        let mut rows: Vec<(Instant, Value)> = m
+            .iter()
+            .map(|(id, s)| {
+                detached += usize::from(s.status.is_detached());
+                let row = json!({
+                    "id": id,
+                    "transport": s.status.transport(),
+                    "state": s.status.state(),
+                    "age_seconds": (s.created.elapsed().as_secs_f64() * 10.0).round() / 10.0,
+                    "credential": s.credential,
+                    "model_slot": s.model_slot,
+                });
+                (s.created, row)
+            })
+            .collect();
+        rows.sort_by_key(|(t, _)| *t);
+        (rows.into_iter().map(|(_, v)| v).collect(), detached)
+    }
+}
+
+/// `GET /v1/pool`.
+pub async fn pool(State(state): State<Arc<AppState>>, cred: Cred) -> Response {
+    if !matches!(credential(&cred), Credential::Server) {
+        return ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "invalid_api_key",
+            "the pool view needs the server's API key",
+        )
+        .into_response();
+    }
+    let info = state.model.info();
+    let used = state.model.active_sessions();
+    let (sessions, reserved) = state.live.view();
+    let engines: Vec<Value> = state
+        .engines
+        .engines()
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            json!({
+                "index": i,
+                "udp_port": e.local_addr().port(),
+                "calls": e.active_calls(),
+                "alive": e.is_alive(),
+            })
+        })
+        .collect();
+    Json(json!({
+        "object": "duet.pool",
+        "model": {
+            "name": info.name,
+            "slots": {
+                "total": info.max_slots,
+                "active": used.saturating_sub(reserved),
+                "reserved": reserved,
+                "free": info.max_slots.saturating_sub(used),
+            },
+        },
+        "engines": engines,
+        "sessions": sessions,
+    }))
+    .into_response()
+}
+
+/// `GET /v1/usage`.
+pub async fn usage(State(state): State<Arc<AppState>>, cred: Cred) -> Response {
+    if !matches!(credential(&cred), Credential::Server) {
+        return ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "invalid_api_key",
+            "usage needs the server's API key",
+        )
+        .into_response();
+    }
+    Json(state.usage.report()).into_response()
+}

@@ -1,0 +1,212 @@
+//! Usage since start, per credential (`GET /v1/usage`): sessions, calls, responses by status,
+//! audio seconds in and out, text tokens, errors by code. Sessions count into their
+//! credential's counters through a [`UsageSink`] (lock-free for audio); the ledger is behind
+//! a small trait so that a shared store can replace the in-process one.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{json, Value};
+
+use crate::session::{UsageEvent, UsageSink};
+
+/// Credentials tracked one by one; beyond it new ones count under `other`.
+const MAX_CREDENTIALS: usize = 100_000;
+
+/// What usage is counted for.
+#[derive(Clone, Copy, Debug)]
+pub enum Opened {
+    /// A WebSocket session was opened.
+    Session,
+    /// A WebRTC call was created (and its session).
+    Call,
+}
+
+/// Usage accounting.
+pub trait UsageLedger: Send + Sync {
+    /// The sink a session opened with `credential` counts into.
+    fn sink(&self, credential: &str) -> Arc<dyn UsageSink>;
+    /// Counts a session or call opened with `credential`.
+    fn opened(&self, credential: &str, what: Opened);
+    /// `{since, total, credentials: {id: {...}}}`.
+    fn report(&self) -> Value;
+}
+
+/// One credential's counters.
+#[derive(Default)]
+struct Counters {
+    sessions: AtomicU64,
+    calls: AtomicU64,
+    audio_in: AtomicU64,
+    audio_out: AtomicU64,
+    text_tokens: AtomicU64,
+    responses: Mutex<BTreeMap<&'static str, u64>>,
+    errors: Mutex<BTreeMap<String, u64>>,
+}
+
+impl UsageSink for Counters {
+    fn record(&self, event: UsageEvent) {
+        match event {
+            UsageEvent::AudioIn(n) => {
+                self.audio_in.fetch_add(n, Ordering::Relaxed);
+            }
+            UsageEvent::Response {
+                status,
+                audio_out,
+                text_tokens,
+            } => {
+                self.audio_out.fetch_add(audio_out, Ordering::Relaxed);
+                self.text_tokens.fetch_add(text_tokens, Ordering::Relaxed);
+                if let Ok(mut m) = self.responses.lock() {
+                    *m.entry(status).or_default() += 1;
+                }
+            }
+            UsageEvent::Error(code) => {
+                if let Ok(mut m) = self.errors.lock() {
+                    *m.entry(code).or_default() += 1;
+                }
+            }
+        }
+    }
+}
+
+/// The figures of one credential (or their total), as rendered.
+#[derive(Default)]
+struct Figures {
+    sessions: u64,
+    calls: u64,
+    audio_in: u64,
+    audio_out: u64,
+    text_tokens: u64,
+    responses: BTreeMap<String, u64>,
+    errors: BTreeMap<String, u64>,
+}
+
+impl Figures {
+    fn add(&mut self, c: &Counters) {
+        self.sessions += c.sessions.load(Ordering::Relaxed);
+        self.calls += c.calls.load(Ordering::Relaxed);
+        self.audio_in += c.audio_in.load(Ordering::Relaxed);
+        self.audio_out += c.audio_out.load(Ordering::Relaxed);
+        self.text_tokens += c.text_tokens.load(Ordering::Relaxed);
+        if let Ok(m) = c.responses.lock() {
+            for (k, v) in m.iter() {
+                *self.responses.entry((*k).to_string()).or_default() += v;
+            }
+        }
+        if let Ok(m) = c.errors.lock() {
+            for (k, v) in m.iter() {
+                *self.errors.entry(k.clone()).or_default() += v;
+            }
+        }
+    }
+
+    fn json(&self) -> Value {
+        let secs = |samples: u64| samples as f64 / f64::from(duet_media::SESSION_RATE);
+        json!({
+            "sessions": self.sessions,
+            "calls": self.calls,
+            "responses": self.responses,
+            "audio_in_seconds": secs(self.audio_in),
+            "audio_out_seconds": secs(self.audio_out),
+            "text_tokens": self.text_tokens,
+            "errors": self.errors,
+        })
+    }
+}
+
+/// The usage of one process since it started.
+pub struct LocalUsage {
+    since: u64,
+    creds: Mutex<BTreeMap<String, Arc<Counters>>>,
+}
+
+impl LocalUsage {
+    /// Counting from `since` (unix seconds).
+    pub fn new(since: u64) -> Self {
+        Self {
+            since,
+            creds: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    fn counters(&self, credential: &str) -> Arc<Counters> {
+        let Ok(mut m) = self.creds.lock() else {
+            return Arc::default();
+        };
+        if let Some(c) = m.get(credential) {
+            return c.clone();
+        }
+        let key = if m.len() >= MAX_CREDENTIALS {
+            "other"
+        } else {
+            credential
+        };
+        m.entry(key.to_string()).or_default().clone()
+    }
+}
+
+impl UsageLedger for LocalUsage {
+    fn sink(&self, credential: &str) -> Arc<dyn UsageSink> {
+        self.counters(credential)
+    }
+
+    fn opened(&self, credential: &str, what: Opened) {
+        let c = self.counters(credential);
+        match what {
+            Opened::Session => c.sessions.fetch_add(1, Ordering::Relaxed),
+            Opened::Call => c.calls.fetch_add(1, Ordering::Relaxed),
+        };
+    }
+
+    fn report(&self) -> Value {
+        let mut total = Figures::default();
+        let mut per = serde_json::Map::new();
+        if let Ok(m) = self.creds.lock() {
+            for (id, c) in m.iter() {
+                let mut f = Figures::default();
+                f.add(c);
+                total.add(c);
+                per.insert(id.clone(), f.json());
+            }
+        }
+        json!({
+            "object": "duet.usage",
+            "since": self.since,
+            "total": total.json(),
+            "credentials": per,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_per_credential_and_in_total() {
+        let u = LocalUsage::new(7);
+        u.opened("server", Opened::Session);
+        u.opened("cred_a", Opened::Call);
+        let a = u.sink("cred_a");
+        a.record(UsageEvent::AudioIn(24_000));
+        a.record(UsageEvent::Response {
+            status: "completed",
+            audio_out: 12_000,
+            text_tokens: 3,
+        });
+        a.record(UsageEvent::Error("invalid_value".into()));
+        let r = u.report();
+        assert_eq!(r["since"], 7);
+        assert_eq!(r["total"]["sessions"], 1);
+        assert_eq!(r["total"]["calls"], 1);
+        let a = &r["credentials"]["cred_a"];
+        assert_eq!(a["audio_in_seconds"], 1.0);
+        assert_eq!(a["audio_out_seconds"], 0.5);
+        assert_eq!(a["responses"]["completed"], 1);
+        assert_eq!(a["text_tokens"], 3);
+        assert_eq!(a["errors"]["invalid_value"], 1);
+        assert_eq!(r["credentials"]["server"]["calls"], 0);
+    }
+}
