@@ -21,6 +21,10 @@ pub struct Cli {
 pub enum Command {
     /// Run the server (WebRTC calls, WebSocket sessions, the demo page).
     Serve(ServeArgs),
+    /// Check a configuration (flags, `DUET_*` variables, `--config FILE`) without serving:
+    /// value ranges, the model's files, addresses, the key rules. Prints the effective
+    /// configuration (the API key redacted) and exits 0, or names every problem and exits 1.
+    CheckConfig(ServeArgs),
     /// Write a tiny Moshi model directory with seeded random weights (Kyutai's file names
     /// and architecture, small dimensions), to try `--model moshi` without any download.
     MoshiTiny(MoshiTinyArgs),
@@ -44,7 +48,8 @@ pub struct MoshiTinyArgs {
 }
 
 /// Log output format.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum LogFormat {
     /// Human-readable lines.
     Text,
@@ -53,7 +58,8 @@ pub enum LogFormat {
 }
 
 /// `auto`, `on` or `off`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Toggle {
     /// Let Duet choose.
     Auto,
@@ -74,9 +80,15 @@ impl Toggle {
     }
 }
 
-/// `duet serve` options.
-#[derive(Clone, Debug, Parser)]
+/// `duet serve` options (also the keys of the config file: see `config_file`).
+#[derive(Clone, Debug, Parser, serde::Serialize)]
 pub struct ServeArgs {
+    /// A TOML file with any of these options as keys (`max_sessions = 64`); flags and
+    /// `DUET_*` variables win over it. See duet.example.toml.
+    #[arg(long, env = "DUET_CONFIG")]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+
     /// Address to listen on. Use 0.0.0.0 to accept connections from other machines.
     #[arg(long, env = "DUET_HOST", default_value = "127.0.0.1")]
     pub host: IpAddr,

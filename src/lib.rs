@@ -1,6 +1,6 @@
 //! Duet: a WebRTC-first realtime speech server speaking the OpenAI Realtime API.
 //!
-//! This library holds the server's drivers and nothing else: [`config`] (the command line),
+//! This library holds the server's drivers and nothing else: [`config`] (the command line) and [`config_file`] (the config file, `check-config`),
 //! [`engine`] (the WebRTC media engine threads), [`memory`] (the memory budget), [`metrics`]
 //! (Prometheus counters), [`model_loop`] (the model thread), [`server`] (HTTP, WebSocket and
 //! call signaling) and [`session`] (the duplex session actor), plus the event codec
@@ -10,6 +10,7 @@
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod config_file;
 pub mod engine;
 pub mod memory;
 pub mod metrics;

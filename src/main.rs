@@ -1,5 +1,4 @@
-use clap::Parser;
-use duet::config::{Cli, Command, LogFormat};
+use duet::config::{Command, LogFormat};
 use tracing_subscriber::EnvFilter;
 
 fn init_logs(format: LogFormat) {
@@ -28,7 +27,13 @@ fn return_large_buffers() {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+    let cli = match duet::config_file::parse(std::env::args_os().collect()) {
+        Ok(cli) => cli,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::exit(2);
+        }
+    };
     match cli.command {
         Command::Serve(args) => {
             init_logs(args.log_format);
@@ -37,6 +42,18 @@ async fn main() -> anyhow::Result<()> {
             duet::server::run(&args, sockets, duet::server::shutdown_signal()).await?;
             // Engine and model threads are not waited for: the process ends here.
             std::process::exit(0);
+        }
+        Command::CheckConfig(args) => {
+            let problems = duet::config_file::problems(&args);
+            if !problems.is_empty() {
+                for p in &problems {
+                    eprintln!("error: {p}");
+                }
+                eprintln!("{} problem(s) in the configuration", problems.len());
+                std::process::exit(1);
+            }
+            print!("{}", duet::config_file::effective(&args)?);
+            eprintln!("configuration OK");
         }
         Command::MoshiTiny(args) => {
             duet_models::moshi::tiny::write_tiny_dir(&args.out, args.seed, args.q8)?;

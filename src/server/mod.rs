@@ -223,7 +223,7 @@ impl Server {
 
 /// Refuses configurations that would serve without meaning to: an empty key, or no key on
 /// an address other machines can reach (unless `--insecure-no-auth`).
-fn check_auth(args: &ServeArgs) -> anyhow::Result<()> {
+pub fn check_auth(args: &ServeArgs) -> anyhow::Result<()> {
     match args.api_key.as_deref() {
         Some(k) if k.trim().is_empty() => {
             bail!("--api-key / DUET_API_KEY is set but empty: set a key, or unset it to serve without one on loopback")

@@ -1,0 +1,192 @@
+use std::path::PathBuf;
+
+use super::*;
+use crate::config::Command;
+
+/// What duet.example.toml must say: every flag, its help as comments and a commented
+/// `key = value` line with its default (or an example where it has none).
+fn example() -> String {
+    let cmd = ServeArgs::command();
+    let mut out = String::from(
+        "# duet.example.toml: every `duet serve` option as a config-file key, commented out.\n\
+         # Use it with `duet serve --config duet.toml` (or DUET_CONFIG); flags and DUET_*\n\
+         # variables win over the file. `duet check-config --config duet.toml` checks it.\n\
+         # Written by `DUET_WRITE_EXAMPLE=1 cargo test --lib example`; a test keeps it in sync.\n",
+    );
+    for arg in cmd.get_arguments() {
+        let id = arg.get_id().as_str();
+        if id == "config" || arg.get_long().is_none() {
+            continue;
+        }
+        out.push('\n');
+        let help = arg
+            .get_long_help()
+            .or(arg.get_help())
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        for line in textwrap(&help, 88) {
+            out.push_str(&format!("# {line}\n").replace("# \n", "#\n"));
+        }
+        if let Some(env) = arg.get_env() {
+            out.push_str(&format!("# (env {})\n", env.to_string_lossy()));
+        }
+        out.push_str(&format!("# {id} = {}\n", example_value(arg)));
+    }
+    out
+}
+
+fn example_value(arg: &clap::Arg) -> String {
+    let id = arg.get_id().as_str();
+    let default: Vec<String> = arg
+        .get_default_values()
+        .iter()
+        .map(|v| v.to_string_lossy().to_string())
+        .collect();
+    if matches!(arg.get_action(), ArgAction::SetTrue) {
+        return "false".into();
+    }
+    let quoted = |s: &str| {
+        if s.parse::<f64>().is_ok() {
+            s.to_string()
+        } else {
+            format!("\"{s}\"")
+        }
+    };
+    match (id, default.first()) {
+        (_, Some(d)) => quoted(d),
+        ("model_dir", None) => "\"/srv/models/moshi\"".into(),
+        ("api_key", None) => "\"change-me\"".into(),
+        ("public_ip", None) => "\"203.0.113.10\"".into(),
+        ("cors_origins", None) => "[\"https://app.example.com\"]".into(),
+        ("model_slots", None) => "8".into(),
+        ("model_seed", None) => "42".into(),
+        ("media_threads", None) => "2".into(),
+        (other, None) => panic!("no example value for {other}"),
+    }
+}
+
+fn textwrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    for para in text.split("\n\n") {
+        let mut line = String::new();
+        for word in para.split_whitespace() {
+            if !line.is_empty() && line.len() + 1 + word.len() > width {
+                lines.push(std::mem::take(&mut line));
+            }
+            if !line.is_empty() {
+                line.push(' ');
+            }
+            line.push_str(word);
+        }
+        lines.push(line);
+        lines.push(String::new());
+    }
+    lines.pop();
+    lines
+}
+
+fn example_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("duet.example.toml")
+}
+
+#[test]
+fn example_lists_every_flag_as_it_is() {
+    let want = example();
+    if std::env::var_os("DUET_WRITE_EXAMPLE").is_some() {
+        std::fs::write(example_path(), &want).expect("write the example");
+    }
+    let got = std::fs::read_to_string(example_path()).expect("duet.example.toml");
+    assert_eq!(
+        got, want,
+        "duet.example.toml is out of date: DUET_WRITE_EXAMPLE=1 cargo test --lib example"
+    );
+}
+
+fn temp(name: &str, text: &str) -> PathBuf {
+    let p = std::env::temp_dir().join(format!("duet-config-{}-{name}.toml", std::process::id()));
+    std::fs::write(&p, text).expect("write");
+    p
+}
+
+fn serve_with(path: &Path, flags: &[&str]) -> anyhow::Result<ServeArgs> {
+    let mut argv: Vec<OsString> = vec!["duet".into(), "serve".into()];
+    argv.extend(flags.iter().map(OsString::from));
+    argv.push(format!("--config={}", path.display()).into());
+    match parse(argv)?.command {
+        Command::Serve(a) => Ok(a),
+        _ => panic!("serve"),
+    }
+}
+
+#[test]
+fn the_example_uncommented_is_a_valid_configuration() {
+    let text = std::fs::read_to_string(example_path()).expect("example");
+    let keys: String = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# "))
+        .filter(|l| l.contains(" = ") && !l.starts_with('('))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let p = temp("example", &keys);
+    let a = serve_with(&p, &[]).expect("the example parses");
+    assert_eq!(a.max_sessions, 256);
+    assert_eq!(a.api_key.as_deref(), Some("change-me"));
+    assert_eq!(a.cors_origins, vec!["https://app.example.com".to_string()]);
+    assert!(problems(&a).is_empty(), "{:?}", problems(&a));
+}
+
+#[test]
+fn flags_win_over_the_file_and_the_file_over_defaults() {
+    let p = temp("layers", "max_sessions = 7\nport = 9999\ninsecure-no-auth = true\ncors_origins = [\"https://a\", \"https://b\"]\n");
+    let a = serve_with(&p, &["--port", "1234"]).expect("parses");
+    assert_eq!(a.port, 1234, "the flag wins");
+    assert_eq!(a.max_sessions, 7, "the file beats the default");
+    assert!(a.insecure_no_auth);
+    assert_eq!(a.cors_origins.len(), 2);
+    assert_eq!(a.max_calls, 100, "the default");
+}
+
+#[test]
+fn bad_files_name_the_key() {
+    for (text, want) in [
+        ("max_sessions = \"lots\"\n", "max_sessions"),
+        ("no_such_option = 1\n", "no_such_option"),
+        ("insecure_no_auth = 3\n", "insecure_no_auth"),
+        ("port = 70000\n", "port"),
+        ("log_format = \"xml\"\n", "log_format"),
+        ("max_sessions = \n", "not valid TOML"),
+    ] {
+        let p = temp("bad", text);
+        let e = format!("{:#}", serve_with(&p, &[]).expect_err(text));
+        assert!(e.contains(want), "{text}: {e}");
+        assert!(
+            e.contains(&p.display().to_string()) || want == "port" || want == "log_format",
+            "{text}: {e}"
+        );
+    }
+}
+
+#[test]
+fn check_config_names_each_problem() {
+    let p = temp("problems", "model = \"moshi\"\nws_idle_secs = 10\nws_ping_secs = 20\nexpiry_warning_secs = 4000\nhost = \"0.0.0.0\"\nmax_inbound_mib = 4\ndevice = \"tpu\"\n");
+    let a = serve_with(&p, &[]).expect("parses");
+    let found = problems(&a).join("\n");
+    for key in [
+        "model_dir:",
+        "ws_idle_secs:",
+        "expiry_warning_secs:",
+        "api_key:",
+        "max_inbound_mib:",
+        "device:",
+    ] {
+        assert!(found.contains(key), "{key} in {found}");
+    }
+    let shown = effective(&ServeArgs {
+        api_key: Some("secret-value".into()),
+        ..a
+    })
+    .expect("toml");
+    assert!(shown.contains("api_key = \"<redacted>\""), "{shown}");
+    assert!(!shown.contains("secret-value"));
+    assert!(shown.contains("max_sessions = 256"));
+}
