@@ -280,6 +280,12 @@ pub struct ServeArgs {
     #[arg(long, env = "DUET_MAX_SESSIONS_PER_KEY", default_value_t = 0)]
     pub max_sessions_per_key: usize,
 
+    /// Let the demo page mint its own client secret (`POST /demo/client_secret`, no key
+    /// needed), so that it works on a server with --api-key without holding the key. Anyone
+    /// who reaches the server can then open sessions: for demos only.
+    #[arg(long, env = "DUET_DEMO_MINT_SECRETS")]
+    pub demo_mint_secrets: bool,
+
     /// Live client secrets (`POST /v1/realtime/client_secrets`) kept at once; minting more
     /// gets 503 until some expire.
     #[arg(long, env = "DUET_MAX_CLIENT_SECRETS", default_value_t = 10_000)]

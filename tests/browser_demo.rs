@@ -13,3 +13,11 @@ async fn demo_page_in_chromium() {
     let addr = common::server(&[]).await;
     common::browser::run_demo(addr, &[]).await;
 }
+
+/// A server with an API key and `--demo-mint-secrets`: the page holds no key, mints a client
+/// secret through `POST /demo/client_secret` and does everything with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_page_with_a_minted_client_secret() {
+    let addr = common::server(&["--api-key", "server-key", "--demo-mint-secrets"]).await;
+    common::browser::run_demo(addr, &["--expect-demo-secret"]).await;
+}

@@ -297,3 +297,40 @@ async fn another_secret_cannot_resume_a_session() {
     own.send(resume).await;
     assert_eq!(own.next().await["type"], "session.resumed");
 }
+
+#[tokio::test]
+async fn the_demo_mint_endpoint_exists_only_when_asked_for() {
+    let addr = server(&["--api-key", KEY]).await;
+    let r = request(addr, "POST", "/demo/client_secret", &[], "")
+        .await
+        .expect("post");
+    assert_eq!(r.status, 404, "off by default");
+    let addr = server(&["--api-key", KEY, "--demo-mint-secrets"]).await;
+    let r = request(addr, "POST", "/demo/client_secret", &[], "")
+        .await
+        .expect("post");
+    assert_eq!(r.status, 200, "{}", r.body);
+    let ek = serde_json::from_str::<Value>(&r.body).expect("json")["value"]
+        .as_str()
+        .expect("ek")
+        .to_string();
+    assert_eq!(
+        post_call(addr, &ek).await.status,
+        201,
+        "the minted secret opens calls"
+    );
+    let bearer = format!("Bearer {ek}");
+    let r = request(
+        addr,
+        "GET",
+        "/ready",
+        &[("Authorization", bearer.as_str())],
+        "",
+    )
+    .await
+    .expect("ready");
+    assert_eq!(
+        r.status, 200,
+        "a secret may read /ready, as a browser app does"
+    );
+}

@@ -14,7 +14,7 @@
 // rtc.js, ws.js (the WebSocket transport), playback.js (its audio queue and interruption),
 // pcm.js (resampling and PCM16 <-> base64) and session.js.
 
-import { $, now, el, duet, conn, setConn, transportChoice, sleep } from './state.js';
+import { $, now, el, duet, conn, setConn, transportChoice, sleep, setDemoKey } from './state.js';
 import { setState, setActivity, hideNotice, showError, bubbles, newTurn } from './ui.js';
 import { audioContext, openMic, refreshDevices, attachMic, switchMic } from './audio.js';
 import { send, clearLog } from './log.js';
@@ -38,6 +38,7 @@ async function connect() {
   setState('connecting', kind === 'webrtc' ? 'WebRTC' : 'WebSocket');
   try {
     audioContext();
+    if (!el.key.value.trim()) await mintDemoSecret();
     c.mic = await openMic(el.mic.value || undefined);
     if (conn !== c) { c.mic.getTracks().forEach((t) => t.stop()); return; }
     attachMic(c, c.mic);
@@ -48,6 +49,20 @@ async function connect() {
     if (conn !== c) return;
     showError(e);
     teardown(c, { hangup: true, state: 'failed' });
+  }
+}
+
+/** With `--demo-mint-secrets` the server mints this page a client secret (the page never
+ *  holds the server key); elsewhere the endpoint is 404 and the key box is used as typed. */
+async function mintDemoSecret() {
+  try {
+    const res = await fetch('/demo/client_secret', { method: 'POST' });
+    if (!res.ok) { setDemoKey(null); return; }
+    const body = await res.json();
+    setDemoKey(body.value || null);
+    duet.demoSecret = !!body.value;
+  } catch (_) {
+    setDemoKey(null);
   }
 }
 

@@ -49,6 +49,8 @@ export const duet = {
   turns: [],
   /** notices shown: { kind, text, t } */
   notices: [],
+  /** whether the page uses a client secret the server minted for it (--demo-mint-secrets) */
+  demoSecret: false,
   /** ICE restarts of the live call (PATCH): how many, and the peer connection's state */
   iceRestarts: { count: 0, state: null },
   /** Restarts ICE on the live WebRTC call now (test hook; the page also does it by itself
@@ -103,8 +105,16 @@ export function transportChoice() {
   return document.querySelector('input[name="transport"]:checked').value;
 }
 
+/** A client secret the server minted for this page (`--demo-mint-secrets`). */
+let demoKey = null;
+
+export function setDemoKey(k) {
+  demoKey = k;
+}
+
+/** The key the page uses: the one typed in the box, else the demo's minted secret. */
 export function apiKey() {
-  return el.key.value.trim();
+  return el.key.value.trim() || demoKey || '';
 }
 
 export function sleep(ms) {

@@ -84,6 +84,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .max_age(Duration::from_secs(600));
     Router::new()
         .route("/health", get(health))
+        .route("/demo/client_secret", post(secrets::demo_mint))
         .route("/", get(index))
         .route("/{file}", get(web_file))
         .merge(protected)
@@ -121,9 +122,12 @@ fn credential(state: &AppState, req: &Request) -> Result<Credential, ApiError> {
     };
     let record = lookup(state.secrets.as_ref(), secret)
         .ok_or_else(|| unauthorized("the client secret is expired, unknown or malformed"))?;
-    // A secret opens realtime sessions and calls (and reaches them), nothing else.
+    // A secret opens realtime sessions and calls (and reaches them), and may read /ready
+    // and /v1/models as a browser app does; nothing else.
     let path = req.uri().path();
-    if !path.starts_with("/v1/realtime") || path.starts_with("/v1/realtime/client_secrets") {
+    let realtime =
+        path.starts_with("/v1/realtime") && !path.starts_with("/v1/realtime/client_secrets");
+    if !(realtime || path == "/ready" || path == "/v1/models") {
         return Err(unauthorized(
             "a client secret opens realtime sessions and calls only; this route needs the server's API key",
         ));

@@ -85,6 +85,8 @@ pub struct AppState {
     pub usage: Arc<dyn UsageLedger>,
     /// Every running session, for the pool view.
     pub live: Arc<LiveSessions>,
+    /// `POST /demo/client_secret` mints secrets for the demo page (`--demo-mint-secrets`).
+    pub demo_mint_secrets: bool,
 }
 
 /// Live calls by id, shared with the calls' cleanup guards.
@@ -135,6 +137,7 @@ impl AppState {
             admission_wait: Duration::from_millis(args.admission_wait_ms),
             usage: Arc::new(LocalUsage::new(secrets::unix_now())),
             live: Arc::default(),
+            demo_mint_secrets: args.demo_mint_secrets,
             engines,
             calls: CallRegistry::default(),
             next_call_key: AtomicU64::new(1),

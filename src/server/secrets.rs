@@ -239,6 +239,28 @@ async fn mint(state: &AppState, cred: &Credential, req: Request) -> Result<Value
         .with_param("expires_after.seconds"));
     }
     let patch = body.session.map(session_patch).transpose()?;
+    issue(state, secs, patch)
+}
+
+/// `POST /demo/client_secret`, only with `--demo-mint-secrets`: mints a default secret (600
+/// s, the default session) for the demo page, which must never hold the server key. Anyone
+/// who can reach the server can then open sessions: for demos only.
+pub async fn demo_mint(State(state): State<Arc<AppState>>) -> Response {
+    if !state.demo_mint_secrets {
+        return ApiError::not_found(
+            "not_found",
+            "start the server with --demo-mint-secrets to mint secrets for the demo page",
+        )
+        .into_response();
+    }
+    match issue(&state, DEFAULT_SECS, None) {
+        Ok(body) => (StatusCode::OK, Json(body)).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Mints a secret living `secs` with the session configuration `patch`.
+fn issue(state: &AppState, secs: u64, patch: Option<SessionPatch>) -> Result<Value, ApiError> {
     let now = unix_now();
     let expires_at = now + secs;
     // The effective session a connection opened with the secret starts from.

@@ -56,6 +56,7 @@ function parseArgs(argv) {
     else if (a === '--timeout') opts.timeout = Number(val());
     else if (a === '--no-websocket') opts.websocket = false;
     else if (a === '--scenario') opts.scenario = val();
+    else if (a === '--expect-demo-secret') opts.demoSecret = true;
     else if (a === '-h' || a === '--help') {
       console.log('usage: node demo.mjs --url http://127.0.0.1:PORT/ [--chromium PATH] [--artifacts DIR] [--timeout SECS] [--no-websocket] [--scenario echo|moshi]');
       process.exit(0);
@@ -202,6 +203,10 @@ async function webrtcScenario(page, opts, requests) {
   ok(true, 'session.created received over oai-events');
   const callId = await page.evaluate(() => window.duet.callId);
   ok(typeof callId === 'string' && callId.startsWith('rtc_'), 'call id read from Location', callId);
+  if (opts.demoSecret) {
+    ok(await page.evaluate(() => window.duet.demoSecret) === true, 'the page connected with a client secret the server minted for it');
+    ok(requests.some((r) => r === 'POST 200 /demo/client_secret'), 'POST /demo/client_secret answered 200', requests.filter((r) => r.includes('demo')));
+  }
 
   step('WebRTC: the fake mic speaks; wait for the echo answer');
   const speechStarted = await waitEvent(page, 'input_audio_buffer.speech_started', {}, 10000);
