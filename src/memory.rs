@@ -23,9 +23,14 @@ pub struct Budget {
     pub per_session: u64,
     /// Added by a WebRTC call (media state; its session is counted as a session).
     pub per_call: u64,
-    /// `--max-sessions` sessions and `--max-calls` calls with their sessions.
+    /// Held by the server itself: the live client secrets (`--max-client-secrets`).
+    pub shared: u64,
+    /// `--max-sessions` sessions and `--max-calls` calls with their sessions, plus `shared`.
     pub total: u64,
 }
+
+/// The largest client secret record (its session object).
+const SECRET: u64 = 32 * 1024;
 
 impl Budget {
     /// The budget for `args`.
@@ -41,10 +46,12 @@ impl Budget {
             + MODEL_QUEUE;
         let per_call = CALL_MEDIA;
         let sessions = args.max_sessions as u64 + args.max_calls as u64;
+        let shared = args.max_client_secrets as u64 * SECRET;
         Self {
             per_session,
             per_call,
-            total: sessions * per_session + args.max_calls as u64 * per_call,
+            shared,
+            total: sessions * per_session + args.max_calls as u64 * per_call + shared,
         }
     }
 
@@ -65,9 +72,10 @@ impl fmt::Display for Budget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "worst case {} MiB per session + {} MiB per call; {} MiB at the session and call caps",
+            "worst case {} MiB per session + {} MiB per call + {} MiB of client secrets; {} MiB at the session and call caps",
             mib(self.per_session),
             mib(self.per_call),
+            mib(self.shared),
             mib(self.total)
         )
     }
@@ -84,10 +92,18 @@ mod tests {
         let b = Budget::of(&args);
         assert_eq!(
             b.total,
-            (256 + 100) * b.per_session + 100 * b.per_call,
+            (256 + 100) * b.per_session + 100 * b.per_call + 10_000 * SECRET,
             "{b}"
         );
-        let small = ServeArgs::parse_from(["serve", "--max-sessions", "1", "--max-calls", "0"]);
-        assert_eq!(Budget::of(&small).total, b.per_session);
+        let small = ServeArgs::parse_from([
+            "serve",
+            "--max-sessions",
+            "1",
+            "--max-calls",
+            "0",
+            "--max-client-secrets",
+            "1",
+        ]);
+        assert_eq!(Budget::of(&small).total, b.per_session + SECRET);
     }
 }

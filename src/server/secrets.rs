@@ -29,7 +29,7 @@ const MIN_SECS: u64 = 10;
 const MAX_SECS: u64 = 7_200;
 const DEFAULT_SECS: u64 = 600;
 /// Largest `client_secrets` request body.
-const MAX_BODY: usize = 64 * 1024;
+const MAX_BODY: usize = 32 * 1024;
 
 /// A minted secret, as the store keeps it.
 #[derive(Clone, Debug)]
