@@ -206,6 +206,28 @@ async fn a_secret_expires() {
     c.until("input_audio_buffer.cleared").await;
 }
 
+/// The call id of a `201` answer (the last segment of `Location`).
+fn call_id_of(r: &Response) -> String {
+    let location = r.header("location").expect("location");
+    location.rsplit('/').next().expect("id").to_string()
+}
+
+/// `POST /v1/realtime/calls/{id}/hangup` with `key`; the status.
+async fn hangup_with(addr: SocketAddr, id: &str, key: &str) -> u16 {
+    let path = format!("/v1/realtime/calls/{id}/hangup");
+    let bearer = format!("Bearer {key}");
+    request(
+        addr,
+        "POST",
+        &path,
+        &[("Authorization", bearer.as_str())],
+        "",
+    )
+    .await
+    .expect("hangup")
+    .status
+}
+
 #[tokio::test]
 async fn another_secret_does_not_find_a_call() {
     let addr = server(&["--api-key", KEY]).await;
@@ -213,59 +235,23 @@ async fn another_secret_does_not_find_a_call() {
     let b = secret(addr, json!({})).await;
     let r = post_call(addr, &a).await;
     assert_eq!(r.status, 201);
-    let id = r
-        .header("location")
-        .expect("location")
-        .rsplit('/')
-        .next()
-        .expect("id")
-        .to_string();
-    let path = format!("/v1/realtime/calls/{id}/hangup");
-    let with_b = format!("Bearer {b}");
-    let r = request(
-        addr,
-        "POST",
-        &path,
-        &[("Authorization", with_b.as_str())],
-        "",
-    )
-    .await
-    .expect("hangup");
-    assert_eq!(r.status, 404, "another secret: not found");
+    let id = call_id_of(&r);
+    assert_eq!(
+        hangup_with(addr, &id, &b).await,
+        404,
+        "another secret: not found"
+    );
     let sideband = format!("ws://{addr}/v1/realtime?call_id={id}");
+    let with_b = format!("Bearer {b}");
     let e = refused(Client::connect_url(&sideband, &[("Authorization", with_b.as_str())]).await);
     assert_eq!(handshake_status(&e), 404);
-    let with_a = format!("Bearer {a}");
-    let r = request(
-        addr,
-        "POST",
-        &path,
-        &[("Authorization", with_a.as_str())],
-        "",
-    )
-    .await
-    .expect("hangup");
-    assert_eq!(r.status, 200, "its own secret");
-    let r = post_call(addr, &b).await;
-    let id = r
-        .header("location")
-        .expect("location")
-        .rsplit('/')
-        .next()
-        .expect("id")
-        .to_string();
-    let with_key = format!("Bearer {KEY}");
-    let path = format!("/v1/realtime/calls/{id}/hangup");
-    let r = request(
-        addr,
-        "POST",
-        &path,
-        &[("Authorization", with_key.as_str())],
-        "",
-    )
-    .await
-    .expect("hangup");
-    assert_eq!(r.status, 200, "the server key reaches every call");
+    assert_eq!(hangup_with(addr, &id, &a).await, 200, "its own secret");
+    let id = call_id_of(&post_call(addr, &b).await);
+    assert_eq!(
+        hangup_with(addr, &id, KEY).await,
+        200,
+        "the server key reaches every call"
+    );
 }
 
 #[tokio::test]

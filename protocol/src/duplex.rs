@@ -37,6 +37,32 @@ pub struct Capabilities {
     pub chunk_period_ms: u32,
 }
 
+impl Capabilities {
+    /// What Duet supports for a model that speaks on its own (`autonomous`: full duplex) or
+    /// takes turns, stepping in frames of `chunk_period_ms`.
+    pub fn new(autonomous: bool, chunk_period_ms: u32) -> Self {
+        Self {
+            supports_session_resume: true,
+            supports_session_lease: true,
+            supports_barge_in: true,
+            supports_playback_ack: true,
+            supports_audio_truncate: true,
+            supports_client_commit: true,
+            supports_input_append: true,
+            supports_text_only_turn: true,
+            supports_independent_io_streams: autonomous,
+            supports_multi_session: true,
+            implementation_level: if autonomous {
+                "model_native_duplex"
+            } else {
+                "turn_based_duplex"
+            },
+            input_modes: vec!["append_audio_chunk"],
+            chunk_period_ms,
+        }
+    }
+}
+
 /// `session.resume`: the first message of a resume socket (or the `resume` part of a
 /// WebRTC offer).
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]

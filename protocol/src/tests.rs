@@ -307,21 +307,7 @@ fn every_server_event() -> Vec<ServerEventBody> {
 /// The session of an opted-in (duplex extension) session, with its capabilities.
 fn duplex_session() -> SessionConfig {
     let mut s = session();
-    s.capabilities = Some(crate::duplex::Capabilities {
-        supports_session_resume: true,
-        supports_session_lease: true,
-        supports_barge_in: true,
-        supports_playback_ack: true,
-        supports_audio_truncate: true,
-        supports_client_commit: true,
-        supports_input_append: true,
-        supports_text_only_turn: true,
-        supports_independent_io_streams: true,
-        supports_multi_session: true,
-        implementation_level: "model_native_duplex",
-        input_modes: vec!["append_audio_chunk"],
-        chunk_period_ms: 80,
-    });
+    s.capabilities = Some(crate::duplex::Capabilities::new(true, 80));
     s
 }
 

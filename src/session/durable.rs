@@ -115,25 +115,8 @@ impl Session {
     /// The `capabilities` of an opted-in session on this model.
     pub(super) fn capabilities(autonomous: bool, frame_samples: usize) -> Capabilities {
         let per_ms = (duet_media::SESSION_RATE / 1000) as usize;
-        Capabilities {
-            supports_session_resume: true,
-            supports_session_lease: true,
-            supports_barge_in: true,
-            supports_playback_ack: true,
-            supports_audio_truncate: true,
-            supports_client_commit: true,
-            supports_input_append: true,
-            supports_text_only_turn: true,
-            supports_independent_io_streams: autonomous,
-            supports_multi_session: true,
-            implementation_level: if autonomous {
-                "model_native_duplex"
-            } else {
-                "turn_based_duplex"
-            },
-            input_modes: vec!["append_audio_chunk"],
-            chunk_period_ms: u32::try_from(frame_samples / per_ms.max(1)).unwrap_or(u32::MAX),
-        }
+        let chunk = u32::try_from(frame_samples / per_ms.max(1)).unwrap_or(u32::MAX);
+        Capabilities::new(autonomous, chunk)
     }
 
     /// `session.created`, with the first resume token on an opted-in session.
