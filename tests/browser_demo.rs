@@ -21,3 +21,34 @@ async fn demo_page_with_a_minted_client_secret() {
     let addr = common::server(&["--api-key", "server-key", "--demo-mint-secrets"]).await;
     common::browser::run_demo(addr, &["--expect-demo-secret"]).await;
 }
+
+/// A server with the real Silero VAD and Whisper tiny.en (`scripts/install-models`): the
+/// fake microphone says a sentence (espeak-ng); the page shows the user's own words as they
+/// are transcribed, the echo answer repeats them, and the Speech meter shows Silero's
+/// probability. Saves `tests/artifacts/demo-speech.png`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_page_shows_your_words() {
+    use duet_client::speech::{espeak, models_dir, resample_linear, serve_args, silence, wav};
+    let args = serve_args(&models_dir());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let addr = common::server(&args).await;
+    let mut mic = silence(2.0);
+    mic.extend(espeak("Please open the door for me."));
+    mic.extend(silence(7.0));
+    let path = std::env::temp_dir().join(format!("duet-demo-mic-{}.wav", std::process::id()));
+    std::fs::write(&path, wav(&resample_linear(&mic, 24_000, 48_000), 48_000)).expect("write");
+    let path_arg = path.display().to_string();
+    common::browser::run_demo(
+        addr,
+        &[
+            "--scenario",
+            "speech",
+            "--mic-wav",
+            &path_arg,
+            "--expect-words",
+            "open door",
+        ],
+    )
+    .await;
+    let _ = std::fs::remove_file(path);
+}

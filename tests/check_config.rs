@@ -78,3 +78,30 @@ fn every_kind_of_mistake_is_named() {
     assert_eq!(code, 2);
     assert!(err.contains("/nonexistent.toml"), "{err}");
 }
+
+#[test]
+fn speech_model_directories_are_checked_and_name_the_command_that_makes_them() {
+    let empty = std::env::temp_dir().join(format!("duet-check-{}-empty", std::process::id()));
+    std::fs::create_dir_all(&empty).expect("mkdir");
+    let empty = empty.display().to_string();
+    let (code, _, err) = duet(
+        &[
+            "check-config",
+            "--vad-model-dir",
+            &empty,
+            "--transcription-model-dir",
+            &empty,
+        ],
+        &[],
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("vad_model_dir:") && err.contains("silero_vad_16k.safetensors"),
+        "{err}"
+    );
+    assert!(
+        err.contains("transcription_model_dir:") && err.contains("tokenizer.json"),
+        "{err}"
+    );
+    assert!(err.contains("scripts/install-models"), "{err}");
+}

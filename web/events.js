@@ -3,7 +3,7 @@
 
 import { now, el, duet, conn } from './state.js';
 import { setActivity, showNotice, bubbles, bubble, setBubbleText, addBadge, newTurn, firstAudio, renderTurns, speechSecs } from './ui.js';
-import { logEvent } from './log.js';
+import { logEvent, send } from './log.js';
 import { interruptPlayback } from './playback.js';
 
 // The model has nothing more to say for now (response.done, response.listen).
@@ -19,7 +19,26 @@ function backToListening(c) {
 function onSession(ev) {
   duet.session = ev.session;
   if (ev.session && ev.session.model) el.model.textContent = `model: ${ev.session.model}`;
-  if (ev.type === 'session.created') setActivity('listening');
+  if (ev.type === 'session.created') {
+    setActivity('listening');
+    // Your words in the transcript, and the server's speech probability on the meter. A
+    // server without a transcription model answers `.failed` once: then stop asking.
+    send({
+      type: 'session.update',
+      session: {
+        type: 'realtime',
+        audio: { input: { transcription: { model: 'whisper-1' } } },
+        include: ['input_audio_buffer.speech_probability'],
+      },
+    });
+  }
+}
+
+function onSpeechProbability(ev) {
+  const pct = Math.max(0, Math.min(100, Math.round((ev.probability || 0) * 100)));
+  el.meterVad.firstElementChild.style.width = `${pct}%`;
+  el.meterVad.setAttribute('aria-valuenow', String(pct));
+  el.vadDetector.textContent = ev.detector || '';
 }
 
 function onSpeechStarted(ev, c) {
@@ -73,6 +92,9 @@ function onTranscriptionCompleted(ev) {
 function onTranscriptionFailed(ev) {
   const b = bubbles.get(ev.item_id);
   if (b) addBadge(b, 'note', 'no ASR', (ev.error && ev.error.message) || 'transcription failed');
+  if (ev.error && ev.error.code === 'transcription_unavailable') {
+    send({ type: 'session.update', session: { type: 'realtime', audio: { input: { transcription: null } } } });
+  }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -180,6 +202,7 @@ const HANDLERS = new Map([
   ['input_audio_buffer.speech_started', onSpeechStarted],
   ['input_audio_buffer.speech_stopped', onSpeechStopped],
   ['input_audio_buffer.committed', onInputCommitted],
+  ['input_audio_buffer.speech_probability', onSpeechProbability],
   ['conversation.item.added', onItemAdded],
   ['conversation.item.input_audio_transcription.delta', onTranscriptionDelta],
   ['conversation.item.input_audio_transcription.completed', onTranscriptionCompleted],

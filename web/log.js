@@ -7,6 +7,10 @@ export let logRows = 0;
 export let lastRow = null;
 export let openAppendRow = null;
 export let rowsSinceAppend = 0;
+// The speech meter's events fold into one row that does not interrupt other folds.
+const METER = 'input_audio_buffer.speech_probability';
+let openMeterRow = null;
+let rowsSinceMeter = 0;
 
 /** Copies an event with audio payloads replaced by their size, so the log stays small. */
 export function slim(ev) {
@@ -44,6 +48,7 @@ export function brief(ev) {
     }
     case 'conversation.item.truncate': case 'conversation.item.truncated': return `at ${ev.audio_end_ms} ms`;
     case 'conversation.item.input_audio_transcription.completed': return ev.transcript || '';
+    case 'input_audio_buffer.speech_probability': return `${ev.detector} ${ev.probability}`;
     default: return '';
   }
 }
@@ -69,6 +74,7 @@ export function logEvent(dir, ev) {
   let row = null;
   if (key && lastRow && lastRow.key === key) row = lastRow;
   else if (ev.type === 'input_audio_buffer.append' && openAppendRow && rowsSinceAppend < 40) row = openAppendRow;
+  else if (ev.type === METER && openMeterRow && rowsSinceMeter < 40) row = openMeterRow;
   if (dir === 'out' && ev.type !== 'input_audio_buffer.append') openAppendRow = null;
 
   if (row) {
@@ -76,7 +82,7 @@ export function logEvent(dir, ev) {
     row.last = s;
     if (typeof ev.delta === 'string' && ev.type !== 'response.output_audio.delta') row.text += ev.delta;
     row.countEl.textContent = `×${row.count}`;
-    row.briefEl.textContent = row.text ? row.text.slice(-90) : '';
+    row.briefEl.textContent = row.text ? row.text.slice(-90) : brief(ev);
     if (row.details.open) renderJson(row);
     return;
   }
@@ -101,7 +107,13 @@ export function logEvent(dir, ev) {
   r.briefEl.textContent = r.text || brief(ev);
   details.addEventListener('toggle', () => { if (details.open) renderJson(r); });
   el.log.appendChild(li);
-  lastRow = r;
+  if (ev.type === METER) {
+    openMeterRow = r;
+    rowsSinceMeter = 0;
+  } else {
+    lastRow = r;
+    rowsSinceMeter += 1;
+  }
   if (ev.type === 'input_audio_buffer.append') { openAppendRow = r; rowsSinceAppend = 0; } else rowsSinceAppend += 1;
   logRows += 1;
   if (logRows > MAX_LOG_ROWS) { el.log.firstElementChild.remove(); logRows -= 1; }
@@ -138,4 +150,5 @@ export function clearLog() {
   logRows = 0;
   lastRow = null;
   openAppendRow = null;
+  openMeterRow = null;
 }

@@ -29,6 +29,8 @@ export function teardown(c, { hangup: doHangup = true, state = 'idle' } = {}) {
   el.audio.srcObject = null;
   setMeter(el.meterIn, 0);
   setMeter(el.meterOut, 0);
+  el.meterVad.firstElementChild.style.width = '0%';
+  el.meterVad.setAttribute('aria-valuenow', '0');
   duet.activeResponse = null;
   setState(state);
   el.mute.setAttribute('aria-pressed', 'false');

@@ -17,6 +17,7 @@ export const el = {
   connect: $('connect'), interrupt: $('interrupt'), mute: $('mute'), mic: $('mic'), aec: $('aec'),
   key: $('api-key'), state: $('state'), stateText: $('state-text'), model: $('model'),
   activity: $('activity'), meterIn: $('meter-in'), meterOut: $('meter-out'),
+  meterVad: $('meter-vad'), vadDetector: $('vad-detector'),
   turns: $('turns'), latencySummary: $('latency-summary'), notice: $('notice'),
   transcript: $('transcript'), composer: $('composer'), text: $('text'), send: $('send'),
   levels: $('levels'), log: $('log'), eventCount: $('event-count'), follow: $('follow'), audio: $('remote-audio'),

@@ -12,3 +12,4 @@ pub mod impair;
 pub mod load;
 pub mod poll;
 pub mod rtc;
+pub mod speech;

@@ -61,4 +61,4 @@ pub use playback::{PlaybackQueue, QueueFull, Sent};
 pub use resample::{ResampleError, StreamResampler};
 pub use ring::SampleRing;
 pub use rtp_time::{SampleCount, SeqUnwrapper, TsUnwrapper, FRAME_MS, OPUS_FRAME, OPUS_RATE};
-pub use vad::{speech_probability, Vad, VadConfig, VadEvent};
+pub use vad::{speech_probability, ProbabilitySpan, Vad, VadConfig, VadEvent};

@@ -56,10 +56,27 @@ pub fn speech_probability(dbfs: f32) -> f32 {
     ((dbfs + 60.0) / 40.0).clamp(0.0, 1.0)
 }
 
+/// A stretch of input and the highest speech probability in it (for a level meter).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ProbabilitySpan {
+    /// First sample of the stretch.
+    pub start: u64,
+    /// One past its last sample.
+    pub end: u64,
+    /// Highest window probability in it.
+    pub probability: f32,
+}
+
 /// The per-window state machine, separate from the framing buffer.
 #[derive(Debug, Clone)]
 struct Detector {
     config: VadConfig,
+    /// Voiced windows in a row that start speech.
+    onset_windows: u32,
+    /// Inside speech a window stays voiced down to `threshold - release` (hysteresis).
+    release: f32,
+    /// The meter: the stretch since the last [`Vad::take_meter`].
+    meter: Option<ProbabilitySpan>,
     sample_rate: u32,
     in_speech: bool,
     voiced_run: u32,
@@ -84,12 +101,30 @@ impl Detector {
     }
 
     fn on_window(&mut self, window: &[f32], start: u64, events: &mut Vec<VadEvent>) {
-        let voiced = speech_probability(rms_dbfs(window)) >= self.threshold();
-        let end = start + window.len() as u64;
+        let probability = speech_probability(rms_dbfs(window));
+        self.on_probability(start, window.len() as u64, probability, events);
+    }
+
+    fn on_probability(&mut self, start: u64, len: u64, p: f32, events: &mut Vec<VadEvent>) {
+        let p = if p.is_nan() { 0.0 } else { p.clamp(0.0, 1.0) };
+        let end = start + len;
+        self.meter = Some(match self.meter {
+            Some(m) => ProbabilitySpan {
+                start: m.start,
+                end,
+                probability: m.probability.max(p),
+            },
+            None => ProbabilitySpan {
+                start,
+                end,
+                probability: p,
+            },
+        });
         if self.in_speech {
-            self.track_silence(voiced, window.len() as u64, end, events);
+            let voiced = p >= self.threshold() - self.release;
+            self.track_silence(voiced, len, end, events);
         } else {
-            self.track_voice(voiced, start, events);
+            self.track_voice(p >= self.threshold(), start, events);
         }
     }
 
@@ -102,7 +137,7 @@ impl Detector {
             self.voiced_run_start = start;
         }
         self.voiced_run += 1;
-        if self.voiced_run >= START_WINDOWS {
+        if self.voiced_run >= self.onset_windows {
             let padding = self.ms_to_samples(self.config.prefix_padding_ms);
             let at_sample = self
                 .voiced_run_start
@@ -130,6 +165,7 @@ impl Detector {
     }
 
     fn reset(&mut self, floor: u64) {
+        self.meter = None;
         self.in_speech = false;
         self.voiced_run = 0;
         self.silence_run = 0;
@@ -152,10 +188,31 @@ impl Vad {
     /// Creates a detector for audio at `sample_rate` Hz.
     pub fn new(config: VadConfig, sample_rate: u32) -> Self {
         let window = (u64::from(sample_rate) * u64::from(WINDOW_MS) / 1000) as usize;
+        Self::with_detector(config, sample_rate, window, START_WINDOWS, 0.0)
+    }
+
+    /// A detector driven by an outside speech model through [`Vad::push_scored`] (the
+    /// energy windows are not used): one window at or above the threshold starts speech,
+    /// and inside speech a window counts as voiced down to `threshold - release` (Silero's
+    /// own rule uses 0.15).
+    pub fn scored(config: VadConfig, sample_rate: u32, release: f32) -> Self {
+        Self::with_detector(config, sample_rate, 1, 1, release.max(0.0))
+    }
+
+    fn with_detector(
+        config: VadConfig,
+        sample_rate: u32,
+        window: usize,
+        onset_windows: u32,
+        release: f32,
+    ) -> Self {
         Vad {
             frames: FrameAccumulator::new(window),
             detector: Detector {
                 config,
+                onset_windows,
+                release,
+                meter: None,
                 sample_rate,
                 in_speech: false,
                 voiced_run: 0,
@@ -194,6 +251,34 @@ impl Vad {
             *next_window += window.len() as u64;
         });
         self.position += samples.len() as u64;
+    }
+
+    /// Feeds one window scored by an outside model: `len` samples from stream position
+    /// `start` (positions on the same input clock as [`Vad::push`]) had speech probability
+    /// `probability`. Windows must come in order; the position advances to their end.
+    pub fn push_scored(
+        &mut self,
+        start: u64,
+        len: u64,
+        probability: f32,
+        events: &mut Vec<VadEvent>,
+    ) {
+        let start = start.max(self.next_window);
+        self.detector
+            .on_probability(start, len, probability, events);
+        self.next_window = start + len;
+        self.position = self.position.max(self.next_window);
+    }
+
+    /// The stretch since the last call and its highest probability, once it spans at
+    /// least `min_samples` (else `None`, and the stretch goes on).
+    pub fn take_meter(&mut self, min_samples: u64) -> Option<ProbabilitySpan> {
+        let m = self.detector.meter?;
+        if m.end - m.start < min_samples {
+            return None;
+        }
+        self.detector.meter = None;
+        Some(m)
     }
 
     /// Whether the detector is inside an utterance.

@@ -249,3 +249,44 @@ fn set_config_applies_mid_stream() {
         }
     );
 }
+
+#[test]
+fn scored_windows_start_at_once_and_stop_with_hysteresis() {
+    let cfg = VadConfig {
+        threshold: 0.5,
+        prefix_padding_ms: 0,
+        silence_duration_ms: 64,
+    };
+    let mut vad = Vad::scored(cfg, 16_000, 0.15);
+    let mut ev = Vec::new();
+    vad.push_scored(0, 512, 0.1, &mut ev);
+    assert!(ev.is_empty());
+    vad.push_scored(512, 512, 0.9, &mut ev);
+    assert_eq!(ev, vec![VadEvent::SpeechStarted { at_sample: 512 }]);
+    ev.clear();
+    // 0.4 is under the threshold but above threshold - release: still speech.
+    for k in 2..6 {
+        vad.push_scored(k * 512, 512, 0.4, &mut ev);
+    }
+    assert!(ev.is_empty() && vad.in_speech());
+    vad.push_scored(6 * 512, 512, 0.2, &mut ev);
+    vad.push_scored(7 * 512, 512, 0.2, &mut ev);
+    assert_eq!(ev, vec![VadEvent::SpeechStopped { at_sample: 8 * 512 }]);
+}
+
+#[test]
+fn the_meter_reports_the_peak_of_each_stretch() {
+    let mut vad = Vad::scored(VadConfig::default(), 16_000, 0.15);
+    let mut ev = Vec::new();
+    vad.push_scored(0, 512, 0.2, &mut ev);
+    assert_eq!(vad.take_meter(1024), None);
+    vad.push_scored(512, 512, 0.7, &mut ev);
+    let m = vad.take_meter(1024).expect("a stretch of 1024");
+    assert_eq!((m.start, m.end, m.probability), (0, 1024, 0.7));
+    assert_eq!(vad.take_meter(1), None);
+    // The energy detector meters its windows the same way.
+    let mut energy = Vad::new(VadConfig::default(), 16_000);
+    energy.push(&vec![0.0; 1600], &mut ev);
+    let m = energy.take_meter(1600).expect("100 ms of windows");
+    assert_eq!((m.start, m.end, m.probability), (0, 1600, 0.0));
+}

@@ -190,12 +190,12 @@ fn answer(modality: OutputModality, input: &[TurnInput]) -> Answer {
         (OutputModality::Audio, Some(TurnInput::Audio(pcm)))
             if trim_silence(pcm).len() >= MIN_VOICED =>
         {
-            let voiced = trim_silence(pcm);
-            let voiced = &voiced[..voiced.len().min(MAX_ANSWER_S * MODEL_SAMPLE_RATE as usize)];
-            let secs = voiced.len() as f32 / MODEL_SAMPLE_RATE as f32;
-            let audio = pitch_shift(voiced, MODEL_SAMPLE_RATE, PITCH_FACTOR);
-            let words = schedule(words_of(&format!("echo of {secs:.1} s")), audio.len());
-            (audio, words)
+            echo_audio(pcm, None)
+        }
+        (OutputModality::Audio, Some(TurnInput::Transcribed { audio, transcript }))
+            if trim_silence(audio).len() >= MIN_VOICED =>
+        {
+            echo_audio(audio, Some(transcript))
         }
         (OutputModality::Audio, other) => speak_words(&words_of(&text_answer(other))),
         (OutputModality::Text, other) => {
@@ -212,10 +212,31 @@ fn answer(modality: OutputModality, input: &[TurnInput]) -> Answer {
     }
 }
 
+/// The caller's voiced audio pitch-shifted, with the transcript "You said: …" when a
+/// transcriber heard words in it, else "echo of N s".
+fn echo_audio(pcm: &[f32], transcript: Option<&str>) -> (Vec<f32>, Vec<(usize, String)>) {
+    let voiced = trim_silence(pcm);
+    let voiced = &voiced[..voiced.len().min(MAX_ANSWER_S * MODEL_SAMPLE_RATE as usize)];
+    let secs = voiced.len() as f32 / MODEL_SAMPLE_RATE as f32;
+    let audio = pitch_shift(voiced, MODEL_SAMPLE_RATE, PITCH_FACTOR);
+    let text = match transcript.map(str::trim) {
+        Some(t) if !t.is_empty() => format!("You said: {t}"),
+        _ => format!("echo of {secs:.1} s"),
+    };
+    let words = schedule(words_of(&text), audio.len());
+    (audio, words)
+}
+
 /// The text answer to the last turn.
 fn text_answer(last: Option<&TurnInput>) -> String {
     match last {
         Some(TurnInput::Text(t)) if !t.trim().is_empty() => format!("You said: {}", t.trim()),
+        Some(TurnInput::Transcribed { transcript, .. }) if !transcript.trim().is_empty() => {
+            format!("You said: {}", transcript.trim())
+        }
+        Some(TurnInput::Transcribed { audio, .. }) => {
+            text_answer(Some(&TurnInput::Audio(audio.clone())))
+        }
         Some(TurnInput::Audio(pcm)) if trim_silence(pcm).len() >= MIN_VOICED => {
             let secs = trim_silence(pcm).len() as f32 / MODEL_SAMPLE_RATE as f32;
             format!("I heard {secs:.1} s of audio.")

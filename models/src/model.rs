@@ -46,6 +46,13 @@ pub enum TurnInput {
     Audio(Arc<[f32]>),
     /// The user's text.
     Text(String),
+    /// The user's audio and what a transcriber heard in it.
+    Transcribed {
+        /// Audio at [`MODEL_SAMPLE_RATE`].
+        audio: Arc<[f32]>,
+        /// Its transcript.
+        transcript: String,
+    },
 }
 
 /// A control message for one slot, applied before its next step.

@@ -118,6 +118,11 @@ pub mod codes {
     pub const SERVER_DRAINING: &str = "server_draining";
     /// Input transcription is not available with this model.
     pub const TRANSCRIPTION_UNAVAILABLE: &str = "transcription_unavailable";
+    /// The transcriber could not transcribe this item (the message says why).
+    pub const TRANSCRIPTION_FAILED: &str = "transcription_failed";
+    /// The event does not apply to this session type (e.g. `response.create` in a
+    /// transcription session).
+    pub const INVALID_EVENT_FOR_SESSION: &str = "invalid_event_for_session";
     /// Duplex extension: `session.resume` is malformed, or not the first message.
     pub const INVALID_SESSION_RESUME: &str = "invalid_session_resume";
     /// Duplex extension: `session.resume` mid-session.

@@ -149,6 +149,9 @@ pub enum ServerEventBody {
         content_index: u32,
         /// Transcript text added since the last delta.
         delta: String,
+        /// Log probabilities of the delta's tokens (when `include` asks for them).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        logprobs: Option<Vec<LogProb>>,
     },
     /// Input transcription finished.
     #[serde(rename = "conversation.item.input_audio_transcription.completed")]
@@ -161,6 +164,9 @@ pub enum ServerEventBody {
         transcript: String,
         /// Usage of the transcription.
         usage: TranscriptionUsage,
+        /// Log probabilities of the transcript's tokens (when `include` asks for them).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        logprobs: Option<Vec<LogProb>>,
     },
     /// Input transcription failed.
     #[serde(rename = "conversation.item.input_audio_transcription.failed")]
@@ -171,6 +177,19 @@ pub enum ServerEventBody {
         content_index: u32,
         /// Why transcription failed.
         error: TranscriptionError,
+    },
+    /// Duet: the voice activity detector's speech probability over a stretch of input
+    /// (sent when `include` has `input_audio_buffer.speech_probability`, about every 100 ms).
+    #[serde(rename = "input_audio_buffer.speech_probability")]
+    InputAudioBufferSpeechProbability {
+        /// Start of the stretch on the input clock.
+        audio_start_ms: u64,
+        /// Its end.
+        audio_end_ms: u64,
+        /// Highest speech probability in it, 0..=1.
+        probability: f32,
+        /// `silero` or `energy`.
+        detector: &'static str,
     },
     /// The input buffer became a user item.
     #[serde(rename = "input_audio_buffer.committed")]
@@ -544,6 +563,17 @@ pub enum TranscriptionUsage {
     },
 }
 
+/// One token's log probability (`LogProbProperties`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LogProb {
+    /// The token's text.
+    pub token: String,
+    /// Natural log of its probability.
+    pub logprob: f32,
+    /// Its UTF-8 bytes.
+    pub bytes: Vec<u8>,
+}
+
 /// `error` of a failed transcription.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TranscriptionError {
@@ -575,6 +605,7 @@ impl ServerEventBody {
             InputAudioTranscriptionCompleted { .. } => {
                 "conversation.item.input_audio_transcription.completed"
             }
+            InputAudioBufferSpeechProbability { .. } => "input_audio_buffer.speech_probability",
             InputAudioTranscriptionFailed { .. } => {
                 "conversation.item.input_audio_transcription.failed"
             }

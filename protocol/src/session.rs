@@ -368,13 +368,27 @@ pub struct AudioConfig {
     pub output: AudioOutput,
 }
 
-/// The effective session, as reported in `session.created` / `session.updated`.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// The session types.
+pub mod kinds {
+    /// A conversation with responses (the default).
+    pub const REALTIME: &str = "realtime";
+    /// Audio in, transcription events out, no responses.
+    pub const TRANSCRIPTION: &str = "transcription";
+}
+
+/// `include` entry asking for transcription log probabilities.
+pub const INCLUDE_LOGPROBS: &str = "item.input_audio_transcription.logprobs";
+/// `include` entry (Duet) asking for `input_audio_buffer.speech_probability` events.
+pub const INCLUDE_SPEECH_PROBABILITY: &str = "input_audio_buffer.speech_probability";
+
+/// The effective session, as reported in `session.created` / `session.updated`: the
+/// realtime shape, or for `type: "transcription"` the transcription session's (no model,
+/// responses or output audio).
+#[derive(Clone, Debug, PartialEq)]
 pub struct SessionConfig {
-    /// Always `realtime`.
-    #[serde(rename = "type")]
+    /// `realtime` or `transcription` ([`kinds`]).
     pub kind: &'static str,
-    /// Always `realtime.session`.
+    /// `realtime.session` or `realtime.transcription_session`.
     pub object: &'static str,
     /// `sess_…`.
     pub id: String,
@@ -395,19 +409,100 @@ pub struct SessionConfig {
     /// `auto`, `disabled` or a retention ratio object.
     pub truncation: Value,
     /// Tracing config as the client sent it; omitted until set.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub tracing: Option<Value>,
     /// Prompt reference as the client sent it; omitted until set.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub prompt: Option<Value>,
     /// `include` list; omitted until set.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub include: Option<Vec<String>>,
     /// Unix seconds when the session expires.
     pub expires_at: u64,
     /// Duplex extension (opted-in sessions): what the session supports.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub capabilities: Option<crate::duplex::Capabilities>,
+}
+
+/// `session` of a realtime session on the wire.
+#[derive(Serialize)]
+struct RealtimeView<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    object: &'a str,
+    id: &'a str,
+    model: &'a str,
+    output_modalities: &'a [Modality],
+    instructions: &'a str,
+    audio: &'a AudioConfig,
+    tools: &'a [Value],
+    tool_choice: &'a Value,
+    max_output_tokens: &'a Value,
+    truncation: &'a Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tracing: &'a Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt: &'a Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    include: &'a Option<Vec<String>>,
+    expires_at: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    capabilities: &'a Option<crate::duplex::Capabilities>,
+}
+
+/// `session` of a transcription session on the wire (`RealtimeTranscriptionSessionCreateRequest`
+/// with the response's `id`, `object` and `expires_at`).
+#[derive(Serialize)]
+struct TranscriptionView<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    object: &'a str,
+    id: &'a str,
+    audio: TranscriptionAudio<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    include: &'a Option<Vec<String>>,
+    expires_at: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    capabilities: &'a Option<crate::duplex::Capabilities>,
+}
+
+#[derive(Serialize)]
+struct TranscriptionAudio<'a> {
+    input: &'a AudioInput,
+}
+
+impl Serialize for SessionConfig {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if self.is_transcription() {
+            return TranscriptionView {
+                kind: self.kind,
+                object: self.object,
+                id: &self.id,
+                audio: TranscriptionAudio {
+                    input: &self.audio.input,
+                },
+                include: &self.include,
+                expires_at: self.expires_at,
+                capabilities: &self.capabilities,
+            }
+            .serialize(s);
+        }
+        RealtimeView {
+            kind: self.kind,
+            object: self.object,
+            id: &self.id,
+            model: &self.model,
+            output_modalities: &self.output_modalities,
+            instructions: &self.instructions,
+            audio: &self.audio,
+            tools: &self.tools,
+            tool_choice: &self.tool_choice,
+            max_output_tokens: &self.max_output_tokens,
+            truncation: &self.truncation,
+            tracing: &self.tracing,
+            prompt: &self.prompt,
+            include: &self.include,
+            expires_at: self.expires_at,
+            capabilities: &self.capabilities,
+        }
+        .serialize(s)
+    }
 }
 
 /// Default instructions reported in `session.created`.
@@ -457,12 +552,38 @@ impl SessionConfig {
         Ok(())
     }
 
+    /// Whether this is a transcription session (no responses).
+    pub fn is_transcription(&self) -> bool {
+        self.kind == kinds::TRANSCRIPTION
+    }
+
+    /// Makes this a transcription session (`?intent=transcription`).
+    pub fn set_transcription(&mut self) {
+        self.kind = kinds::TRANSCRIPTION;
+        self.object = "realtime.transcription_session";
+    }
+
+    /// Whether `include` asks for `entry`.
+    pub fn includes(&self, entry: &str) -> bool {
+        self.include
+            .as_ref()
+            .is_some_and(|l| l.iter().any(|e| e == entry))
+    }
+
     fn apply_in_place(&mut self, p: SessionPatch) -> Result<(), ErrorPayload> {
-        if let Some(kind) = p.kind.as_deref() {
-            if kind != "realtime" {
+        match p.kind.as_deref() {
+            None => {}
+            Some(kinds::REALTIME) => {
+                self.kind = kinds::REALTIME;
+                self.object = "realtime.session";
+            }
+            Some(kinds::TRANSCRIPTION) => self.set_transcription(),
+            Some(kind) => {
                 return Err(ErrorPayload::invalid(
-                    codes::UNSUPPORTED,
-                    format!("session type {kind:?} is not supported; use \"realtime\""),
+                    codes::INVALID_VALUE,
+                    format!(
+                        "session type {kind:?} is not supported; use \"realtime\" or \"transcription\""
+                    ),
                 )
                 .with_param("session.type"));
             }
@@ -580,7 +701,7 @@ pub fn validate_max_tokens(v: Value, param: &str) -> Result<Value, ErrorPayload>
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SessionPatch {
-    /// `realtime` (only).
+    /// `realtime` or `transcription`.
     #[serde(rename = "type")]
     pub kind: Option<String>,
     /// Accepted and ignored: the server runs one model.

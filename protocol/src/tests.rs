@@ -129,12 +129,24 @@ fn every_server_event() -> Vec<ServerEventBody> {
             item_id: "item_user".into(),
             content_index: 0,
             delta: "hel".into(),
+            logprobs: None,
         },
         B::InputAudioTranscriptionCompleted {
             item_id: "item_user".into(),
             content_index: 0,
             transcript: "hello".into(),
             usage: TranscriptionUsage::Duration { seconds: 1.4 },
+            logprobs: Some(vec![LogProb {
+                token: "hello".into(),
+                logprob: -0.25,
+                bytes: b"hello".to_vec(),
+            }]),
+        },
+        B::InputAudioBufferSpeechProbability {
+            audio_start_ms: 96,
+            audio_end_ms: 192,
+            probability: 0.75,
+            detector: "silero",
         },
         B::InputAudioTranscriptionFailed {
             item_id: "item_user".into(),
@@ -321,6 +333,40 @@ fn snapshot_duplex_session_created() {
     insta::assert_json_snapshot!("session.created.duplex", json);
 }
 
+#[test]
+fn snapshot_transcription_session_created() {
+    let mut s = session();
+    s.apply(
+        serde_json::from_value(json!({
+            "type": "transcription",
+            "audio": {"input": {"transcription": {"model": "whisper-1"}}},
+            "include": [INCLUDE_LOGPROBS],
+        }))
+        .expect("patch"),
+    )
+    .expect("valid");
+    assert!(s.is_transcription() && s.includes(INCLUDE_LOGPROBS));
+    let json = render(ServerEventBody::SessionCreated {
+        session: Box::new(s),
+        resume_token: None,
+        attachment_generation: None,
+    });
+    assert!(json["session"].get("model").is_none());
+    assert!(json["session"].get("instructions").is_none());
+    insta::assert_json_snapshot!("session.created.transcription", json);
+}
+
+#[test]
+fn an_unknown_session_type_is_refused_whole() {
+    let mut s = session();
+    let before = s.clone();
+    let err = s
+        .apply(serde_json::from_value(json!({"type": "translation", "instructions": "x"})).unwrap())
+        .expect_err("refused");
+    assert_eq!(err.param.as_deref(), Some("session.type"));
+    assert_eq!(s, before);
+}
+
 fn render(body: ServerEventBody) -> Value {
     let ev = ServerEvent {
         event_id: "event_test".into(),
@@ -332,7 +378,7 @@ fn render(body: ServerEventBody) -> Value {
 #[test]
 fn snapshot_every_server_event() {
     let bodies = every_server_event();
-    assert_eq!(bodies.len(), 44, "one instance of every server event");
+    assert_eq!(bodies.len(), 45, "one instance of every server event");
     for body in bodies {
         let kind = body.kind();
         let json = render(body);

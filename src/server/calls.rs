@@ -384,7 +384,7 @@ async fn start_session(
     };
     let durable = start.durable;
     let credential = start.owner.clone().unwrap_or_else(|| "server".into());
-    let mut opened = open_session(state, transport, durable, start.secret, &credential)
+    let mut opened = open_session(state, transport, durable, start.secret, &credential, false)
         .await
         .map_err(|e| ApiError::unavailable(e.code(), e.to_string()))?;
     if let Some(p) = start.patch {

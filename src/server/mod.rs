@@ -87,6 +87,17 @@ pub struct AppState {
     pub live: Arc<LiveSessions>,
     /// `POST /demo/client_secret` mints secrets for the demo page (`--demo-mint-secrets`).
     pub demo_mint_secrets: bool,
+    /// Speech understanding: the transcriber and the VAD model, when configured.
+    pub speech: Speech,
+}
+
+/// The speech-understanding models beside the duplex model.
+#[derive(Clone, Default)]
+pub struct Speech {
+    /// The transcription loop (`--transcription-model-dir`).
+    pub transcriber: Option<crate::transcribe_loop::TranscribeLoop>,
+    /// Silero VAD weights (`--vad-model-dir`).
+    pub vad: Option<duet_models::silero::SileroVad>,
 }
 
 /// Live calls by id, shared with the calls' cleanup guards.
@@ -112,7 +123,12 @@ pub struct CallEntry {
 
 impl AppState {
     /// State for `args` around a running model loop and media engines.
-    pub fn new(args: &ServeArgs, model: ModelLoop, engines: EnginePool) -> Arc<Self> {
+    pub fn new(
+        args: &ServeArgs,
+        model: ModelLoop,
+        engines: EnginePool,
+        speech: Speech,
+    ) -> Arc<Self> {
         let limits = Limits {
             max_session: Duration::from_secs(args.max_session_secs.max(1)),
             max_outbound_bytes: args.max_outbound_mib.max(1) << 20,
@@ -138,6 +154,7 @@ impl AppState {
             usage: Arc::new(LocalUsage::new(secrets::unix_now())),
             live: Arc::default(),
             demo_mint_secrets: args.demo_mint_secrets,
+            speech,
             engines,
             calls: CallRegistry::default(),
             next_call_key: AtomicU64::new(1),
@@ -276,6 +293,7 @@ pub async fn start(args: &ServeArgs) -> anyhow::Result<Server> {
 pub async fn start_on(args: &ServeArgs, sockets: Sockets) -> anyhow::Result<Server> {
     check_auth(args)?;
     let model = start_model(args).await?;
+    let speech = start_speech(args).await?;
     let engine_cfg = EngineConfig {
         public_ip: args.public_ip,
         inactivity: Duration::from_secs(args.call_inactivity_secs.max(1)),
@@ -285,7 +303,7 @@ pub async fn start_on(args: &ServeArgs, sockets: Sockets) -> anyhow::Result<Serv
     let udp_addrs = engines.local_addrs();
     let listener = sockets.http;
     let addr = listener.local_addr()?;
-    let state = AppState::new(args, model, engines);
+    let state = AppState::new(args, model, engines, speech);
     let limits = HttpLimits {
         max_connections: args.max_connections,
         head_timeout: Duration::from_secs(args.http_head_timeout_secs.max(1)),
@@ -368,6 +386,32 @@ async fn start_model(args: &ServeArgs) -> anyhow::Result<ModelLoop> {
     // Loading may map gigabytes of weights: keep it off the async workers.
     let model = tokio::task::spawn_blocking(move || duet_models::load(&name, &opts)).await??;
     Ok(ModelLoop::spawn(model, &args.device)?)
+}
+
+/// Loads the VAD and transcription models named by `--vad-model-dir` and
+/// `--transcription-model-dir` (each optional) and starts the transcription loop.
+async fn start_speech(args: &ServeArgs) -> anyhow::Result<Speech> {
+    let mut speech = Speech::default();
+    if let Some(dir) = args.vad_model_dir.clone() {
+        let vad = tokio::task::spawn_blocking(move || duet_models::silero::SileroVad::load(&dir))
+            .await??;
+        tracing::info!("server VAD: Silero");
+        speech.vad = Some(vad);
+    }
+    if let Some(dir) = args.transcription_model_dir.clone() {
+        let device =
+            duet_models::moshi::DeviceSpec::parse(&args.device).map_err(anyhow::Error::msg)?;
+        let slots = args.transcription_streams;
+        let transcriber = tokio::task::spawn_blocking(move || {
+            duet_models::load_transcriber(&dir, &device, slots)
+        })
+        .await??;
+        speech.transcriber = Some(crate::transcribe_loop::TranscribeLoop::spawn(
+            transcriber,
+            &args.device,
+        )?);
+    }
+    Ok(speech)
 }
 
 /// Resolves on SIGINT or SIGTERM.

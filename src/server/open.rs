@@ -22,6 +22,8 @@ pub struct Opened {
     pub session: Session,
     /// The model loop's events for it.
     pub model_rx: mpsc::Receiver<ModelEvent>,
+    /// The transcription loop's events for it.
+    pub transcripts: Option<mpsc::Receiver<crate::session::TranscriptEvent>>,
     /// What the transport sends.
     pub events: EventReceiver,
 }
@@ -35,8 +37,23 @@ pub async fn open_session(
     duplex: Option<AttachmentId>,
     start: Option<crate::protocol::SessionPatch>,
     credential: &str,
+    transcription_session: bool,
 ) -> Result<Opened, duet_models::ModelError> {
     let (model, model_rx) = open_slot(state).await?;
+    let (transcriber, transcripts) = match &state.speech.transcriber {
+        Some(t) => match t.open().await {
+            Ok((port, rx)) => (
+                Some(Box::new(port) as Box<dyn crate::session::TranscriberPort>),
+                Some(rx),
+            ),
+            Err(e) => {
+                // Transcription degrades to `.failed` events; the session itself goes on.
+                tracing::warn!("no transcription stream for this session: {e}");
+                (None, None)
+            }
+        },
+        None => (None, None),
+    };
     let slot = model.slot();
     let (out, events) = queue(state.limits.max_outbound_bytes);
     let info = state.model.info();
@@ -54,6 +71,9 @@ pub async fn open_session(
         attachment: duplex.unwrap_or_default(),
         headroom: Some(headroom(&state.admissions)),
         usage: Some(state.usage.sink(credential)),
+        transcriber,
+        vad_model: state.speech.vad.clone(),
+        transcription_session,
     };
     let mut session = Session::new(params, Instant::now(), unix_secs);
     if let Some(patch) = start {
@@ -67,6 +87,7 @@ pub async fn open_session(
         credential: credential.to_string(),
         session,
         model_rx,
+        transcripts,
         events,
     })
 }
@@ -114,6 +135,7 @@ pub fn spawn_session(
         credential,
         session,
         model_rx,
+        transcripts,
         events,
     } = opened;
     let id = session.id().to_string();
@@ -135,6 +157,7 @@ pub fn spawn_session(
         session,
         in_rx,
         model_rx,
+        transcripts,
         state.lifecycle.subscribe(),
         status,
     );

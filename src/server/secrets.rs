@@ -300,22 +300,16 @@ fn issue(state: &AppState, secs: u64, patch: Option<SessionPatch>) -> Result<Val
     }))
 }
 
-/// The `session` of a mint request: a realtime session object (type `realtime`).
+/// The `session` of a mint request: a realtime or a transcription session object.
 fn session_patch(v: Value) -> Result<SessionPatch, ApiError> {
     match v.get("type").and_then(Value::as_str) {
-        Some("realtime") | None => {}
-        Some("transcription") => {
+        Some("realtime" | "transcription") | None => {}
+        Some(_) => {
             return Err(ApiError::bad_request(
-                "unsupported",
-                "transcription sessions are not supported; use type \"realtime\"",
+                "invalid_value",
+                "session.type must be \"realtime\" or \"transcription\"",
             )
             .with_param("session.type"))
-        }
-        Some(_) => {
-            return Err(
-                ApiError::bad_request("invalid_value", "session.type must be \"realtime\"")
-                    .with_param("session.type"),
-            )
         }
     }
     serde_path_to_error::deserialize::<_, SessionPatch>(v).map_err(|e| {

@@ -54,6 +54,9 @@ pub struct RealtimeQuery {
     /// Duplex extension: `1` makes this a resume socket (its first message is
     /// `session.resume`; no session is opened for it).
     pub resume: Option<String>,
+    /// `transcription` opens a transcription session (`session.created` says
+    /// `type: "transcription"`); anything else a realtime one.
+    pub intent: Option<String>,
 }
 
 /// Whether a query flag is on (`1`, `true`, `on`).
@@ -84,10 +87,11 @@ pub async fn upgrade(
         .max_frame_size(MAX_WS_MESSAGE);
     let ip = peer_ip(&peer);
     let duplex = flag_on(q.duplex.as_deref());
+    let transcription = q.intent.as_deref() == Some("transcription");
     let result = match q.call_id {
         Some(call) => upgrade_sideband(state, &call, ip, ws, &cred),
         None if duplex && flag_on(q.resume.as_deref()) => upgrade_resume(state, ws, cred),
-        None => upgrade_session(state, ip, ws, duplex, cred).await,
+        None => upgrade_session(state, ip, ws, (duplex, transcription), cred).await,
     };
     result.unwrap_or_else(IntoResponse::into_response)
 }
@@ -96,7 +100,7 @@ async fn upgrade_session(
     state: Arc<AppState>,
     ip: Option<std::net::IpAddr>,
     ws: WebSocketUpgrade,
-    duplex: bool,
+    (duplex, transcription): (bool, bool),
     cred: Credential,
 ) -> Result<Response, ApiError> {
     state.accepting()?;
@@ -108,9 +112,9 @@ async fn upgrade_session(
         .await?;
     Ok(ws.on_upgrade(move |socket| async move {
         if duplex {
-            run_durable(state, socket, admitted, cred).await;
+            run_durable(state, socket, admitted, cred, transcription).await;
         } else {
-            run(state, socket, cred).await;
+            run(state, socket, cred, transcription).await;
             drop(admitted);
         }
     }))
@@ -169,11 +173,20 @@ async fn refuse(
     let _ = sink.send(close(code, reason)).await;
 }
 
-async fn run(state: Arc<AppState>, socket: WebSocket, cred: Credential) {
+async fn run(state: Arc<AppState>, socket: WebSocket, cred: Credential, transcription: bool) {
     let (mut sink, mut stream) = socket.split();
     let start = cred.session();
     let credential = cred.usage_id();
-    let opened = match open_session(&state, Transport::WebSocket, None, start, &credential).await {
+    let opened = match open_session(
+        &state,
+        Transport::WebSocket,
+        None,
+        start,
+        &credential,
+        transcription,
+    )
+    .await
+    {
         Ok(o) => o,
         Err(e) => {
             let error = ErrorPayload::server(e.code(), e.to_string());
@@ -213,6 +226,7 @@ async fn run_durable(
     socket: WebSocket,
     admitted: super::Admitted,
     cred: Credential,
+    transcription: bool,
 ) {
     let (mut sink, stream) = socket.split();
     let attachment = AttachmentId::fresh();
@@ -224,6 +238,7 @@ async fn run_durable(
         Some(attachment),
         start,
         &credential,
+        transcription,
     )
     .await
     {

@@ -257,6 +257,20 @@ impl Conversation {
         evicted
     }
 
+    /// The newest user item with audio, if it is the newest user item.
+    pub fn last_user_audio_id(&self) -> Option<&str> {
+        let last = self.items.iter().rev().find(|s| {
+            matches!(
+                s.item,
+                Item::Message {
+                    role: Role::User,
+                    ..
+                }
+            )
+        })?;
+        last.audio.as_ref().map(|_| last.id())
+    }
+
     /// The last `n` user turns as model context, oldest first.
     pub fn user_context(&self, n: usize) -> Vec<TurnInput> {
         let mut turns: Vec<TurnInput> = self
@@ -288,7 +302,20 @@ pub fn user_turn(s: &StoredItem) -> Option<TurnInput> {
         return None;
     };
     if let Some(audio) = &s.audio {
-        return Some(TurnInput::Audio(audio.clone()));
+        let transcript = content.iter().find_map(|c| match c {
+            Content::InputAudio {
+                transcript: Some(t),
+                ..
+            } => Some(t.clone()),
+            _ => None,
+        });
+        return Some(match transcript {
+            Some(transcript) => TurnInput::Transcribed {
+                audio: audio.clone(),
+                transcript,
+            },
+            None => TurnInput::Audio(audio.clone()),
+        });
     }
     let text: Vec<&str> = content
         .iter()

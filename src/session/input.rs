@@ -5,12 +5,12 @@ use std::sync::Arc;
 
 use base64::Engine;
 use duet_media::{FrameAccumulator, SampleRing, Vad, VadConfig, VadEvent};
+use duet_models::silero::{SileroDetector, SileroVad};
 
 use super::audio_io::{Decoder, RATE};
 use super::conversation::{Placement, StoredItem};
 use super::ledger::SAMPLES_PER_MS;
 use super::Session;
-use crate::protocol::server::TranscriptionError;
 use crate::protocol::{
     codes, ids, Content, ErrorPayload, Item, ItemStatus, Role, ServerEventBody, SessionConfig,
     TurnDetection,
@@ -18,8 +18,81 @@ use crate::protocol::{
 
 /// Shortest audio a manual commit accepts: 100 ms.
 const MIN_COMMIT_SAMPLES: u64 = 100 * SAMPLES_PER_MS;
-/// Extra audio kept before the VAD onset while idle (the onset is confirmed 30 ms late).
+/// Extra audio kept before the VAD onset while idle (the onset is confirmed 30 ms late by
+/// the energy detector, up to 64 ms by Silero).
 const IDLE_MARGIN_SAMPLES: u64 = 200 * SAMPLES_PER_MS;
+/// Silero's hysteresis: inside speech a chunk stays voiced down to `threshold - 0.15`.
+const SILERO_RELEASE: f32 = 0.15;
+/// `input_audio_buffer.speech_probability` covers at least this much input.
+const METER_SAMPLES: u64 = 96 * SAMPLES_PER_MS;
+
+/// Server VAD's detector: the state machine on the input clock (`offset` is the clock when
+/// it was made), scored by Silero when a VAD model is loaded, else by window energy.
+pub(super) struct Turns {
+    pub(super) vad: Vad,
+    offset: u64,
+    silero: Option<SileroDetector>,
+}
+
+impl Turns {
+    fn new(td: &TurnDetection, model: Option<&SileroVad>, clock: u64) -> Self {
+        let cfg = vad_config(td);
+        match model.map(|m| SileroDetector::new(m.clone())) {
+            Some(Ok(silero)) => Self {
+                vad: Vad::scored(cfg, RATE, SILERO_RELEASE),
+                offset: clock,
+                silero: Some(silero),
+            },
+            other => {
+                if let Some(Err(e)) = other {
+                    tracing::warn!("Silero VAD unavailable, using the energy detector: {e}");
+                }
+                Self {
+                    vad: Vad::new(cfg, RATE),
+                    offset: clock,
+                    silero: None,
+                }
+            }
+        }
+    }
+
+    /// Feeds input; appends speech boundaries (on the detector's own clock) to `events`.
+    fn push(&mut self, pcm: &[f32], events: &mut Vec<VadEvent>) {
+        let Some(silero) = &mut self.silero else {
+            return self.vad.push(pcm, events);
+        };
+        let mut chunks = Vec::new();
+        if let Err(e) = silero.push(pcm, &mut chunks) {
+            // Degrade, never fail the session: the energy detector takes over from here.
+            tracing::warn!("Silero VAD failed, using the energy detector: {e}");
+            let cfg = self.vad.config();
+            let at = self.offset + self.vad.position();
+            self.silero = None;
+            self.vad = Vad::new(cfg, RATE);
+            self.offset = at;
+            return;
+        }
+        for c in chunks {
+            self.vad.push_scored(c.start, c.len, c.probability, events);
+        }
+    }
+
+    fn reset(&mut self) {
+        self.vad.reset();
+        if let Some(s) = &mut self.silero {
+            s.reset();
+        }
+    }
+
+    /// `silero` or `energy`.
+    pub(super) fn detector(&self) -> &'static str {
+        if self.silero.is_some() {
+            "silero"
+        } else {
+            "energy"
+        }
+    }
+}
 
 /// Input-side state of a session.
 pub struct InputState {
@@ -27,7 +100,9 @@ pub struct InputState {
     /// Uncommitted audio at 24 kHz on the input clock (samples received since the session
     /// began): dropping its oldest audio costs nothing, however full it is.
     buffer: SampleRing,
-    vad: Option<(Vad, u64)>,
+    vad: Option<Turns>,
+    /// Silero VAD weights (shared by every session), when loaded.
+    vad_model: Option<SileroVad>,
     turn: Option<TurnDetection>,
     /// Item id announced by `speech_started`, committed at `speech_stopped`.
     speech_item: Option<String>,
@@ -49,11 +124,17 @@ fn vad_config(td: &TurnDetection) -> VadConfig {
 impl InputState {
     /// Input state for a session config; `model_frame` is the model's step size, `max` the
     /// most uncommitted audio kept.
-    pub fn new(cfg: &SessionConfig, model_frame: usize, max: u64) -> Self {
+    pub fn new(
+        cfg: &SessionConfig,
+        model_frame: usize,
+        max: u64,
+        vad_model: Option<SileroVad>,
+    ) -> Self {
         let mut s = Self {
             decoder: Decoder::new(cfg.audio.input.format),
             buffer: SampleRing::new(max as usize),
             vad: None,
+            vad_model,
             turn: None,
             speech_item: None,
             to_model: FrameAccumulator::new(model_frame),
@@ -74,16 +155,24 @@ impl InputState {
                 self.vad = None;
                 self.speech_item = None;
             }
-            (Some(td), Some((vad, _))) => vad.set_config(vad_config(td)),
-            (Some(td), None) => self.vad = Some((Vad::new(vad_config(td), RATE), self.clock())),
+            (Some(td), Some(turns)) => turns.vad.set_config(vad_config(td)),
+            (Some(td), None) => {
+                self.vad = Some(Turns::new(td, self.vad_model.as_ref(), self.clock()));
+            }
         }
     }
 
     fn reset_speech(&mut self) {
         self.speech_item = None;
-        if let Some((vad, _)) = &mut self.vad {
-            vad.reset();
+        if let Some(turns) = &mut self.vad {
+            turns.reset();
         }
+    }
+
+    /// A copy of the buffered audio from input-clock position `at` on.
+    pub(super) fn buffer_from(&self, at: u64) -> Vec<f32> {
+        self.buffer
+            .copy_range(at.max(self.buffer.start()), self.clock())
     }
 
     /// Samples received since the session began.
@@ -168,21 +257,24 @@ impl Session {
         self.count(super::UsageEvent::AudioIn(pcm.len() as u64));
         let mut events = Vec::new();
         let offset = match &mut self.input.vad {
-            Some((vad, offset)) => {
-                vad.push(pcm, &mut events);
-                *offset
+            Some(turns) => {
+                turns.push(pcm, &mut events);
+                turns.offset
             }
             None => 0,
         };
         // Past the limit the ring drops its oldest audio by itself.
         self.input.buffer.push(pcm);
+        self.transcribe_live(pcm);
         let mut frames = Vec::new();
         self.input
             .to_model
             .push(pcm, |f| frames.extend_from_slice(f));
-        if !frames.is_empty() {
+        // A transcription session has no conversation with the model.
+        if !frames.is_empty() && !self.cfg.is_transcription() {
             self.model.input(frames);
         }
+        self.meter_speech(offset);
         for ev in events {
             match ev {
                 VadEvent::SpeechStarted { at_sample } => self.speech_started(at_sample + offset),
@@ -193,15 +285,41 @@ impl Session {
         report.map_or(Ok(()), Err)
     }
 
+    /// `input_audio_buffer.speech_probability`, when `include` asks for it.
+    fn meter_speech(&mut self, offset: u64) {
+        if !self
+            .cfg
+            .includes(crate::protocol::session::INCLUDE_SPEECH_PROBABILITY)
+        {
+            return;
+        }
+        let Some(turns) = &mut self.input.vad else {
+            return;
+        };
+        let detector = turns.detector();
+        if let Some(span) = turns.vad.take_meter(METER_SAMPLES) {
+            self.emit(ServerEventBody::InputAudioBufferSpeechProbability {
+                audio_start_ms: ms(span.start + offset),
+                audio_end_ms: ms(span.end + offset),
+                probability: (span.probability * 1000.0).round() / 1000.0,
+                detector,
+            });
+        }
+    }
+
     fn speech_started(&mut self, at: u64) {
         self.timers.vad_idle = None;
         let item_id = ids::item_id();
         self.input.drop_before(at);
         self.input.speech_item = Some(item_id.clone());
+        self.transcribe_speech_start(&item_id, at);
         self.emit(ServerEventBody::InputAudioBufferSpeechStarted {
             audio_start_ms: ms(at),
             item_id,
         });
+        if self.cfg.is_transcription() {
+            return; // nothing to interrupt
+        }
         let interrupt = self
             .input
             .turn
@@ -226,8 +344,10 @@ impl Session {
         if self.commit(item_id, at).is_err() {
             return;
         }
-        // An autonomous model decides itself when to answer: `create_response` does not apply.
+        // An autonomous model decides itself when to answer: `create_response` does not
+        // apply; a transcription session never answers.
         let create = !self.floor.autonomous
+            && !self.cfg.is_transcription()
             && self
                 .input
                 .turn
@@ -257,7 +377,10 @@ impl Session {
             audio_end_ms: ms(end),
             item_id: item_id.clone(),
         });
-        if self.commit(item_id, end).is_ok() && !self.floor.autonomous {
+        if self.commit(item_id, end).is_ok()
+            && !self.floor.autonomous
+            && !self.cfg.is_transcription()
+        {
             if let Err(e) = self.response_create(Default::default()) {
                 self.error(e);
             }
@@ -299,7 +422,7 @@ impl Session {
             }],
         };
         item.stamp(ids::item_id, ItemStatus::Completed);
-        let stored = StoredItem::with_audio(item.clone(), Some(audio));
+        let stored = StoredItem::with_audio(item.clone(), Some(audio.clone()));
         let evicted = self.conv.insert(Placement::End, stored)?;
         let previous_item_id = self.conv.previous_id(&item_id);
         self.emit(ServerEventBody::InputAudioBufferCommitted {
@@ -308,20 +431,7 @@ impl Session {
         });
         self.emit_item_added(previous_item_id, item, true);
         self.emit_evicted(evicted);
-        if self.cfg.audio.input.transcription.is_some() {
-            self.emit(ServerEventBody::InputAudioTranscriptionFailed {
-                item_id,
-                content_index: 0,
-                error: TranscriptionError {
-                    kind: "server_error".into(),
-                    code: codes::TRANSCRIPTION_UNAVAILABLE.into(),
-                    message: format!(
-                        "the {} model does not transcribe input audio",
-                        self.cfg.model
-                    ),
-                },
-            });
-        }
+        self.transcribe_committed(&item_id, &audio);
         Ok(())
     }
 
@@ -329,6 +439,7 @@ impl Session {
     pub(super) fn clear_input(&mut self) {
         self.input.buffer.clear();
         self.input.reset_speech();
+        self.transcribe_abandon();
         self.emit(ServerEventBody::InputAudioBufferCleared {});
     }
 

@@ -69,6 +69,8 @@ pub struct Session {
     pub(super) headroom: Option<super::Headroom>,
     /// Where usage is counted.
     pub(super) usage: Option<Arc<dyn super::UsageSink>>,
+    /// Input transcription.
+    pub(super) transcripts: super::transcripts::Transcripts,
 }
 
 impl Session {
@@ -77,6 +79,9 @@ impl Session {
     pub fn new(p: SessionParams, now: Instant, unix_secs: u64) -> Self {
         let expires_at = unix_secs + p.limits.max_session.as_secs();
         let mut cfg = SessionConfig::new(ids::session_id(), p.model_name, expires_at);
+        if p.transcription_session {
+            cfg.set_transcription();
+        }
         let autonomous = p.model.autonomous();
         if p.duplex {
             cfg.capabilities = Some(Self::capabilities(autonomous, p.model_frame));
@@ -85,7 +90,7 @@ impl Session {
             .duplex
             .then(|| super::journal::Journal::new(p.limits.journal_bytes, p.limits.journal_age));
         let lease = p.duplex.then(|| super::durable::Lease::new(p.attachment));
-        let input = InputState::new(&cfg, p.model_frame, p.limits.max_input_samples);
+        let input = InputState::new(&cfg, p.model_frame, p.limits.max_input_samples, p.vad_model);
         let floor = Floor::new(autonomous, p.limits.speak_timeout);
         Self {
             conv: Conversation::new(p.limits.max_items, p.limits.max_conversation_samples),
@@ -112,6 +117,7 @@ impl Session {
             lease,
             headroom: p.headroom,
             usage: p.usage,
+            transcripts: super::transcripts::Transcripts::new(p.transcriber),
         }
     }
 
@@ -272,6 +278,7 @@ impl Session {
             t.drain,
             Some(t.last_activity + self.limits.idle),
             self.lease_deadline(),
+            self.transcripts.deadline(),
         ]
         .into_iter()
         .flatten()
@@ -306,6 +313,7 @@ impl Session {
         if self.floor.speak_deadline.is_some_and(|at| now >= at) {
             self.speak_timed_out();
         }
+        self.transcript_wait_over(now);
     }
 
     /// No client event and no audio for [`Limits::idle`].
@@ -375,6 +383,12 @@ impl Session {
                 self.item_truncate(&item_id, content_index, audio_end_ms)
             }
             ClientEvent::ConversationItemDelete { item_id } => self.item_delete(&item_id),
+            ClientEvent::ResponseCreate { .. } if self.cfg.is_transcription() => {
+                Err(ErrorPayload::invalid(
+                    codes::INVALID_EVENT_FOR_SESSION,
+                    "response.create does not apply to a transcription session: it transcribes the input and never responds",
+                ))
+            }
             ClientEvent::ResponseCreate { response } => {
                 self.response_create(response.map(|b| *b).unwrap_or_default())
             }

@@ -28,6 +28,7 @@ mod signals;
 mod subscribers;
 #[cfg(test)]
 mod tests;
+mod transcripts;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -39,7 +40,10 @@ use crate::protocol::{Envelope, ErrorPayload};
 pub use durable::SessionState;
 pub use machine::Session;
 pub use outbound::{queue, Abort, Delivery, EventReceiver, EventSender, Held, Received, Rendered};
-pub use port::{Epoch, MediaSink, ModelEvent, ModelPort, PlaybackTag, UsageEvent, UsageSink};
+pub use port::{
+    Epoch, MediaSink, ModelEvent, ModelPort, PlaybackTag, TranscriberPort, TranscriptEvent,
+    UsageEvent, UsageSink,
+};
 pub use signals::{MediaReport, MediaSignals};
 pub use subscribers::{busy_error, too_large_error};
 
@@ -252,6 +256,12 @@ pub struct SessionParams {
     pub headroom: Option<Headroom>,
     /// Where its usage is counted.
     pub usage: Option<Arc<dyn UsageSink>>,
+    /// Its stream on the transcriber (none: transcription is unavailable).
+    pub transcriber: Option<Box<dyn TranscriberPort>>,
+    /// Silero VAD for server VAD (none: the energy detector).
+    pub vad_model: Option<duet_models::silero::SileroVad>,
+    /// Opens as a transcription session (`?intent=transcription`).
+    pub transcription_session: bool,
 }
 
 /// Reads the server's admission headroom: (limit, remaining).
@@ -316,11 +326,16 @@ pub async fn run(
     mut session: Session,
     mut inbox: mpsc::Receiver<Inbound>,
     mut model_rx: mpsc::Receiver<ModelEvent>,
+    transcripts: Option<mpsc::Receiver<TranscriptEvent>>,
     mut lifecycle: watch::Receiver<Lifecycle>,
     status: Arc<SessionStatus>,
 ) {
     session.start(now());
     let mut lifecycle_open = true;
+    let (mut transcripts, mut transcripts_open) = match transcripts {
+        Some(rx) => (rx, true),
+        None => (mpsc::channel(1).1, false),
+    };
     if let Lifecycle::Draining { deadline } = *lifecycle.borrow_and_update() {
         session.drain(deadline, now());
     }
@@ -346,6 +361,10 @@ pub async fn run(
             ev = model_rx.recv() => match ev {
                 Some(ev) => session.on_model(ev, now()),
                 None => session.model_gone(now()),
+            },
+            ev = transcripts.recv(), if transcripts_open => match ev {
+                Some(ev) => session.on_transcript(ev, now()),
+                None => transcripts_open = false,
             },
             changed = lifecycle.changed(), if lifecycle_open => match changed {
                 Ok(()) => {

@@ -3,6 +3,8 @@
 //! ([`MediaSink`]), and the newtypes that cross them ([`Epoch`], [`PlaybackTag`]). The core
 //! calls ports and never knows whether a model loop thread or a test script is behind them.
 
+use std::sync::Arc;
+
 use duet_models::{Request, StepOutput};
 
 /// The interruption fence: every cancel, clear or barge-in advances it, and model output
@@ -85,4 +87,25 @@ pub enum UsageEvent {
 pub trait UsageSink: Send + Sync {
     /// Counts `event`.
     fn record(&self, event: UsageEvent);
+}
+
+/// The session's stream on a transcriber (input transcription, transcription sessions).
+pub trait TranscriberPort: Send {
+    /// The transcriber's name (the transcription `model` the session reports).
+    fn name(&self) -> &str;
+    /// Streaming: it hears the utterance as it arrives; otherwise it gets the committed
+    /// item's audio whole.
+    fn streaming(&self) -> bool;
+    /// Sends 24 kHz audio of the utterance that becomes item `item_id`; `end`: the item was
+    /// committed, answer it.
+    fn send(&self, item_id: Arc<str>, pcm: Arc<[f32]>, end: bool, logprobs: bool);
+}
+
+/// What a transcriber sends back to its session.
+#[derive(Debug)]
+pub struct TranscriptEvent {
+    /// The user item the audio belongs to.
+    pub item_id: Arc<str>,
+    /// The answer, or why the utterance could not be transcribed.
+    pub output: Result<duet_models::TranscribeOutput, String>,
 }

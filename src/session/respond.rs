@@ -176,10 +176,10 @@ impl Session {
             part: active.part(),
         });
         self.timers.vad_idle = None;
-        if let Some(request) = request {
-            self.model.request(self.epoch, request);
-        }
         self.active = Some(active);
+        if let Some(request) = request {
+            self.request_model(request);
+        }
     }
 
     /// The response's (empty) assistant item joins the conversation.
@@ -243,6 +243,9 @@ impl Session {
 
     /// A model step (already past the epoch fence).
     pub(super) fn on_model_output(&mut self, out: StepOutput) {
+        if self.cfg.is_transcription() {
+            return; // a transcription session never responds
+        }
         if self.floor.autonomous {
             return self.on_autonomous_output(out);
         }

@@ -51,7 +51,9 @@ pub(super) struct Streamed {
 pub(super) fn input_tokens(turns: &[TurnInput]) -> (u64, u64) {
     turns.iter().fold((0, 0), |(t, a), turn| match turn {
         TurnInput::Text(s) => (t + s.split_whitespace().count() as u64, a),
-        TurnInput::Audio(pcm) => (t, a + (pcm.len() as u64).div_ceil(SAMPLES_PER_TOKEN)),
+        TurnInput::Audio(pcm) | TurnInput::Transcribed { audio: pcm, .. } => {
+            (t, a + (pcm.len() as u64).div_ceil(SAMPLES_PER_TOKEN))
+        }
     })
 }
 

@@ -24,7 +24,7 @@
 // Exits 0 on success; otherwise prints what failed, the page's event types and console, saves
 // tests/artifacts/demo-failure.png and exits 1. Never downloads a browser.
 
-import { mkdtempSync, mkdirSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -57,12 +57,15 @@ function parseArgs(argv) {
     else if (a === '--no-websocket') opts.websocket = false;
     else if (a === '--scenario') opts.scenario = val();
     else if (a === '--expect-demo-secret') opts.demoSecret = true;
+    else if (a === '--mic-wav') opts.micWav = val();
+    else if (a === '--expect-words') opts.words = val().split(/\s+/).filter(Boolean);
     else if (a === '-h' || a === '--help') {
-      console.log('usage: node demo.mjs --url http://127.0.0.1:PORT/ [--chromium PATH] [--artifacts DIR] [--timeout SECS] [--no-websocket] [--scenario echo|moshi]');
+      console.log('usage: node demo.mjs --url http://127.0.0.1:PORT/ [--chromium PATH] [--artifacts DIR] [--timeout SECS] [--no-websocket] [--scenario echo|moshi|speech] [--mic-wav FILE --expect-words "w1 w2"]');
       process.exit(0);
     } else fail(`unknown argument ${a}`);
   }
-  if (!['echo', 'moshi'].includes(opts.scenario)) fail(`--scenario must be echo or moshi, not ${opts.scenario}`);
+  if (!['echo', 'moshi', 'speech'].includes(opts.scenario)) fail(`--scenario must be echo, moshi or speech, not ${opts.scenario}`);
+  if (opts.scenario === 'speech' && (!opts.micWav || !opts.words)) fail('--scenario speech needs --mic-wav FILE and --expect-words');
   return opts;
 }
 
@@ -322,6 +325,47 @@ async function webrtcScenario(page, opts, requests) {
   return { latencyMs: voiceTurn.latencyMs };
 }
 
+/** A server with the real speech models: the fake mic says a sentence (--mic-wav); the
+ *  page shows the user's own words as they are transcribed, the echo model answers them, and
+ *  the Speech meter showed Silero's probability. */
+async function speechScenario(page, opts) {
+  step('speech: open the page and connect over WebRTC');
+  await page.goto(opts.url, { waitUntil: 'load', timeout: 10000 });
+  await until(page, 'window.duet', () => !!window.duet, null, 5000);
+  await page.click('[data-testid="connect"]');
+  await until(page, 'state "connected"', () => window.duet.state === 'connected' || (window.duet.state === 'failed' && 'failed'), null, 10000)
+    .then((v) => ok(v === true, 'state is connected', v));
+  const update = await waitEvent(page, 'session.update', { dir: 'out' }, 5000);
+  ok(update.event.session.audio.input.transcription != null, 'the page asks for input transcription', update.event.session);
+  await waitEvent(page, 'session.updated', {}, 5000);
+
+  step('speech: the fake mic says a sentence');
+  const stopped = await waitEvent(page, 'input_audio_buffer.speech_stopped', {}, 15000);
+  const completed = await waitEvent(page, 'conversation.item.input_audio_transcription.completed', { since: stopped.t }, 15000);
+  const heard = completed.event.transcript;
+  for (const w of opts.words) ok(heard.toLowerCase().includes(w), `the transcript has "${w}"`, heard);
+  const user = await until(page, 'the user bubble with the words',
+    (id) => (window.duet.transcripts.find((t) => t.role === 'user' && t.itemId === id) || window.duet.transcripts.find((t) => t.role === 'user')) || null,
+    completed.event.item_id, 5000);
+  ok(user.text.includes(heard.trim()), 'the conversation shows the user\'s words', user);
+  const done = await waitEvent(page, 'response.done', { since: stopped.t }, 15000);
+  const said = done.event.response.output[0].content[0].transcript;
+  ok(said === `You said: ${heard.trim()}`, 'the echo model answers the words', said);
+  const meters = await page.evaluate(() => window.duet.log.filter((e) => e.type === 'input_audio_buffer.speech_probability').map((e) => e.event));
+  ok(meters.length > 10 && meters.every((m) => m.detector === 'silero'), `Silero speech probability events (${meters.length})`);
+  ok(Math.max(...meters.map((m) => m.probability)) > 0.8, 'the probability rose with the speech', Math.max(...meters.map((m) => m.probability)));
+  const meterWidth = await page.evaluate(() => document.querySelector('[data-testid="meter-vad"] span').style.width);
+  ok(/%$/.test(meterWidth), `the Speech meter is drawn (${meterWidth})`);
+  ok((await page.locator('[data-testid="vad-detector"]').innerText()).includes('silero'), 'the meter names its detector');
+  const transcript = await page.locator('[data-testid="transcript"]').innerText();
+  ok(transcript.includes(heard.trim()), 'the words are on the page', transcript.slice(0, 300));
+  mkdirSync(opts.artifacts, { recursive: true });
+  const shot = join(opts.artifacts, 'demo-speech.png');
+  await page.screenshot({ path: shot, fullPage: true });
+  console.log(`  screenshot: ${shot}`);
+  return { heard, latencyMs: Math.round(completed.t - stopped.t) };
+}
+
 async function websocketScenario(page, opts) {
   step('WebSocket: open the page, pick the fallback, connect');
   await page.goto(opts.url, { waitUntil: 'load', timeout: 10000 });
@@ -447,7 +491,7 @@ async function main() {
 
   const tmp = mkdtempSync(join(tmpdir(), 'duet-browser-'));
   const wavPath = join(tmp, 'mic.wav');
-  writeFileSync(wavPath, micWav());
+  writeFileSync(wavPath, opts.micWav ? readFileSync(opts.micWav) : micWav());
   const profile = join(tmp, 'profile');
   mkdirSync(profile);
 
@@ -498,6 +542,8 @@ async function main() {
   try {
     if (opts.scenario === 'moshi') {
       summary.moshi = await moshiScenario(page, opts, requests);
+    } else if (opts.scenario === 'speech') {
+      summary.speech = await speechScenario(page, opts);
     } else {
       summary.webrtc = await webrtcScenario(page, opts, requests);
     }
@@ -509,7 +555,9 @@ async function main() {
     }
     const pageErrors = consoleLines.filter((l) => l.startsWith('[pageerror]'));
     ok(pageErrors.length === 0, 'no uncaught page errors', pageErrors);
-    if (summary.moshi) {
+    if (summary.speech) {
+      console.log(`PASS: ${results.length} checks in ${elapsed()}; heard ${JSON.stringify(summary.speech.heard)}, transcript ${summary.speech.latencyMs} ms after speech_stopped`);
+    } else if (summary.moshi) {
       console.log(`PASS: ${results.length} checks in ${elapsed()}; the model spoke ${summary.moshi.speakMs} ms after session.created, ${summary.moshi.speaks} response.speak`);
     } else {
       console.log(`PASS: ${results.length} checks in ${elapsed()}; voice-turn latency WebRTC ${summary.webrtc.latencyMs} ms`

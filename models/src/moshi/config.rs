@@ -97,6 +97,24 @@ pub struct MimiOverrides {
     quantizer_dim: Option<usize>,
 }
 
+impl MimiOverrides {
+    /// Sets the overridden fields of `mc` (`dimension` is the SEANet's and the transformer's).
+    pub(crate) fn apply(&self, mc: &mut mimi::Config) {
+        if let Some(d) = self.dimension {
+            mc.seanet.dimension = d;
+            mc.transformer.d_model = d;
+        }
+        set(&mut mc.seanet.n_filters, self.n_filters);
+        set(&mut mc.transformer.num_layers, self.transformer_layers);
+        set(&mut mc.transformer.num_heads, self.transformer_heads);
+        set(&mut mc.transformer.dim_feedforward, self.transformer_ff);
+        set(&mut mc.transformer.context, self.transformer_context);
+        set(&mut mc.quantizer_n_q, self.codebooks);
+        set(&mut mc.quantizer_bins, self.bins);
+        set(&mut mc.quantizer_dim, self.quantizer_dim);
+    }
+}
+
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileConfig {
@@ -149,20 +167,7 @@ impl MoshiConfig {
         if let Some(c) = file.context {
             cfg.lm.transformer.context = c;
         }
-        let m = &file.mimi;
-        let mc = &mut cfg.mimi;
-        if let Some(d) = m.dimension {
-            mc.seanet.dimension = d;
-            mc.transformer.d_model = d;
-        }
-        set(&mut mc.seanet.n_filters, m.n_filters);
-        set(&mut mc.transformer.num_layers, m.transformer_layers);
-        set(&mut mc.transformer.num_heads, m.transformer_heads);
-        set(&mut mc.transformer.dim_feedforward, m.transformer_ff);
-        set(&mut mc.transformer.context, m.transformer_context);
-        set(&mut mc.quantizer_n_q, m.codebooks);
-        set(&mut mc.quantizer_bins, m.bins);
-        set(&mut mc.quantizer_dim, m.quantizer_dim);
+        file.mimi.apply(&mut cfg.mimi);
         cfg.validate()?;
         Ok(cfg)
     }
@@ -254,8 +259,12 @@ pub const MAX_ACOUSTIC_DELAY: usize = 16;
 /// The KV cache is allocated for it up front, per slot.
 pub const MAX_CONTEXT: usize = 1 << 16;
 
-/// The shape rules upstream's constructors assume (they divide by these).
-fn check_transformer(t: &moshi::transformer::Config, min_context: usize) -> Result<(), String> {
+/// The shape rules upstream's constructors assume (they divide by these), with a context of
+/// `min_context` steps (at least 1) to [`MAX_CONTEXT`].
+pub(crate) fn check_transformer(
+    t: &moshi::transformer::Config,
+    min_context: usize,
+) -> Result<(), String> {
     if t.num_heads == 0 || t.kv_repeat == 0 {
         return Err(format!(
             "num_heads {} and kv_repeat {} must be at least 1",

@@ -5,6 +5,9 @@
 //! (moshi 0.6.4), so a reused slot would attend to the previous caller's last seconds. This
 //! builds the same modules from the same tensor names (a test checks them against upstream's
 //! constructor), steps them the same way, and resets every part of a slot.
+//!
+//! The encoder half ([`BatchedEncoder`]) stands alone too: speech-to-text
+//! (`kyutai_stt`) never decodes, so it builds neither the decoder nor its per-slot KV cache.
 
 use candle::{Result, Tensor};
 use candle_nn::VarBuilder;
@@ -15,41 +18,30 @@ use moshi::seanet::{SeaNetDecoder, SeaNetEncoder};
 use moshi::transformer::Transformer;
 use moshi::{StreamMask, StreamTensor, StreamingModule};
 
-/// The codec for `batch` sessions; each step takes `[batch, 1, 1920]` samples.
+/// Mimi's encoder for `batch` streams (SEANet encoder, encoder transformer, downsampling,
+/// quantizer); each step takes `[batch, 1, 1920]` samples.
 #[derive(Clone, Debug)]
-pub struct BatchedMimi {
+pub struct BatchedEncoder {
     encoder: SeaNetEncoder,
-    decoder: SeaNetDecoder,
-    encoder_transformer: Transformer,
-    decoder_transformer: Transformer,
+    transformer: Transformer,
     downsample: ConvDownsample1d,
-    upsample: ConvTrUpsample1d,
     quantizer: SplitResidualVectorQuantizer,
     batch: usize,
 }
 
-impl BatchedMimi {
+impl BatchedEncoder {
     /// Builds it from Mimi's weights.
     pub fn new(batch: usize, cfg: &Config, vb: VarBuilder) -> Result<Self> {
         let dim = cfg.seanet.dimension;
-        let encoder_frame_rate =
-            cfg.sample_rate / cfg.seanet.ratios.iter().product::<usize>() as f64;
-        let stride = (encoder_frame_rate / cfg.frame_rate) as usize;
         Ok(Self {
             encoder: SeaNetEncoder::new(&cfg.seanet, vb.pp("encoder"))?,
-            decoder: SeaNetDecoder::new(&cfg.seanet, vb.pp("decoder"))?,
-            encoder_transformer: Transformer::new(
+            transformer: Transformer::new(
                 Some(batch),
                 dim,
                 &cfg.transformer,
                 vb.pp("encoder_transformer"),
             )?,
-            decoder_transformer: Transformer::new(
-                Some(batch),
-                dim,
-                &cfg.transformer,
-                vb.pp("decoder_transformer"),
-            )?,
+            downsample: ConvDownsample1d::new(stride(cfg), dim, true, true, vb.pp("downsample"))?,
             quantizer: SplitResidualVectorQuantizer::new(
                 cfg.quantizer_dim,
                 Some(dim),
@@ -58,8 +50,61 @@ impl BatchedMimi {
                 cfg.quantizer_bins,
                 vb.pp("quantizer"),
             )?,
-            downsample: ConvDownsample1d::new(stride, dim, true, true, vb.pp("downsample"))?,
-            upsample: ConvTrUpsample1d::new(stride, dim, true, true, vb.pp("upsample"))?,
+            batch,
+        })
+    }
+
+    /// Audio `[batch, 1, samples]` → codes `[batch, n_q, frames]` (none until a frame is
+    /// complete). Rows whose mask is false keep their state.
+    pub fn encode_step(&mut self, xs: &Tensor, m: &StreamMask) -> Result<Option<Tensor>> {
+        let xs = self
+            .encoder
+            .step(&StreamTensor::from_tensor(xs.clone()), m)?;
+        let xs = self.transformer.step(&xs, m)?;
+        let xs = self.downsample.step(&xs, m)?;
+        xs.as_option().map(|x| self.quantizer.encode(x)).transpose()
+    }
+
+    /// Fresh state for one slot, in every part.
+    pub fn reset_slot(&mut self, slot: usize) -> Result<()> {
+        let b = self.batch;
+        self.encoder.reset_batch_idx(slot, b)?;
+        self.transformer.reset_batch_idx(slot, b)?;
+        self.downsample.reset_batch_idx(slot, b)?;
+        Ok(())
+    }
+}
+
+/// Encoder frames per codec frame: the down- and upsampling stride.
+fn stride(cfg: &Config) -> usize {
+    let encoder_frame_rate = cfg.sample_rate / cfg.seanet.ratios.iter().product::<usize>() as f64;
+    (encoder_frame_rate / cfg.frame_rate) as usize
+}
+
+/// The codec for `batch` sessions; each step takes `[batch, 1, 1920]` samples.
+#[derive(Clone, Debug)]
+pub struct BatchedMimi {
+    encoder: BatchedEncoder,
+    decoder: SeaNetDecoder,
+    decoder_transformer: Transformer,
+    upsample: ConvTrUpsample1d,
+    batch: usize,
+}
+
+impl BatchedMimi {
+    /// Builds it from Mimi's weights.
+    pub fn new(batch: usize, cfg: &Config, vb: VarBuilder) -> Result<Self> {
+        let dim = cfg.seanet.dimension;
+        Ok(Self {
+            encoder: BatchedEncoder::new(batch, cfg, vb.clone())?,
+            decoder: SeaNetDecoder::new(&cfg.seanet, vb.pp("decoder"))?,
+            decoder_transformer: Transformer::new(
+                Some(batch),
+                dim,
+                &cfg.transformer,
+                vb.pp("decoder_transformer"),
+            )?,
+            upsample: ConvTrUpsample1d::new(stride(cfg), dim, true, true, vb.pp("upsample"))?,
             batch,
         })
     }
@@ -67,18 +112,13 @@ impl BatchedMimi {
     /// Audio `[batch, 1, samples]` → codes `[batch, n_q, frames]` (empty until a frame is
     /// complete). Rows whose mask is false keep their state.
     pub fn encode_step(&mut self, xs: &Tensor, m: &StreamMask) -> Result<Option<Tensor>> {
-        let xs = self
-            .encoder
-            .step(&StreamTensor::from_tensor(xs.clone()), m)?;
-        let xs = self.encoder_transformer.step(&xs, m)?;
-        let xs = self.downsample.step(&xs, m)?;
-        xs.as_option().map(|x| self.quantizer.encode(x)).transpose()
+        self.encoder.encode_step(xs, m)
     }
 
     /// Codes `[batch, n, 1]` → audio `[batch, 1, samples]`. Rows whose mask is false keep
     /// their state.
     pub fn decode_step(&mut self, codes: &Tensor, m: &StreamMask) -> Result<Option<Tensor>> {
-        let emb = StreamTensor::from_tensor(self.quantizer.decode(codes)?);
+        let emb = StreamTensor::from_tensor(self.encoder.quantizer.decode(codes)?);
         let emb = self.upsample.step(&emb, m)?;
         let out = self.decoder_transformer.step(&emb, m)?;
         Ok(self.decoder.step(&out, m)?.as_option().cloned())
@@ -87,9 +127,7 @@ impl BatchedMimi {
     /// Fresh state for one slot, in every part (both transformers included).
     pub fn reset_slot(&mut self, slot: usize) -> Result<()> {
         let b = self.batch;
-        self.encoder.reset_batch_idx(slot, b)?;
-        self.encoder_transformer.reset_batch_idx(slot, b)?;
-        self.downsample.reset_batch_idx(slot, b)?;
+        self.encoder.reset_slot(slot)?;
         self.upsample.reset_batch_idx(slot, b)?;
         self.decoder_transformer.reset_batch_idx(slot, b)?;
         self.decoder.reset_batch_idx(slot, b)?;

@@ -24,9 +24,9 @@ mod depformer;
 /// Header checks run on weights files before candle opens them, so that a file lying about
 /// its lengths is an error instead of an allocation that aborts the process.
 pub mod filecheck;
-mod mimi;
+pub(crate) mod mimi;
 mod sampler;
-mod spm;
+pub(crate) mod spm;
 mod step;
 pub mod tiny;
 
@@ -208,28 +208,10 @@ impl MoshiModel {
         let cfg = files.config(&opts.preset)?;
         let device = opts.device.open()?;
         let text = load_tokenizer(&files.tokenizer, cfg.lm.text_out_vocab_size)?;
-        let lm_vb = lm_var_builder(&files.lm, &device)?;
-        filecheck::check_safetensors(&files.mimi)?;
-        // SAFETY: as for the LM, a read-only mapping of a file nobody writes.
-        let mimi_vb = unsafe {
-            candle_nn::VarBuilder::from_mmaped_safetensors(&[&files.mimi], DType::F32, &device)
-        }
-        .map_err(unreadable(&files.mimi))?;
-        let ctx = |f: &Path| {
-            let extra = match &files.config {
-                Some(_) => format!(" in {}", config::CONFIG_FILE),
-                None => format!(" of preset {}", opts.preset),
-            };
-            format!("{} does not match the architecture{extra}", f.display())
-        };
-        Self::build_named(
-            cfg,
-            (lm_vb, &ctx(&files.lm)),
-            (mimi_vb, &ctx(&files.mimi)),
-            text,
-            device,
-            opts,
-        )
+        let config_file = files.config.as_ref().map(|_| config::CONFIG_FILE);
+        let (lm, mimi) =
+            release_weights(&files.lm, &files.mimi, &device, config_file, &opts.preset)?;
+        Self::build_named(cfg, (lm.0, &lm.1), (mimi.0, &mimi.1), text, device, opts)
     }
 
     /// Builds from any var builders (the loader above, or generated weights).
@@ -323,9 +305,37 @@ impl MoshiModel {
     }
 }
 
+/// The LM's var builder and the error context to give its constructor (what to name when
+/// the weights do not fit the architecture).
+pub(crate) type LmWeights = (MaybeQuantizedVarBuilder<'static>, String);
+/// Mimi's var builder and its error context, as [`LmWeights`].
+pub(crate) type MimiWeights = (candle_nn::VarBuilder<'static>, String);
+
+/// A Kyutai release's two weights files mapped on `device`: the LM ([`lm_var_builder`])
+/// and Mimi (f32). Each comes with the context that names its file and where the
+/// architecture came from: the directory's `config_file` when it has one, else the preset.
+pub(crate) fn release_weights(
+    lm: &Path,
+    mimi: &Path,
+    device: &Device,
+    config_file: Option<&str>,
+    preset: &str,
+) -> Result<(LmWeights, MimiWeights), ModelError> {
+    let lm_vb = lm_var_builder(lm, device)?;
+    let mimi_vb = mapped_safetensors(mimi, DType::F32, device)?;
+    let ctx = |file: &Path| {
+        let extra = match config_file {
+            Some(name) => format!(" in {name}"),
+            None => format!(" of preset {preset}"),
+        };
+        format!("{} does not match the architecture{extra}", file.display())
+    };
+    Ok(((lm_vb, ctx(lm)), (mimi_vb, ctx(mimi))))
+}
+
 /// Reads the SentencePiece tokenizer, refusing one with fewer pieces than the model's text
 /// vocabulary (its tokens would have no text).
-fn load_tokenizer(path: &Path, text_vocab: usize) -> Result<TextDecoder, ModelError> {
+pub(crate) fn load_tokenizer(path: &Path, text_vocab: usize) -> Result<TextDecoder, ModelError> {
     let tok =
         std::fs::read(path).map_err(|e| ModelError::Failed(format!("{}: {e}", path.display())))?;
     let text = TextDecoder::parse(&tok).map_err(|e| {
@@ -356,23 +366,31 @@ fn lm_var_builder(
         let vb = candle_transformers_gguf(path, device).map_err(unreadable(path))?;
         return Ok(MaybeQuantizedVarBuilder::Quantized(vb));
     }
-    filecheck::check_safetensors(path)?;
-    // SAFETY: the weights file is mapped read-only; Duet never writes it, and the operator
-    // must not modify it while the server runs (as with any mmaped model).
-    let vb = unsafe {
-        candle_nn::VarBuilder::from_mmaped_safetensors(&[path], lm_dtype(device), device)
-    }
-    .map_err(unreadable(path))?;
+    let vb = mapped_safetensors(path, lm_dtype(device), device)?;
     Ok(MaybeQuantizedVarBuilder::Real(vb))
 }
 
+/// A safetensors weights file mapped as `dtype`, its header checked first ([`filecheck`]).
+fn mapped_safetensors(
+    path: &Path,
+    dtype: DType,
+    device: &Device,
+) -> Result<candle_nn::VarBuilder<'static>, ModelError> {
+    filecheck::check_safetensors(path)?;
+    // SAFETY: the weights file is mapped read-only; Duet never writes it, and the operator
+    // must not modify it while the server runs (as with any mmaped model).
+    unsafe { candle_nn::VarBuilder::from_mmaped_safetensors(&[path], dtype, device) }
+        .map_err(unreadable(path))
+}
+
 /// Maps candle's error on reading a weights file to one that names the file.
-fn unreadable(path: &Path) -> impl Fn(candle::Error) -> ModelError {
+pub(crate) fn unreadable(path: &Path) -> impl Fn(candle::Error) -> ModelError {
     let name = path.display().to_string();
     move |e| ModelError::Failed(format!("cannot read {name}: {e}"))
 }
 
-fn lm_dtype(device: &Device) -> DType {
+/// The LM's dtype: bf16 on a GPU (as the release), f32 on the CPU.
+pub(crate) fn lm_dtype(device: &Device) -> DType {
     if device.is_cpu() {
         DType::F32
     } else {

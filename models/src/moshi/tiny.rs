@@ -6,6 +6,9 @@
 //!   production loader ([`super::MoshiModel::load`]) reads it like a real release.
 //! * [`random_model`]: any architecture (e.g. full-size Moshiko) with random weights made
 //!   directly on the device, for benchmarks. No file involved.
+//!
+//! The recorder and the file writers are shared with `kyutai_stt::tiny`, whose model is
+//! built from the same upstream modules.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -33,22 +36,27 @@ pub fn tiny_config() -> MoshiConfig {
 
 /// How a recorder fills the tensors it is asked for.
 #[derive(Clone, Copy, Debug)]
-enum Fill {
+pub(crate) enum Fill {
     /// Values from a generator seeded by (seed, tensor name): reproducible, CPU.
     Seeded(u64),
     /// `randn` on the device (fast for billions of parameters; not reproducible).
     Device,
+    /// A broadcast zero: names and shapes only, nothing allocated.
+    Shape,
 }
 
+/// Tensors by name.
+pub(crate) type Tensors = HashMap<String, Tensor>;
+
 /// A `SimpleBackend` that invents every tensor it is asked for and remembers it.
-struct Recorder {
+pub(crate) struct Recorder {
     fill: Fill,
-    tensors: Arc<Mutex<HashMap<String, Tensor>>>,
+    tensors: Arc<Mutex<Tensors>>,
 }
 
 impl Recorder {
     /// A recorder and a handle on what it records.
-    fn new(fill: Fill) -> (Self, Arc<Mutex<HashMap<String, Tensor>>>) {
+    pub(crate) fn new(fill: Fill) -> (Self, Arc<Mutex<Tensors>>) {
         let tensors = Arc::new(Mutex::new(HashMap::new()));
         let rec = Self {
             fill,
@@ -64,6 +72,9 @@ impl Recorder {
         dtype: DType,
         dev: &Device,
     ) -> candle::Result<Tensor> {
+        if let Fill::Shape = self.fill {
+            return Tensor::zeros((), dtype, dev)?.broadcast_as(shape);
+        }
         let leaf = name.rsplit('.').next().unwrap_or(name);
         let is_norm = leaf == "alpha"
             || (leaf == "weight" && name.contains("norm"))
@@ -85,6 +96,7 @@ impl Recorder {
             _ => 0.02,
         };
         match self.fill {
+            Fill::Shape => unreachable!("handled above"),
             Fill::Device => Tensor::randn(0f32, std, shape, dev)?.to_dtype(dtype),
             Fill::Seeded(seed) => {
                 let mut rng = ChaCha8Rng::seed_from_u64(seed ^ fnv1a(name));
@@ -154,27 +166,38 @@ fn normal(rng: &mut ChaCha8Rng) -> f32 {
     (-2.0 * u1.ln()).sqrt() * (std::f32::consts::TAU * u2).cos()
 }
 
-type Tensors = HashMap<String, Tensor>;
-
-fn drain(map: Arc<Mutex<Tensors>>) -> Tensors {
+/// What a recorder recorded.
+pub(crate) fn drain(map: Arc<Mutex<Tensors>>) -> Tensors {
     std::mem::take(&mut *map.lock().unwrap_or_else(|p| p.into_inner()))
 }
 
-/// Every (name, shape) the LM and Mimi constructors of `cfg` ask for, with values.
-fn record(
-    cfg: &MoshiConfig,
+/// Every (name, shape) upstream's `LmModel::new` and `Mimi::new` ask for, with values: the
+/// tensors of the release's two files (the LM's as `lm_dtype`, Mimi's as f32).
+pub(crate) fn record(
+    lm_cfg: &moshi::lm::Config,
+    mimi_cfg: &moshi::mimi::Config,
     fill: Fill,
     lm_dtype: DType,
     dev: &Device,
 ) -> candle::Result<(Tensors, Tensors)> {
     let (rec, lm) = Recorder::new(fill);
     let vb = VarBuilder::from_backend(Box::new(rec), lm_dtype, dev.clone());
-    // Upstream's own constructor (with its depformer) is the schema of the file.
-    moshi::lm::LmModel::new(&cfg.lm, MaybeQuantizedVarBuilder::Real(vb))?;
+    // Upstream's own constructor (with its depformer, if any) is the schema of the file.
+    moshi::lm::LmModel::new(lm_cfg, MaybeQuantizedVarBuilder::Real(vb))?;
     let (rec, mimi) = Recorder::new(fill);
     let vb = VarBuilder::from_backend(Box::new(rec), DType::F32, dev.clone());
-    moshi::mimi::Mimi::new(cfg.mimi.clone(), vb)?;
+    moshi::mimi::Mimi::new(mimi_cfg.clone(), vb)?;
     Ok((drain(lm), drain(mimi)))
+}
+
+/// Var builders over recorders that make random tensors on `device` (the LM's in
+/// [`super::lm_dtype`], Mimi's in f32), for models that need no file.
+pub(crate) fn random_var_builders(device: &Device) -> (VarBuilder<'static>, VarBuilder<'static>) {
+    let (rec, _) = Recorder::new(Fill::Device);
+    let lm = VarBuilder::from_backend(Box::new(rec), super::lm_dtype(device), device.clone());
+    let (rec, _) = Recorder::new(Fill::Device);
+    let mimi = VarBuilder::from_backend(Box::new(rec), DType::F32, device.clone());
+    (lm, mimi)
 }
 
 /// The tensor names and shapes Duet's loader asks for (batched LM, batched depformer,
@@ -186,17 +209,24 @@ pub fn loader_schema(cfg: &MoshiConfig) -> Result<Vec<(String, Vec<usize>)>, Mod
     let (rec, mimi) = Recorder::new(Fill::Seeded(0));
     let vb = VarBuilder::from_backend(Box::new(rec), DType::F32, Device::Cpu);
     super::mimi::BatchedMimi::new(1, &cfg.mimi, vb).map_err(err("schema"))?;
-    Ok(schema(&drain(lm), &drain(mimi)))
+    Ok(named_shapes(&drain(lm), &drain(mimi)))
 }
 
 /// Upstream's schema of the two files for `cfg` (its `LmModel::new` and `Mimi::new`).
 pub fn upstream_schema(cfg: &MoshiConfig) -> Result<Vec<(String, Vec<usize>)>, ModelError> {
-    let (lm, mimi) =
-        record(cfg, Fill::Seeded(0), DType::F32, &Device::Cpu).map_err(err("schema"))?;
-    Ok(schema(&lm, &mimi))
+    let (lm, mimi) = record(
+        &cfg.lm,
+        &cfg.mimi,
+        Fill::Seeded(0),
+        DType::F32,
+        &Device::Cpu,
+    )
+    .map_err(err("schema"))?;
+    Ok(named_shapes(&lm, &mimi))
 }
 
-fn schema(lm: &Tensors, mimi: &Tensors) -> Vec<(String, Vec<usize>)> {
+/// Every (name, shape) of two files' tensors, prefixed `lm:` / `mimi:`, sorted.
+pub(crate) fn named_shapes(lm: &Tensors, mimi: &Tensors) -> Vec<(String, Vec<usize>)> {
     let mut v: Vec<_> = lm
         .iter()
         .map(|(k, t)| (format!("lm:{k}"), t.dims().to_vec()))
@@ -234,8 +264,14 @@ pub fn write_tiny_dir(dir: &Path, seed: u64, q8: bool) -> Result<(), ModelError>
     let io = |e: std::io::Error| ModelError::Failed(format!("{}: {e}", dir.display()));
     std::fs::create_dir_all(dir).map_err(io)?;
     let cfg = tiny_config();
-    let (lm, mimi) =
-        record(&cfg, Fill::Seeded(seed), DType::F32, &Device::Cpu).map_err(err("generate"))?;
+    let (lm, mimi) = record(
+        &cfg.lm,
+        &cfg.mimi,
+        Fill::Seeded(seed),
+        DType::F32,
+        &Device::Cpu,
+    )
+    .map_err(err("generate"))?;
     // One LM file only, so the loader's choice is unambiguous.
     for stale in [config::LM_SAFETENSORS, config::LM_GGUF] {
         let _ = std::fs::remove_file(dir.join(stale));
@@ -243,19 +279,34 @@ pub fn write_tiny_dir(dir: &Path, seed: u64, q8: bool) -> Result<(), ModelError>
     if q8 {
         write_gguf(&lm, &dir.join(config::LM_GGUF))?;
     } else {
-        let bf16 = lm
-            .iter()
-            .map(|(k, t)| Ok((k.clone(), t.to_dtype(DType::BF16)?)))
-            .collect::<candle::Result<Tensors>>()
-            .map_err(err("convert"))?;
-        candle::safetensors::save(&bf16, dir.join(config::LM_SAFETENSORS)).map_err(err("save"))?;
+        save_bf16(&lm, &dir.join(config::LM_SAFETENSORS))?;
     }
     candle::safetensors::save(&mimi, dir.join(config::MIMI_FILE)).map_err(err("save"))?;
     let pieces = tiny_pieces(cfg.lm.text_out_vocab_size);
-    let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
-    std::fs::write(dir.join(config::TEXT_TOKENIZER), spm::write_model(&refs)).map_err(io)?;
+    std::fs::write(dir.join(config::TEXT_TOKENIZER), tokenizer(&pieces)).map_err(io)?;
     std::fs::write(dir.join(config::CONFIG_FILE), TINY_TOML).map_err(io)?;
     Ok(())
+}
+
+/// Saves `tensors` as bf16 safetensors (as Kyutai's releases store their LMs).
+pub(crate) fn save_bf16(tensors: &Tensors, path: &Path) -> Result<(), ModelError> {
+    let bf16 = tensors
+        .iter()
+        .map(|(k, t)| Ok((k.clone(), t.to_dtype(DType::BF16)?)))
+        .collect::<candle::Result<Tensors>>()
+        .map_err(err("convert"))?;
+    candle::safetensors::save(&bf16, path).map_err(err("save"))
+}
+
+/// A SentencePiece model file of these pieces ([`spm::write_model`]).
+pub(crate) fn tokenizer(pieces: &[String]) -> Vec<u8> {
+    let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
+    spm::write_model(&refs)
+}
+
+/// The text decoder of these pieces, for models built without a directory.
+pub(crate) fn text_decoder(pieces: &[String]) -> Result<TextDecoder, ModelError> {
+    TextDecoder::parse(&tokenizer(pieces)).map_err(|e| ModelError::Failed(e.0))
 }
 
 /// GGUF with matrices whose rows fill whole Q8_0 blocks quantized, everything else f32.
@@ -301,14 +352,8 @@ pub fn random_models(
         .first()
         .ok_or_else(|| ModelError::Failed("no options".into()))?;
     let device = first.device.open()?;
-    let lm_dtype = super::lm_dtype(&device);
-    let (rec, _) = Recorder::new(Fill::Device);
-    let lm_vb = VarBuilder::from_backend(Box::new(rec), lm_dtype, device.clone());
-    let (rec, _) = Recorder::new(Fill::Device);
-    let mimi_vb = VarBuilder::from_backend(Box::new(rec), DType::F32, device.clone());
-    let pieces = tiny_pieces(cfg.lm.text_out_vocab_size);
-    let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
-    let text = TextDecoder::parse(&spm::write_model(&refs)).map_err(|e| ModelError::Failed(e.0))?;
+    let (lm_vb, mimi_vb) = random_var_builders(&device);
+    let text = text_decoder(&tiny_pieces(cfg.lm.text_out_vocab_size))?;
     opts.iter()
         .map(|o| {
             MoshiModel::build(

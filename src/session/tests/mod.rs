@@ -264,6 +264,31 @@ struct Setup {
     duplex: bool,
     /// Limits for the duplex extension and the lifetime (default: production).
     limits: Option<Limits>,
+    /// A transcriber port whose sends the test sees (and answers with `transcript`).
+    transcriber: Option<Sent>,
+    /// Opens as a transcription session.
+    transcription_session: bool,
+}
+
+/// What the session sent its transcriber: `(item, samples, end)`.
+type Sent = Arc<Mutex<Vec<(String, usize, bool)>>>;
+
+/// An utterance transcriber port that records what it was sent.
+struct TestTranscriber(Sent);
+
+impl super::TranscriberPort for TestTranscriber {
+    fn name(&self) -> &str {
+        "scripted-stt"
+    }
+    fn streaming(&self) -> bool {
+        false
+    }
+    fn send(&self, item_id: Arc<str>, pcm: Arc<[f32]>, end: bool, _logprobs: bool) {
+        self.0
+            .lock()
+            .unwrap()
+            .push((item_id.to_string(), pcm.len(), end));
+    }
 }
 
 impl Default for Setup {
@@ -279,6 +304,8 @@ impl Default for Setup {
             max_outbound_bytes: None,
             duplex: false,
             limits: None,
+            transcriber: None,
+            transcription_session: false,
         }
     }
 }
@@ -332,6 +359,12 @@ fn harness(setup: Setup) -> Harness {
         attachment: AttachmentId(1),
         headroom: Some(Arc::new(|| (356, 300))),
         usage: None,
+        transcriber: setup
+            .transcriber
+            .clone()
+            .map(|sent| Box::new(TestTranscriber(sent)) as Box<dyn super::TranscriberPort>),
+        vad_model: None,
+        transcription_session: setup.transcription_session,
     };
     let mut session = Session::new(params, now, 1_700_000_000);
     session
@@ -407,6 +440,16 @@ impl Harness {
             self.collect();
         }
         self.now = end;
+        self.collect();
+    }
+
+    /// The transcriber answers for `item_id`.
+    fn transcript(&mut self, item_id: &str, output: Result<duet_models::TranscribeOutput, String>) {
+        let ev = super::TranscriptEvent {
+            item_id: Arc::from(item_id),
+            output,
+        };
+        self.session.on_transcript(ev, self.now);
         self.collect();
     }
 
@@ -563,3 +606,4 @@ mod durable;
 mod input_and_playback;
 mod lifecycle;
 mod outbound_limits;
+mod transcription;

@@ -1,0 +1,321 @@
+//! Input transcription in the session: committed user items go to the session's
+//! [`TranscriberPort`] (whole, or as the speech arrives for a streaming transcriber), and
+//! what comes back becomes `conversation.item.input_audio_transcription.delta`,
+//! `.completed` (the item's `transcript` filled) or `.failed`.
+//!
+//! A response created right after a commit (server VAD) waits for that item's transcript
+//! before its request goes to the model, at most [`TRANSCRIPT_WAIT`], so the model answers
+//! the words and not only the sound; its events go out at once as before.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use duet_models::{Request, TokenLogprob, TranscribeOutput, TurnInput};
+
+use super::{Epoch, Session, TranscriberPort, TranscriptEvent};
+use crate::protocol::server::{LogProb, TranscriptionError, TranscriptionUsage};
+use crate::protocol::session::INCLUDE_LOGPROBS;
+use crate::protocol::{codes, Content, Item, ServerEventBody};
+
+/// Longest a response's model request waits for its user item's transcript.
+pub(super) const TRANSCRIPT_WAIT: Duration = Duration::from_secs(3);
+/// Items whose transcription may be outstanding at once; older ones are forgotten (their
+/// late answers are dropped).
+const MAX_PENDING: usize = 64;
+
+/// The session's transcription state.
+#[derive(Default)]
+pub struct Transcripts {
+    port: Option<Box<dyn TranscriberPort>>,
+    /// Items sent for transcription and not answered yet: whether a delta went out.
+    pending: HashMap<Arc<str>, bool>,
+    /// Order of `pending`, oldest first.
+    order: std::collections::VecDeque<Arc<str>>,
+    /// A response's model request waiting for its user item's transcript.
+    deferred: Option<Deferred>,
+    /// Streaming transcriber: the item whose speech is being sent as it arrives.
+    streaming: Option<Arc<str>>,
+}
+
+struct Deferred {
+    epoch: Epoch,
+    request: Request,
+    item_id: Arc<str>,
+    deadline: Instant,
+}
+
+impl Transcripts {
+    /// Transcription through `port` (none: transcription is unavailable).
+    pub fn new(port: Option<Box<dyn TranscriberPort>>) -> Self {
+        Self {
+            port,
+            ..Self::default()
+        }
+    }
+
+    /// When a deferred request must go anyway.
+    pub(super) fn deadline(&self) -> Option<Instant> {
+        self.deferred.as_ref().map(|d| d.deadline)
+    }
+
+    fn remember(&mut self, item_id: Arc<str>) {
+        if self.pending.insert(item_id.clone(), false).is_none() {
+            self.order.push_back(item_id);
+        }
+        while self.order.len() > MAX_PENDING {
+            if let Some(old) = self.order.pop_front() {
+                self.pending.remove(&old);
+            }
+        }
+    }
+
+    fn forget(&mut self, item_id: &str) {
+        self.pending.remove(item_id);
+        self.order.retain(|i| &**i != item_id);
+    }
+}
+
+fn logprobs(list: Vec<TokenLogprob>, wanted: bool) -> Option<Vec<LogProb>> {
+    wanted.then(|| {
+        list.into_iter()
+            .map(|t| LogProb {
+                token: t.token,
+                logprob: t.logprob,
+                bytes: t.bytes,
+            })
+            .collect()
+    })
+}
+
+impl Session {
+    /// Whether committed items are transcribed: asked for (`audio.input.transcription`, or
+    /// a transcription session) — with or without a transcriber to do it.
+    pub(super) fn wants_transcripts(&self) -> bool {
+        self.cfg.is_transcription() || self.cfg.audio.input.transcription.is_some()
+    }
+
+    fn wants_logprobs(&self) -> bool {
+        self.cfg.includes(INCLUDE_LOGPROBS)
+    }
+
+    /// Speech started under server VAD at input-clock `at`: a streaming transcriber starts
+    /// hearing the utterance from there.
+    pub(super) fn transcribe_speech_start(&mut self, item_id: &str, at: u64) {
+        let streaming = self
+            .transcripts
+            .port
+            .as_ref()
+            .is_some_and(|p| p.streaming());
+        if !streaming || !self.wants_transcripts() {
+            return;
+        }
+        let id: Arc<str> = Arc::from(item_id);
+        let pcm: Arc<[f32]> = Arc::from(self.input.buffer_from(at));
+        let logprobs = self.wants_logprobs();
+        if let Some(port) = &self.transcripts.port {
+            port.send(id.clone(), pcm, false, logprobs);
+        }
+        self.transcripts.streaming = Some(id);
+    }
+
+    /// More live speech for a streaming transcriber.
+    pub(super) fn transcribe_live(&mut self, pcm: &[f32]) {
+        let Some(id) = &self.transcripts.streaming else {
+            return;
+        };
+        if let Some(port) = &self.transcripts.port {
+            port.send(id.clone(), Arc::from(pcm), false, self.wants_logprobs());
+        }
+    }
+
+    /// A user audio item was committed: transcribe it (or report why not).
+    pub(super) fn transcribe_committed(&mut self, item_id: &str, audio: &Arc<[f32]>) {
+        let streamed = self.transcripts.streaming.take();
+        if !self.wants_transcripts() {
+            return;
+        }
+        let logprobs = self.wants_logprobs();
+        let Some(port) = &self.transcripts.port else {
+            self.emit(ServerEventBody::InputAudioTranscriptionFailed {
+                item_id: item_id.to_string(),
+                content_index: 0,
+                error: TranscriptionError {
+                    kind: "server_error".into(),
+                    code: codes::TRANSCRIPTION_UNAVAILABLE.into(),
+                    message: "no transcription model is loaded: start the server with \
+                              --transcription-model-dir DIR (see scripts/install-models)"
+                        .into(),
+                },
+            });
+            return;
+        };
+        let id: Arc<str> = Arc::from(item_id);
+        match streamed {
+            // The transcriber heard it as it came: only the end is news.
+            Some(s) if s == id => port.send(id.clone(), Arc::from([]), true, logprobs),
+            _ => port.send(id.clone(), audio.clone(), true, logprobs),
+        }
+        self.transcripts.remember(id);
+    }
+
+    /// The speech being streamed was dropped (input cleared, session reset).
+    pub(super) fn transcribe_abandon(&mut self) {
+        if let Some(id) = self.transcripts.streaming.take() {
+            if let Some(port) = &self.transcripts.port {
+                // Ends the utterance on the transcriber; its answer finds no pending item.
+                port.send(id, Arc::from([]), true, false);
+            }
+        }
+    }
+
+    /// What the transcriber answered.
+    pub fn on_transcript(&mut self, ev: TranscriptEvent, now: Instant) {
+        self.now = now;
+        let TranscriptEvent { item_id, output } = ev;
+        let Some(&delta_sent) = self.transcripts.pending.get(&item_id) else {
+            return;
+        };
+        let logprobs = self.wants_logprobs();
+        match output {
+            Ok(TranscribeOutput::NotYet) => {}
+            Ok(TranscribeOutput::Delta { text, logprobs: lp }) => {
+                if text.is_empty() {
+                    return;
+                }
+                self.transcripts.pending.insert(item_id.clone(), true);
+                self.emit(ServerEventBody::InputAudioTranscriptionDelta {
+                    item_id: item_id.to_string(),
+                    content_index: 0,
+                    delta: text,
+                    logprobs: self::logprobs(lp, logprobs),
+                });
+            }
+            Ok(TranscribeOutput::Completed {
+                text,
+                logprobs: lp,
+                audio_seconds,
+            }) => {
+                self.transcripts.forget(&item_id);
+                let text = text.trim().to_string();
+                if !delta_sent && !text.is_empty() {
+                    // An utterance transcriber answers at once: its whole text is one delta.
+                    self.emit(ServerEventBody::InputAudioTranscriptionDelta {
+                        item_id: item_id.to_string(),
+                        content_index: 0,
+                        delta: text.clone(),
+                        logprobs: self::logprobs(lp.clone(), logprobs),
+                    });
+                }
+                self.set_transcript(&item_id, &text);
+                self.emit(ServerEventBody::InputAudioTranscriptionCompleted {
+                    item_id: item_id.to_string(),
+                    content_index: 0,
+                    transcript: text.clone(),
+                    usage: TranscriptionUsage::Duration {
+                        seconds: (audio_seconds * 1000.0).round() / 1000.0,
+                    },
+                    logprobs: self::logprobs(lp, logprobs),
+                });
+                self.release_deferred(&item_id, Some(text));
+            }
+            Err(message) => {
+                self.transcripts.forget(&item_id);
+                self.emit(ServerEventBody::InputAudioTranscriptionFailed {
+                    item_id: item_id.to_string(),
+                    content_index: 0,
+                    error: TranscriptionError {
+                        kind: "server_error".into(),
+                        code: codes::TRANSCRIPTION_FAILED.into(),
+                        message,
+                    },
+                });
+                self.release_deferred(&item_id, None);
+            }
+        }
+        self.after_send();
+    }
+
+    /// Fills the user item's `transcript` (kept for `conversation.item.retrieve` and as
+    /// model context).
+    fn set_transcript(&mut self, item_id: &str, text: &str) {
+        let Some(stored) = self.conv.get_mut(item_id) else {
+            return;
+        };
+        if let Item::Message { content, .. } = &mut stored.item {
+            if let Some(Content::InputAudio { transcript, .. }) = content.first_mut() {
+                *transcript = Some(text.to_string());
+            }
+        }
+    }
+
+    /// Sends a response's model request, or holds it while the transcript of the user item
+    /// it answers is on its way.
+    pub(super) fn request_model(&mut self, request: Request) {
+        let waits_for = self
+            .conv
+            .last_user_audio_id()
+            .filter(|id| self.transcripts.pending.contains_key(*id))
+            .map(Arc::<str>::from);
+        match waits_for {
+            Some(item_id) => {
+                self.transcripts.deferred = Some(Deferred {
+                    epoch: self.epoch,
+                    request,
+                    item_id,
+                    deadline: self.now + TRANSCRIPT_WAIT,
+                });
+            }
+            None => self.model.request(self.epoch, request),
+        }
+    }
+
+    /// The transcript a deferred request waited for came (or failed, or took too long):
+    /// the request goes now, with the transcript in its context.
+    fn release_deferred(&mut self, item_id: &str, transcript: Option<String>) {
+        if self
+            .transcripts
+            .deferred
+            .as_ref()
+            .is_none_or(|d| &*d.item_id != item_id)
+        {
+            return;
+        }
+        let Some(d) = self.transcripts.deferred.take() else {
+            return;
+        };
+        if d.epoch != self.epoch || self.active.is_none() {
+            return; // cancelled meanwhile: nothing to ask for
+        }
+        let mut request = d.request;
+        if let (Some(transcript), Request::Respond { input, .. }) = (transcript, &mut request) {
+            let audio = self.conv.get(item_id).and_then(|s| s.audio.clone());
+            for turn in input.iter_mut() {
+                if let (TurnInput::Audio(pcm), Some(a)) = (&*turn, &audio) {
+                    if Arc::ptr_eq(pcm, a) {
+                        *turn = TurnInput::Transcribed {
+                            audio: a.clone(),
+                            transcript: transcript.clone(),
+                        };
+                    }
+                }
+            }
+        }
+        self.model.request(d.epoch, request);
+    }
+
+    /// The deferred request's wait is over.
+    pub(super) fn transcript_wait_over(&mut self, now: Instant) {
+        if self.transcripts.deadline().is_some_and(|at| now >= at) {
+            if let Some(id) = self
+                .transcripts
+                .deferred
+                .as_ref()
+                .map(|d| d.item_id.clone())
+            {
+                tracing::debug!(session = %self.cfg.id, item = %id, "transcript late; the response goes without it");
+                self.release_deferred(&id, None);
+            }
+        }
+    }
+}

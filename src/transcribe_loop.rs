@@ -1,0 +1,358 @@
+//! The transcription loop: one thread per device that owns a [`Transcriber`] and steps every
+//! session's stream that has audio waiting, all of them in one batch, as the model loop steps
+//! slots. Sessions talk to it through a [`TranscribeSession`] handle (their
+//! [`TranscriberPort`]); answers come back on the session's channel, tagged with the item.
+//!
+//! It is its own thread, beside the model loop's: an utterance transcriber (Whisper on the
+//! CPU) takes hundreds of milliseconds per item, which would stall every session's audio if
+//! it ran between the model's 20 ms steps. A panic inside the transcriber fails that batch's
+//! utterances and the loop goes on.
+
+use std::collections::{HashMap, VecDeque};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc as std_mpsc;
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use duet_models::{
+    ModelError, StreamId, TranscribeInput, TranscribeOutput, Transcriber, TranscriberInfo,
+};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::session::{TranscriberPort, TranscriptEvent};
+
+/// Transcript events a session may have unread before the oldest are dropped.
+pub const SESSION_CHANNEL: usize = 256;
+/// Audio a stream may have queued and not transcribed, in 24 kHz samples (60 s): beyond it
+/// the utterance fails instead of growing without bound.
+pub const MAX_QUEUED_SAMPLES: usize = 60 * 24_000;
+/// Longest wait for a stream.
+const OPEN_TIMEOUT: Duration = Duration::from_secs(5);
+
+enum Command {
+    Open {
+        events: mpsc::Sender<TranscriptEvent>,
+        reply: oneshot::Sender<Result<StreamId, ModelError>>,
+    },
+    Audio {
+        stream: StreamId,
+        item_id: Arc<str>,
+        pcm: Arc<[f32]>,
+        end: bool,
+        logprobs: bool,
+    },
+    Close {
+        stream: StreamId,
+    },
+}
+
+/// Cloneable handle to a running transcription loop.
+#[derive(Clone)]
+pub struct TranscribeLoop {
+    tx: std_mpsc::Sender<Command>,
+    info: Arc<TranscriberInfo>,
+    ready: Arc<AtomicBool>,
+    alive: Arc<AtomicBool>,
+}
+
+struct AliveFlag(Arc<AtomicBool>);
+
+impl Drop for AliveFlag {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+        if thread::panicking() {
+            tracing::error!("the transcription loop thread panicked; transcription stops");
+        }
+    }
+}
+
+impl TranscribeLoop {
+    /// Starts the loop thread for `transcriber`; it warms up, then reports ready.
+    pub fn spawn(transcriber: Box<dyn Transcriber>, device: &str) -> std::io::Result<Self> {
+        let (tx, rx) = std_mpsc::channel();
+        let info = Arc::new(transcriber.info().clone());
+        let ready = Arc::new(AtomicBool::new(false));
+        let alive = Arc::new(AtomicBool::new(true));
+        let (r, flag) = (ready.clone(), AliveFlag(alive.clone()));
+        thread::Builder::new()
+            .name(format!("transcribe-{device}"))
+            .spawn(move || {
+                let _alive = flag;
+                LoopThread::new(transcriber, rx).run(&r)
+            })?;
+        Ok(Self {
+            tx,
+            info,
+            ready,
+            alive,
+        })
+    }
+
+    /// The transcriber's facts.
+    pub fn info(&self) -> &TranscriberInfo {
+        &self.info
+    }
+
+    /// True once warmup finished.
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+
+    /// False once the thread ended.
+    pub fn is_alive(&self) -> bool {
+        self.alive.load(Ordering::Acquire)
+    }
+
+    /// Opens a stream for a new session.
+    pub async fn open(
+        &self,
+    ) -> Result<(TranscribeSession, mpsc::Receiver<TranscriptEvent>), ModelError> {
+        let (events, rx) = mpsc::channel(SESSION_CHANNEL);
+        let (reply, answer) = oneshot::channel();
+        let gone = || ModelError::Failed("transcription loop stopped".into());
+        self.tx
+            .send(Command::Open { events, reply })
+            .map_err(|_| gone())?;
+        let stream = tokio::time::timeout(OPEN_TIMEOUT, answer)
+            .await
+            .map_err(|_| ModelError::Failed("the transcriber did not open a stream".into()))?
+            .map_err(|_| gone())??;
+        Ok((
+            TranscribeSession {
+                stream,
+                tx: self.tx.clone(),
+                info: self.info.clone(),
+            },
+            rx,
+        ))
+    }
+}
+
+/// A session's stream on the transcription loop; closes it when dropped.
+pub struct TranscribeSession {
+    stream: StreamId,
+    tx: std_mpsc::Sender<Command>,
+    info: Arc<TranscriberInfo>,
+}
+
+impl TranscriberPort for TranscribeSession {
+    fn name(&self) -> &str {
+        &self.info.name
+    }
+
+    fn streaming(&self) -> bool {
+        self.info.streaming
+    }
+
+    fn send(&self, item_id: Arc<str>, pcm: Arc<[f32]>, end: bool, logprobs: bool) {
+        let _ = self.tx.send(Command::Audio {
+            stream: self.stream,
+            item_id,
+            pcm,
+            end,
+            logprobs,
+        });
+    }
+}
+
+impl Drop for TranscribeSession {
+    fn drop(&mut self) {
+        let _ = self.tx.send(Command::Close {
+            stream: self.stream,
+        });
+    }
+}
+
+/// One utterance's audio waiting for the transcriber.
+struct Segment {
+    item_id: Arc<str>,
+    pcm: Vec<f32>,
+    end: bool,
+    logprobs: bool,
+}
+
+struct Stream {
+    events: mpsc::Sender<TranscriptEvent>,
+    queue: VecDeque<Segment>,
+    queued_samples: usize,
+}
+
+impl Stream {
+    fn push(&mut self, item_id: Arc<str>, pcm: &[f32], end: bool, logprobs: bool) {
+        // Audio of the same utterance joins the last segment until it ends.
+        match self.queue.back_mut() {
+            Some(last) if !last.end && last.item_id == item_id => {
+                last.pcm.extend_from_slice(pcm);
+                last.end = end;
+                last.logprobs |= logprobs;
+            }
+            _ => self.queue.push_back(Segment {
+                item_id,
+                pcm: pcm.to_vec(),
+                end,
+                logprobs,
+            }),
+        }
+        self.queued_samples += pcm.len();
+    }
+
+    fn send(&self, item_id: Arc<str>, output: Result<TranscribeOutput, String>) {
+        // A full channel means the session stopped reading: its answers are dropped.
+        let _ = self.events.try_send(TranscriptEvent { item_id, output });
+    }
+}
+
+struct LoopThread {
+    transcriber: Box<dyn Transcriber>,
+    rx: std_mpsc::Receiver<Command>,
+    streams: HashMap<StreamId, Stream>,
+}
+
+impl LoopThread {
+    fn new(transcriber: Box<dyn Transcriber>, rx: std_mpsc::Receiver<Command>) -> Self {
+        Self {
+            transcriber,
+            rx,
+            streams: HashMap::new(),
+        }
+    }
+
+    fn run(mut self, ready: &AtomicBool) {
+        let started = std::time::Instant::now();
+        if let Err(e) = self.transcriber.warmup() {
+            tracing::error!("transcriber warmup failed: {e}");
+            return;
+        }
+        tracing::info!(
+            transcriber = %self.transcriber.info().name,
+            warmup_ms = started.elapsed().as_millis() as u64,
+            "transcriber ready"
+        );
+        ready.store(true, Ordering::Release);
+        while let Ok(cmd) = self.rx.recv() {
+            self.apply(cmd);
+            // Everything that arrived meanwhile joins this batch.
+            while let Ok(cmd) = self.rx.try_recv() {
+                self.apply(cmd);
+            }
+            while self.step() {
+                while let Ok(cmd) = self.rx.try_recv() {
+                    self.apply(cmd);
+                }
+            }
+        }
+    }
+
+    fn apply(&mut self, cmd: Command) {
+        match cmd {
+            Command::Open { events, reply } => {
+                let opened = self.transcriber.open_stream();
+                if let Ok(id) = opened {
+                    self.streams.insert(
+                        id,
+                        Stream {
+                            events,
+                            queue: VecDeque::new(),
+                            queued_samples: 0,
+                        },
+                    );
+                }
+                if let Err(Ok(id)) = reply.send(opened) {
+                    // The session gave up waiting: free the stream again.
+                    self.streams.remove(&id);
+                    self.transcriber.close_stream(id);
+                }
+            }
+            Command::Audio {
+                stream,
+                item_id,
+                pcm,
+                end,
+                logprobs,
+            } => {
+                let Some(s) = self.streams.get_mut(&stream) else {
+                    return;
+                };
+                if s.queued_samples + pcm.len() > MAX_QUEUED_SAMPLES {
+                    s.send(
+                        item_id,
+                        Err(format!(
+                            "the transcriber is {} s behind; this utterance was dropped",
+                            s.queued_samples / 24_000
+                        )),
+                    );
+                    return;
+                }
+                s.push(item_id, &pcm, end, logprobs);
+            }
+            Command::Close { stream } => {
+                if self.streams.remove(&stream).is_some() {
+                    self.transcriber.close_stream(stream);
+                }
+            }
+        }
+    }
+
+    /// Steps every stream with a waiting segment once (the first segment of each); returns
+    /// whether anything was stepped.
+    fn step(&mut self) -> bool {
+        let mut work: Vec<(StreamId, Segment)> = Vec::new();
+        for (&id, s) in self.streams.iter_mut() {
+            // A streaming transcriber hears partial segments; an utterance one needs the end.
+            let ready = s
+                .queue
+                .front()
+                .is_some_and(|seg| seg.end || self.transcriber.info().streaming);
+            if ready {
+                if let Some(seg) = s.queue.pop_front() {
+                    s.queued_samples -= seg.pcm.len();
+                    work.push((id, seg));
+                }
+            }
+        }
+        if work.is_empty() {
+            return false;
+        }
+        let batch: Vec<TranscribeInput<'_>> = work
+            .iter()
+            .map(|(id, seg)| TranscribeInput {
+                stream: *id,
+                pcm: &seg.pcm,
+                end: seg.end,
+                logprobs: seg.logprobs,
+            })
+            .collect();
+        let mut out = Vec::with_capacity(batch.len());
+        let stepped = catch_unwind(AssertUnwindSafe(|| {
+            self.transcriber.step(&batch, &mut out);
+        }));
+        drop(batch);
+        if stepped.is_err() || out.len() != work.len() {
+            tracing::error!(
+                "the transcriber failed a batch of {} utterances",
+                work.len()
+            );
+            for (id, seg) in work {
+                if let Some(s) = self.streams.get(&id) {
+                    if seg.end {
+                        s.send(seg.item_id, Err("the transcriber failed".into()));
+                    }
+                }
+            }
+            return true;
+        }
+        for ((id, seg), result) in work.into_iter().zip(out) {
+            let Some(s) = self.streams.get(&id) else {
+                continue;
+            };
+            match result {
+                Ok(TranscribeOutput::NotYet) if !seg.end => {}
+                Ok(out) => s.send(seg.item_id, Ok(out)),
+                Err(e) => s.send(seg.item_id, Err(e.to_string())),
+            }
+        }
+        true
+    }
+}

@@ -1,0 +1,133 @@
+//! Real speech understanding on a WebRTC call (the str0m client), with the real Silero VAD
+//! and Whisper tiny.en files from `scripts/install-models`: a spoken sentence comes back as
+//! its input transcription, and over the echo model's answer a real voice barges in while a
+//! 1 s burst of noise does not (the energy detector, for comparison, is fooled by it).
+
+mod common;
+use common::*;
+use duet_client::rtc::{ClientOptions, RtcClient};
+use duet_client::speech::{espeak, models_dir, noise, resample_linear, serve_args, word_errors};
+use serde_json::json;
+use std::time::Duration;
+
+const T: Duration = Duration::from_secs(15);
+
+fn at48(pcm: &[f32]) -> Vec<f32> {
+    resample_linear(pcm, 24_000, 48_000)
+}
+
+async fn speech_server(silero: bool) -> std::net::SocketAddr {
+    let mut args = serve_args(&models_dir());
+    if !silero {
+        args.drain(..2); // the energy detector
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    server(&args).await
+}
+
+#[tokio::test]
+async fn a_spoken_sentence_on_a_call_comes_back_as_its_transcript() {
+    let addr = speech_server(true).await;
+    let mut c = RtcClient::connect(addr, ClientOptions::default())
+        .await
+        .expect("call created");
+    c.until("session.created", T).await.unwrap();
+    c.send(json!({"type":"session.update","session":{"type":"realtime",
+        "audio":{"input":{"transcription":{"model":"whisper-1"}}}}}));
+    c.until("session.updated", T).await.unwrap();
+    let sentence = "Please call me back this afternoon.";
+    let mut audio = at48(&espeak(sentence));
+    audio.extend(vec![0.0; 48_000]);
+    c.speak(&audio);
+    let (stopped, _) = c
+        .until("input_audio_buffer.speech_stopped", T)
+        .await
+        .unwrap();
+    let at = std::time::Instant::now();
+    let (done, _) = c
+        .until("conversation.item.input_audio_transcription.completed", T)
+        .await
+        .unwrap();
+    assert_eq!(done["item_id"], stopped["item_id"]);
+    let transcript = done["transcript"].as_str().unwrap();
+    let (errors, words) = word_errors(sentence, transcript);
+    eprintln!(
+        "{sentence:?} -> {transcript:?} ({errors}/{words} word errors) {} ms after speech_stopped",
+        at.elapsed().as_millis()
+    );
+    let lower = transcript.to_lowercase();
+    assert!(
+        lower.contains("call") && lower.contains("afternoon"),
+        "{transcript}"
+    );
+    let (answer, _) = c.until("response.done", T).await.unwrap();
+    assert_eq!(
+        answer["response"]["output"][0]["content"][0]["transcript"],
+        format!("You said: {}", transcript.trim())
+    );
+}
+
+/// Speaks a sentence and waits until its answer plays; then sends `over` (48 kHz) and
+/// returns the answer's `response.done` and whether speech was detected meanwhile.
+async fn interrupt_with(c: &mut RtcClient, over: &[f32]) -> (serde_json::Value, bool) {
+    let mut audio = at48(&espeak("Tell me a long story about the sea and the ships."));
+    audio.extend(vec![0.0; 48_000 * 7 / 10]);
+    c.speak(&audio);
+    c.until("response.created", T).await.unwrap();
+    c.until("output_audio_buffer.started", T).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    c.speak(over);
+    let (done, seen) = c.until("response.done", T).await.unwrap();
+    let barged = seen
+        .iter()
+        .chain(std::iter::once(&done))
+        .any(|e| e["type"] == "input_audio_buffer.speech_started");
+    (done, barged)
+}
+
+#[tokio::test]
+async fn a_real_voice_barges_in_and_a_burst_of_noise_does_not() {
+    let burst = at48(&noise(1.0, -26.0, 7));
+    let voice = at48(&espeak("Stop, wait a moment."));
+
+    let addr = speech_server(true).await;
+    let mut c = RtcClient::connect(addr, ClientOptions::default())
+        .await
+        .expect("call created");
+    c.until("session.created", T).await.unwrap();
+    let (done, barged) = interrupt_with(&mut c, &burst).await;
+    eprintln!(
+        "silero, noise over the answer: status {}, speech_started {barged}",
+        done["response"]["status"]
+    );
+    assert_eq!(
+        done["response"]["status"], "completed",
+        "noise must not cancel"
+    );
+    assert!(!barged);
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let (done, barged) = interrupt_with(&mut c, &voice).await;
+    eprintln!(
+        "silero, a voice over the answer: status {}, speech_started {barged}",
+        done["response"]["status"]
+    );
+    assert_eq!(done["response"]["status"], "cancelled");
+    assert_eq!(
+        done["response"]["status_details"]["reason"],
+        "turn_detected"
+    );
+    c.close();
+
+    // The energy detector on the same input: the burst is loud enough to barge in.
+    let addr = speech_server(false).await;
+    let mut c = RtcClient::connect(addr, ClientOptions::default())
+        .await
+        .expect("call created");
+    c.until("session.created", T).await.unwrap();
+    let (done, barged) = interrupt_with(&mut c, &burst).await;
+    eprintln!(
+        "energy, noise over the answer: status {}, speech_started {barged}",
+        done["response"]["status"]
+    );
+    assert!(barged, "the energy detector takes loud noise for speech");
+}
