@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
-# GPU benchmark of the Moshi model loop (models/examples/moshi_bench.rs), built here and run
-# on a GPU machine. See scripts/GPU.md.
+# GPU benchmarks of the Moshi model loop (models/examples/moshi_bench.rs) and of Kyutai STT's
+# batched transcriber (models/examples/stt_bench.rs), built here and run on a GPU machine.
+# See "Benchmarks" in README.md.
 #
 #   scripts/gpu-bench.sh build   on a machine with Rust and no GPU: fetch NVIDIA's CUDA 13.0
 #                                compiler from PyPI into .cuda/toolkit, make link stubs for the
-#                                driver and CUDA libraries, build `moshi_bench --features cuda`
-#                                in target/cuda, strip and xz it into .gpu-bench/
+#                                driver and CUDA libraries, build `moshi_bench` and `stt_bench`
+#                                with `--features cuda` in target/cuda, strip and xz them into
+#                                .gpu-bench/
 #   scripts/gpu-bench.sh run [moshi_bench args]
 #                                on a GPU machine (no Rust needed): unpack .gpu-bench/, find the
 #                                driver's and the pip `nvidia-*` CUDA libraries, run the tiny
-#                                sanity check and the full-size Moshiko benchmark (extra args
-#                                are appended to the full-size run), log to ${OUT:-.gpu-bench}
+#                                sanity check, the full-size Moshiko benchmark (extra args are
+#                                appended to it) and the full-size Kyutai STT 1B benchmark
+#                                (random weights), log to ${OUT:-.gpu-bench}
 #   scripts/gpu-bench.sh         `run` where a GPU is visible (building first if there is no
 #                                binary and cargo exists), else `build`
 #
@@ -33,6 +36,7 @@ CUDA="$TOOLKIT/nvidia/cu13" # the wheels' layout: bin/nvcc, include/, lib/, nvvm
 ART="$ROOT/.gpu-bench"
 CUDA_TARGET="$ROOT/target/cuda"
 BIN_NAME=moshi_bench
+BINS=(moshi_bench stt_bench)
 
 say() { echo "gpu-bench: $*" >&2; }
 die() {
@@ -128,32 +132,33 @@ build() {
     export LIBOPUS_STATIC=1
     local nvcc_version
     nvcc_version="$(nvcc --version | grep -oE 'release [0-9.]+, V[0-9.]+' || nvcc --version | tail -n1)"
-    say "building $BIN_NAME --features cuda for sm_$cap in $CARGO_TARGET_DIR (nvcc $nvcc_version)"
-    local t0=$SECONDS
-    nice -n "${GPU_BENCH_NICE:-10}" cargo build --release -p duet-models --features cuda \
-        --example "$BIN_NAME"
-    local bin="$CARGO_TARGET_DIR/release/examples/$BIN_NAME"
-    say "built in $((SECONDS - t0)) s: $bin ($(stat -c %s "$bin") bytes)"
-
-    local needed
-    needed="$(readelf -d "$bin" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')"
-    say "NEEDED: $needed"
-    [[ " $needed " == *" libcuda.so.1 "* ]] || die "$bin does not link libcuda.so.1: not a CUDA build?"
+    say "building ${BINS[*]} --features cuda for sm_$cap in $CARGO_TARGET_DIR (nvcc $nvcc_version)"
+    local t0=$SECONDS name
+    local examples=()
+    for name in "${BINS[@]}"; do examples+=(--example "$name"); done
+    nice -n "${GPU_BENCH_NICE:-10}" cargo build --release -p duet-models --features cuda "${examples[@]}"
+    say "built in $((SECONDS - t0)) s"
 
     mkdir -p "$ART"
-    rm -f "$ART/$BIN_NAME" "$ART/$BIN_NAME.xz"
-    strip -o "$ART/$BIN_NAME.tmp" "$bin"
-    xz -T0 -9 -c "$ART/$BIN_NAME.tmp" >"$ART/$BIN_NAME.xz"
-    local glibc
-    glibc="$(objdump -T "$ART/$BIN_NAME.tmp" | grep -oE 'GLIBC_[0-9.]+' | sort -uV | tail -n1)"
     {
         echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -m), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD 2>/dev/null || echo ' (+ local changes)')"
         echo "nvcc: $nvcc_version, sm_$cap"
-        echo "stripped: $(stat -c %s "$ART/$BIN_NAME.tmp") bytes; xz: $(stat -c %s "$ART/$BIN_NAME.xz") bytes"
-        echo "NEEDED: $needed"
-        echo "newest glibc symbol: $glibc"
     } >"$ART/BUILD-INFO.txt"
-    rm -f "$ART/$BIN_NAME.tmp"
+    for name in "${BINS[@]}"; do
+        local bin="$CARGO_TARGET_DIR/release/examples/$name" needed glibc
+        needed="$(readelf -d "$bin" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')"
+        [[ " $needed " == *" libcuda.so.1 "* ]] || die "$bin does not link libcuda.so.1: not a CUDA build?"
+        rm -f "$ART/$name" "$ART/$name.xz"
+        strip -o "$ART/$name.tmp" "$bin"
+        xz -T0 -9 -c "$ART/$name.tmp" >"$ART/$name.xz"
+        glibc="$(objdump -T "$ART/$name.tmp" | grep -oE 'GLIBC_[0-9.]+' | sort -uV | tail -n1)"
+        {
+            echo "$name: stripped $(stat -c %s "$ART/$name.tmp") bytes; xz $(stat -c %s "$ART/$name.xz") bytes"
+            echo "$name NEEDED: $needed"
+            echo "$name newest glibc symbol: $glibc"
+        } >>"$ART/BUILD-INFO.txt"
+        rm -f "$ART/$name.tmp"
+    done
     cat "$ART/BUILD-INFO.txt" >&2
     say "done. On a GPU machine: bash scripts/gpu-bench.sh run"
 }
@@ -188,16 +193,24 @@ EOF
     done
 }
 
-run_all() {
-    local deadline=$((SECONDS + ${GPU_BENCH_SECONDS:-530}))
-    local bin="$ART/$BIN_NAME"
-    if [[ ! -x "$bin" || "$ART/$BIN_NAME.xz" -nt "$bin" ]]; then
-        [[ -f "$ART/$BIN_NAME.xz" ]] || die "no $ART/$BIN_NAME.xz: run 'scripts/gpu-bench.sh build' first"
-        bin="${TMPDIR:-/tmp}/duet-gpu-bench/$BIN_NAME"
+# The runnable binary of example $1: .gpu-bench/$1 itself, or unpacked from its .xz.
+unpacked() {
+    local bin="$ART/$1"
+    if [[ ! -x "$bin" || "$ART/$1.xz" -nt "$bin" ]]; then
+        [[ -f "$ART/$1.xz" ]] || die "no $ART/$1.xz: run 'scripts/gpu-bench.sh build' first"
+        bin="${TMPDIR:-/tmp}/duet-gpu-bench/$1"
         mkdir -p "$(dirname "$bin")"
-        xz -dc "$ART/$BIN_NAME.xz" >"$bin"
+        xz -dc "$ART/$1.xz" >"$bin"
         chmod +x "$bin"
     fi
+    echo "$bin"
+}
+
+run_all() {
+    local deadline=$((SECONDS + ${GPU_BENCH_SECONDS:-530}))
+    local bin stt
+    bin="$(unpacked "$BIN_NAME")"
+    stt="$(unpacked stt_bench)"
     [[ -f "$ART/BUILD-INFO.txt" ]] && sed 's/^/# /' "$ART/BUILD-INFO.txt"
 
     local dirs
@@ -214,9 +227,13 @@ run_all() {
     echo "# $(timeout 30 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,compute_cap --format=csv,noheader 2>&1 | head -n1)"
 
     local status=0
-    step() { # step SECONDS ARGS...: one moshi_bench run under a timeout, within the deadline
-        local limit=$1 left=$((deadline - SECONDS))
+    step() { # step SECONDS [--stt] ARGS...: one benchmark run under a timeout, within the deadline
+        local limit=$1 left=$((deadline - SECONDS)) exe=$bin
         shift
+        if [[ ${1:-} == --stt ]]; then
+            exe=$stt
+            shift
+        fi
         ((limit > left)) && limit=$left
         if ((limit < 10)); then
             echo "# skipped (time budget spent): $BIN_NAME $*"
@@ -224,15 +241,17 @@ run_all() {
             return
         fi
         echo
-        echo "## $BIN_NAME $*   (timeout ${limit} s)"
+        echo "## $(basename "$exe") $*   (timeout ${limit} s)"
         local t0=$SECONDS rc=0
-        timeout --kill-after=10 "$limit" "$bin" "$@" || rc=$?
+        timeout --kill-after=10 "$limit" "$exe" "$@" || rc=$?
         echo "# exit $rc after $((SECONDS - t0)) s"
         ((rc == 0)) || status=1
     }
     step 60 --device cpu --config tiny --sessions 1,4 --steps 20
     step 90 --device cuda:0 --config tiny --sessions 1,4 --steps 20 --check
-    step 600 --device cuda:0 --config moshiko --sessions 1,4,16,32,64 --steps 100 --depformer both --check "$@"
+    step 360 --device cuda:0 --config moshiko --sessions 1,4,16,32,64 --steps 100 --depformer both --check "$@"
+    # Kyutai STT 1B, full size with random weights: streams per 80 ms step.
+    step 150 --stt --random-full-size --device cuda:0 --streams 1,16,64,128
     # Does a session joining stall the others? (skipped if the run above spent the budget)
     step 90 --device cuda:0 --config moshiko --sessions 32 --steps 40 --churn
     echo
@@ -241,8 +260,8 @@ run_all() {
 }
 
 run() {
-    if [[ ! -f "$ART/$BIN_NAME.xz" && ! -x "$ART/$BIN_NAME" ]]; then
-        command -v cargo >/dev/null || die "no $ART/$BIN_NAME.xz and no cargo to build it"
+    if [[ ! -f "$ART/stt_bench.xz" && ! -x "$ART/stt_bench" ]]; then
+        command -v cargo >/dev/null || die "no $ART/stt_bench.xz and no cargo to build it"
         build
     fi
     local out="${OUT:-$ART}"
@@ -270,6 +289,6 @@ run)
         die "no GPU visible and no cargo: nothing to do"
     fi
     ;;
--h | --help) sed -n '2,19p' "$0" ;;
+-h | --help) sed -n '2,22p' "$0" ;;
 *) die "unknown command '$1' (build | run [moshi_bench args])" ;;
 esac
