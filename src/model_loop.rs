@@ -63,20 +63,55 @@ pub enum ModelFault {
 pub struct ModelLoop {
     tx: std_mpsc::Sender<Command>,
     info: Arc<ModelInfo>,
-    ready: Arc<AtomicBool>,
-    alive: Arc<AtomicBool>,
+    thread: DeviceThread,
     active: Arc<AtomicUsize>,
 }
 
+/// A device's loop thread as its handles see it: ready once warmed up, dead once it ended.
+#[derive(Clone)]
+pub(crate) struct DeviceThread {
+    ready: Arc<AtomicBool>,
+    alive: Arc<AtomicBool>,
+}
+
 /// Marks the loop dead when its thread ends, by return or by panic.
-struct AliveFlag(Arc<AtomicBool>);
+struct AliveFlag(Arc<AtomicBool>, &'static str);
 
 impl Drop for AliveFlag {
     fn drop(&mut self) {
         self.0.store(false, Ordering::Release);
         if thread::panicking() {
-            tracing::error!("the model loop thread panicked; every session on it fails");
+            tracing::error!("{}", self.1);
         }
+    }
+}
+
+impl DeviceThread {
+    /// Runs `body` on a thread named `name`; it sets the flag it gets once it is ready.
+    /// `on_panic` is logged if the thread dies by a panic.
+    pub(crate) fn spawn(
+        name: String,
+        on_panic: &'static str,
+        body: impl FnOnce(&AtomicBool) + Send + 'static,
+    ) -> std::io::Result<Self> {
+        let ready = Arc::new(AtomicBool::new(false));
+        let alive = Arc::new(AtomicBool::new(true));
+        let (r, flag) = (ready.clone(), AliveFlag(alive.clone(), on_panic));
+        thread::Builder::new().name(name).spawn(move || {
+            let _alive = flag;
+            body(&r)
+        })?;
+        Ok(Self { ready, alive })
+    }
+
+    /// True once warmup finished.
+    pub(crate) fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+
+    /// False once the thread ended (a panic, or warmup failed).
+    pub(crate) fn is_alive(&self) -> bool {
+        self.alive.load(Ordering::Acquire)
     }
 }
 
@@ -85,28 +120,24 @@ impl ModelLoop {
     pub fn spawn(model: Box<dyn DuplexModel>, device: &str) -> std::io::Result<Self> {
         let (tx, rx) = std_mpsc::channel();
         let info = Arc::new(model.info().clone());
-        let ready = Arc::new(AtomicBool::new(false));
-        let alive = Arc::new(AtomicBool::new(true));
         let active = Arc::new(AtomicUsize::new(0));
-        let (r, a, flag) = (ready.clone(), active.clone(), AliveFlag(alive.clone()));
-        thread::Builder::new()
-            .name(format!("model-{device}"))
-            .spawn(move || {
-                let _alive = flag;
-                LoopThread::new(model, rx, a).run(&r)
-            })?;
+        let a = active.clone();
+        let thread = DeviceThread::spawn(
+            format!("model-{device}"),
+            "the model loop thread panicked; every session on it fails",
+            move |ready| LoopThread::new(model, rx, a).run(ready),
+        )?;
         Ok(Self {
             tx,
             info,
-            ready,
-            alive,
+            thread,
             active,
         })
     }
 
     /// False once the loop thread ended (a panic, or warmup failed).
     pub fn is_alive(&self) -> bool {
-        self.alive.load(Ordering::Acquire)
+        self.thread.is_alive()
     }
 
     /// Injects a fault (panic-containment tests).
@@ -122,7 +153,7 @@ impl ModelLoop {
 
     /// True once warmup finished.
     pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::Acquire)
+        self.thread.is_ready()
     }
 
     /// Sessions currently holding a slot.

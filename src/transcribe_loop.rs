@@ -13,7 +13,6 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::sync::Arc;
-use std::thread;
 use std::time::Duration;
 
 use duet_models::{
@@ -21,6 +20,7 @@ use duet_models::{
 };
 use tokio::sync::{mpsc, oneshot};
 
+use crate::model_loop::DeviceThread;
 use crate::session::{TranscriberPort, TranscriptEvent};
 
 /// Transcript events a session may have unread before the oldest are dropped.
@@ -53,19 +53,7 @@ enum Command {
 pub struct TranscribeLoop {
     tx: std_mpsc::Sender<Command>,
     info: Arc<TranscriberInfo>,
-    ready: Arc<AtomicBool>,
-    alive: Arc<AtomicBool>,
-}
-
-struct AliveFlag(Arc<AtomicBool>);
-
-impl Drop for AliveFlag {
-    fn drop(&mut self) {
-        self.0.store(false, Ordering::Release);
-        if thread::panicking() {
-            tracing::error!("the transcription loop thread panicked; transcription stops");
-        }
-    }
+    thread: DeviceThread,
 }
 
 impl TranscribeLoop {
@@ -73,21 +61,12 @@ impl TranscribeLoop {
     pub fn spawn(transcriber: Box<dyn Transcriber>, device: &str) -> std::io::Result<Self> {
         let (tx, rx) = std_mpsc::channel();
         let info = Arc::new(transcriber.info().clone());
-        let ready = Arc::new(AtomicBool::new(false));
-        let alive = Arc::new(AtomicBool::new(true));
-        let (r, flag) = (ready.clone(), AliveFlag(alive.clone()));
-        thread::Builder::new()
-            .name(format!("transcribe-{device}"))
-            .spawn(move || {
-                let _alive = flag;
-                LoopThread::new(transcriber, rx).run(&r)
-            })?;
-        Ok(Self {
-            tx,
-            info,
-            ready,
-            alive,
-        })
+        let thread = DeviceThread::spawn(
+            format!("transcribe-{device}"),
+            "the transcription loop thread panicked; transcription stops",
+            move |ready| LoopThread::new(transcriber, rx).run(ready),
+        )?;
+        Ok(Self { tx, info, thread })
     }
 
     /// The transcriber's facts.
@@ -97,12 +76,12 @@ impl TranscribeLoop {
 
     /// True once warmup finished.
     pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::Acquire)
+        self.thread.is_ready()
     }
 
     /// False once the thread ended.
     pub fn is_alive(&self) -> bool {
-        self.alive.load(Ordering::Acquire)
+        self.thread.is_alive()
     }
 
     /// Opens a stream for a new session.

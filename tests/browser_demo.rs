@@ -28,10 +28,8 @@ async fn demo_page_with_a_minted_client_secret() {
 /// probability. Saves `tests/artifacts/demo-speech.png`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demo_page_shows_your_words() {
-    use duet_client::speech::{espeak, models_dir, resample_linear, serve_args, silence, wav};
-    let args = serve_args(&models_dir());
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let addr = common::server(&args).await;
+    use duet_client::speech::{espeak, resample_linear, silence, wav};
+    let addr = common::speech_server(true, &[]).await;
     let mut mic = silence(2.0);
     mic.extend(espeak("Please open the door for me."));
     mic.extend(silence(7.0));

@@ -6,13 +6,11 @@
 mod common;
 
 use common::external;
-use duet_client::speech::{espeak, models_dir, serve_args, silence};
+use duet_client::speech::{espeak, silence};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openai_python_sdk_transcription_session() {
-    let args = serve_args(&models_dir());
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let addr = common::server(&args).await;
+    let addr = common::speech_server(true, &[]).await;
     let mut speech = silence(0.3);
     speech.extend(espeak("The train leaves from platform nine."));
     let pcm: Vec<u8> = speech

@@ -6,25 +6,9 @@
 
 mod common;
 use common::*;
-use duet_client::speech::{espeak, models_dir, serve_args, word_errors};
+use duet_client::speech::{espeak, word_errors, SENTENCES};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
-
-/// Plain sentences espeak-ng says clearly enough for Whisper tiny.en (some it does not:
-/// "The weather is nice today" comes back as "But whether is ice today").
-const SENTENCES: [&str; 5] = [
-    "Please open the door for me.",
-    "We are going to the park this afternoon.",
-    "Thank you very much for your help.",
-    "I need to buy some bread and milk.",
-    "Turn off the lights when you leave the room.",
-];
-
-async fn speech_server() -> std::net::SocketAddr {
-    let args = serve_args(&models_dir());
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    server(&args).await
-}
 
 /// Appends `text` spoken, then a second of silence; returns the time the last audio went.
 async fn say(c: &mut Client, text: &str) -> Instant {
@@ -54,7 +38,7 @@ async fn completed_for(c: &mut Client, item: &str) -> (Value, Vec<Value>) {
 
 #[tokio::test]
 async fn five_sentences_are_transcribed_and_answered_with_their_words() {
-    let addr = speech_server().await;
+    let addr = speech_server(true, &[]).await;
     let mut c = Client::connect(addr).await;
     c.send(json!({"type":"session.update","session":{"type":"realtime",
         "audio":{"input":{"transcription":{"model":"whisper-1"}}}}}))
@@ -101,7 +85,7 @@ async fn five_sentences_are_transcribed_and_answered_with_their_words() {
 
 #[tokio::test]
 async fn a_transcription_session_hears_a_sentence_and_never_responds() {
-    let addr = speech_server().await;
+    let addr = speech_server(true, &[]).await;
     let url = format!("ws://{addr}/v1/realtime?intent=transcription");
     let mut c = Client::open(&url, &[]).await.expect("connects");
     let created = c.until("session.created").await;

@@ -6,7 +6,7 @@
 mod common;
 use common::*;
 use duet_client::rtc::{ClientOptions, RtcClient};
-use duet_client::speech::{espeak, models_dir, noise, resample_linear, serve_args, word_errors};
+use duet_client::speech::{espeak, noise, resample_linear, word_errors};
 use serde_json::json;
 use std::time::Duration;
 
@@ -16,22 +16,18 @@ fn at48(pcm: &[f32]) -> Vec<f32> {
     resample_linear(pcm, 24_000, 48_000)
 }
 
-async fn speech_server(silero: bool) -> std::net::SocketAddr {
-    let mut args = serve_args(&models_dir());
-    if !silero {
-        args.drain(..2); // the energy detector
-    }
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    server(&args).await
-}
-
-#[tokio::test]
-async fn a_spoken_sentence_on_a_call_comes_back_as_its_transcript() {
-    let addr = speech_server(true).await;
+/// A call on `addr`, its session created.
+async fn call(addr: std::net::SocketAddr) -> RtcClient {
     let mut c = RtcClient::connect(addr, ClientOptions::default())
         .await
         .expect("call created");
     c.until("session.created", T).await.unwrap();
+    c
+}
+
+#[tokio::test]
+async fn a_spoken_sentence_on_a_call_comes_back_as_its_transcript() {
+    let mut c = call(speech_server(true, &[]).await).await;
     c.send(json!({"type":"session.update","session":{"type":"realtime",
         "audio":{"input":{"transcription":{"model":"whisper-1"}}}}}));
     c.until("session.updated", T).await.unwrap();
@@ -68,8 +64,9 @@ async fn a_spoken_sentence_on_a_call_comes_back_as_its_transcript() {
 }
 
 /// Speaks a sentence and waits until its answer plays; then sends `over` (48 kHz) and
-/// returns the answer's `response.done` and whether speech was detected meanwhile.
-async fn interrupt_with(c: &mut RtcClient, over: &[f32]) -> (serde_json::Value, bool) {
+/// returns the answer's `response.done` and whether speech was detected meanwhile (printed
+/// with `what`).
+async fn interrupt_with(c: &mut RtcClient, over: &[f32], what: &str) -> (serde_json::Value, bool) {
     let mut audio = at48(&espeak("Tell me a long story about the sea and the ships."));
     audio.extend(vec![0.0; 48_000 * 7 / 10]);
     c.speak(&audio);
@@ -82,6 +79,10 @@ async fn interrupt_with(c: &mut RtcClient, over: &[f32]) -> (serde_json::Value, 
         .iter()
         .chain(std::iter::once(&done))
         .any(|e| e["type"] == "input_audio_buffer.speech_started");
+    eprintln!(
+        "{what}: status {}, speech_started {barged}",
+        done["response"]["status"]
+    );
     (done, barged)
 }
 
@@ -90,27 +91,16 @@ async fn a_real_voice_barges_in_and_a_burst_of_noise_does_not() {
     let burst = at48(&noise(1.0, -26.0, 7));
     let voice = at48(&espeak("Stop, wait a moment."));
 
-    let addr = speech_server(true).await;
-    let mut c = RtcClient::connect(addr, ClientOptions::default())
-        .await
-        .expect("call created");
-    c.until("session.created", T).await.unwrap();
-    let (done, barged) = interrupt_with(&mut c, &burst).await;
-    eprintln!(
-        "silero, noise over the answer: status {}, speech_started {barged}",
-        done["response"]["status"]
-    );
+    let mut c = call(speech_server(true, &[]).await).await;
+    let (done, barged) = interrupt_with(&mut c, &burst, "silero, noise over the answer").await;
     assert_eq!(
         done["response"]["status"], "completed",
         "noise must not cancel"
     );
     assert!(!barged);
     tokio::time::sleep(Duration::from_millis(800)).await;
-    let (done, barged) = interrupt_with(&mut c, &voice).await;
-    eprintln!(
-        "silero, a voice over the answer: status {}, speech_started {barged}",
-        done["response"]["status"]
-    );
+    let (done, barged) = interrupt_with(&mut c, &voice, "silero, a voice over the answer").await;
+    assert!(barged, "a voice is speech");
     assert_eq!(done["response"]["status"], "cancelled");
     assert_eq!(
         done["response"]["status_details"]["reason"],
@@ -119,15 +109,8 @@ async fn a_real_voice_barges_in_and_a_burst_of_noise_does_not() {
     c.close();
 
     // The energy detector on the same input: the burst is loud enough to barge in.
-    let addr = speech_server(false).await;
-    let mut c = RtcClient::connect(addr, ClientOptions::default())
-        .await
-        .expect("call created");
-    c.until("session.created", T).await.unwrap();
-    let (done, barged) = interrupt_with(&mut c, &burst).await;
-    eprintln!(
-        "energy, noise over the answer: status {}, speech_started {barged}",
-        done["response"]["status"]
-    );
+    let mut c = call(speech_server(false, &[]).await).await;
+    let (done, barged) = interrupt_with(&mut c, &burst, "energy, noise over the answer").await;
     assert!(barged, "the energy detector takes loud noise for speech");
+    assert_eq!(done["response"]["status"], "cancelled");
 }

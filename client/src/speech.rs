@@ -10,6 +10,16 @@ use duet_media::pcm::{rms_dbfs, SILENCE_DBFS};
 /// Rate of the audio returned here: the session rate.
 pub const RATE: u32 = 24_000;
 
+/// Plain sentences espeak-ng's default voice says clearly enough for Whisper tiny.en (some
+/// it does not: "The weather is nice today" comes back as "But whether is ice today").
+pub const SENTENCES: [&str; 5] = [
+    "Please open the door for me.",
+    "We are going to the park this afternoon.",
+    "Thank you very much for your help.",
+    "I need to buy some bread and milk.",
+    "Turn off the lights when you leave the room.",
+];
+
 /// The directory `scripts/install-models DIR` wrote (`$DUET_TEST_MODELS`, which
 /// `scripts/test` sets); fails with the command to run when it is missing or incomplete.
 pub fn models_dir() -> PathBuf {

@@ -17,6 +17,9 @@
 
 use std::time::Instant;
 
+mod common;
+use common::{counts, gpu_column, kv_mib, or_exit, percentile, rss_mib};
+
 use duet_models::moshi::{
     tiny, DeviceSpec, MoshiConfig, MoshiModel, MoshiOptions, PhaseTimes, FRAME_SAMPLES,
 };
@@ -50,12 +53,7 @@ fn parse() -> Result<Args, String> {
         match flag.as_str() {
             "--device" => a.device = val()?,
             "--config" => a.config = val()?,
-            "--sessions" => {
-                a.sessions = val()?
-                    .split(',')
-                    .map(|s| s.trim().parse().map_err(|_| format!("bad count {s:?}")))
-                    .collect::<Result<_, _>>()?
-            }
+            "--sessions" => a.sessions = counts(&val()?)?,
             "--steps" => a.steps = val()?.parse().map_err(|_| "bad --steps")?,
             "--context" => a.context = Some(val()?.parse().map_err(|_| "bad --context")?),
             "--depformer" => {
@@ -75,45 +73,8 @@ fn parse() -> Result<Args, String> {
     Ok(a)
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
-fn rss_mib() -> (f64, f64) {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse::<f64>().ok())
-            .map_or(0.0, |kb| kb / 1024.0)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
-}
-
-fn gpu_mib() -> Option<f64> {
-    let out = std::process::Command::new("nvidia-smi")
-        .args(["--query-gpu=memory.used", "--format=csv,noheader,nounits"])
-        .output()
-        .ok()?;
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .next()?
-        .trim()
-        .parse()
-        .ok()
-}
-
 fn main() {
-    let args = match parse() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("moshi_bench: {e}");
-            std::process::exit(2);
-        }
-    };
+    let args = or_exit(parse(), "moshi_bench");
     let device = DeviceSpec::parse(&args.device).unwrap_or_else(|e| panic!("{e}"));
     let mut cfg = match args.config.as_str() {
         "tiny" => tiny::tiny_config(),
@@ -123,8 +84,7 @@ fn main() {
         cfg.lm.transformer.context = c;
     }
     let t = &cfg.lm.transformer;
-    let kv_bytes = if device == DeviceSpec::Cpu { 4 } else { 2 };
-    let kv_mib = (t.num_layers * 2 * t.context * t.d_model * kv_bytes) as f64 / (1 << 20) as f64;
+    let kv_mib = kv_mib(t.num_layers, t.context, t.d_model, &device);
     println!(
         "# moshi_bench: config {} (d_model {}, {} layers, context {} steps), device {}, {} steps per point",
         args.config, t.d_model, t.num_layers, t.context, args.device, args.steps
@@ -175,11 +135,7 @@ fn main() {
                 let on_time =
                     times.iter().filter(|&&t| t <= 80.0).count() as f64 / times.len() as f64;
                 let (rss, peak) = rss_mib();
-                let gpu = if device == DeviceSpec::Cpu {
-                    "-".to_string()
-                } else {
-                    gpu_mib().map_or("?".into(), |g| format!("{g:.0}"))
-                };
+                let gpu = gpu_column(&device);
                 let p50 = percentile(&times, 0.5);
                 println!(
                     "| {n} | {}{} | {p50:.2} | {:.2} | {:.2} | {:.0} % | {:.3} | {phases} | {rss:.0} ({peak:.0}) | {gpu} |",

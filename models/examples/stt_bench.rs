@@ -21,6 +21,9 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
+mod common;
+use common::{counts, gpu_column, kv_mib, or_exit, percentile, rss_mib};
+
 use duet_models::kyutai_stt::{tiny, DeviceSpec, KyutaiStt, SttConfig, SttOptions, FRAME_SAMPLES};
 use duet_models::{TranscribeInput, TranscribeOutput, Transcriber};
 
@@ -46,12 +49,7 @@ fn parse() -> Result<Args, String> {
     while let Some(flag) = it.next() {
         let mut val = || it.next().ok_or(format!("{flag} needs a value"));
         match flag.as_str() {
-            "--streams" => {
-                a.streams = val()?
-                    .split(',')
-                    .map(|s| s.trim().parse().map_err(|_| format!("bad count {s:?}")))
-                    .collect::<Result<_, _>>()?
-            }
+            "--streams" => a.streams = counts(&val()?)?,
             "--steps" => a.steps = val()?.parse().map_err(|_| "bad --steps")?,
             "--device" => a.device = val()?,
             "--model-dir" => a.model_dir = Some(PathBuf::from(val()?)),
@@ -68,37 +66,6 @@ fn parse() -> Result<Args, String> {
         return Err("stream counts and --steps must be at least 1".into());
     }
     Ok(a)
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
-fn rss_mib() -> (f64, f64) {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse::<f64>().ok())
-            .map_or(0.0, |kb| kb / 1024.0)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
-}
-
-fn gpu_mib() -> Option<f64> {
-    let out = std::process::Command::new("nvidia-smi")
-        .args(["--query-gpu=memory.used", "--format=csv,noheader,nounits"])
-        .output()
-        .ok()?;
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .next()?
-        .trim()
-        .parse()
-        .ok()
 }
 
 /// Speech-like input: a gliding tone with a hiss, per voice and frame.
@@ -181,17 +148,8 @@ fn step_all(
 }
 
 fn main() {
-    let args = match parse() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("stt_bench: {e}");
-            std::process::exit(2);
-        }
-    };
-    let device = DeviceSpec::parse(&args.device).unwrap_or_else(|e| {
-        eprintln!("stt_bench: {e}");
-        std::process::exit(2);
-    });
+    let args = or_exit(parse(), "stt_bench");
+    let device = or_exit(DeviceSpec::parse(&args.device), "stt_bench");
     let _tmp;
     let (src, label) = match (&args.model_dir, args.full_size) {
         (Some(d), _) => (Source::Dir(d.clone()), format!("{}", d.display())),
@@ -231,9 +189,7 @@ fn main() {
         let build_s = built.elapsed().as_secs_f64();
         if !header {
             let t = &m.config().lm.transformer;
-            let kv_bytes = if device == DeviceSpec::Cpu { 4 } else { 2 };
-            let kv_mib =
-                (t.num_layers * 2 * t.context * t.d_model * kv_bytes) as f64 / (1 << 20) as f64;
+            let kv_mib = kv_mib(t.num_layers, t.context, t.d_model, &device);
             println!(
                 "# stt_bench: {label} (d_model {}, {} layers, context {} steps, delay {} steps, \
                  flush {} frames), device {}, {} steps per point",
@@ -279,11 +235,7 @@ fn main() {
         times.sort_by(f64::total_cmp);
         let p50 = percentile(&times, 0.5);
         let (rss, peak) = rss_mib();
-        let gpu = if device == DeviceSpec::Cpu {
-            "-".to_string()
-        } else {
-            gpu_mib().map_or("?".into(), |g| format!("{g:.0}"))
-        };
+        let gpu = gpu_column(&device);
         println!(
             "| {n} | {p50:.2} | {:.2} | {:.2} | {:.3} | {:.3} | {:.1} | {one_end:.1} | {all_end:.1} | {words} | {rss:.0} ({peak:.0}) | {gpu} |",
             percentile(&times, 0.99),

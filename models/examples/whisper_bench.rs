@@ -10,17 +10,9 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use duet_client::speech::{espeak, silence, word_errors};
+use duet_client::speech::{espeak, silence, word_errors, SENTENCES};
 use duet_models::whisper::{EncoderWindow, WhisperTranscriber};
 use duet_models::{TranscribeInput, TranscribeOutput, Transcriber};
-
-const SENTENCES: [&str; 5] = [
-    "Please open the door for me.",
-    "We are going to the park this afternoon.",
-    "Thank you very much for your help.",
-    "I need to buy some bread and milk.",
-    "Turn off the lights when you leave the room.",
-];
 
 fn quantile(sorted: &[Duration], q: f64) -> f64 {
     let i = ((sorted.len() - 1) as f64 * q).round() as usize;

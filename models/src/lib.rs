@@ -9,6 +9,8 @@ pub mod kyutai_stt;
 mod model;
 pub mod moshi;
 pub mod silero;
+#[cfg(test)]
+mod test_util;
 mod transcribe;
 pub mod whisper;
 

@@ -106,3 +106,18 @@ pub trait Transcriber: Send {
         EndOfTurn::default()
     }
 }
+
+/// The first free slot of `slots`, or [`ModelError::SlotsExhausted`] when all are taken.
+pub(crate) fn free_slot<T>(slots: &[Option<T>]) -> Result<usize, ModelError> {
+    slots
+        .iter()
+        .position(Option::is_none)
+        .ok_or(ModelError::SlotsExhausted(slots.len()))
+}
+
+/// Frees slot `i` (nothing when there is no such slot).
+pub(crate) fn clear_slot<T>(slots: &mut [Option<T>], i: usize) {
+    if let Some(s) = slots.get_mut(i) {
+        *s = None;
+    }
+}

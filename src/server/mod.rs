@@ -200,6 +200,16 @@ impl AppState {
                 "media engine thread {i} stopped"
             )));
         }
+        if let Some(t) = &self.speech.transcriber {
+            // Sessions still open without it (their transcriptions fail), but the process
+            // should be replaced: it no longer does what it was configured to.
+            if !t.is_alive() {
+                return Err(ApiError::not_ready("the transcription thread stopped"));
+            }
+            if !t.is_ready() {
+                return Err(ApiError::not_ready("the transcriber is still warming up"));
+            }
+        }
         Ok(())
     }
 }

@@ -23,6 +23,18 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 /// How long to wait for an expected event.
 pub const EVENT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// A server with the real speech models of `scripts/install-models` (`DUET_TEST_MODELS`):
+/// Silero VAD when `silero`, and Whisper tiny.en, plus `extra` flags.
+pub async fn speech_server(silero: bool, extra: &[&str]) -> SocketAddr {
+    let mut args = duet_client::speech::serve_args(&duet_client::speech::models_dir());
+    if !silero {
+        args.drain(..2); // the energy detector
+    }
+    let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+    args.extend_from_slice(extra);
+    server(&args).await
+}
+
 /// Starts a server on 127.0.0.1 with a free port and extra `duet serve` flags.
 pub async fn server(extra: &[&str]) -> SocketAddr {
     start(extra).await.addr

@@ -5,7 +5,10 @@ use std::path::{Path, PathBuf};
 use moshi::lm;
 use moshi::mimi;
 
-use crate::moshi::config::{check_transformer, MimiOverrides};
+use crate::moshi::config::{
+    apply_shared, check_audio_vocab, check_mimi_rate, check_transformers, find_release,
+    inconsistent, parse_file, read_config, MimiOverrides, ModelFiles, Release,
+};
 use crate::ModelError;
 
 /// The LM weights of Kyutai's candle release (`kyutai/stt-1b-en_fr-candle`, bf16).
@@ -130,19 +133,18 @@ impl SttConfig {
 
     /// Parses a `duet-stt.toml` on top of `base`.
     pub fn from_toml(text: &str, base: Self) -> Result<Self, ModelError> {
-        let file: FileConfig =
-            toml::from_str(text).map_err(|e| ModelError::Failed(format!("{CONFIG_FILE}: {e}")))?;
+        let file: FileConfig = parse_file(text, CONFIG_FILE)?;
         let mut cfg = base;
-        if let Some(lm) = file.lm {
-            cfg.lm = lm;
-        }
         if let Some(a) = file.asr {
             cfg.asr = a;
         }
-        if let Some(c) = file.context {
-            cfg.lm.transformer.context = c;
-        }
-        file.mimi.apply(&mut cfg.mimi);
+        apply_shared(
+            &mut cfg.lm,
+            &mut cfg.mimi,
+            file.lm,
+            file.context,
+            &file.mimi,
+        );
         cfg.validate()?;
         Ok(cfg)
     }
@@ -150,11 +152,7 @@ impl SttConfig {
     /// Checks that the parts fit together (and everything upstream's constructors divide
     /// by or index with).
     pub fn validate(&self) -> Result<(), ModelError> {
-        let bad = |m: String| {
-            Err(ModelError::Failed(format!(
-                "inconsistent Kyutai STT config: {m}"
-            )))
-        };
+        let bad = inconsistent("Kyutai STT");
         let (lm, a) = (&self.lm, &self.asr);
         if lm.depformer.is_some() {
             return bad(
@@ -173,12 +171,7 @@ impl SttConfig {
         if self.mimi.quantizer_n_q < 2 {
             return bad("mimi needs at least 2 codebooks (one semantic, one acoustic)".into());
         }
-        if self.mimi.quantizer_bins + 1 != lm.audio_vocab_size {
-            return bad(format!(
-                "mimi bins {} + 1 (padding) != lm.audio_vocab_size {}",
-                self.mimi.quantizer_bins, lm.audio_vocab_size
-            ));
-        }
+        check_audio_vocab(lm, &self.mimi).or_else(&bad)?;
         if lm.text_out_vocab_size + 1 != lm.text_in_vocab_size {
             // The start token is the last input id, and sampled tokens are fed back.
             return bad(format!(
@@ -219,18 +212,15 @@ impl SttConfig {
                 a.temperature
             ));
         }
-        for (name, t) in [("lm", &lm.transformer), ("mimi", &self.mimi.transformer)] {
-            if let Err(m) = check_transformer(t, 2) {
-                return bad(format!("{name}: {m}"));
-            }
-        }
+        check_transformers(&[
+            ("lm", &lm.transformer, 2),
+            ("mimi", &self.mimi.transformer, 2),
+        ])
+        .or_else(&bad)?;
         if !lm.transformer.causal {
             return bad("lm.transformer must be causal (it streams)".into());
         }
-        if self.mimi.sample_rate != 24_000.0 || self.mimi.frame_rate != 12.5 {
-            return bad("Mimi must run at 24 kHz / 12.5 Hz (1920-sample frames)".into());
-        }
-        Ok(())
+        check_mimi_rate(&self.mimi).or_else(bad)
     }
 
     /// The end-of-turn head's index when the model has it.
@@ -253,6 +243,17 @@ pub struct SttFiles {
     pub config: Option<PathBuf>,
 }
 
+impl From<SttFiles> for ModelFiles {
+    fn from(f: SttFiles) -> Self {
+        Self {
+            lm: f.lm,
+            mimi: f.mimi,
+            tokenizer: f.tokenizer,
+            config: f.config,
+        }
+    }
+}
+
 impl SttFiles {
     /// Finds every file, or says exactly which are missing and what is expected.
     pub fn find(dir: &Path) -> Result<Self, ModelError> {
@@ -261,37 +262,29 @@ impl SttFiles {
              stt-1b-en_fr-candle release), and optionally {CONFIG_FILE}",
             dir.display()
         );
-        if !dir.is_dir() {
-            return Err(ModelError::Failed(format!(
-                "Kyutai STT model directory {} does not exist; {expected}",
-                dir.display()
-            )));
-        }
-        let at = |f: &str| Some(dir.join(f)).filter(|p| p.is_file());
-        let (lm, mimi, tokenizer) = (at(LM_FILE), at(MIMI_FILE), at(TEXT_TOKENIZER));
-        let missing: Vec<&str> = [
-            (lm.is_none(), LM_FILE),
-            (mimi.is_none(), MIMI_FILE),
-            (tokenizer.is_none(), TEXT_TOKENIZER),
-        ]
-        .iter()
-        .filter(|(m, _)| *m)
-        .map(|(_, f)| *f)
-        .collect();
-        match (lm, mimi, tokenizer) {
-            (Some(lm), Some(mimi), Some(tokenizer)) => Ok(Self {
-                lm,
-                mimi,
-                tokenizer,
-                config: at(CONFIG_FILE),
-            }),
-            _ => Err(ModelError::Failed(format!(
-                "Kyutai STT model directory is incomplete: missing {}; {expected}. Duet never \
-                 downloads weights: fetch Kyutai's candle release yourself, or write a tiny \
-                 random test model with `kyutai_stt::tiny::write_tiny_dir`",
-                missing.join(", ")
-            ))),
-        }
+        let ModelFiles {
+            lm,
+            mimi,
+            tokenizer,
+            config,
+        } = find_release(
+            dir,
+            &Release {
+                model: "Kyutai STT",
+                lm: &[LM_FILE],
+                mimi: MIMI_FILE,
+                tokenizer: TEXT_TOKENIZER,
+                config: CONFIG_FILE,
+                tiny: "write a tiny random test model with `kyutai_stt::tiny::write_tiny_dir`",
+            },
+            &expected,
+        )?;
+        Ok(Self {
+            lm,
+            mimi,
+            tokenizer,
+            config,
+        })
     }
 
     /// The architecture: the preset, overridden by `duet-stt.toml` when present.
@@ -302,11 +295,7 @@ impl SttFiles {
                 base.validate()?;
                 Ok(base)
             }
-            Some(p) => {
-                let text = std::fs::read_to_string(p)
-                    .map_err(|e| ModelError::Failed(format!("{}: {e}", p.display())))?;
-                SttConfig::from_toml(&text, base)
-            }
+            Some(p) => SttConfig::from_toml(&read_config(p)?, base),
         }
     }
 }

@@ -53,7 +53,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::moshi::mimi::BatchedEncoder;
-use crate::moshi::{err, load_tokenizer, release_weights, TextDecoder};
+use crate::moshi::{err, open_release, TextDecoder};
 pub use crate::moshi::{DeviceSpec, FRAME_SAMPLES};
 use crate::{
     EndOfTurn, ModelError, StreamId, TokenLogprob, TranscribeInput, TranscribeOutput, Transcriber,
@@ -242,13 +242,22 @@ impl KyutaiStt {
     pub fn load(dir: &Path, opts: &SttOptions) -> Result<Self, ModelError> {
         let files = SttFiles::find(dir)?;
         let cfg = files.config(&opts.preset)?;
-        let device = opts.device.open()?;
-        let text = load_tokenizer(&files.tokenizer, cfg.lm.text_out_vocab_size)?;
-        let config_file = files.config.as_ref().map(|_| config::CONFIG_FILE);
         // The LM is always safetensors here: `SttFiles` finds no `.gguf`.
-        let (lm, mimi) =
-            release_weights(&files.lm, &files.mimi, &device, config_file, &opts.preset)?;
-        Self::build_named(cfg, (lm.0, &lm.1), (mimi.0, &mimi.1), text, device, opts)
+        let r = open_release(
+            &files.into(),
+            config::CONFIG_FILE,
+            &cfg.lm,
+            &opts.device,
+            &opts.preset,
+        )?;
+        Self::build_named(
+            cfg,
+            (r.lm.0, &r.lm.1),
+            (r.mimi.0, &r.mimi.1),
+            r.text,
+            r.device,
+            opts,
+        )
     }
 
     /// Builds from any var builders (the loader above, or generated weights).
@@ -589,11 +598,7 @@ impl Transcriber for KyutaiStt {
     }
 
     fn open_stream(&mut self) -> Result<StreamId, ModelError> {
-        let s = self
-            .streams
-            .iter()
-            .position(Option::is_none)
-            .ok_or(ModelError::SlotsExhausted(self.streams.len()))?;
+        let s = crate::transcribe::free_slot(&self.streams)?;
         let seed = self.seed ^ self.opened.wrapping_mul(0x9E37_79B9_7F4A_7C15);
         self.opened += 1;
         let pad = self.lm.audio_pad_token();
@@ -606,9 +611,7 @@ impl Transcriber for KyutaiStt {
     }
 
     fn close_stream(&mut self, stream: StreamId) {
-        if let Some(s) = self.streams.get_mut(stream) {
-            *s = None;
-        }
+        crate::transcribe::clear_slot(&mut self.streams, stream);
     }
 
     fn step(

@@ -1,34 +1,15 @@
 //! Tiny-weight tests: generated weights, saved with the release's file names, loaded back
 //! through the production loader, streamed.
 
-use std::path::PathBuf;
-
 use super::tiny::{self, write_tiny_dir};
 use super::*;
+use crate::moshi::load_tokenizer;
+use crate::test_util::{input, TempDir};
 
 const SEED: u64 = 42;
 
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        use std::sync::atomic::{AtomicU32, Ordering};
-        static N: AtomicU32 = AtomicU32::new(0);
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        let p = std::env::temp_dir().join(format!("duet-stt-{tag}-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        Self(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn tiny_dir(tag: &str) -> TempDir {
-    let d = TempDir::new(tag);
+    let d = TempDir::new(&format!("stt-{tag}"));
     write_tiny_dir(&d.0, SEED).unwrap();
     d
 }
@@ -40,18 +21,6 @@ fn opts(streams: usize) -> SttOptions {
         max_streams: streams,
         seed: Some(7),
     }
-}
-
-/// Deterministic "speech": a gliding tone with a seeded hiss, different per `voice`.
-fn input(voice: u32, frame: usize) -> Vec<f32> {
-    (0..FRAME_SAMPLES)
-        .map(|i| {
-            let t = (frame * FRAME_SAMPLES + i) as f32 / 24_000.0;
-            let f = 150.0 + 60.0 * voice as f32 + 40.0 * (t * 2.0).sin();
-            let hiss = (((i as u32).wrapping_mul(2_654_435_761) ^ voice) % 1000) as f32 / 1e5;
-            0.3 * (std::f32::consts::TAU * f * t).sin() + hiss
-        })
-        .collect()
 }
 
 fn one(
@@ -219,7 +188,11 @@ fn one_model_step_per_80_ms_of_audio_whatever_the_chunking() {
 
 #[test]
 fn same_seed_same_model_and_text_other_seed_other_model() {
-    let (a, b, c) = (tiny_dir("det-a"), tiny_dir("det-b"), TempDir::new("det-c"));
+    let (a, b, c) = (
+        tiny_dir("det-a"),
+        tiny_dir("det-b"),
+        TempDir::new("stt-det-c"),
+    );
     write_tiny_dir(&c.0, SEED + 1).unwrap();
     let read = |d: &TempDir| std::fs::read(d.0.join(config::LM_FILE)).unwrap();
     assert_eq!(read(&a), read(&b));

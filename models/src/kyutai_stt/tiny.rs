@@ -21,8 +21,8 @@ use moshi::nn::MaybeQuantizedVarBuilder;
 use super::config::{self, SttConfig, TEXT_EOP, TEXT_PAD};
 use super::{err, KyutaiStt, SttOptions};
 use crate::moshi::tiny::{
-    drain, named_shapes, random_var_builders, record, save_bf16, text_decoder, tokenizer, Fill,
-    Recorder, Tensors,
+    drain, named_shapes, random_var_builders, record, save_bf16, start_tiny_dir, text_decoder,
+    tokenizer, Fill, Recorder, Tensors,
 };
 use crate::ModelError;
 
@@ -107,16 +107,8 @@ fn tiny_pieces(n: usize) -> Vec<String> {
 /// `seed`.
 pub fn write_tiny_dir(dir: &Path, seed: u64) -> Result<(), ModelError> {
     let io = |e: std::io::Error| ModelError::Failed(format!("{}: {e}", dir.display()));
-    std::fs::create_dir_all(dir).map_err(io)?;
     let cfg = tiny_config();
-    let (mut lm, mimi) = record(
-        &cfg.lm,
-        &cfg.mimi,
-        Fill::Seeded(seed),
-        DType::F32,
-        &Device::Cpu,
-    )
-    .map_err(err("generate"))?;
+    let (mut lm, mimi) = start_tiny_dir(dir, &cfg.lm, &cfg.mimi, seed)?;
     boost_separators(&mut lm).map_err(err("generate"))?;
     save_bf16(&lm, &dir.join(config::LM_FILE))?;
     candle::safetensors::save(&mimi, dir.join(config::MIMI_FILE)).map_err(err("save"))?;

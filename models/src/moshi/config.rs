@@ -155,19 +155,18 @@ impl MoshiConfig {
 
     /// Parses a `duet-moshi.toml` on top of `base`.
     pub fn from_toml(text: &str, base: Self) -> Result<Self, ModelError> {
-        let file: FileConfig =
-            toml::from_str(text).map_err(|e| ModelError::Failed(format!("{CONFIG_FILE}: {e}")))?;
+        let file: FileConfig = parse_file(text, CONFIG_FILE)?;
         let mut cfg = base;
-        if let Some(lm) = file.lm {
-            cfg.lm = lm;
-        }
         if let Some(g) = file.generation {
             cfg.generation = g;
         }
-        if let Some(c) = file.context {
-            cfg.lm.transformer.context = c;
-        }
-        file.mimi.apply(&mut cfg.mimi);
+        apply_shared(
+            &mut cfg.lm,
+            &mut cfg.mimi,
+            file.lm,
+            file.context,
+            &file.mimi,
+        );
         cfg.validate()?;
         Ok(cfg)
     }
@@ -175,11 +174,7 @@ impl MoshiConfig {
     /// Checks that the parts fit together.
     pub fn validate(&self) -> Result<(), ModelError> {
         let g = &self.generation;
-        let bad = |m: String| {
-            Err(ModelError::Failed(format!(
-                "inconsistent Moshi config: {m}"
-            )))
-        };
+        let bad = inconsistent("Moshi");
         let Some(dep) = &self.lm.depformer else {
             return bad("lm.depformer is required (the depth transformer makes the audio)".into());
         };
@@ -206,12 +201,7 @@ impl MoshiConfig {
                 self.mimi.quantizer_n_q
             ));
         }
-        if self.mimi.quantizer_bins + 1 != self.lm.audio_vocab_size {
-            return bad(format!(
-                "mimi bins {} + 1 (padding) != lm.audio_vocab_size {}",
-                self.mimi.quantizer_bins, self.lm.audio_vocab_size
-            ));
-        }
+        check_audio_vocab(&self.lm, &self.mimi).or_else(&bad)?;
         if g.text_start_token as usize >= self.lm.text_in_vocab_size {
             return bad(format!(
                 "text_start_token {} outside text_in_vocab_size {}",
@@ -236,19 +226,13 @@ impl MoshiConfig {
                 g.acoustic_delay
             ));
         }
-        for (name, t, min_context) in [
+        check_transformers(&[
             ("lm", &self.lm.transformer, 2),
             ("lm.depformer", &dep.transformer, dep.num_slices),
             ("mimi", &self.mimi.transformer, 2),
-        ] {
-            if let Err(m) = check_transformer(t, min_context) {
-                return bad(format!("{name}: {m}"));
-            }
-        }
-        if self.mimi.sample_rate != 24_000.0 || self.mimi.frame_rate != 12.5 {
-            return bad("Mimi must run at 24 kHz / 12.5 Hz (1920-sample frames)".into());
-        }
-        Ok(())
+        ])
+        .or_else(&bad)?;
+        check_mimi_rate(&self.mimi).or_else(bad)
     }
 }
 
@@ -259,12 +243,74 @@ pub const MAX_ACOUSTIC_DELAY: usize = 16;
 /// The KV cache is allocated for it up front, per slot.
 pub const MAX_CONTEXT: usize = 1 << 16;
 
+/// A config file's text as `T`; a parse error names `file`.
+pub(crate) fn parse_file<T: serde::de::DeserializeOwned>(
+    text: &str,
+    file: &str,
+) -> Result<T, ModelError> {
+    toml::from_str(text).map_err(|e| ModelError::Failed(format!("{file}: {e}")))
+}
+
+/// Applies the overrides both Kyutai config files share: a whole `[lm]` table, then the
+/// LM's KV `context`, and the `[mimi]` table.
+pub(crate) fn apply_shared(
+    lm: &mut lm::Config,
+    mimi: &mut mimi::Config,
+    file_lm: Option<lm::Config>,
+    context: Option<usize>,
+    overrides: &MimiOverrides,
+) {
+    if let Some(l) = file_lm {
+        *lm = l;
+    }
+    if let Some(c) = context {
+        lm.transformer.context = c;
+    }
+    overrides.apply(mimi);
+}
+
+/// The error of a config whose parts do not fit together, for `model`'s `validate`.
+pub(crate) fn inconsistent(model: &str) -> impl Fn(String) -> Result<(), ModelError> + '_ {
+    move |m| {
+        Err(ModelError::Failed(format!(
+            "inconsistent {model} config: {m}"
+        )))
+    }
+}
+
+/// Mimi's codes, plus the padding token, must be the LM's audio vocabulary.
+pub(crate) fn check_audio_vocab(lm: &lm::Config, mimi: &mimi::Config) -> Result<(), String> {
+    if mimi.quantizer_bins + 1 != lm.audio_vocab_size {
+        return Err(format!(
+            "mimi bins {} + 1 (padding) != lm.audio_vocab_size {}",
+            mimi.quantizer_bins, lm.audio_vocab_size
+        ));
+    }
+    Ok(())
+}
+
+/// [`check_transformer`] on each `(name, transformer, min_context)`; an error is prefixed
+/// with the name.
+pub(crate) fn check_transformers(
+    ts: &[(&str, &moshi::transformer::Config, usize)],
+) -> Result<(), String> {
+    for &(name, t, min_context) in ts {
+        check_transformer(t, min_context).map_err(|m| format!("{name}: {m}"))?;
+    }
+    Ok(())
+}
+
+/// Mimi's rates, which the 1920-sample frames assume.
+pub(crate) fn check_mimi_rate(mimi: &mimi::Config) -> Result<(), String> {
+    if mimi.sample_rate != 24_000.0 || mimi.frame_rate != 12.5 {
+        return Err("Mimi must run at 24 kHz / 12.5 Hz (1920-sample frames)".into());
+    }
+    Ok(())
+}
+
 /// The shape rules upstream's constructors assume (they divide by these), with a context of
 /// `min_context` steps (at least 1) to [`MAX_CONTEXT`].
-pub(crate) fn check_transformer(
-    t: &moshi::transformer::Config,
-    min_context: usize,
-) -> Result<(), String> {
+fn check_transformer(t: &moshi::transformer::Config, min_context: usize) -> Result<(), String> {
     if t.num_heads == 0 || t.kv_repeat == 0 {
         return Err(format!(
             "num_heads {} and kv_repeat {} must be at least 1",
@@ -320,40 +366,18 @@ impl ModelFiles {
              {TEXT_TOKENIZER}, and optionally {CONFIG_FILE}",
             dir.display()
         );
-        if !dir.is_dir() {
-            return Err(ModelError::Failed(format!(
-                "Moshi model directory {} does not exist; {expected}",
-                dir.display()
-            )));
-        }
-        let at = |f: &str| Some(dir.join(f)).filter(|p| p.is_file());
-        let lm = at(LM_SAFETENSORS).or_else(|| at(LM_GGUF));
-        let mimi = at(MIMI_FILE);
-        let tokenizer = at(TEXT_TOKENIZER);
-        let mut missing = Vec::new();
-        if lm.is_none() {
-            missing.push(format!("{LM_SAFETENSORS} or {LM_GGUF}"));
-        }
-        if mimi.is_none() {
-            missing.push(MIMI_FILE.to_string());
-        }
-        if tokenizer.is_none() {
-            missing.push(TEXT_TOKENIZER.to_string());
-        }
-        match (lm, mimi, tokenizer) {
-            (Some(lm), Some(mimi), Some(tokenizer)) => Ok(Self {
-                lm,
-                mimi,
-                tokenizer,
-                config: at(CONFIG_FILE),
-            }),
-            _ => Err(ModelError::Failed(format!(
-                "Moshi model directory is incomplete: missing {}; {expected}. Duet never \
-                 downloads weights: fetch Kyutai's candle release yourself, or run \
-                 `duet moshi-tiny --out DIR` for a tiny random test model",
-                missing.join(", ")
-            ))),
-        }
+        find_release(
+            dir,
+            &Release {
+                model: "Moshi",
+                lm: &[LM_SAFETENSORS, LM_GGUF],
+                mimi: MIMI_FILE,
+                tokenizer: TEXT_TOKENIZER,
+                config: CONFIG_FILE,
+                tiny: "run `duet moshi-tiny --out DIR` for a tiny random test model",
+            },
+            &expected,
+        )
     }
 
     /// The architecture: the preset, overridden by `duet-moshi.toml` when present.
@@ -361,13 +385,72 @@ impl ModelFiles {
         let base = MoshiConfig::preset(preset)?;
         match &self.config {
             None => Ok(base),
-            Some(p) => {
-                let text = std::fs::read_to_string(p)
-                    .map_err(|e| ModelError::Failed(format!("{}: {e}", p.display())))?;
-                MoshiConfig::from_toml(&text, base)
-            }
+            Some(p) => MoshiConfig::from_toml(&read_config(p)?, base),
         }
     }
+}
+
+/// The file names of a Kyutai release, for [`find_release`].
+pub(crate) struct Release<'a> {
+    /// The model, as error messages name it.
+    pub model: &'a str,
+    /// The LM weights' accepted names, the first present taken.
+    pub lm: &'a [&'a str],
+    pub mimi: &'a str,
+    pub tokenizer: &'a str,
+    pub config: &'a str,
+    /// How to get a tiny test model instead ("or ..." follows fetching the release).
+    pub tiny: &'a str,
+}
+
+/// Finds a release's files in `dir`, or says exactly which are missing; `expected` lists
+/// what the directory should hold.
+pub(crate) fn find_release(
+    dir: &Path,
+    r: &Release,
+    expected: &str,
+) -> Result<ModelFiles, ModelError> {
+    if !dir.is_dir() {
+        return Err(ModelError::Failed(format!(
+            "{} model directory {} does not exist; {expected}",
+            r.model,
+            dir.display()
+        )));
+    }
+    let at = |f: &str| Some(dir.join(f)).filter(|p| p.is_file());
+    let lm = r.lm.iter().find_map(|f| at(f));
+    let mimi = at(r.mimi);
+    let tokenizer = at(r.tokenizer);
+    let mut missing = Vec::new();
+    if lm.is_none() {
+        missing.push(r.lm.join(" or "));
+    }
+    if mimi.is_none() {
+        missing.push(r.mimi.to_string());
+    }
+    if tokenizer.is_none() {
+        missing.push(r.tokenizer.to_string());
+    }
+    match (lm, mimi, tokenizer) {
+        (Some(lm), Some(mimi), Some(tokenizer)) => Ok(ModelFiles {
+            lm,
+            mimi,
+            tokenizer,
+            config: at(r.config),
+        }),
+        _ => Err(ModelError::Failed(format!(
+            "{} model directory is incomplete: missing {}; {expected}. Duet never \
+             downloads weights: fetch Kyutai's candle release yourself, or {}",
+            r.model,
+            missing.join(", "),
+            r.tiny
+        ))),
+    }
+}
+
+/// The text of a directory's config file.
+pub(crate) fn read_config(p: &Path) -> Result<String, ModelError> {
+    std::fs::read_to_string(p).map_err(|e| ModelError::Failed(format!("{}: {e}", p.display())))
 }
 
 #[cfg(test)]

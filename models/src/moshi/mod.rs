@@ -206,12 +206,21 @@ impl MoshiModel {
     pub fn load(dir: &Path, opts: &MoshiOptions) -> Result<Self, ModelError> {
         let files = ModelFiles::find(dir)?;
         let cfg = files.config(&opts.preset)?;
-        let device = opts.device.open()?;
-        let text = load_tokenizer(&files.tokenizer, cfg.lm.text_out_vocab_size)?;
-        let config_file = files.config.as_ref().map(|_| config::CONFIG_FILE);
-        let (lm, mimi) =
-            release_weights(&files.lm, &files.mimi, &device, config_file, &opts.preset)?;
-        Self::build_named(cfg, (lm.0, &lm.1), (mimi.0, &mimi.1), text, device, opts)
+        let r = open_release(
+            &files,
+            config::CONFIG_FILE,
+            &cfg.lm,
+            &opts.device,
+            &opts.preset,
+        )?;
+        Self::build_named(
+            cfg,
+            (r.lm.0, &r.lm.1),
+            (r.mimi.0, &r.mimi.1),
+            r.text,
+            r.device,
+            opts,
+        )
     }
 
     /// Builds from any var builders (the loader above, or generated weights).
@@ -311,10 +320,40 @@ pub(crate) type LmWeights = (MaybeQuantizedVarBuilder<'static>, String);
 /// Mimi's var builder and its error context, as [`LmWeights`].
 pub(crate) type MimiWeights = (candle_nn::VarBuilder<'static>, String);
 
+/// What a Kyutai model's `load` opens: its device, text tokenizer and weights.
+pub(crate) struct OpenRelease {
+    pub device: Device,
+    pub text: TextDecoder,
+    pub lm: LmWeights,
+    pub mimi: MimiWeights,
+}
+
+/// Opens `device` and reads the tokenizer (checked against `lm`'s text vocabulary) and the
+/// weights of `files`; `config_file` is the name of the directory's config file, named in
+/// errors when the directory has one.
+pub(crate) fn open_release(
+    files: &ModelFiles,
+    config_file: &str,
+    lm: &moshi::lm::Config,
+    device: &DeviceSpec,
+    preset: &str,
+) -> Result<OpenRelease, ModelError> {
+    let device = device.open()?;
+    let text = load_tokenizer(&files.tokenizer, lm.text_out_vocab_size)?;
+    let config_file = files.config.as_ref().map(|_| config_file);
+    let (lm, mimi) = release_weights(&files.lm, &files.mimi, &device, config_file, preset)?;
+    Ok(OpenRelease {
+        device,
+        text,
+        lm,
+        mimi,
+    })
+}
+
 /// A Kyutai release's two weights files mapped on `device`: the LM ([`lm_var_builder`])
 /// and Mimi (f32). Each comes with the context that names its file and where the
 /// architecture came from: the directory's `config_file` when it has one, else the preset.
-pub(crate) fn release_weights(
+fn release_weights(
     lm: &Path,
     mimi: &Path,
     device: &Device,
@@ -497,11 +536,7 @@ impl DuplexModel for MoshiModel {
     }
 
     fn open_slot(&mut self) -> Result<SlotId, ModelError> {
-        let s = self
-            .slots
-            .iter()
-            .position(Option::is_none)
-            .ok_or(ModelError::SlotsExhausted(self.slots.len()))?;
+        let s = crate::transcribe::free_slot(&self.slots)?;
         self.lm
             .reset_batch_idx(s, self.slots.len())
             .map_err(err("reset slot"))?;
@@ -532,13 +567,9 @@ impl DuplexModel for MoshiModel {
     }
 
     fn close_slot(&mut self, slot: SlotId) {
-        if let Some(s) = self.slots.get_mut(slot) {
-            *s = None;
-        }
+        crate::transcribe::clear_slot(&mut self.slots, slot);
         if let MimiDecode::PerSession { slots, .. } = &mut self.mimi_decode {
-            if let Some(m) = slots.get_mut(slot) {
-                *m = None;
-            }
+            crate::transcribe::clear_slot(slots, slot);
         }
     }
 

@@ -1,37 +1,17 @@
 //! Tiny-weight tests: generated weights, saved with the release's file names, loaded back
 //! through the production loader, streamed.
 
-use std::path::PathBuf;
-
 use candle::{IndexOp, Tensor};
 use moshi::lm_generate_multistream as upstream;
 
 use super::tiny::{self, write_tiny_dir};
 use super::*;
+use crate::test_util::{input, TempDir};
 
 const SEED: u64 = 42;
 
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        use std::sync::atomic::{AtomicU32, Ordering};
-        static N: AtomicU32 = AtomicU32::new(0);
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        let p = std::env::temp_dir().join(format!("duet-moshi-{tag}-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        Self(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn tiny_dir(tag: &str) -> TempDir {
-    let d = TempDir::new(tag);
+    let d = TempDir::new(&format!("moshi-{tag}"));
     write_tiny_dir(&d.0, SEED, false).unwrap();
     d
 }
@@ -45,18 +25,6 @@ fn opts(slots: usize) -> MoshiOptions {
         per_session_depformer: false,
         batched_decode: None,
     }
-}
-
-/// Deterministic "speech": a gliding tone with a seeded hiss, different per `voice`.
-fn input(voice: u32, frame: usize) -> Vec<f32> {
-    (0..FRAME_SAMPLES)
-        .map(|i| {
-            let t = (frame * FRAME_SAMPLES + i) as f32 / 24_000.0;
-            let f = 150.0 + 60.0 * voice as f32 + 40.0 * (t * 2.0).sin();
-            let hiss = (((i as u32).wrapping_mul(2_654_435_761) ^ voice) % 1000) as f32 / 1e5;
-            0.3 * (std::f32::consts::TAU * f * t).sin() + hiss
-        })
-        .collect()
 }
 
 /// Steps `slot` alone through `frames` frames of `voice`; returns outputs and the
@@ -460,7 +428,7 @@ fn batched_decoding_matches_per_session_decoding() {
 
 #[test]
 fn q8_gguf_release_layout_loads_and_streams() {
-    let d = TempDir::new("q8");
+    let d = TempDir::new("moshi-q8");
     write_tiny_dir(&d.0, SEED, true).unwrap();
     assert!(d.0.join(config::LM_GGUF).is_file());
     assert!(!d.0.join(config::LM_SAFETENSORS).exists());
@@ -492,7 +460,7 @@ fn q8_gguf_release_layout_loads_and_streams() {
 #[test]
 fn a_malformed_gguf_is_an_error_not_a_panic() {
     use candle::quantized::gguf_file;
-    let d = TempDir::new("bad-gguf");
+    let d = TempDir::new("moshi-bad-gguf");
     std::fs::create_dir_all(&d.0).unwrap();
     let path = d.0.join("model.q8.gguf");
     let mut f = std::fs::File::create(&path).unwrap();

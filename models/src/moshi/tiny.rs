@@ -256,22 +256,27 @@ fn tiny_pieces(n: usize) -> Vec<String> {
         .collect()
 }
 
+/// Creates `dir` and makes the tensors of a tiny model's two weights files (LM, Mimi) from
+/// `seed`, in f32 on the CPU.
+pub(crate) fn start_tiny_dir(
+    dir: &Path,
+    lm: &moshi::lm::Config,
+    mimi: &moshi::mimi::Config,
+    seed: u64,
+) -> Result<(Tensors, Tensors), ModelError> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| ModelError::Failed(format!("{}: {e}", dir.display())))?;
+    record(lm, mimi, Fill::Seeded(seed), DType::F32, &Device::Cpu).map_err(err("generate"))
+}
+
 /// Writes a tiny Moshi directory: the LM as `model.safetensors` (bf16, like Kyutai's
 /// release) or, with `q8`, as `model.q8.gguf` (matrices Q8_0, the rest f32, like the q8
 /// release), the Mimi file (f32), a SentencePiece tokenizer and `duet-moshi.toml`, all from
 /// `seed`.
 pub fn write_tiny_dir(dir: &Path, seed: u64, q8: bool) -> Result<(), ModelError> {
     let io = |e: std::io::Error| ModelError::Failed(format!("{}: {e}", dir.display()));
-    std::fs::create_dir_all(dir).map_err(io)?;
     let cfg = tiny_config();
-    let (lm, mimi) = record(
-        &cfg.lm,
-        &cfg.mimi,
-        Fill::Seeded(seed),
-        DType::F32,
-        &Device::Cpu,
-    )
-    .map_err(err("generate"))?;
+    let (lm, mimi) = start_tiny_dir(dir, &cfg.lm, &cfg.mimi, seed)?;
     // One LM file only, so the loader's choice is unambiguous.
     for stale in [config::LM_SAFETENSORS, config::LM_GGUF] {
         let _ = std::fs::remove_file(dir.join(stale));

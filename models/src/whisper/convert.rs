@@ -142,6 +142,44 @@ impl<'a> Mapper<'a> {
     }
 
     /// Number of `{side}/layer_N/` prefixes (N from 0, contiguous).
+    /// A layer's self-attention (`c`: its CTranslate2 scope, `h`: its candle prefix): the
+    /// norm, the fused QKV projection (K without bias) and the output projection.
+    fn self_attention(&mut self, c: &str, h: &str, d: usize) -> Result<(), String> {
+        self.norm(
+            &format!("{c}/self_attention/layer_norm"),
+            &format!("{h}.self_attn_layer_norm"),
+            d,
+        )?;
+        self.split(
+            &format!("{c}/self_attention/linear_0"),
+            &[
+                (&format!("{h}.self_attn.q_proj"), true),
+                (&format!("{h}.self_attn.k_proj"), false),
+                (&format!("{h}.self_attn.v_proj"), true),
+            ],
+            d,
+        )?;
+        self.linear(
+            &format!("{c}/self_attention/linear_1"),
+            &format!("{h}.self_attn.out_proj"),
+            d,
+            d,
+        )
+    }
+
+    /// A layer's feed-forward block (its norm and the two `4 d` projections), as
+    /// [`Self::self_attention`].
+    fn ffn(&mut self, c: &str, h: &str, d: usize) -> Result<(), String> {
+        let ff = 4 * d;
+        self.norm(
+            &format!("{c}/ffn/layer_norm"),
+            &format!("{h}.final_layer_norm"),
+            d,
+        )?;
+        self.linear(&format!("{c}/ffn/linear_0"), &format!("{h}.fc1"), ff, d)?;
+        self.linear(&format!("{c}/ffn/linear_1"), &format!("{h}.fc2"), d, ff)
+    }
+
     fn layers(&self, side: &str) -> Result<usize, String> {
         let prefix = format!("{side}/layer_");
         let mut seen = HashSet::new();
@@ -241,7 +279,6 @@ pub(super) fn map(ct2: &Ct2Model, suppress: (Vec<u32>, Vec<u32>)) -> Result<Mapp
     };
     let enc_layers = m.layers("encoder")?;
     let dec_layers = m.layers("decoder")?;
-    let ff = 4 * d;
 
     // Encoder.
     for (i, inp) in [(1, n_mels), (2, d)] {
@@ -269,33 +306,8 @@ pub(super) fn map(ct2: &Ct2Model, suppress: (Vec<u32>, Vec<u32>)) -> Result<Mapp
     for l in 0..enc_layers {
         let c = format!("encoder/layer_{l}");
         let h = format!("model.encoder.layers.{l}");
-        m.norm(
-            &format!("{c}/self_attention/layer_norm"),
-            &format!("{h}.self_attn_layer_norm"),
-            d,
-        )?;
-        m.split(
-            &format!("{c}/self_attention/linear_0"),
-            &[
-                (&format!("{h}.self_attn.q_proj"), true),
-                (&format!("{h}.self_attn.k_proj"), false),
-                (&format!("{h}.self_attn.v_proj"), true),
-            ],
-            d,
-        )?;
-        m.linear(
-            &format!("{c}/self_attention/linear_1"),
-            &format!("{h}.self_attn.out_proj"),
-            d,
-            d,
-        )?;
-        m.norm(
-            &format!("{c}/ffn/layer_norm"),
-            &format!("{h}.final_layer_norm"),
-            d,
-        )?;
-        m.linear(&format!("{c}/ffn/linear_0"), &format!("{h}.fc1"), ff, d)?;
-        m.linear(&format!("{c}/ffn/linear_1"), &format!("{h}.fc2"), d, ff)?;
+        m.self_attention(&c, &h, d)?;
+        m.ffn(&c, &h, d)?;
     }
     m.norm("encoder/layer_norm", "model.encoder.layer_norm", d)?;
 
@@ -313,26 +325,7 @@ pub(super) fn map(ct2: &Ct2Model, suppress: (Vec<u32>, Vec<u32>)) -> Result<Mapp
     for l in 0..dec_layers {
         let c = format!("decoder/layer_{l}");
         let h = format!("model.decoder.layers.{l}");
-        m.norm(
-            &format!("{c}/self_attention/layer_norm"),
-            &format!("{h}.self_attn_layer_norm"),
-            d,
-        )?;
-        m.split(
-            &format!("{c}/self_attention/linear_0"),
-            &[
-                (&format!("{h}.self_attn.q_proj"), true),
-                (&format!("{h}.self_attn.k_proj"), false),
-                (&format!("{h}.self_attn.v_proj"), true),
-            ],
-            d,
-        )?;
-        m.linear(
-            &format!("{c}/self_attention/linear_1"),
-            &format!("{h}.self_attn.out_proj"),
-            d,
-            d,
-        )?;
+        m.self_attention(&c, &h, d)?;
         m.norm(
             &format!("{c}/attention/layer_norm"),
             &format!("{h}.encoder_attn_layer_norm"),
@@ -358,13 +351,7 @@ pub(super) fn map(ct2: &Ct2Model, suppress: (Vec<u32>, Vec<u32>)) -> Result<Mapp
             d,
             d,
         )?;
-        m.norm(
-            &format!("{c}/ffn/layer_norm"),
-            &format!("{h}.final_layer_norm"),
-            d,
-        )?;
-        m.linear(&format!("{c}/ffn/linear_0"), &format!("{h}.fc1"), ff, d)?;
-        m.linear(&format!("{c}/ffn/linear_1"), &format!("{h}.fc2"), d, ff)?;
+        m.ffn(&c, &h, d)?;
     }
     m.norm("decoder/layer_norm", "model.decoder.layer_norm", d)?;
 

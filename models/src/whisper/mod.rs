@@ -629,19 +629,13 @@ impl Transcriber for WhisperTranscriber {
     }
 
     fn open_stream(&mut self) -> Result<StreamId, ModelError> {
-        let free = self
-            .streams
-            .iter()
-            .position(Option::is_none)
-            .ok_or(ModelError::SlotsExhausted(self.streams.len()))?;
+        let free = crate::transcribe::free_slot(&self.streams)?;
         self.streams[free] = Some(Stream::new()?);
         Ok(free)
     }
 
     fn close_stream(&mut self, stream: StreamId) {
-        if let Some(s) = self.streams.get_mut(stream) {
-            *s = None;
-        }
+        crate::transcribe::clear_slot(&mut self.streams, stream);
     }
 
     /// Streams whose utterance ends in the same step are transcribed one after another

@@ -266,6 +266,8 @@ struct Setup {
     limits: Option<Limits>,
     /// A transcriber port whose sends the test sees (and answers with `transcript`).
     transcriber: Option<Sent>,
+    /// That transcriber is a streaming one.
+    streaming: bool,
     /// Opens as a transcription session.
     transcription_session: bool,
 }
@@ -273,15 +275,15 @@ struct Setup {
 /// What the session sent its transcriber: `(item, samples, end)`.
 type Sent = Arc<Mutex<Vec<(String, usize, bool)>>>;
 
-/// An utterance transcriber port that records what it was sent.
-struct TestTranscriber(Sent);
+/// A transcriber port (streaming or not) that records what it was sent.
+struct TestTranscriber(Sent, bool);
 
 impl super::TranscriberPort for TestTranscriber {
     fn name(&self) -> &str {
         "scripted-stt"
     }
     fn streaming(&self) -> bool {
-        false
+        self.1
     }
     fn send(&self, item_id: Arc<str>, pcm: Arc<[f32]>, end: bool, _logprobs: bool) {
         self.0
@@ -305,6 +307,7 @@ impl Default for Setup {
             duplex: false,
             limits: None,
             transcriber: None,
+            streaming: false,
             transcription_session: false,
         }
     }
@@ -359,10 +362,9 @@ fn harness(setup: Setup) -> Harness {
         attachment: AttachmentId(1),
         headroom: Some(Arc::new(|| (356, 300))),
         usage: None,
-        transcriber: setup
-            .transcriber
-            .clone()
-            .map(|sent| Box::new(TestTranscriber(sent)) as Box<dyn super::TranscriberPort>),
+        transcriber: setup.transcriber.clone().map(|sent| {
+            Box::new(TestTranscriber(sent, setup.streaming)) as Box<dyn super::TranscriberPort>
+        }),
         vad_model: None,
         transcription_session: setup.transcription_session,
     };

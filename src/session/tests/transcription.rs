@@ -15,6 +15,32 @@ fn speak_turn(h: &mut Harness, secs: f32) {
     }
 }
 
+/// The echo model with a recording transcriber (none if `sent` is `None`) and `session`.
+fn echo(sent: Option<&Sent>, session: Value) -> Harness {
+    harness(Setup {
+        echo: true,
+        transcriber: sent.cloned(),
+        session,
+        ..Setup::default()
+    })
+}
+
+/// The echo model with a recording streaming transcriber, transcription asked for.
+fn streaming(sent: &Sent) -> Harness {
+    harness(Setup {
+        echo: true,
+        transcriber: Some(sent.clone()),
+        streaming: true,
+        session: transcribed(),
+        ..Setup::default()
+    })
+}
+
+/// A realtime session asking for input transcription.
+fn transcribed() -> Value {
+    json!({"type":"realtime","audio":{"input":{"transcription":{"model":"whisper-1"}}}})
+}
+
 fn committed_id(events: &[Value]) -> String {
     last(events, "input_audio_buffer.committed")["item_id"]
         .as_str()
@@ -93,12 +119,7 @@ fn a_committed_turn_is_transcribed_and_echo_answers_the_words() {
 #[test]
 fn a_late_transcript_does_not_hold_the_answer_past_its_wait() {
     let sent = Sent::default();
-    let mut h = harness(Setup {
-        echo: true,
-        transcriber: Some(sent.clone()),
-        session: json!({"type":"realtime","audio":{"input":{"transcription":{"model":"whisper-1"}}}}),
-        ..Setup::default()
-    });
+    let mut h = echo(Some(&sent), transcribed());
     speak_turn(&mut h, 1.0);
     let events = h.until("response.done");
     let answer = last(&events, "response.done");
@@ -116,12 +137,7 @@ fn a_late_transcript_does_not_hold_the_answer_past_its_wait() {
 #[test]
 fn a_failed_transcription_says_why_and_the_answer_goes_on() {
     let sent = Sent::default();
-    let mut h = harness(Setup {
-        echo: true,
-        transcriber: Some(sent),
-        session: json!({"type":"realtime","audio":{"input":{"transcription":{"model":"whisper-1"}}}}),
-        ..Setup::default()
-    });
+    let mut h = echo(Some(&sent), transcribed());
     speak_turn(&mut h, 1.0);
     let events = h.until("response.created");
     let item = committed_id(&events);
@@ -135,11 +151,7 @@ fn a_failed_transcription_says_why_and_the_answer_goes_on() {
 
 #[test]
 fn without_a_transcriber_a_transcription_request_fails_clearly() {
-    let mut h = harness(Setup {
-        echo: true,
-        session: json!({"type":"realtime","audio":{"input":{"transcription":{"model":"whisper-1"}}}}),
-        ..Setup::default()
-    });
+    let mut h = echo(None, transcribed());
     speak_turn(&mut h, 1.0);
     let events = h.until("conversation.item.input_audio_transcription.failed");
     let failed = events.last().unwrap();
@@ -153,11 +165,7 @@ fn without_a_transcriber_a_transcription_request_fails_clearly() {
 #[test]
 fn without_transcription_asked_for_nothing_is_sent() {
     let sent = Sent::default();
-    let mut h = harness(Setup {
-        echo: true,
-        transcriber: Some(sent.clone()),
-        ..Setup::default()
-    });
+    let mut h = echo(Some(&sent), json!({}));
     speak_turn(&mut h, 1.0);
     let events = h.until("response.done");
     assert!(sent.lock().unwrap().is_empty());
@@ -208,11 +216,7 @@ fn a_transcription_session_transcribes_and_never_responds() {
 #[test]
 fn session_update_turns_a_session_into_a_transcription_session() {
     let sent = Sent::default();
-    let mut h = harness(Setup {
-        echo: true,
-        transcriber: Some(sent.clone()),
-        ..Setup::default()
-    });
+    let mut h = echo(Some(&sent), json!({}));
     h.send(
         json!({"type":"session.update","session":{"type":"transcription",
         "audio":{"input":{"transcription":{"model":"gpt-4o-transcribe"}}}}}),
@@ -249,4 +253,90 @@ fn the_speech_probability_meter_is_sent_when_included() {
     assert!(peak > 0.5, "speech peaks: {peak}");
     let first = meters[0];
     assert!(first["audio_end_ms"].as_u64() > first["audio_start_ms"].as_u64());
+}
+
+#[test]
+fn a_streaming_transcriber_hears_the_speech_as_it_comes_and_the_commit_ends_it() {
+    let sent = Sent::default();
+    let mut h = streaming(&sent);
+    speak_turn(&mut h, 1.0);
+    let events = h.until("response.created");
+    let item = committed_id(&events);
+    let sends = sent.lock().unwrap().clone();
+    assert!(
+        sends.len() > 10,
+        "the speech went out in pieces: {}",
+        sends.len()
+    );
+    assert!(sends.iter().all(|(id, _, _)| *id == item));
+    let (first, last_send) = (&sends[0], sends.last().unwrap());
+    assert!(
+        !first.2 && first.1 > 0,
+        "from speech_started on, with the onset's audio: {first:?}"
+    );
+    assert_eq!(
+        (last_send.1, last_send.2),
+        (0, true),
+        "the commit only ends it"
+    );
+    let streamed: usize = sends.iter().map(|s| s.1).sum();
+    assert!(
+        streamed >= 24_000,
+        "the whole utterance: {streamed} samples"
+    );
+    // Words come as they are heard, then the completion.
+    h.transcript(
+        &item,
+        Ok(TranscribeOutput::Delta {
+            text: "hello".into(),
+            logprobs: Vec::new(),
+        }),
+    );
+    h.transcript(&item, completed("hello world"));
+    let done = h.until("response.done");
+    let deltas: Vec<&Value> = done
+        .iter()
+        .filter(|e| e["type"] == "conversation.item.input_audio_transcription.delta")
+        .collect();
+    assert_eq!(deltas.len(), 1, "no second delta once words were streamed");
+    assert_eq!(deltas[0]["delta"], "hello");
+    assert!(deltas[0].get("logprobs").is_none(), "not included");
+    assert_eq!(
+        last(&done, "response.done")["response"]["output"][0]["content"][0]["transcript"],
+        "You said: hello world"
+    );
+}
+
+#[test]
+fn clearing_the_input_ends_a_streamed_utterance_and_its_late_answer_is_dropped() {
+    let sent = Sent::default();
+    let mut h = streaming(&sent);
+    for chunk in voiced(0.5).chunks(480) {
+        h.send(json!({"type":"input_audio_buffer.append","audio":pcm16_b64(chunk)}));
+        h.advance(Duration::from_millis(20));
+    }
+    let started = h.until("input_audio_buffer.speech_started");
+    let item = last(&started, "input_audio_buffer.speech_started")["item_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    h.send(json!({"type":"input_audio_buffer.clear"}));
+    h.until("input_audio_buffer.cleared");
+    let ended = sent.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(
+        ended,
+        (item.clone(), 0, true),
+        "the transcriber was told it ended"
+    );
+    h.transcript(&item, completed("never committed"));
+    let after = h.drain(Duration::from_millis(500));
+    assert_eq!(
+        count(
+            &after,
+            "conversation.item.input_audio_transcription.completed"
+        ),
+        0,
+        "{:?}",
+        types(&after)
+    );
 }
