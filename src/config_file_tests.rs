@@ -61,6 +61,9 @@ fn example_value(arg: &clap::Arg) -> String {
         ("model_slots", None) => "8".into(),
         ("model_seed", None) => "42".into(),
         ("media_threads", None) => "2".into(),
+        ("vad_model_dir", None) => "\"/srv/models/silero-vad\"".into(),
+        ("transcription_model_dir", None) => "\"/srv/models/whisper-tiny.en\"".into(),
+        ("transcription_streams", None) => "256".into(),
         (other, None) => panic!("no example value for {other}"),
     }
 }
@@ -132,7 +135,12 @@ fn the_example_uncommented_is_a_valid_configuration() {
     assert_eq!(a.max_sessions, 256);
     assert_eq!(a.api_key.as_deref(), Some("change-me"));
     assert_eq!(a.cors_origins, vec!["https://app.example.com".to_string()]);
-    assert!(problems(&a).is_empty(), "{:?}", problems(&a));
+    // The example's model directories are placeholders: checked, and only they are missing.
+    let (dirs, others): (Vec<String>, Vec<String>) = problems(&a).into_iter().partition(|p| {
+        p.starts_with("vad_model_dir:") || p.starts_with("transcription_model_dir:")
+    });
+    assert!(others.is_empty(), "{others:?}");
+    assert_eq!(dirs.len(), 2, "{dirs:?}");
 }
 
 #[test]

@@ -98,10 +98,7 @@ async fn minting_follows_openai_shapes_and_needs_the_server_key() {
             "expires_after.anchor",
         ),
         (json!({"nope": 1}), ""),
-        (
-            json!({"session": {"type": "transcription"}}),
-            "session.type",
-        ),
+        (json!({"session": {"type": "translation"}}), "session.type"),
         (
             json!({"session": {"type": "realtime", "instructions": 5}}),
             "session.instructions",
@@ -319,4 +316,28 @@ async fn the_demo_mint_endpoint_exists_only_when_asked_for() {
         r.status, 200,
         "a secret may read /ready, as a browser app does"
     );
+}
+
+#[tokio::test]
+async fn a_transcription_secret_opens_a_transcription_session() {
+    let addr = server(&["--api-key", KEY]).await;
+    let r = mint(
+        addr,
+        Some(KEY),
+        json!({"session": {"type": "transcription",
+            "audio": {"input": {"transcription": {"model": "whisper-1"}}}}}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v: Value = serde_json::from_str(&r.body).expect("json");
+    assert_eq!(v["session"]["type"], "transcription", "{v}");
+    let ek = v["value"].as_str().expect("value");
+    let bearer = format!("Bearer {ek}");
+    let url = format!("ws://{addr}/v1/realtime");
+    let c = Client::connect_url(&url, &[("Authorization", bearer.as_str())])
+        .await
+        .expect("a session with the secret");
+    let s = &c.log[0]["session"];
+    assert_eq!(s["type"], "transcription", "{s}");
+    assert_eq!(s["audio"]["input"]["transcription"]["model"], "whisper-1");
 }

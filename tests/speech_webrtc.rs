@@ -63,13 +63,15 @@ async fn a_spoken_sentence_on_a_call_comes_back_as_its_transcript() {
     );
 }
 
-/// Speaks a sentence and waits until its answer plays; then sends `over` (48 kHz) and
-/// returns the answer's `response.done` and whether speech was detected meanwhile (printed
-/// with `what`).
+/// Asks for a long spoken answer (a text turn: the echo model speaks one tone burst per
+/// word, several seconds), waits until it plays, then sends `over` (48 kHz); returns the
+/// answer's `response.done` and whether speech was detected meanwhile (printed with `what`).
+/// A text turn, so that no VAD turn of the caller's own comes before the test's.
 async fn interrupt_with(c: &mut RtcClient, over: &[f32], what: &str) -> (serde_json::Value, bool) {
-    let mut audio = at48(&espeak("Tell me a long story about the sea and the ships."));
-    audio.extend(vec![0.0; 48_000 * 7 / 10]);
-    c.speak(&audio);
+    c.send(json!({"type":"conversation.item.create","item":{"type":"message","role":"user",
+        "content":[{"type":"input_text","text":
+        "tell me a long story about the sea and the ships and the sailors who crossed it in the old days long ago"}]}}));
+    c.send(json!({"type":"response.create"}));
     c.until("response.created", T).await.unwrap();
     c.until("output_audio_buffer.started", T).await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
