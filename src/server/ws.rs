@@ -159,6 +159,39 @@ fn upgrade_sideband(
 }
 
 /// Sends one `error` and a close frame on a socket that carries no session.
+/// Opens a WebSocket session for `cred` (counted in its usage), or refuses the socket with
+/// the model's error and close 1013.
+async fn open_ws(
+    state: &AppState,
+    sink: &mut SplitSink<WebSocket, Message>,
+    duplex: Option<AttachmentId>,
+    cred: &Credential,
+    transcription: bool,
+) -> Option<super::open::Opened> {
+    let credential = cred.usage_id();
+    let start = cred.session();
+    let opened = open_session(
+        state,
+        Transport::WebSocket,
+        duplex,
+        start,
+        &credential,
+        transcription,
+    )
+    .await;
+    match opened {
+        Ok(o) => {
+            state.usage.opened(&credential, Opened::Session);
+            Some(o)
+        }
+        Err(e) => {
+            let error = ErrorPayload::server(e.code(), e.to_string());
+            refuse(sink, error, 1013, "model unavailable").await;
+            None
+        }
+    }
+}
+
 async fn refuse(
     sink: &mut SplitSink<WebSocket, Message>,
     error: ErrorPayload,
@@ -175,29 +208,13 @@ async fn refuse(
 
 async fn run(state: Arc<AppState>, socket: WebSocket, cred: Credential, transcription: bool) {
     let (mut sink, mut stream) = socket.split();
-    let start = cred.session();
-    let credential = cred.usage_id();
-    let opened = match open_session(
-        &state,
-        Transport::WebSocket,
-        None,
-        start,
-        &credential,
-        transcription,
-    )
-    .await
-    {
-        Ok(o) => o,
-        Err(e) => {
-            let error = ErrorPayload::server(e.code(), e.to_string());
-            return refuse(&mut sink, error, 1013, "model unavailable").await;
-        }
+    let Some(opened) = open_ws(&state, &mut sink, None, &cred, transcription).await else {
+        return;
     };
     let (in_tx, in_rx) = mpsc::channel(INBOX);
     let span =
         tracing::info_span!("session", session = %opened.session.id(), transport = "websocket");
     tracing::info!(parent: &span, "session opened");
-    state.usage.opened(&credential, Opened::Session);
     let (events, mut actor) = spawn_session(&state, opened, (in_tx.clone(), in_rx), None, ());
     let mut writer = tokio::spawn(write_loop(sink, events, state.ws));
     let budget = Arc::new(Semaphore::new(state.max_inbound_bytes));
@@ -230,27 +247,12 @@ async fn run_durable(
 ) {
     let (mut sink, stream) = socket.split();
     let attachment = AttachmentId::fresh();
-    let start = cred.session();
-    let credential = cred.usage_id();
-    let opened = match open_session(
-        &state,
-        Transport::WebSocket,
-        Some(attachment),
-        start,
-        &credential,
-        transcription,
-    )
-    .await
-    {
-        Ok(o) => o,
-        Err(e) => {
-            let error = ErrorPayload::server(e.code(), e.to_string());
-            return refuse(&mut sink, error, 1013, "model unavailable").await;
-        }
+    let Some(opened) = open_ws(&state, &mut sink, Some(attachment), &cred, transcription).await
+    else {
+        return;
     };
     let (in_tx, in_rx) = mpsc::channel(INBOX);
     tracing::info!(session = %opened.session.id(), transport = "websocket", "durable session opened");
-    state.usage.opened(&credential, Opened::Session);
     let inbox = (in_tx.clone(), in_rx);
     let (events, _) = spawn_session(&state, opened, inbox, cred.owner(), admitted);
     attach(&state, sink, stream, events, in_tx, attachment).await;
