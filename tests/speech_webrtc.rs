@@ -116,3 +116,35 @@ async fn a_real_voice_barges_in_and_a_burst_of_noise_does_not() {
     assert!(barged, "the energy detector takes loud noise for speech");
     assert_eq!(done["response"]["status"], "cancelled");
 }
+
+#[tokio::test]
+async fn a_call_can_be_a_transcription_session() {
+    let addr = speech_server(true, &[]).await;
+    let opts = ClientOptions {
+        session: Some(json!({"type": "transcription",
+            "audio": {"input": {"transcription": {"model": "whisper-1"}}}})),
+        ..ClientOptions::default()
+    };
+    let mut c = RtcClient::connect(addr, opts).await.expect("call created");
+    let (created, _) = c.until("session.created", T).await.unwrap();
+    assert_eq!(created["session"]["type"], "transcription", "{created}");
+    let mut audio = at48(&espeak("Please open the door for me."));
+    audio.extend(vec![0.0; 48_000]);
+    c.speak(&audio);
+    let (done, seen) = c
+        .until("conversation.item.input_audio_transcription.completed", T)
+        .await
+        .unwrap();
+    let text = done["transcript"].as_str().unwrap().to_lowercase();
+    assert!(text.contains("open") && text.contains("door"), "{text}");
+    let mut after = seen;
+    while let Some(ev) = c.next(Duration::from_millis(1500)).await {
+        after.push(ev);
+    }
+    assert!(
+        !after
+            .iter()
+            .any(|e| e["type"].as_str().unwrap().starts_with("response.")),
+        "a transcription session never responds"
+    );
+}

@@ -109,6 +109,9 @@ pub struct ClientOptions {
     /// Resume this session instead of opening one: the multipart `resume` part
     /// (`{session_id, resume_token, last_received_server_event_seq}`; implies `duplex`).
     pub resume: Option<Value>,
+    /// The multipart `session` part: the call's session configuration (as the official
+    /// SDKs send it).
+    pub session: Option<Value>,
 }
 
 /// What the caller asks of the media thread.
@@ -321,8 +324,8 @@ pub(crate) fn reorder_window(imp: &Impairment) -> usize {
     imp.jitter.as_millis() as usize / 20 + 2
 }
 
-/// POSTs the offer as [`ClientOptions`] ask: plain SDP, `?duplex=1`, or a multipart
-/// resume.
+/// POSTs the offer as [`ClientOptions`] ask: plain SDP, `?duplex=1`, a multipart resume or
+/// a multipart session.
 async fn offer_call(
     base: SocketAddr,
     sdp: &str,
@@ -337,6 +340,19 @@ async fn offer_call(
                 ("resume", "application/json", &resume),
             ]);
             crate::http::post_call(base, "?duplex=1", &ctype, &body, key).await
+        }
+        (None, duplex) if opts.session.is_some() => {
+            let session = opts
+                .session
+                .as_ref()
+                .map(Value::to_string)
+                .unwrap_or_default();
+            let (ctype, body) = crate::http::multipart(&[
+                ("sdp", "application/sdp", sdp),
+                ("session", "application/json", &session),
+            ]);
+            let query = if duplex { "?duplex=1" } else { "" };
+            crate::http::post_call(base, query, &ctype, &body, key).await
         }
         (None, true) => {
             crate::http::post_call(base, "?duplex=1", "application/sdp", sdp, key).await

@@ -143,8 +143,10 @@ impl Session {
                 error: TranscriptionError {
                     kind: "server_error".into(),
                     code: codes::TRANSCRIPTION_UNAVAILABLE.into(),
-                    message: "no transcription model is loaded: start the server with \
-                              --transcription-model-dir DIR (see scripts/install-models)"
+                    message: "no transcriber for this session: the server has no \
+                              transcription model (start it with --transcription-model-dir DIR, \
+                              see scripts/install-models), or every --transcription-streams \
+                              stream is in use"
                         .into(),
                 },
             });
