@@ -32,6 +32,8 @@ pub(super) struct Turns {
     pub(super) vad: Vad,
     offset: u64,
     silero: Option<SileroDetector>,
+    /// Silero's scored chunks of one push (kept to reuse its allocation).
+    chunks: Vec<duet_models::silero::ChunkProbability>,
 }
 
 impl Turns {
@@ -42,6 +44,7 @@ impl Turns {
                 vad: Vad::scored(cfg, RATE, SILERO_RELEASE),
                 offset: clock,
                 silero: Some(silero),
+                chunks: Vec::new(),
             },
             other => {
                 if let Some(Err(e)) = other {
@@ -51,6 +54,7 @@ impl Turns {
                     vad: Vad::new(cfg, RATE),
                     offset: clock,
                     silero: None,
+                    chunks: Vec::new(),
                 }
             }
         }
@@ -61,8 +65,8 @@ impl Turns {
         let Some(silero) = &mut self.silero else {
             return self.vad.push(pcm, events);
         };
-        let mut chunks = Vec::new();
-        if let Err(e) = silero.push(pcm, &mut chunks) {
+        self.chunks.clear();
+        if let Err(e) = silero.push(pcm, &mut self.chunks) {
             // Degrade, never fail the session: the energy detector takes over from here.
             tracing::warn!("Silero VAD failed, using the energy detector: {e}");
             let cfg = self.vad.config();
@@ -72,7 +76,7 @@ impl Turns {
             self.offset = at;
             return;
         }
-        for c in chunks {
+        for c in &self.chunks {
             self.vad.push_scored(c.start, c.len, c.probability, events);
         }
     }

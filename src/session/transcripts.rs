@@ -7,7 +7,7 @@
 //! before its request goes to the model, at most [`TRANSCRIPT_WAIT`], so the model answers
 //! the words and not only the sound; its events go out at once as before.
 
-use std::collections::HashMap;
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -28,10 +28,9 @@ const MAX_PENDING: usize = 64;
 #[derive(Default)]
 pub struct Transcripts {
     port: Option<Box<dyn TranscriberPort>>,
-    /// Items sent for transcription and not answered yet: whether a delta went out.
-    pending: HashMap<Arc<str>, bool>,
-    /// Order of `pending`, oldest first.
-    order: std::collections::VecDeque<Arc<str>>,
+    /// Items sent for transcription and not answered yet, oldest first, with whether a
+    /// delta went out (at most [`MAX_PENDING`], so a scan is cheap).
+    pending: VecDeque<(Arc<str>, bool)>,
     /// A response's model request waiting for its user item's transcript.
     deferred: Option<Deferred>,
     /// Streaming transcriber: the item whose speech is being sent as it arrives.
@@ -60,19 +59,24 @@ impl Transcripts {
     }
 
     fn remember(&mut self, item_id: Arc<str>) {
-        if self.pending.insert(item_id.clone(), false).is_none() {
-            self.order.push_back(item_id);
+        if self.delta_sent(&item_id).is_none() {
+            self.pending.push_back((item_id, false));
         }
-        while self.order.len() > MAX_PENDING {
-            if let Some(old) = self.order.pop_front() {
-                self.pending.remove(&old);
-            }
+        while self.pending.len() > MAX_PENDING {
+            self.pending.pop_front();
         }
     }
 
     fn forget(&mut self, item_id: &str) {
-        self.pending.remove(item_id);
-        self.order.retain(|i| &**i != item_id);
+        self.pending.retain(|(i, _)| &**i != item_id);
+    }
+
+    /// Whether a delta went out for a pending item (`None`: not pending).
+    fn delta_sent(&self, item_id: &str) -> Option<bool> {
+        self.pending
+            .iter()
+            .find(|(i, _)| &**i == item_id)
+            .map(|&(_, sent)| sent)
     }
 }
 
@@ -175,7 +179,7 @@ impl Session {
     pub fn on_transcript(&mut self, ev: TranscriptEvent, now: Instant) {
         self.now = now;
         let TranscriptEvent { item_id, output } = ev;
-        let Some(&delta_sent) = self.transcripts.pending.get(&item_id) else {
+        let Some(delta_sent) = self.transcripts.delta_sent(&item_id) else {
             return;
         };
         let logprobs = self.wants_logprobs();
@@ -185,7 +189,14 @@ impl Session {
                 if text.is_empty() {
                     return;
                 }
-                self.transcripts.pending.insert(item_id.clone(), true);
+                if let Some(p) = self
+                    .transcripts
+                    .pending
+                    .iter_mut()
+                    .find(|(i, _)| *i == item_id)
+                {
+                    p.1 = true;
+                }
                 self.emit(ServerEventBody::InputAudioTranscriptionDelta {
                     item_id: item_id.to_string(),
                     content_index: 0,
@@ -257,7 +268,7 @@ impl Session {
         let waits_for = self
             .conv
             .last_user_audio_id()
-            .filter(|id| self.transcripts.pending.contains_key(*id))
+            .filter(|id| self.transcripts.delta_sent(id).is_some())
             .map(Arc::<str>::from);
         match waits_for {
             Some(item_id) => {
