@@ -7,13 +7,112 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
-/// Bucket upper bounds in seconds shared by the latency histograms.
+/// Bucket upper bounds in seconds shared by the latency histograms (fine below 2 ms, where
+/// the media grid's figures live).
 const BUCKETS: &[f64] = &[
-    0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2,
-    0.3, 0.5, 1.0, 2.0, 5.0,
+    0.00005, 0.0001, 0.00015, 0.0002, 0.0003, 0.0005, 0.00075, 0.001, 0.0015, 0.002, 0.003,
+    0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.0,
+    5.0,
 ];
 
-/// A cumulative histogram of durations.
+/// Quantiles every histogram also reports exactly (`…_exact_seconds{quantile=…}`).
+const QUANTILES: &[f64] = &[0.5, 0.9, 0.99, 0.999, 1.0];
+
+/// Sub-buckets per power of two in [`Exact`]: values below `2 * SUB` µs are counted at 1 µs,
+/// larger ones within 1 part in `SUB`.
+const SUB_BITS: u32 = 10;
+const SUB: u64 = 1 << SUB_BITS;
+/// Powers of two above the linear range (up to 2^27 µs, 134 s; larger values count there).
+const OCTAVES: u64 = 27 - SUB_BITS as u64;
+
+/// A log-linear histogram of microseconds (the HDR layout): exact to the microsecond below
+/// 2.048 ms, within 0.1 % above, 18 432 counters, lock-free.
+pub struct Exact {
+    counts: Box<[AtomicU64]>,
+}
+
+impl Default for Exact {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Exact {
+    /// An empty histogram.
+    pub fn new() -> Self {
+        let n = (2 * SUB + (OCTAVES - 1) * SUB) as usize;
+        Self {
+            counts: (0..n).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    fn index(us: u64) -> usize {
+        if us < 2 * SUB {
+            return us as usize;
+        }
+        let exp = u64::from(63 - us.leading_zeros()); // ≥ SUB_BITS + 1
+        let shift = exp - u64::from(SUB_BITS);
+        let sub = (us >> shift) - SUB;
+        let i = 2 * SUB + (shift - 1) * SUB + sub;
+        i.min(2 * SUB + (OCTAVES - 1) * SUB - 1) as usize
+    }
+
+    /// The smallest value counted in bucket `i`, and the bucket's width, in µs.
+    fn bucket(i: usize) -> (u64, u64) {
+        let i = i as u64;
+        if i < 2 * SUB {
+            return (i, 1);
+        }
+        let shift = (i - 2 * SUB) / SUB + 1;
+        let sub = (i - 2 * SUB) % SUB;
+        ((SUB + sub) << shift, 1 << shift)
+    }
+
+    /// Records `us` microseconds.
+    pub fn record(&self, us: u64) {
+        self.counts[Self::index(us)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Observations so far.
+    pub fn count(&self) -> u64 {
+        self.counts.iter().map(|c| c.load(Ordering::Relaxed)).sum()
+    }
+
+    /// Quantile `q` (0..=1) in µs, nearest rank (the middle of its bucket above 2 ms);
+    /// `None` when empty.
+    pub fn quantile(&self, q: f64) -> Option<u64> {
+        self.quantiles(&[q]).pop().flatten()
+    }
+
+    /// Several quantiles in one pass (`qs` ascending).
+    pub fn quantiles(&self, qs: &[f64]) -> Vec<Option<u64>> {
+        let counts: Vec<u64> = self
+            .counts
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .collect();
+        let total: u64 = counts.iter().sum();
+        let mut out = Vec::with_capacity(qs.len());
+        let (mut seen, mut i) = (0u64, 0usize);
+        for &q in qs {
+            if total == 0 {
+                out.push(None);
+                continue;
+            }
+            let rank = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1);
+            while i < counts.len() && seen + counts[i] < rank {
+                seen += counts[i];
+                i += 1;
+            }
+            let (low, width) = Self::bucket(i.min(counts.len() - 1));
+            out.push(Some(low + (width - 1) / 2));
+        }
+        out
+    }
+}
+
+/// A cumulative histogram of durations: Prometheus buckets plus an [`Exact`] record, whose
+/// quantiles are rendered as a summary.
 pub struct Histogram {
     name: &'static str,
     help: &'static str,
@@ -21,6 +120,7 @@ pub struct Histogram {
     count: AtomicU64,
     sum_ns: AtomicU64,
     max_ns: AtomicU64,
+    exact: Exact,
 }
 
 impl Histogram {
@@ -32,6 +132,7 @@ impl Histogram {
             count: AtomicU64::new(0),
             sum_ns: AtomicU64::new(0),
             max_ns: AtomicU64::new(0),
+            exact: Exact::new(),
         }
     }
 
@@ -45,6 +146,12 @@ impl Histogram {
         self.count.fetch_add(1, Ordering::Relaxed);
         self.sum_ns.fetch_add(ns, Ordering::Relaxed);
         self.max_ns.fetch_max(ns, Ordering::Relaxed);
+        self.exact.record(ns / 1000);
+    }
+
+    /// Quantile `q` in seconds from the exact record (µs resolution); `None` when empty.
+    pub fn exact_quantile(&self, q: f64) -> Option<f64> {
+        self.exact.quantile(q).map(|us| us as f64 / 1e6)
     }
 
     /// Observations so far.
@@ -97,6 +204,25 @@ impl Histogram {
             out,
             "# HELP {n}_max Largest observation.\n# TYPE {n}_max gauge\n{n}_max {max}"
         );
+        let exact = n.strip_suffix("_seconds").unwrap_or(n);
+        let _ = writeln!(
+            out,
+            "# HELP {exact}_exact_seconds {} (quantiles to the microsecond below 2 ms, within 0.1 % above)\n# TYPE {exact}_exact_seconds summary",
+            self.help
+        );
+        for (q, v) in QUANTILES.iter().zip(self.exact.quantiles(QUANTILES)) {
+            if let Some(us) = v {
+                let _ = writeln!(
+                    out,
+                    "{exact}_exact_seconds{{quantile=\"{q}\"}} {}",
+                    us as f64 / 1e6
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "{exact}_exact_seconds_sum {sum}\n{exact}_exact_seconds_count {count}"
+        );
     }
 }
 
@@ -112,10 +238,26 @@ pub struct Metrics {
     pub barge_in: Histogram,
     /// `POST /v1/realtime/calls` handling time.
     pub call_setup: Histogram,
+    /// A grid tick's start to its last audio packet sent: the deadline path's work.
+    pub tick_work: Histogram,
+    /// An RTP packet's arrival to its decoded audio handed to the session.
+    pub inbound_wait: Histogram,
+    /// Input audio time from the first voiced window to `speech_started` (the VAD's onset).
+    pub vad_onset: Histogram,
+    /// Input audio time past the configured silence at `speech_stopped` (the VAD's release
+    /// beyond `silence_duration_ms`).
+    pub vad_release: Histogram,
+    /// `speech_stopped` to the answer's first audio handed to the transport (response
+    /// creation, the model tick's phase and step, the hops).
+    pub answer_start: Histogram,
+    /// An answer's first audio handed to the media engine to its first frame sent.
+    pub playout_wait: Histogram,
     /// Grid slots the media engine skipped after a stall.
     pub pacing_skipped: AtomicU64,
     /// Media frames sent.
     pub frames_sent: AtomicU64,
+    /// Media frames that had to be encoded at their tick (not ahead of it).
+    pub frames_inline: AtomicU64,
     /// Opted-in sessions with a transport attached.
     pub sessions_attached: AtomicI64,
     /// Opted-in sessions waiting for a resume.
@@ -137,8 +279,15 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     speech_end_to_first_audio: Histogram::new("duet_speech_end_to_first_audio_seconds", "Server VAD speech end to the first frame of the answer leaving (RTP) or being written (WebSocket)."),
     barge_in: Histogram::new("duet_barge_in_seconds", "Caller speech detected during an answer to the answer's playback purged (WebRTC)."),
     call_setup: Histogram::new("duet_call_setup_seconds", "Time to handle POST /v1/realtime/calls."),
+    tick_work: Histogram::new("duet_tick_work_seconds", "Time from a media grid tick's start to its last audio packet sent."),
+    inbound_wait: Histogram::new("duet_inbound_wait_seconds", "RTP audio packet arrival to its decoded audio handed to the session (jitter buffer playout)."),
+    vad_onset: Histogram::new("duet_vad_onset_seconds", "Input audio from the first voiced window to speech_started."),
+    vad_release: Histogram::new("duet_vad_release_seconds", "Input audio past silence_duration_ms at speech_stopped."),
+    answer_start: Histogram::new("duet_answer_start_seconds", "speech_stopped to the answer's first audio handed to the transport."),
+    playout_wait: Histogram::new("duet_playout_wait_seconds", "An answer's first audio handed to the media engine to its first RTP frame sent."),
     pacing_skipped: AtomicU64::new(0),
     frames_sent: AtomicU64::new(0),
+    frames_inline: AtomicU64::new(0),
     sessions_attached: AtomicI64::new(0),
     sessions_detached: AtomicI64::new(0),
     journal_bytes: AtomicI64::new(0),
@@ -193,6 +342,11 @@ impl Metrics {
                 "duet_frames_sent_total",
                 "RTP audio frames sent.",
                 &self.frames_sent,
+            ),
+            (
+                "duet_frames_inline_total",
+                "RTP audio frames encoded at their tick rather than ahead of it (an answer that ran dry mid-frame).",
+                &self.frames_inline,
             ),
         ] {
             let _ = writeln!(
@@ -257,6 +411,12 @@ impl Metrics {
             &self.speech_end_to_first_audio,
             &self.barge_in,
             &self.call_setup,
+            &self.tick_work,
+            &self.inbound_wait,
+            &self.vad_onset,
+            &self.vad_release,
+            &self.answer_start,
+            &self.playout_wait,
         ] {
             h.render(&mut out);
         }
@@ -280,8 +440,8 @@ mod tests {
         h.observe(Duration::from_micros(300));
         h.observe(Duration::from_millis(3));
         h.observe(Duration::from_millis(3));
-        assert_eq!(h.quantile(0.5), Some(0.005));
-        assert_eq!(h.quantile(0.01), Some(0.0005));
+        assert_eq!(h.quantile(0.5), Some(0.003));
+        assert_eq!(h.quantile(0.01), Some(0.0003));
         let mut s = String::new();
         h.render(&mut s);
         assert!(s.contains("x_seconds_bucket{le=\"0.0005\"} 1\n"), "{s}");
@@ -290,5 +450,45 @@ mod tests {
             s.contains("x_seconds_bucket{le=\"+Inf\"} 3\nx_seconds_sum 0.0063\nx_seconds_count 3"),
             "{s}"
         );
+        assert!(s.contains("# TYPE x_exact_seconds summary\n"), "{s}");
+        assert!(s.contains("x_exact_seconds{quantile=\"0.5\"} 0.003\n"), "{s}");
+        assert!(!s.contains("x_exact_seconds{quantile=\"0.001\"}"), "{s}");
+        assert!(s.contains("x_exact_seconds{quantile=\"1\"} 0.003\n"), "{s}");
+        assert!(s.contains("x_exact_seconds_count 3\n"), "{s}");
+    }
+
+    #[test]
+    fn exact_histogram_is_exact_to_the_microsecond_below_2ms() {
+        let h = Exact::new();
+        for us in 1..=1000u64 {
+            h.record(us);
+        }
+        assert_eq!(h.quantile(0.5), Some(500));
+        assert_eq!(h.quantile(0.99), Some(990));
+        assert_eq!(h.quantile(0.999), Some(999));
+        assert_eq!(h.quantile(1.0), Some(1000));
+        assert_eq!(h.quantile(0.0), Some(1));
+        assert_eq!(h.count(), 1000);
+        assert_eq!(Exact::new().quantile(0.5), None);
+    }
+
+    #[test]
+    fn exact_histogram_is_within_a_thousandth_above() {
+        for us in [2_048u64, 2_049, 3_000, 12_345, 999_999, 60_000_000, 134_000_000] {
+            let h = Exact::new();
+            h.record(us);
+            let got = h.quantile(0.5).unwrap() as f64;
+            assert!((got - us as f64).abs() / us as f64 <= 1e-3, "{us} -> {got}");
+        }
+        // Beyond the range: counted in the last bucket, never out of bounds.
+        let h = Exact::new();
+        h.record(u64::MAX);
+        assert!(h.quantile(1.0).unwrap() > 100_000_000);
+        // Every bucket's value maps back to it.
+        for i in 0..h.counts.len() {
+            let (low, width) = Exact::bucket(i);
+            assert_eq!(Exact::index(low), i);
+            assert_eq!(Exact::index(low + width - 1), i);
+        }
     }
 }

@@ -84,6 +84,10 @@ struct Detector {
     silence_run: u64,
     /// No utterance may start before this sample (last stop or reset point).
     floor: u64,
+    /// The first voiced window of the last utterance that started.
+    voice_began: u64,
+    /// Where the silence that ended the last utterance began.
+    silence_began: u64,
 }
 
 impl Detector {
@@ -144,6 +148,7 @@ impl Detector {
                 .saturating_sub(padding)
                 .max(self.floor);
             events.push(VadEvent::SpeechStarted { at_sample });
+            self.voice_began = self.voiced_run_start;
             self.in_speech = true;
             self.voiced_run = 0;
             self.silence_run = 0;
@@ -158,6 +163,7 @@ impl Detector {
         self.silence_run += len;
         if self.silence_run >= self.ms_to_samples(self.config.silence_duration_ms) {
             events.push(VadEvent::SpeechStopped { at_sample: end });
+            self.silence_began = end - self.silence_run;
             self.in_speech = false;
             self.silence_run = 0;
             self.floor = end;
@@ -219,6 +225,8 @@ impl Vad {
                 voiced_run_start: 0,
                 silence_run: 0,
                 floor: 0,
+                voice_began: 0,
+                silence_began: 0,
             },
             position: 0,
             next_window: 0,
@@ -279,6 +287,18 @@ impl Vad {
         }
         self.detector.meter = None;
         Some(m)
+    }
+
+    /// The first voiced sample of the last utterance that started: `speech_started` came at
+    /// least the onset windows after it (the detector's own latency).
+    pub fn voice_began(&self) -> u64 {
+        self.detector.voice_began
+    }
+
+    /// Where the silence that ended the last utterance began: `speech_stopped` came
+    /// `silence_duration_ms` (rounded up to whole windows) after it.
+    pub fn silence_began(&self) -> u64 {
+        self.detector.silence_began
     }
 
     /// Whether the detector is inside an utterance.

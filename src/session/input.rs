@@ -2,6 +2,7 @@
 //! server VAD (speech start/stop, auto-commit, barge-in) and the stream to the model.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use base64::Engine;
 use duet_media::{FrameAccumulator, SampleRing, Vad, VadConfig, VadEvent};
@@ -280,6 +281,7 @@ impl Session {
         }
         self.meter_speech(offset);
         for ev in events {
+            self.vad_latency(&ev, offset);
             match ev {
                 VadEvent::SpeechStarted { at_sample } => self.speech_started(at_sample + offset),
                 VadEvent::SpeechStopped { at_sample } => self.speech_stopped(at_sample + offset),
@@ -287,6 +289,28 @@ impl Session {
         }
         self.input.trim_idle();
         report.map_or(Ok(()), Err)
+    }
+
+    /// The detector's own latency on the input clock: first voiced sample to
+    /// `speech_started`, and at `speech_stopped` the audio past the configured silence.
+    fn vad_latency(&self, ev: &VadEvent, offset: u64) {
+        let Some(turns) = &self.input.vad else {
+            return;
+        };
+        let clock = self.input.clock();
+        let secs = |samples: u64| Duration::from_secs_f64(samples as f64 / f64::from(RATE));
+        let m = &crate::metrics::METRICS;
+        match ev {
+            VadEvent::SpeechStarted { .. } => m
+                .vad_onset
+                .observe(secs(clock.saturating_sub(turns.vad.voice_began() + offset))),
+            VadEvent::SpeechStopped { .. } => {
+                let silence = u64::from(turns.vad.config().silence_duration_ms) * SAMPLES_PER_MS;
+                let began = turns.vad.silence_began() + offset;
+                m.vad_release
+                    .observe(secs(clock.saturating_sub(began + silence)));
+            }
+        }
     }
 
     /// `input_audio_buffer.speech_probability`, when `include` asks for it.

@@ -274,6 +274,13 @@ impl Session {
         };
         let streamed = a.stream(out, keep, sink);
         let over_limit = a.over_limit();
+        if streamed.first_handed {
+            if let Some(t) = self.stamps.turn_end {
+                crate::metrics::METRICS
+                    .answer_start
+                    .observe(self.now.saturating_duration_since(t));
+            }
+        }
         if streamed.first_audio {
             if let Some(t) = self.stamps.turn_end.take() {
                 crate::metrics::METRICS

@@ -45,6 +45,8 @@ pub(super) struct Streamed {
     pub(super) events: Vec<ServerEventBody>,
     /// The response's first audio left now (WebSocket: handed to the socket).
     pub(super) first_audio: bool,
+    /// The response's first audio was handed to the transport now (either transport).
+    pub(super) first_handed: bool,
 }
 
 /// Input tokens of a response's context: words, and 20 ms audio tokens.
@@ -180,6 +182,7 @@ impl ActiveResponse {
         let mut streamed = Streamed {
             events: Vec::new(),
             first_audio: false,
+            first_handed: false,
         };
         if self.modality == Modality::Text {
             if !out.text.is_empty() {
@@ -221,9 +224,10 @@ impl ActiveResponse {
             self.audio.extend_from_slice(audio);
         }
         self.ledger.queued(n);
+        streamed.first_handed = self.ledger.generated == n;
         if let Some(sink) = sink {
             // WebRTC: the engine reports what left.
-            sink.play(self.tag, audio.to_vec());
+            sink.play(self.tag, audio);
             return;
         }
         streamed.first_audio = self.ledger.generated == n;
