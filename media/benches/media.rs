@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use duet_media::{
-    decode_ulaw, encode_ulaw, FrameGrid, JitterBuffer, JitterConfig, OpusDecoder, OpusEncoder,
+    decode_ulaw, encode_ulaw, CallAudio, CallCodec, FrameGrid, JitterBuffer, JitterConfig, OpusDecoder, OpusEncoder,
     PlaybackQueue, SampleRing, StreamResampler, Vad, VadConfig,
 };
 
@@ -35,6 +35,57 @@ fn opus(c: &mut Criterion) {
         b.iter(|| {
             out.clear();
             dec.conceal(960, &mut out)
+        })
+    });
+    // What a call runs: the codec at the session's 24 kHz (no resampler either way).
+    let pcm24 = tone(480, 24_000.0);
+    let mut enc24 = OpusEncoder::with_rate(24_000).expect("encoder");
+    let mut packet24 = Vec::new();
+    c.bench_function("opus_encode_20ms_24k", |b| {
+        b.iter(|| enc24.encode_into(black_box(&pcm24), &mut packet24).expect("encode"))
+    });
+    let mut dec24 = OpusDecoder::with_rate(24_000).expect("decoder");
+    c.bench_function("opus_decode_20ms_24k", |b| {
+        b.iter(|| {
+            out.clear();
+            dec24.decode(black_box(&packet24), &mut out).expect("decode")
+        })
+    });
+}
+
+/// The deadline path against the work ahead of it: one call's tick takes a frame encoded
+/// ahead (`call_tick_next_frame_ready`) where the old tick encoded it
+/// (`call_tick_encode_inline`); `call_prepare_encode_ahead` is the encode, now off the tick.
+fn call_audio(c: &mut Criterion) {
+    let chunk = tone(480, 24_000.0);
+    let mut call = CallAudio::new(CallCodec::Opus).expect("call");
+    c.bench_function("call_tick_next_frame_ready", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                call.play(1, &chunk);
+                let t = Instant::now();
+                black_box(call.next_frame().expect("frame").payload.len());
+                total += t.elapsed();
+            }
+            total
+        })
+    });
+    let mut inline = CallAudio::new(CallCodec::Opus).expect("call");
+    c.bench_function("call_tick_encode_inline", |b| {
+        b.iter(|| {
+            // Audio but nothing encoded ahead: the tick encodes (the old deadline path).
+            inline.clear();
+            let _ = inline.play(1, &chunk[..479]);
+            let f = inline.next_frame().expect("frame");
+            black_box(f.payload.len())
+        })
+    });
+    let mut ahead = CallAudio::new(CallCodec::Opus).expect("call");
+    c.bench_function("call_prepare_encode_ahead", |b| {
+        b.iter(|| {
+            ahead.play(1, black_box(&chunk));
+            black_box(ahead.next_frame().expect("frame").payload.len())
         })
     });
 }
@@ -146,5 +197,5 @@ fn ring(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, opus, resample, g711, jitter, pacer, playback, vad, ring);
+criterion_group!(benches, opus, call_audio, resample, g711, jitter, pacer, playback, vad, ring);
 criterion_main!(benches);

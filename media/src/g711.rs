@@ -95,6 +95,20 @@ pub fn encode_ulaw(samples: &[f32]) -> Vec<u8> {
         .collect()
 }
 
+/// [`encode_ulaw`] (`alaw`: [`encode_alaw`]) into `out`, cleared first: no allocation once
+/// `out` has the room.
+pub fn encode_g711_into(samples: &[f32], alaw: bool, out: &mut Vec<u8>) {
+    out.clear();
+    let law = if alaw { alaw_encode } else { ulaw_encode };
+    out.extend(samples.iter().map(|&s| law(f32_to_i16(s))));
+}
+
+/// [`decode_ulaw`] (`alaw`: [`decode_alaw`]) appended to `out`.
+pub fn decode_g711_into(bytes: &[u8], alaw: bool, out: &mut Vec<f32>) {
+    let law = if alaw { alaw_decode } else { ulaw_decode };
+    out.extend(bytes.iter().map(|&b| i16_to_f32(law(b))));
+}
+
 /// Encodes `f32` samples (clamped to full scale) as A-law bytes.
 pub fn encode_alaw(samples: &[f32]) -> Vec<u8> {
     samples

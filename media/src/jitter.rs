@@ -18,7 +18,7 @@
 //! stream in between refutes the restart; a late one (dropped anyway) does
 //! not, so stragglers of the old stream cannot delay it.
 
-use std::collections::BTreeMap;
+use std::collections::VecDeque;
 
 /// Consecutive `Lost` slots (with nothing buffered) after which playout
 /// stops and the buffer re-buffers.
@@ -119,12 +119,61 @@ enum Place {
     Far,
 }
 
+/// Buffered packets in sequence order: a deque whose capacity is kept, so steady-state
+/// playout allocates nothing (a map would allocate a node whenever it goes from empty to
+/// one packet, i.e. per packet at a one-frame playout delay).
+#[derive(Debug, Clone, Default)]
+struct Slots(VecDeque<(u64, Vec<u8>)>);
+
+impl Slots {
+    fn with_capacity(n: usize) -> Self {
+        Self(VecDeque::with_capacity(n))
+    }
+    fn first(&self) -> Option<u64> {
+        self.0.front().map(|(k, _)| *k)
+    }
+    fn last(&self) -> Option<u64> {
+        self.0.back().map(|(k, _)| *k)
+    }
+    fn find(&self, seq: u64) -> Result<usize, usize> {
+        self.0.binary_search_by_key(&seq, |(k, _)| *k)
+    }
+    fn contains(&self, seq: u64) -> bool {
+        self.find(seq).is_ok()
+    }
+    fn get(&self, seq: u64) -> Option<&Vec<u8>> {
+        self.find(seq).ok().map(|i| &self.0[i].1)
+    }
+    fn insert(&mut self, seq: u64, payload: Vec<u8>) {
+        match self.find(seq) {
+            Ok(i) => self.0[i].1 = payload,
+            Err(i) => self.0.insert(i, (seq, payload)),
+        }
+    }
+    fn remove(&mut self, seq: u64) -> Option<Vec<u8>> {
+        let i = self.find(seq).ok()?;
+        self.0.remove(i).map(|(_, p)| p)
+    }
+    fn pop_first(&mut self) {
+        self.0.pop_front();
+    }
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    fn clear(&mut self) {
+        self.0.clear();
+    }
+}
+
 /// The jitter buffer. Sans-IO: the caller drives `pop` once per frame.
 #[derive(Debug, Clone)]
 pub struct JitterBuffer {
     target: usize,
     max: usize,
-    slots: BTreeMap<u64, Vec<u8>>,
+    slots: Slots,
     /// Next sequence number to play; anything older is late. `None` until
     /// playout first starts.
     next: Option<u64>,
@@ -142,7 +191,7 @@ impl JitterBuffer {
         JitterBuffer {
             target,
             max: cfg.max_frames.max(target),
-            slots: BTreeMap::new(),
+            slots: Slots::with_capacity(cfg.max_frames.max(target) + 1),
             next: None,
             held: Vec::new(),
             playing: false,
@@ -180,8 +229,8 @@ impl JitterBuffer {
     /// Places `seq` against the window `[next - max, newest + max]` (with
     /// the oldest buffered packet for `next` before playout first starts).
     fn place(&self, seq: u64) -> Place {
-        let first = self.slots.first_key_value().map(|(&k, _)| k);
-        let last = self.slots.last_key_value().map(|(&k, _)| k);
+        let first = self.slots.first();
+        let last = self.slots.last();
         let (Some(low), Some(high)) = (self.next.or(first), last.or(self.next)) else {
             return Place::Near;
         };
@@ -252,19 +301,19 @@ impl JitterBuffer {
 
     /// Buffers a packet that is not late, trimming to the span.
     fn insert(&mut self, seq: u64, payload: Vec<u8>) -> Push {
-        if self.slots.contains_key(&seq) {
+        if self.slots.contains(seq) {
             self.stats.duplicate += 1;
             return Push::Duplicate;
         }
         self.slots.insert(seq, payload);
-        let newest = self.slots.last_key_value().map_or(seq, |(&k, _)| k);
+        let newest = self.slots.last().unwrap_or(seq);
         let floor = newest.saturating_sub(self.max as u64 - 1);
         let mut dropped = 0u64;
-        while let Some(entry) = self.slots.first_entry() {
-            if *entry.key() >= floor {
+        while let Some(first) = self.slots.first() {
+            if first >= floor {
                 break;
             }
-            entry.remove();
+            self.slots.pop_first();
             dropped += 1;
         }
         if let Some(next) = self.next.as_mut() {
@@ -284,7 +333,7 @@ impl JitterBuffer {
             if self.slots.len() < self.target {
                 return Playout::Idle;
             }
-            let Some((&first, _)) = self.slots.first_key_value() else {
+            let Some(first) = self.slots.first() else {
                 return Playout::Idle;
             };
             self.playing = true;
@@ -297,11 +346,11 @@ impl JitterBuffer {
         };
         let after = seq.saturating_add(1);
         self.next = Some(after);
-        if let Some(packet) = self.slots.remove(&seq) {
+        if let Some(packet) = self.slots.remove(seq) {
             self.missing_run = 0;
             return Playout::Packet(packet);
         }
-        if let Some(packet) = self.slots.get(&after) {
+        if let Some(packet) = self.slots.get(after) {
             self.missing_run = 0;
             self.stats.fec += 1;
             return Playout::Fec(packet.clone());
@@ -313,6 +362,18 @@ impl JitterBuffer {
             self.missing_run = 0;
         }
         Playout::Lost
+    }
+
+    /// The sequence number the next [`Self::pop`] plays, when playout is running or would
+    /// start now.
+    pub fn next_seq(&self) -> Option<u64> {
+        if self.playing {
+            self.next
+        } else if self.slots.len() >= self.target {
+            self.slots.first()
+        } else {
+            None
+        }
     }
 
     /// Packets buffered.

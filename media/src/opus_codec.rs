@@ -1,4 +1,7 @@
-//! Opus encode/decode for Duet's WebRTC leg: 48 kHz mono, 20 ms frames.
+//! Opus encode/decode for Duet's WebRTC leg: mono, 20 ms frames, PCM at 48 kHz or at any
+//! rate libopus takes (8, 12, 16, 24 kHz). The packets are the same Opus on an RTP clock of
+//! 48 kHz whatever the PCM rate; a call runs its codec at the session's 24 kHz, so nothing
+//! is resampled and the codec works on half the samples.
 //!
 //! [`OpusEncoder`] is tuned for speech over lossy links (VoIP mode, 32 kbps,
 //! in-band FEC on, 10 % expected loss). [`OpusDecoder`] always produces mono
@@ -10,7 +13,7 @@
 use opus::{Application, Bitrate, Channels, ErrorCode};
 use thiserror::Error;
 
-use crate::rtp_time::{OPUS_FRAME, OPUS_RATE};
+use crate::rtp_time::OPUS_RATE;
 
 /// Encoder bitrate (bits per second).
 pub const OPUS_BITRATE: i32 = 32_000;
@@ -23,8 +26,21 @@ pub const OPUS_COMPLEXITY: i32 = 5;
 const MAX_PACKET: usize = 4000;
 /// Longest frame an Opus packet can hold: 120 ms at 48 kHz.
 const MAX_DECODE: usize = 5760;
-/// PLC and FEC durations must be multiples of 2.5 ms (120 samples at 48 kHz).
-const PLC_QUANTUM: usize = 120;
+/// PLC and FEC durations must be multiples of 2.5 ms (this many per second).
+const PLC_PER_SEC: usize = 400;
+
+/// The PCM rates libopus encodes and decodes.
+const RATES: [u32; 5] = [8_000, 12_000, 16_000, 24_000, 48_000];
+
+fn check_rate(rate: u32) -> Result<(), CodecError> {
+    if RATES.contains(&rate) {
+        Ok(())
+    } else {
+        Err(CodecError::Init(format!(
+            "Opus PCM rate {rate} Hz: use one of {RATES:?}"
+        )))
+    }
+}
 
 /// Errors from the Opus wrapper.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -80,7 +96,7 @@ fn init_err(e: opus::Error) -> CodecError {
     CodecError::Init(e.to_string())
 }
 
-/// A 48 kHz mono Opus encoder for 20 ms frames.
+/// A mono Opus encoder for 20 ms frames (48 kHz PCM unless made [`OpusEncoder::with_rate`]).
 pub struct OpusEncoder {
     inner: opus::Encoder,
     pcm: Vec<f32>,
@@ -97,8 +113,14 @@ impl OpusEncoder {
     /// Creates an encoder: VoIP mode, [`OPUS_BITRATE`], in-band FEC on,
     /// [`OPUS_LOSS_PERC`] expected loss, complexity [`OPUS_COMPLEXITY`], voice signal.
     pub fn new() -> Result<Self, CodecError> {
+        Self::with_rate(OPUS_RATE)
+    }
+
+    /// The same encoder fed PCM at `rate` Hz (frames of `rate / 50` samples).
+    pub fn with_rate(rate: u32) -> Result<Self, CodecError> {
+        check_rate(rate)?;
         let mut inner =
-            opus::Encoder::new(OPUS_RATE, Channels::Mono, Application::Voip).map_err(init_err)?;
+            opus::Encoder::new(rate, Channels::Mono, Application::Voip).map_err(init_err)?;
         inner
             .set_bitrate(Bitrate::Bits(OPUS_BITRATE))
             .map_err(init_err)?;
@@ -110,24 +132,40 @@ impl OpusEncoder {
             .map_err(init_err)?;
         Ok(OpusEncoder {
             inner,
-            pcm: vec![0.0; OPUS_FRAME],
+            pcm: vec![0.0; rate as usize / 50],
             packet: vec![0; MAX_PACKET],
         })
     }
 
-    /// Encodes one frame of exactly [`OPUS_FRAME`] samples (nominal range
-    /// -1..1; non-finite samples are encoded as 0).
+    /// Encodes one frame of exactly [`Self::frame`] samples ([`crate::OPUS_FRAME`] at 48 kHz;
+    /// nominal range -1..1; non-finite samples are encoded as 0).
     pub fn encode(&mut self, pcm: &[f32]) -> Result<Vec<u8>, CodecError> {
-        if pcm.len() != OPUS_FRAME {
+        let mut out = Vec::new();
+        self.encode_into(pcm, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`Self::encode`] into `out` (cleared first), which keeps its capacity: no allocation
+    /// once `out` has held a packet.
+    pub fn encode_into(&mut self, pcm: &[f32], out: &mut Vec<u8>) -> Result<(), CodecError> {
+        if pcm.len() != self.pcm.len() {
             return Err(CodecError::FrameSize {
-                expected: OPUS_FRAME,
+                expected: self.pcm.len(),
                 got: pcm.len(),
             });
         }
         for (dst, &src) in self.pcm.iter_mut().zip(pcm) {
             *dst = if src.is_finite() { src } else { 0.0 };
         }
-        self.encode_scratch()
+        let n = self.encode_pcm()?;
+        out.clear();
+        out.extend_from_slice(&self.packet[..n]);
+        Ok(())
+    }
+
+    /// Samples in one 20 ms frame at this encoder's rate.
+    pub fn frame(&self) -> usize {
+        self.pcm.len()
     }
 
     /// Encodes one frame of digital silence.
@@ -137,19 +175,27 @@ impl OpusEncoder {
     }
 
     fn encode_scratch(&mut self) -> Result<Vec<u8>, CodecError> {
+        let n = self.encode_pcm()?;
+        Ok(self.packet[..n].to_vec())
+    }
+
+    /// Encodes the staged `pcm` into `packet`; the packet's length.
+    fn encode_pcm(&mut self) -> Result<usize, CodecError> {
         let n = self
             .inner
             .encode_float(&self.pcm, &mut self.packet)
             .map_err(|e| CodecError::Encode(e.to_string()))?;
-        let n = n.min(self.packet.len());
-        Ok(self.packet[..n].to_vec())
+        Ok(n.min(self.packet.len()))
     }
 }
 
-/// A 48 kHz mono Opus decoder (stereo packets are downmixed).
+/// A mono Opus decoder (stereo packets are downmixed) to 48 kHz PCM, unless made
+/// [`OpusDecoder::with_rate`].
 pub struct OpusDecoder {
     inner: opus::Decoder,
     scratch: Vec<f32>,
+    /// Samples in 2.5 ms at the output rate (PLC and FEC come in multiples of it).
+    quantum: usize,
 }
 
 impl std::fmt::Debug for OpusDecoder {
@@ -161,10 +207,17 @@ impl std::fmt::Debug for OpusDecoder {
 impl OpusDecoder {
     /// Creates a mono decoder at [`OPUS_RATE`].
     pub fn new() -> Result<Self, CodecError> {
-        let inner = opus::Decoder::new(OPUS_RATE, Channels::Mono).map_err(init_err)?;
+        Self::with_rate(OPUS_RATE)
+    }
+
+    /// A decoder to PCM at `rate` Hz (libopus decodes at that rate directly).
+    pub fn with_rate(rate: u32) -> Result<Self, CodecError> {
+        check_rate(rate)?;
+        let inner = opus::Decoder::new(rate, Channels::Mono).map_err(init_err)?;
         Ok(OpusDecoder {
             inner,
             scratch: vec![0.0; MAX_DECODE],
+            quantum: rate as usize / PLC_PER_SEC,
         })
     }
 
@@ -190,7 +243,7 @@ impl OpusDecoder {
         let mut left = samples;
         while left > 0 {
             let want = left.min(MAX_DECODE);
-            let ask = want.div_ceil(PLC_QUANTUM) * PLC_QUANTUM;
+            let ask = (want.div_ceil(self.quantum) * self.quantum).min(MAX_DECODE);
             match self
                 .inner
                 .decode_float(&[], &mut self.scratch[..ask], false)
@@ -210,7 +263,7 @@ impl OpusDecoder {
     /// `next_packet` (the packet that followed the lost one), appending it
     /// to `out`. Afterwards decode `next_packet` itself normally. If the
     /// packet carries no FEC, libopus falls back to concealment.
-    /// `samples` must be a non-zero multiple of 120 (2.5 ms), at most 5760.
+    /// `samples` must be a non-zero multiple of 2.5 ms (120 at 48 kHz), at most 5760.
     pub fn decode_fec(
         &mut self,
         next_packet: &[u8],
@@ -220,9 +273,9 @@ impl OpusDecoder {
         if next_packet.is_empty() {
             return Err(CodecError::EmptyPacket);
         }
-        if samples == 0 || samples > MAX_DECODE || samples % PLC_QUANTUM != 0 {
+        if samples == 0 || samples > MAX_DECODE || samples % self.quantum != 0 {
             return Err(CodecError::FrameSize {
-                expected: OPUS_FRAME,
+                expected: self.quantum * 8,
                 got: samples,
             });
         }

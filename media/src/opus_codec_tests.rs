@@ -1,3 +1,4 @@
+use crate::OPUS_FRAME;
 use super::*;
 use crate::testutil::{dominant_freq, goertzel_amp, rms, sine};
 

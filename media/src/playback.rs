@@ -59,7 +59,13 @@ pub struct PlaybackQueue {
     max_samples: usize,
     runs: VecDeque<Run>,
     queued: usize,
+    /// Buffers of runs that played out, reused by the next runs (steady-state playout
+    /// allocates nothing).
+    spare: Vec<Vec<f32>>,
 }
+
+/// Played-out run buffers kept for reuse.
+const SPARE_RUNS: usize = 4;
 
 impl PlaybackQueue {
     /// A queue producing frames of `frame` samples (0 is treated as 1) and
@@ -68,8 +74,9 @@ impl PlaybackQueue {
         PlaybackQueue {
             frame: frame.max(1),
             max_samples,
-            runs: VecDeque::new(),
+            runs: VecDeque::with_capacity(SPARE_RUNS),
             queued: 0,
+            spare: Vec::with_capacity(SPARE_RUNS),
         }
     }
 
@@ -102,11 +109,9 @@ impl PlaybackQueue {
                 return Ok(());
             }
         }
-        self.runs.push_back(Run {
-            tag,
-            data: samples.to_vec(),
-            pos: 0,
-        });
+        let mut data = self.spare.pop().unwrap_or_default();
+        data.extend_from_slice(samples);
+        self.runs.push_back(Run { tag, data, pos: 0 });
         Ok(())
     }
 
@@ -134,7 +139,9 @@ impl PlaybackQueue {
                 }),
             }
             if run.left() == 0 {
-                self.runs.pop_front();
+                if let Some(run) = self.runs.pop_front() {
+                    self.recycle(run.data);
+                }
             }
         }
         let audio = !out.is_empty();
@@ -142,18 +149,33 @@ impl PlaybackQueue {
         audio
     }
 
+    fn recycle(&mut self, mut data: Vec<f32>) {
+        if self.spare.len() < SPARE_RUNS {
+            data.clear();
+            self.spare.push(data);
+        }
+    }
+
     /// Drops everything queued; returns the purged sample count per tag,
     /// in queue order of each tag's first appearance.
     pub fn clear(&mut self) -> Vec<(u64, usize)> {
         let mut purged: Vec<(u64, usize)> = Vec::new();
-        for run in self.runs.drain(..) {
+        for run in &self.runs {
             match purged.iter_mut().find(|(t, _)| *t == run.tag) {
                 Some((_, n)) => *n += run.left(),
                 None => purged.push((run.tag, run.left())),
             }
         }
-        self.queued = 0;
+        self.purge();
         purged
+    }
+
+    /// Drops everything queued, without a report (allocates nothing).
+    pub fn purge(&mut self) {
+        while let Some(run) = self.runs.pop_front() {
+            self.recycle(run.data);
+        }
+        self.queued = 0;
     }
 
     /// Drops all queued samples of `tag`; returns how many were purged.

@@ -17,7 +17,7 @@ use super::NewCall;
 use crate::metrics::METRICS;
 use crate::session::{
     busy_error, too_large_error, AttachmentId, Delivery, EventReceiver, Held, Inbound,
-    MediaSignals, Received, Rendered, SessionInput,
+    MediaSignals, PcmPool, Received, Rendered, SessionInput,
 };
 
 /// Errors the engine itself answers (the session could not take an event) that may wait for
@@ -48,6 +48,13 @@ pub(super) struct LiveCall {
     pub(super) failed: bool,
     /// Test hook: panic in the next media tick.
     pub(super) fault: bool,
+    /// The answer whose audio came last.
+    playing: Option<u64>,
+    /// Buffers for caller audio to the session, back here once it is done with them.
+    pool: Arc<PcmPool>,
+    /// An answer's first audio and when the session handed it over, until its first frame
+    /// leaves (the playout wait).
+    first_wait: Option<(u64, Instant)>,
     _guard: Box<dyn Send>,
 }
 
@@ -101,11 +108,19 @@ impl LiveCall {
             closing: false,
             failed: false,
             fault: false,
+            playing: None,
+            pool: PcmPool::new(),
+            first_wait: None,
             _guard: new.guard,
         })
     }
 
-    pub(super) fn play(&mut self, tag: u64, pcm: &[f32]) {
+    /// Answer audio from the session (handed over at `at`), encoded ahead now.
+    pub(super) fn play(&mut self, tag: u64, pcm: &[f32], at: Instant) {
+        if self.playing != Some(tag) {
+            self.playing = Some(tag);
+            self.first_wait = Some((tag, at));
+        }
         if !self.media.play(tag, pcm) {
             tracing::warn!(call = %self.id, "playback queue full; audio dropped");
         }
@@ -113,40 +128,65 @@ impl LiveCall {
 
     /// Purges the playback queue; the session learns it through its signals.
     pub(super) fn clear(&mut self) {
+        self.first_wait = None;
         self.media.clear();
         self.signals.cleared();
     }
 
-    /// Encodes and sends this tick's frame; reports what of each response left.
+    /// Sends this tick's frame, encoded ahead of it (see [`CallAudio::prepare`]); reports
+    /// what of each answer left.
     pub(super) fn send_frame(&mut self, now: Instant) {
         if std::mem::take(&mut self.fault) {
             panic!("injected fault: call media");
         }
-        match self.media.outbound_frame() {
+        match self.media.next_frame() {
             Ok(frame) => {
-                if self.call.can_send_audio() && self.call.send_audio(now, &frame.payload).is_ok() {
+                if frame.inline {
+                    METRICS.frames_inline.fetch_add(1, Ordering::Relaxed);
+                }
+                if self.call.can_send_audio() && self.call.send_audio(now, frame.payload).is_ok() {
                     METRICS.frames_sent.fetch_add(1, Ordering::Relaxed);
                 }
-                self.signals.played(&frame.played, &frame.drained);
+                if let Some((tag, at)) = self.first_wait {
+                    if frame.played.iter().any(|(t, _)| *t == tag) {
+                        METRICS
+                            .playout_wait
+                            .observe(Instant::now().saturating_duration_since(at));
+                        self.first_wait = None;
+                    }
+                }
+                self.signals.played(frame.played, frame.drained);
             }
             Err(e) => tracing::warn!(call = %self.id, error = %e, "encoding failed"),
         }
     }
 
+    /// After the tick's sends: encode the next frames ahead, pass caller audio and client
+    /// events on.
+    pub(super) fn after_tick(&mut self, now: Instant) {
+        self.media.prepare();
+        self.receive_tick(now);
+    }
+
     /// Events out, caller audio in.
-    pub(super) fn receive_tick(&mut self) {
+    pub(super) fn receive_tick(&mut self, now: Instant) {
         self.flush_events();
-        if let Some(audio) = self.media.inbound_frame() {
-            // Lossy by design: a session too busy for live audio loses a frame, never the
-            // engine its pace. (What must not be lost travels in the signals.)
-            let frame = Inbound {
-                input: SessionInput::Media(audio),
-                hold: None,
-                from: self.attachment,
-            };
-            if self.session.try_send(frame).is_err() {
-                tracing::debug!(call = %self.id, "session inbox full; caller audio frame dropped");
-            }
+        let mut pcm = self.pool.take(duet_media::SESSION_RATE as usize / 50);
+        let Some(frame) = self.media.inbound_frame(now, pcm.samples_mut()) else {
+            return;
+        };
+        if let Some(waited) = frame.waited {
+            METRICS.inbound_wait.observe(waited);
+        }
+        // Lossy by design: a session too busy for live audio loses a frame, never the
+        // engine its pace. (What must not be lost travels in the signals.)
+        let frame = Inbound {
+            input: SessionInput::Media(pcm),
+            hold: None,
+            from: self.attachment,
+        };
+        if self.session.try_send(frame).is_err() {
+            tracing::debug!(call = %self.id, "session inbox full; caller audio frame dropped");
         }
     }
 
@@ -245,7 +285,9 @@ impl LiveCall {
                 seq,
                 payload,
                 codec,
-            } if codec == self.call.codec() => self.media.receive(ssrc, seq, payload),
+            } if codec == self.call.codec() => {
+                self.media.receive(ssrc, seq, payload, Instant::now())
+            }
             CallEvent::Audio { .. } => {}
             CallEvent::ChannelOpen => self.flush_events(),
             CallEvent::Text(text) => self.client_text(text),

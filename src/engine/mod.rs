@@ -20,7 +20,7 @@ use duet_signaling::{AnswerConfig, Call};
 use tokio::sync::{mpsc, Semaphore};
 
 use crate::engine::net::Waker;
-use crate::session::{EventReceiver, Inbound, MediaSignals, MediaSink, PlaybackTag};
+use crate::session::{EventReceiver, Inbound, MediaSignals, MediaSink, Pcm, PcmPool, PlaybackTag};
 
 /// Receive buffer asked for each media socket (the kernel grants up to `net.core.rmem_max`).
 const RECV_BUFFER_BYTES: usize = 4 << 20;
@@ -81,7 +81,9 @@ enum Command {
     Play {
         key: CallKey,
         tag: u64,
-        pcm: Vec<f32>,
+        pcm: Pcm,
+        /// When the session handed it over.
+        at: std::time::Instant,
     },
     Finish {
         key: CallKey,
@@ -217,6 +219,7 @@ impl Engine {
             tx: self.tx.clone(),
             waker: self.waker.clone(),
             key,
+            pool: PcmPool::new(),
         })
     }
 }
@@ -225,15 +228,22 @@ struct EngineSink {
     tx: std_mpsc::Sender<Command>,
     waker: Arc<Waker>,
     key: CallKey,
+    /// Buffers for the answer audio, back here once the engine queued their samples.
+    pool: Arc<PcmPool>,
 }
 
 impl MediaSink for EngineSink {
-    fn play(&self, tag: PlaybackTag, pcm: Vec<f32>) {
+    fn play(&self, tag: PlaybackTag, pcm: &[f32]) {
+        let mut buf = self.pool.take(pcm.len());
+        buf.samples_mut().extend_from_slice(pcm);
         let _ = self.tx.send(Command::Play {
             key: self.key,
             tag: tag.0,
-            pcm,
+            pcm: buf,
+            at: std::time::Instant::now(),
         });
+        // Encoded as it arrives (ahead of its slot), not at the tick.
+        self.waker.wake();
     }
 
     fn finish(&self, tag: PlaybackTag) {

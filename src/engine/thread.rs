@@ -51,6 +51,8 @@ pub(super) struct EngineThread {
     count: Arc<AtomicUsize>,
     transmits: Vec<Transmit>,
     events: Vec<CallEvent>,
+    /// The calls of the current tick (reused).
+    keys: Vec<CallKey>,
     disconnected: bool,
 }
 
@@ -76,6 +78,7 @@ impl EngineThread {
             count,
             transmits: Vec::new(),
             events: Vec::new(),
+            keys: Vec::new(),
             disconnected: false,
         }
     }
@@ -84,16 +87,23 @@ impl EngineThread {
         let mut grid = FrameGrid::new(Instant::now(), FRAME);
         let mut buf = vec![0u8; 2048];
         loop {
-            self.commands();
-            if self.disconnected && self.calls.is_empty() {
-                return;
-            }
+            // The deadline path first: a due tick only sends the frames encoded ahead.
             let now = Instant::now();
-            if let Some(tick) = grid.tick(now) {
+            let ticked = grid.tick(now).map(|tick| {
                 METRICS
                     .pacing_skipped
                     .fetch_add(tick.skipped, Ordering::Relaxed);
-                self.tick(now, now - tick.lateness, tick.skipped);
+                self.send_tick(now, now - tick.lateness, tick.skipped);
+                now
+            });
+            // Then the sessions' commands (answer audio is encoded here, as it arrives),
+            // never past the next deadline.
+            self.commands(Some(grid.next_deadline()));
+            if let Some(now) = ticked {
+                self.after_tick(now);
+            }
+            if self.disconnected && self.calls.is_empty() {
+                return;
             }
             self.timeouts(Instant::now());
             let deadline = self
@@ -126,8 +136,12 @@ impl EngineThread {
         }
     }
 
-    fn commands(&mut self) {
+    /// Runs the commands waiting, until none is left or `until` passed.
+    fn commands(&mut self, until: Option<Instant>) {
         loop {
+            if until.is_some_and(|t| Instant::now() >= t) {
+                return;
+            }
             match self.rx.try_recv() {
                 Ok(cmd) => self.command(cmd),
                 Err(std_mpsc::TryRecvError::Empty) => return,
@@ -143,7 +157,7 @@ impl EngineThread {
         match cmd {
             Command::Add(new) => self.add(*new),
             Command::Hangup(key) => self.end(key, "hangup"),
-            Command::Play { key, tag, pcm } => self.on_call(key, |c| c.play(tag, &pcm)),
+            Command::Play { key, tag, pcm, at } => self.on_call(key, |c| c.play(tag, &pcm, at)),
             Command::Finish { key, tag } => self.on_call(key, |c| c.media.finish(tag)),
             Command::Clear(key) => self.on_call(key, LiveCall::clear),
             Command::Renegotiate {
@@ -234,7 +248,7 @@ impl EngineThread {
             Some(k) => *k,
             None => {
                 // A new call's first ICE check can race the command that adds the call.
-                self.commands();
+                self.commands(None);
                 *self.by_ufrag.get(ufrag)?
             }
         };
@@ -263,12 +277,15 @@ impl EngineThread {
         }
     }
 
-    /// One grid slot for every call (after `skipped` slots that a stall made us skip).
-    /// First every call's audio frame goes out (the timing critical part, measured per frame
-    /// against the grid deadline), then the rest: events, caller audio in, timers, reaping.
-    fn tick(&mut self, now: Instant, deadline: Instant, skipped: u64) {
-        let keys: Vec<CallKey> = self.calls.keys().copied().collect();
-        for &key in &keys {
+    /// One grid slot for every call (after `skipped` slots that a stall made us skip): the
+    /// timing-critical part. Every call's frame was encoded ahead, so this only stamps,
+    /// encrypts and sends; each frame's lateness against the grid deadline is measured, and
+    /// the whole pass (tick start to last packet sent).
+    fn send_tick(&mut self, now: Instant, deadline: Instant, skipped: u64) {
+        self.keys.clear();
+        self.keys.extend(self.calls.keys().copied());
+        for i in 0..self.keys.len() {
+            let key = self.keys[i];
             self.on_call(key, |c| {
                 c.call.skip_audio_frames(skipped);
                 c.send_frame(deadline);
@@ -278,9 +295,18 @@ impl EngineThread {
                 .pacing_deviation
                 .observe(Instant::now().saturating_duration_since(deadline));
         }
-        for &key in &keys {
+        METRICS
+            .tick_work
+            .observe(Instant::now().saturating_duration_since(now));
+    }
+
+    /// The rest of a tick, off the deadline path: the next frames encoded ahead, caller
+    /// audio in, events out, timers, reaping.
+    fn after_tick(&mut self, now: Instant) {
+        for i in 0..self.keys.len() {
+            let key = self.keys[i];
             self.on_call(key, |c| {
-                c.receive_tick();
+                c.after_tick(now);
                 let _ = c.call.timeout(now);
             });
             self.drain(key);

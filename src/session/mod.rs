@@ -20,6 +20,7 @@ mod journal;
 pub mod ledger;
 mod machine;
 pub mod outbound;
+mod pcm;
 mod playback;
 mod port;
 mod respond;
@@ -44,6 +45,7 @@ pub use port::{
     Epoch, MediaSink, ModelEvent, ModelPort, PlaybackTag, TranscriberPort, TranscriptEvent,
     UsageEvent, UsageSink,
 };
+pub use pcm::{Pcm, PcmPool};
 pub use signals::{MediaReport, MediaSignals};
 pub use subscribers::{busy_error, too_large_error};
 
@@ -198,7 +200,7 @@ pub enum SessionInput {
     Text(String),
     /// Caller audio of a WebRTC call at 24 kHz (one 20 ms media-engine tick). What played,
     /// drained or was cleared travels in [`MediaSignals`], which never drop.
-    Media(Vec<f32>),
+    Media(Pcm),
     /// Another connection (a sideband WebSocket) subscribes to this session's events.
     Attach(EventSender),
     /// Duplex extension: a new connection resumes the session (`session.resume`); it

@@ -57,7 +57,7 @@ pub enum ModelEvent {
 /// Where a WebRTC session's audio goes: the media engine's playback queue for the call.
 pub trait MediaSink: Send {
     /// Queues 24 kHz audio of the response tagged `tag` for playout.
-    fn play(&self, tag: PlaybackTag, pcm: Vec<f32>);
+    fn play(&self, tag: PlaybackTag, pcm: &[f32]);
     /// No more audio of `tag` will come; the engine reports in its signals when its last
     /// sample left.
     fn finish(&self, tag: PlaybackTag);

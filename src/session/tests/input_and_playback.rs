@@ -33,7 +33,7 @@ fn live_media_past_the_buffer_limit_is_reported_once_and_keeps_the_newest() {
         ..Setup::default()
     });
     for _ in 0..100 {
-        h.input(SessionInput::Media(vec![0.1; 480]));
+        h.input(SessionInput::Media(vec![0.1; 480].into()));
     }
     let events = h.drain(Duration::from_millis(300));
     assert_eq!(types(&events), ["error"], "{events:#?}");
@@ -42,7 +42,7 @@ fn live_media_past_the_buffer_limit_is_reported_once_and_keeps_the_newest() {
     h.until("input_audio_buffer.committed");
     // Under the limit again, a new overflow is a new report.
     for _ in 0..60 {
-        h.input(SessionInput::Media(vec![0.1; 480]));
+        h.input(SessionInput::Media(vec![0.1; 480].into()));
     }
     let again = h.drain(Duration::from_millis(300));
     assert_eq!(count(&again, "error"), 1, "{again:#?}");

@@ -212,7 +212,7 @@ impl ModelSim {
 struct SinkLog(Arc<Mutex<Vec<String>>>);
 
 impl MediaSink for SinkLog {
-    fn play(&self, tag: PlaybackTag, pcm: Vec<f32>) {
+    fn play(&self, tag: PlaybackTag, pcm: &[f32]) {
         self.0
             .lock()
             .unwrap()
