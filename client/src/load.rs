@@ -136,21 +136,28 @@ pub struct Clips {
     pub barge: Vec<Vec<u8>>,
 }
 
-fn voiced(frames: usize) -> Vec<f32> {
+/// A synthetic voice (a 140 Hz buzz with vibrato and 8 harmonics, 4 Hz syllable envelope)
+/// of `frames` 20 ms frames at `rate` Hz.
+pub fn voiced_at(frames: usize, rate: u32) -> Vec<f32> {
+    let r = rate as f32;
     let mut phase = 0.0f32;
-    (0..frames * 960)
+    (0..frames * rate as usize / 50)
         .map(|i| {
-            let t = i as f32 / 48_000.0;
+            let t = i as f32 / r;
             phase += 2.0
                 * std::f32::consts::PI
                 * (140.0 + 8.0 * (2.0 * std::f32::consts::PI * 5.0 * t).sin())
-                / 48_000.0;
+                / r;
             0.12 * (0.75 + 0.25 * (2.0 * std::f32::consts::PI * 4.0 * t).sin())
                 * (1..=8)
                     .map(|h| (phase * h as f32).sin() / h as f32)
                     .sum::<f32>()
         })
         .collect()
+}
+
+fn voiced(frames: usize) -> Vec<f32> {
+    voiced_at(frames, 48_000)
 }
 
 fn encode_clip(enc: &mut OpusEncoder, pcm: &[f32]) -> anyhow::Result<Vec<Vec<u8>>> {
@@ -684,6 +691,13 @@ pub fn metric(text: &str, series: &str) -> f64 {
     text.lines()
         .find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok()))
         .unwrap_or(f64::NAN)
+}
+
+/// Quantile `q` (one the server reports: 0.5, 0.9, 0.99, 0.999, 1) of a histogram's exact
+/// record `NAME_exact_seconds`, in ms (NaN when absent). `name` is the histogram's name.
+pub fn exact_quantile(text: &str, name: &str, q: f64) -> f64 {
+    let stem = name.strip_suffix("_seconds").unwrap_or(name);
+    metric(text, &format!("{stem}_exact_seconds{{quantile=\"{q}\"}} ")) * 1000.0
 }
 
 /// Bucket upper bound (ms) holding quantile `q` of a Prometheus histogram.
