@@ -110,6 +110,8 @@ fn target(n: usize, a: &Args) -> anyhow::Result<Target> {
 /// once every call is up, the load's report and the server's `/metrics` at the end.
 struct Measured<R> {
     rss0: u64,
+    /// Once every call is up (after the ramp and 2 s).
+    rss_up: u64,
     rss1: u64,
     cpu: f64,
     report: R,
@@ -117,9 +119,13 @@ struct Measured<R> {
 }
 
 impl<R> Measured<R> {
-    /// Server memory added per call or session, MiB.
+    /// Server memory added per call or session, MiB: at the end, and once all were up.
     fn per_session_mib(&self, n: usize) -> f64 {
         self.rss1.saturating_sub(self.rss0) as f64 / 1024.0 / n.max(1) as f64
+    }
+
+    fn per_session_up_mib(&self, n: usize) -> f64 {
+        self.rss_up.saturating_sub(self.rss0) as f64 / 1024.0 / n.max(1) as f64
     }
 }
 
@@ -134,7 +140,8 @@ fn measure<R: Send + 'static>(
     let rss0 = proc_sample(t.pid).rss_kib;
     let load = std::thread::spawn(load);
     std::thread::sleep(ramp_time + Duration::from_secs(2));
-    let t0 = proc_sample(t.pid).cpu_ticks;
+    let up = proc_sample(t.pid);
+    let (t0, rss_up) = (up.cpu_ticks, up.rss_kib);
     let w0 = Instant::now();
     std::thread::sleep(Duration::from_secs(secs.saturating_sub(3).max(1)));
     let end = proc_sample(t.pid);
@@ -144,6 +151,7 @@ fn measure<R: Send + 'static>(
     let metrics = metrics_text(t.addr);
     Ok(Measured {
         rss0,
+        rss_up,
         rss1,
         cpu,
         report,
@@ -181,6 +189,11 @@ fn measure_ws(n: usize, a: &Args, t: &Target) -> anyhow::Result<Measured<WsLoadR
     measure(t, a.secs, ramp_time, move || run_ws(&cfg))
 }
 
+/// Latencies minus the VAD silence: what the server added.
+fn server_added(latency_ms: &[f64]) -> Vec<f64> {
+    latency_ms.iter().map(|l| l - VAD_SILENCE_MS).collect()
+}
+
 /// `p50 / p99` of an exact server histogram, in ms.
 fn server_pair(m: &str, name: &str) -> String {
     format!(
@@ -193,11 +206,11 @@ fn server_pair(m: &str, name: &str) -> String {
 /// The main table's row.
 fn print_row(n: usize, r: &Measured<LoadReport>) {
     let (report, m, cpu) = (&r.report, &r.metrics, r.cpu);
-    let per_call = r.per_session_mib(n);
+    let (per_call, per_call_up) = (r.per_session_mib(n), r.per_session_up_mib(n));
     let pace = "duet_pacing_deviation_seconds";
-    let added: Vec<f64> = report.latency_ms.iter().map(|l| l - VAD_SILENCE_MS).collect();
+    let added = server_added(&report.latency_ms);
     println!(
-        "| {n} | {}/{n} | {cpu:.0} % | {:.0} → {:.0} MiB ({per_call:.2} MiB/call) | {:.3} / {:.3} / {:.3} / {:.3} | {:.3} | {:.2} / {:.2} | {:.1} | {:.1} / {:.1} | {:.1} / {:.1} | {:.1} / {:.1} | {} |",
+        "| {n} | {}/{n} | {cpu:.0} % | {:.0} → {:.0} MiB ({per_call_up:.2} → {per_call:.2} MiB/call) | {:.3} / {:.3} / {:.3} / {:.3} | {:.3} | {:.2} / {:.2} | {:.1} | {:.1} / {:.1} | {:.1} / {:.1} | {:.1} / {:.1} | {} |",
         report.connected,
         r.rss0 as f64 / 1024.0,
         r.rss1 as f64 / 1024.0,
@@ -237,6 +250,21 @@ fn breakdown_row<R>(n: usize, r: &Measured<R>) -> String {
 
 /// The relay's counters and the first errors (stderr).
 fn print_details(r: &Measured<LoadReport>) {
+    if std::env::var_os("DUET_LOADGEN_DIST").is_some() {
+        let q = |v: &[f64]| {
+            [10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0].map(|p| percentile(v, p).round())
+        };
+        eprintln!(
+            "  barge-in p10..p99 {:?} (n={})",
+            q(&r.report.barge_ms),
+            r.report.barge_ms.len()
+        );
+        eprintln!(
+            "  latency p10..p99 {:?} (n={})",
+            q(&r.report.latency_ms),
+            r.report.latency_ms.len()
+        );
+    }
     if let Some(relay) = &r.report.relay {
         eprintln!(
             "  relay: to server {} forwarded / {} lost / {} overflow, to callers {} / {} / {}; late (> 2 ms) {} + {}, max late {:?} / {:?}",
@@ -283,13 +311,14 @@ fn row(n: usize, a: &Args) -> anyhow::Result<String> {
 fn ws_row(n: usize, a: &Args) -> anyhow::Result<()> {
     let r = with_server(n, a, |t| measure_ws(n, a, t))?;
     let (report, m) = (&r.report, &r.metrics);
-    let added: Vec<f64> = report.latency_ms.iter().map(|l| l - VAD_SILENCE_MS).collect();
+    let added = server_added(&report.latency_ms);
     println!(
-        "| {n} | {}/{n} | {:.0} % | {:.0} → {:.0} MiB ({:.3} MiB/session) | {:.2} / {:.2} / {:.2} | {:.2} | {:.1} / {:.1} | {} | {:.1} / {:.1} | {} |",
+        "| {n} | {}/{n} | {:.0} % | {:.0} → {:.0} MiB ({:.3} → {:.3} MiB/session) | {:.2} / {:.2} / {:.2} | {:.2} | {:.1} / {:.1} | {} | {:.1} / {:.1} | {} |",
         report.connected,
         r.cpu,
         r.rss0 as f64 / 1024.0,
         r.rss1 as f64 / 1024.0,
+        r.per_session_up_mib(n),
         r.per_session_mib(n),
         percentile(&report.delta_jitter_ms, 50.0),
         percentile(&report.delta_jitter_ms, 99.0),
@@ -311,7 +340,7 @@ fn ws_row(n: usize, a: &Args) -> anyhow::Result<()> {
 fn main() -> anyhow::Result<()> {
     let a = args()?;
     if !a.calls.is_empty() {
-        println!("| calls | connected | server CPU | server RSS (per call) | pacing p50 / p99 / p99.9 / max ms | tick work p99 ms | arrival jitter p50 / p99 ms | fps p1 | server-added latency p50 / p99 ms | barge-in p50 / p99 ms | setup p50 / p99 ms | errors |");
+        println!("| calls | connected | server CPU | server RSS (per call: all up → at the end) | pacing p50 / p99 / p99.9 / max ms | tick work p99 ms | arrival jitter p50 / p99 ms | fps p1 | server-added latency p50 / p99 ms | barge-in p50 / p99 ms | setup p50 / p99 ms | errors |");
         println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
         let mut breakdown = Vec::new();
         for n in &a.calls {
@@ -330,7 +359,7 @@ fn main() -> anyhow::Result<()> {
         if !a.calls.is_empty() {
             println!();
         }
-        println!("| sessions | connected | server CPU | server RSS (per session) | audio delta inter-arrival p50 / p99 / p99.9 ms | answer audio rate p1 (s/s) | server-added latency p50 / p99 ms | answer start p50 / p99 ms (server) | setup p50 / p99 ms | errors |");
+        println!("| sessions | connected | server CPU | server RSS (per session: all up → at the end) | audio delta inter-arrival p50 / p99 / p99.9 ms | answer audio rate p1 (s/s) | server-added latency p50 / p99 ms | answer start p50 / p99 ms (server) | setup p50 / p99 ms | errors |");
         println!("|---|---|---|---|---|---|---|---|---|---|");
         for n in &a.ws {
             ws_row(*n, &a)?;

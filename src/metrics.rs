@@ -10,9 +10,8 @@ use std::time::Duration;
 /// Bucket upper bounds in seconds shared by the latency histograms (fine below 2 ms, where
 /// the media grid's figures live).
 const BUCKETS: &[f64] = &[
-    0.00005, 0.0001, 0.00015, 0.0002, 0.0003, 0.0005, 0.00075, 0.001, 0.0015, 0.002, 0.003,
-    0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.0,
-    5.0,
+    0.00005, 0.0001, 0.00015, 0.0002, 0.0003, 0.0005, 0.00075, 0.001, 0.0015, 0.002, 0.003, 0.005,
+    0.0075, 0.01, 0.015, 0.02, 0.03, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.0, 5.0,
 ];
 
 /// Quantiles every histogram also reports exactly (`…_exact_seconds{quantile=…}`).
@@ -451,7 +450,10 @@ mod tests {
             "{s}"
         );
         assert!(s.contains("# TYPE x_exact_seconds summary\n"), "{s}");
-        assert!(s.contains("x_exact_seconds{quantile=\"0.5\"} 0.003\n"), "{s}");
+        assert!(
+            s.contains("x_exact_seconds{quantile=\"0.5\"} 0.003\n"),
+            "{s}"
+        );
         assert!(!s.contains("x_exact_seconds{quantile=\"0.001\"}"), "{s}");
         assert!(s.contains("x_exact_seconds{quantile=\"1\"} 0.003\n"), "{s}");
         assert!(s.contains("x_exact_seconds_count 3\n"), "{s}");
@@ -474,7 +476,15 @@ mod tests {
 
     #[test]
     fn exact_histogram_is_within_a_thousandth_above() {
-        for us in [2_048u64, 2_049, 3_000, 12_345, 999_999, 60_000_000, 134_000_000] {
+        for us in [
+            2_048u64,
+            2_049,
+            3_000,
+            12_345,
+            999_999,
+            60_000_000,
+            134_000_000,
+        ] {
             let h = Exact::new();
             h.record(us);
             let got = h.quantile(0.5).unwrap() as f64;

@@ -208,27 +208,51 @@ pub struct ModelSession {
 
 /// A slot's pending input frames, shared between its session (which pushes) and the loop
 /// (which pops once per step). A lock instead of a channel: the loop needs no wake-up per
-/// frame, which at 64 sessions was 3,200 futex wakes a second.
+/// frame, which at 64 sessions was 3,200 futex wakes a second. Frame buffers are recycled
+/// ([`InputQueue::recycle`]): steady-state input allocates nothing.
 #[derive(Default)]
-pub struct InputQueue(Mutex<VecDeque<Vec<f32>>>);
+pub struct InputQueue(Mutex<Frames>);
+
+#[derive(Default)]
+struct Frames {
+    queued: VecDeque<Vec<f32>>,
+    spare: Vec<Vec<f32>>,
+}
+
+/// Frame buffers a slot keeps for reuse.
+const SPARE_FRAMES: usize = 8;
 
 impl InputQueue {
     fn push_frames(&self, pcm: &[f32], frame: usize) {
         let Ok(mut q) = self.0.lock() else { return };
         for f in pcm.chunks(frame).filter(|f| f.len() == frame) {
-            if q.len() >= MAX_QUEUED_FRAMES {
-                q.pop_front();
+            if q.queued.len() >= MAX_QUEUED_FRAMES {
+                if let Some(old) = q.queued.pop_front() {
+                    q.spare.push(old);
+                }
             }
-            q.push_back(f.to_vec());
+            let mut buf = q.spare.pop().unwrap_or_default();
+            buf.clear();
+            buf.extend_from_slice(f);
+            q.queued.push_back(buf);
         }
     }
 
     fn pop(&self) -> Option<Vec<f32>> {
-        self.0.lock().ok()?.pop_front()
+        self.0.lock().ok()?.queued.pop_front()
+    }
+
+    /// A popped frame's buffer, back for the next push.
+    fn recycle(&self, buf: Vec<f32>) {
+        if let Ok(mut q) = self.0.lock() {
+            if q.spare.len() < SPARE_FRAMES {
+                q.spare.push(buf);
+            }
+        };
     }
 
     fn len(&self) -> usize {
-        self.0.lock().map_or(0, |q| q.len())
+        self.0.lock().map_or(0, |q| q.queued.len())
     }
 }
 
@@ -244,8 +268,8 @@ impl ModelPort for ModelSession {
         self.autonomous
     }
 
-    fn input(&self, pcm: Vec<f32>) {
-        self.input.push_frames(&pcm, self.frame);
+    fn input(&self, pcm: &[f32]) {
+        self.input.push_frames(pcm, self.frame);
     }
 
     fn request(&self, epoch: Epoch, request: Request) {
@@ -381,11 +405,22 @@ impl LoopThread {
                 epoch,
                 request,
             } => {
+                let respond = matches!(request, Request::Respond { .. });
                 if let Some(s) = self.slots.get_mut(&slot) {
                     s.epoch = epoch;
                     if let Err(e) = self.model.request(slot, request) {
-                        self.fail(slot, e);
+                        return self.fail(slot, e);
                     }
+                }
+                // A turn-based answer starts now, not at the grid's next tick: the slot
+                // steps at once on the input it has (a frame it would step on next anyway),
+                // so its first audio skips the batch's phase (0–20 ms). Later frames go with
+                // the batch (a slot short of input steps on silence, then catches up).
+                if respond
+                    && !self.model.info().autonomous
+                    && self.slots.get(&slot).is_some_and(|s| s.queue.len() > 0)
+                {
+                    self.step(&[slot]);
                 }
             }
             Command::Close { slot } => self.close(slot),
@@ -459,6 +494,11 @@ impl LoopThread {
             .model_step
             .observe(started.elapsed());
         drop(batch);
+        for (id, frame) in ids.iter().zip(frames) {
+            if let (Some(s), Some(buf)) = (self.slots.get(id), frame) {
+                s.queue.recycle(buf);
+            }
+        }
         if stepped.is_err() {
             tracing::error!(
                 sessions = ids.len(),

@@ -304,6 +304,9 @@ mod tests {
         let a = Appends::new(Duration::from_millis(1000));
         assert_eq!(a.turn.len(), 50);
         // 480 samples = 960 bytes = 1280 base64 characters.
-        assert_eq!(a.silence.len(), r#"{"type":"input_audio_buffer.append","audio":""}"#.len() + 1280);
+        assert_eq!(
+            a.silence.len(),
+            r#"{"type":"input_audio_buffer.append","audio":""}"#.len() + 1280
+        );
     }
 }

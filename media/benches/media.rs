@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use duet_media::{
-    decode_ulaw, encode_ulaw, CallAudio, CallCodec, FrameGrid, JitterBuffer, JitterConfig, OpusDecoder, OpusEncoder,
-    PlaybackQueue, SampleRing, StreamResampler, Vad, VadConfig,
+    decode_ulaw, encode_ulaw, CallAudio, CallCodec, FrameGrid, JitterBuffer, JitterConfig,
+    OpusDecoder, OpusEncoder, PlaybackQueue, SampleRing, StreamResampler, Vad, VadConfig,
 };
 
 fn tone(n: usize, rate: f32) -> Vec<f32> {
@@ -42,13 +42,19 @@ fn opus(c: &mut Criterion) {
     let mut enc24 = OpusEncoder::with_rate(24_000).expect("encoder");
     let mut packet24 = Vec::new();
     c.bench_function("opus_encode_20ms_24k", |b| {
-        b.iter(|| enc24.encode_into(black_box(&pcm24), &mut packet24).expect("encode"))
+        b.iter(|| {
+            enc24
+                .encode_into(black_box(&pcm24), &mut packet24)
+                .expect("encode")
+        })
     });
     let mut dec24 = OpusDecoder::with_rate(24_000).expect("decoder");
     c.bench_function("opus_decode_20ms_24k", |b| {
         b.iter(|| {
             out.clear();
-            dec24.decode(black_box(&packet24), &mut out).expect("decode")
+            dec24
+                .decode(black_box(&packet24), &mut out)
+                .expect("decode")
         })
     });
 }

@@ -140,6 +140,8 @@ pub struct CallAudio {
     jitter: JitterBuffer,
     /// Whether any RTP arrived (before that nothing is fed to the session).
     receiving: bool,
+    /// The next tick's inbound frame already left on its packet's arrival.
+    early: bool,
     /// The SSRC of the inbound stream.
     ssrc: Option<u32>,
     /// `(seq, arrival)` of the last [`ARRIVALS`] packets, indexed by `seq % ARRIVALS`.
@@ -195,6 +197,7 @@ impl CallAudio {
                 ..JitterConfig::default()
             }),
             receiving: false,
+            early: false,
             ssrc: None,
             arrivals: [(u64::MAX, None); ARRIVALS],
             in_rs: StreamResampler::new(rate, SESSION_RATE)?,
@@ -227,10 +230,30 @@ impl CallAudio {
         self.jitter.push(seq, payload);
     }
 
+    /// Right after [`Self::receive`]: when the packet that arrived is the one the next tick
+    /// would play, its 20 ms are decoded now and appended to `out`, and that tick plays
+    /// nothing ([`Self::inbound_frame`] returns `None` once). A packet in order thus waits
+    /// for no tick, and each call's decode happens when its packet comes, spread over the
+    /// 20 ms; late, lost or reordered packets are left to the tick as before (the loss
+    /// behaviour is the same: the ticks still pace playout).
+    pub fn arrival_frame(&mut self, now: Instant, out: &mut Vec<f32>) -> Option<InFrame> {
+        if self.early || !self.receiving {
+            return None;
+        }
+        let seq = self.jitter.next_seq()?;
+        if !self.jitter.has(seq) || self.jitter.len() > MAX_DEPTH_FRAMES {
+            return None;
+        }
+        let frame = self.inbound_frame(now, out);
+        self.early = frame.is_some();
+        frame
+    }
+
     /// The next 20 ms of caller audio at 24 kHz, appended to `out` (silence while the
-    /// jitter buffer is idle), or `None` before any RTP arrived.
+    /// jitter buffer is idle), or `None` before any RTP arrived or when this tick's frame
+    /// already left on arrival ([`Self::arrival_frame`]).
     pub fn inbound_frame(&mut self, now: Instant, out: &mut Vec<f32>) -> Option<InFrame> {
-        if !self.receiving {
+        if !self.receiving || std::mem::take(&mut self.early) {
             return None;
         }
         let n = self.rate as usize / 50;
@@ -307,8 +330,14 @@ impl CallAudio {
     }
 
     /// Purges the queue: the audio not yet sent, the frames encoded ahead, and the
-    /// resampler's few buffered samples.
+    /// resampler's few buffered samples; the encoder starts over.
     pub fn clear(&mut self) {
+        // A cut, not a fade: the encoder starts over, so the frame after a barge-in is
+        // silence rather than two frames of the encoder's decaying state.
+        if let Codec::Opus { enc, .. } = &mut self.codec {
+            let _ = enc.reset();
+        }
+        self.silent_frames = 0;
         self.playback.purge();
         self.out_rs.reset();
         self.open.clear();
@@ -365,8 +394,11 @@ impl CallAudio {
         p.reset();
         self.playback.pop_frame(&mut self.frame, &mut self.sent);
         let (rate, session) = (u64::from(self.rate), u64::from(SESSION_RATE));
-        p.played
-            .extend(self.sent.iter().map(|s| (s.tag, s.samples as u64 * session / rate)));
+        p.played.extend(
+            self.sent
+                .iter()
+                .map(|s| (s.tag, s.samples as u64 * session / rate)),
+        );
         let silent = p.played.is_empty();
         match &mut self.codec {
             Codec::Opus { enc, .. } => enc.encode_into(&self.frame, &mut p.payload)?,
@@ -418,6 +450,11 @@ impl CallAudio {
             drained: &self.current.drains,
             inline,
         })
+    }
+
+    /// Nothing to send but silence: no audio queued, no frame encoded ahead.
+    pub fn is_idle(&self) -> bool {
+        self.ready.is_empty() && self.playback.is_empty()
     }
 
     /// Frames encoded and waiting for their slot.

@@ -60,7 +60,11 @@ fn clear_makes_next_frame_silent() {
     next(&mut p);
     assert_eq!(p.ready_frames(), 1, "encoded ahead");
     p.clear();
-    assert_eq!(p.ready_frames(), 0, "the frames encoded ahead are purged too");
+    assert_eq!(
+        p.ready_frames(),
+        0,
+        "the frames encoded ahead are purged too"
+    );
     let (payload, played, _, _) = next(&mut p);
     assert!(played.is_empty());
     assert!(payload.iter().all(|&b| b == 0xFF), "μ-law silence");
@@ -115,7 +119,10 @@ fn frames_are_encoded_ahead_and_the_tick_only_takes_them() {
     for _ in 0..SILENCE_SETTLE_FRAMES + 2 {
         let (_, played, _, inline) = next(&mut p);
         assert!(played.is_empty());
-        assert!(!inline || p.silent_frames <= 1, "only the very first frame may be inline");
+        assert!(
+            !inline || p.silent_frames <= 1,
+            "only the very first frame may be inline"
+        );
         p.prepare();
     }
     assert_eq!(p.ready_frames(), 0, "settled: nothing to encode ahead");
@@ -224,4 +231,76 @@ fn after_an_answer_the_encoder_settles_and_its_silent_packet_is_replayed() {
     assert_eq!(a, b);
     assert!(!inline);
     assert_eq!(p.ready_frames(), 0);
+}
+
+#[test]
+fn a_packet_in_order_is_delivered_on_arrival_and_its_tick_plays_nothing() {
+    let mut p = CallAudio::new(CallCodec::Pcmu).unwrap();
+    let t0 = Instant::now();
+    let mut out = Vec::new();
+    for seq in 0..5u64 {
+        let at = t0 + Duration::from_millis(20 * seq + 3);
+        p.receive(7, seq, vec![0xFF; 160], at);
+        out.clear();
+        let f = p.arrival_frame(at, &mut out).expect("delivered on arrival");
+        assert_eq!(f.waited, Some(Duration::ZERO));
+        assert!(!out.is_empty());
+        // Its tick, 17 ms later: nothing more for this slot.
+        let mut tick = Vec::new();
+        assert!(p
+            .inbound_frame(at + Duration::from_millis(17), &mut tick)
+            .is_none());
+        assert!(tick.is_empty());
+    }
+    // Out of order: 6 before 5. 6 waits; 5 goes at once, and 6 is its tick's after.
+    p.receive(7, 6, vec![0xFF; 160], t0);
+    assert!(p.arrival_frame(t0, &mut out).is_none(), "not the next one");
+    p.receive(7, 5, vec![0xFF; 160], t0);
+    assert!(p.arrival_frame(t0, &mut out).is_some());
+    assert!(p.arrival_frame(t0, &mut out).is_none(), "one ahead at most");
+    assert!(p.inbound_frame(t0, &mut out).is_none(), "5's tick");
+    let f = p.inbound_frame(t0, &mut out).expect("6 at its tick");
+    assert!(f.waited.is_some());
+    // A lost packet is still concealed at its tick.
+    let f = p.inbound_frame(t0, &mut out).expect("a frame");
+    assert_eq!(f.waited, None);
+}
+
+#[test]
+fn after_a_clear_the_next_frame_is_silence_not_the_encoders_decay() {
+    fn rms(v: &[f32]) -> f32 {
+        (v.iter().map(|x| x * x).sum::<f32>() / v.len().max(1) as f32).sqrt()
+    }
+    let mut p = CallAudio::new(CallCodec::Opus).unwrap();
+    let mut dec = OpusDecoder::with_rate(SESSION_RATE).unwrap();
+    let mut loud = 0.0f32;
+    p.play(1, &tone(24_000));
+    for _ in 0..20 {
+        let (payload, _, _, _) = next(&mut p);
+        let mut out = Vec::new();
+        dec.decode(&payload, &mut out).unwrap();
+        loud = loud.max(rms(&out));
+        p.prepare();
+    }
+    p.clear();
+    let mut after = Vec::new();
+    for _ in 0..3 {
+        let (payload, played, _, _) = next(&mut p);
+        assert!(played.is_empty());
+        assert!(
+            payload.len() < 40,
+            "a small silent packet: {}",
+            payload.len()
+        );
+        let mut out = Vec::new();
+        dec.decode(&payload, &mut out).unwrap();
+        after.push(rms(&out));
+        p.prepare();
+    }
+    // The first frame carries at most the codec's 2.5 ms overlap; then silence.
+    assert!(after[0] < loud * 0.5, "{after:?} vs {loud}");
+    assert!(
+        after[1] < loud * 0.01 && after[2] < loud * 0.01,
+        "{after:?} vs {loud}"
+    );
 }

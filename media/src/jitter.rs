@@ -376,6 +376,11 @@ impl JitterBuffer {
         }
     }
 
+    /// Whether the packet `seq` is buffered.
+    pub fn has(&self, seq: u64) -> bool {
+        self.slots.contains(seq)
+    }
+
     /// Packets buffered.
     pub fn len(&self) -> usize {
         self.slots.len()

@@ -163,6 +163,14 @@ impl OpusEncoder {
         Ok(())
     }
 
+    /// Forgets the signal so far (libopus `OPUS_RESET_STATE`): the next frame is coded as
+    /// the start of a stream, with no decay of what came before.
+    pub fn reset(&mut self) -> Result<(), CodecError> {
+        self.inner
+            .reset_state()
+            .map_err(|e| CodecError::Encode(e.to_string()))
+    }
+
     /// Samples in one 20 ms frame at this encoder's rate.
     pub fn frame(&self) -> usize {
         self.pcm.len()

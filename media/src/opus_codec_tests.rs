@@ -1,6 +1,6 @@
-use crate::OPUS_FRAME;
 use super::*;
 use crate::testutil::{dominant_freq, goertzel_amp, rms, sine};
+use crate::OPUS_FRAME;
 
 fn tone_frames(n: usize) -> Vec<Vec<f32>> {
     let s = sine(440.0, OPUS_RATE, 0.5, n * OPUS_FRAME);

@@ -66,6 +66,8 @@ pub struct PlaybackQueue {
 
 /// Played-out run buffers kept for reuse.
 const SPARE_RUNS: usize = 4;
+/// Largest buffer kept for reuse (a second at 48 kHz); larger ones are freed.
+const MAX_SPARE_SAMPLES: usize = 48_000;
 
 impl PlaybackQueue {
     /// A queue producing frames of `frame` samples (0 is treated as 1) and
@@ -150,7 +152,8 @@ impl PlaybackQueue {
     }
 
     fn recycle(&mut self, mut data: Vec<f32>) {
-        if self.spare.len() < SPARE_RUNS {
+        // A long answer's buffer is freed, not kept: an idle call holds little.
+        if self.spare.len() < SPARE_RUNS && data.capacity() <= MAX_SPARE_SAMPLES {
             data.clear();
             self.spare.push(data);
         }

@@ -50,6 +50,10 @@ pub(super) struct LiveCall {
     pub(super) fault: bool,
     /// The answer whose audio came last.
     playing: Option<u64>,
+    /// Which of the grid's phases this call's frames go out in.
+    pub(super) phase: u64,
+    /// An answer started while the call idled: move it to the phase due next.
+    pub(super) hop: bool,
     /// Buffers for caller audio to the session, back here once it is done with them.
     pool: Arc<PcmPool>,
     /// An answer's first audio and when the session handed it over, until its first frame
@@ -109,6 +113,8 @@ impl LiveCall {
             failed: false,
             fault: false,
             playing: None,
+            phase: 0,
+            hop: false,
             pool: PcmPool::new(),
             first_wait: None,
             _guard: new.guard,
@@ -120,6 +126,7 @@ impl LiveCall {
         if self.playing != Some(tag) {
             self.playing = Some(tag);
             self.first_wait = Some((tag, at));
+            self.hop = self.media.is_idle();
         }
         if !self.media.play(tag, pcm) {
             tracing::warn!(call = %self.id, "playback queue full; audio dropped");
@@ -168,13 +175,30 @@ impl LiveCall {
         self.receive_tick(now);
     }
 
-    /// Events out, caller audio in.
+    /// Events out, caller audio in (unless this slot's audio left on arrival).
     pub(super) fn receive_tick(&mut self, now: Instant) {
         self.flush_events();
         let mut pcm = self.pool.take(duet_media::SESSION_RATE as usize / 50);
-        let Some(frame) = self.media.inbound_frame(now, pcm.samples_mut()) else {
-            return;
-        };
+        if let Some(frame) = self.media.inbound_frame(now, pcm.samples_mut()) {
+            self.hand_to_session(pcm, frame);
+        }
+    }
+
+    /// A caller packet arrived: in order, its audio goes to the session now.
+    fn caller_audio(&mut self, ssrc: u32, seq: u64, payload: Vec<u8>) {
+        let now = Instant::now();
+        self.media.receive(ssrc, seq, payload, now);
+        let mut pcm = self.pool.take(duet_media::SESSION_RATE as usize / 50);
+        if let Some(frame) = self.media.arrival_frame(now, pcm.samples_mut()) {
+            self.hand_to_session(pcm, frame);
+        }
+    }
+
+    fn hand_to_session(
+        &mut self,
+        pcm: crate::session::Pcm,
+        frame: duet_media::call_audio::InFrame,
+    ) {
         if let Some(waited) = frame.waited {
             METRICS.inbound_wait.observe(waited);
         }
@@ -285,9 +309,7 @@ impl LiveCall {
                 seq,
                 payload,
                 codec,
-            } if codec == self.call.codec() => {
-                self.media.receive(ssrc, seq, payload, Instant::now())
-            }
+            } if codec == self.call.codec() => self.caller_audio(ssrc, seq, payload),
             CallEvent::Audio { .. } => {}
             CallEvent::ChannelOpen => self.flush_events(),
             CallEvent::Text(text) => self.client_text(text),

@@ -1,5 +1,5 @@
-//! The engine thread's loop: commands, the 20 ms grid, datagram routing, str0m timers and
-//! reaping. Datagrams are routed in O(1): by source address once known, and a new source's
+//! The engine thread's loop: commands, the 20 ms grid (in four phases 5 ms apart), datagram
+//! routing, str0m timers and reaping. Datagrams are routed in O(1): by source address once known, and a new source's
 //! STUN check by our ICE ufrag in its USERNAME; anything else from an unknown source is
 //! dropped without looking at any call.
 
@@ -21,6 +21,17 @@ use crate::metrics::METRICS;
 
 /// The outbound frame period.
 const FRAME: Duration = Duration::from_millis(20);
+/// Each call's 20 ms grid is one of this many phases, 5 ms apart: a sub-tick serves one
+/// phase's calls, so a tick's sends (and the work after them) are spread over the frame
+/// instead of bunched at one deadline, and an answer's first frame waits at most 5 ms for
+/// a slot (an idle call moves to the next phase when its answer starts).
+const PHASES: u64 = 4;
+
+/// Of the grid slots `[from, to)`, how many belong to `phase`.
+fn slots_of_phase(from: u64, to: u64, phase: u64) -> u64 {
+    let upto = |n: u64| (n + PHASES - 1 - phase) / PHASES;
+    upto(to) - upto(from.min(to))
+}
 /// Socket read timeouts are never shorter than this (avoids spinning).
 const MIN_WAIT: Duration = Duration::from_micros(200);
 
@@ -53,6 +64,10 @@ pub(super) struct EngineThread {
     events: Vec<CallEvent>,
     /// The calls of the current tick (reused).
     keys: Vec<CallKey>,
+    /// Calls per phase (new calls join the emptiest).
+    phase_calls: [usize; PHASES as usize],
+    /// The next grid slot to be served (its phase is the next one due).
+    next_slot: u64,
     disconnected: bool,
 }
 
@@ -79,12 +94,14 @@ impl EngineThread {
             transmits: Vec::new(),
             events: Vec::new(),
             keys: Vec::new(),
+            phase_calls: [0; PHASES as usize],
+            next_slot: 0,
             disconnected: false,
         }
     }
 
     pub(super) fn run(mut self, _alive: AliveFlag) {
-        let mut grid = FrameGrid::new(Instant::now(), FRAME);
+        let mut grid = FrameGrid::new(Instant::now(), FRAME / PHASES as u32);
         let mut buf = vec![0u8; 2048];
         loop {
             // The deadline path first: a due tick only sends the frames encoded ahead.
@@ -93,7 +110,8 @@ impl EngineThread {
                 METRICS
                     .pacing_skipped
                     .fetch_add(tick.skipped, Ordering::Relaxed);
-                self.send_tick(now, now - tick.lateness, tick.skipped);
+                self.send_tick(now, now - tick.lateness, tick.slot, tick.skipped);
+                self.next_slot = grid.next_slot();
                 now
             });
             // Then the sessions' commands (answer audio is encoded here, as it arrives),
@@ -157,7 +175,10 @@ impl EngineThread {
         match cmd {
             Command::Add(new) => self.add(*new),
             Command::Hangup(key) => self.end(key, "hangup"),
-            Command::Play { key, tag, pcm, at } => self.on_call(key, |c| c.play(tag, &pcm, at)),
+            Command::Play { key, tag, pcm, at } => {
+                self.on_call(key, |c| c.play(tag, &pcm, at));
+                self.hop(key);
+            }
             Command::Finish { key, tag } => self.on_call(key, |c| c.media.finish(tag)),
             Command::Clear(key) => self.on_call(key, LiveCall::clear),
             Command::Renegotiate {
@@ -212,7 +233,12 @@ impl EngineThread {
         let key = new.key;
         let ufrag = new.call.local_ufrag().to_string();
         match LiveCall::new(new) {
-            Ok(call) => {
+            Ok(mut call) => {
+                let phase = (0..PHASES)
+                    .min_by_key(|p| self.phase_calls[*p as usize])
+                    .unwrap_or(0);
+                call.phase = phase;
+                self.phase_calls[phase as usize] += 1;
                 self.by_ufrag.insert(ufrag, key);
                 self.calls.insert(key, call);
                 self.count.store(self.calls.len(), Ordering::Relaxed);
@@ -277,19 +303,28 @@ impl EngineThread {
         }
     }
 
-    /// One grid slot for every call (after `skipped` slots that a stall made us skip): the
-    /// timing-critical part. Every call's frame was encoded ahead, so this only stamps,
-    /// encrypts and sends; each frame's lateness against the grid deadline is measured, and
-    /// the whole pass (tick start to last packet sent).
-    fn send_tick(&mut self, now: Instant, deadline: Instant, skipped: u64) {
+    /// One grid slot: the frame of every call in its phase (after `skipped` slots that a
+    /// stall made us skip: those slots' calls skip a frame each). The timing-critical
+    /// part: every frame was encoded ahead, so this only stamps, encrypts and sends; each
+    /// frame's lateness against the deadline is measured, and the whole pass (tick start to
+    /// last packet sent).
+    fn send_tick(&mut self, now: Instant, deadline: Instant, slot: u64, skipped: u64) {
+        let phase = slot % PHASES;
         self.keys.clear();
-        self.keys.extend(self.calls.keys().copied());
+        for (key, c) in &mut self.calls {
+            if skipped > 0 {
+                let missed = slots_of_phase(slot - skipped, slot, c.phase);
+                if missed > 0 {
+                    c.call.skip_audio_frames(missed);
+                }
+            }
+            if c.phase == phase {
+                self.keys.push(*key);
+            }
+        }
         for i in 0..self.keys.len() {
             let key = self.keys[i];
-            self.on_call(key, |c| {
-                c.call.skip_audio_frames(skipped);
-                c.send_frame(deadline);
-            });
+            self.on_call(key, |c| c.send_frame(deadline));
             self.drain(key);
             METRICS
                 .pacing_deviation
@@ -300,8 +335,8 @@ impl EngineThread {
             .observe(Instant::now().saturating_duration_since(now));
     }
 
-    /// The rest of a tick, off the deadline path: the next frames encoded ahead, caller
-    /// audio in, events out, timers, reaping.
+    /// The rest of a tick for the calls it served, off the deadline path: their next
+    /// frames encoded ahead, caller audio in, events out, timers, reaping.
     fn after_tick(&mut self, now: Instant) {
         for i in 0..self.keys.len() {
             let key = self.keys[i];
@@ -312,6 +347,22 @@ impl EngineThread {
             self.drain(key);
             self.reap_if_dead(key, now);
         }
+    }
+
+    /// A call whose answer starts while it idles moves to the phase due next, so the
+    /// answer's first frame waits for that sub-tick, not for its own (one interval between
+    /// its packets is then shorter than 20 ms; RTP timestamps stay contiguous).
+    fn hop(&mut self, key: CallKey) {
+        let next = self.next_slot % PHASES;
+        let Some(c) = self.calls.get_mut(&key) else {
+            return;
+        };
+        if !std::mem::take(&mut c.hop) || c.phase == next {
+            return;
+        }
+        self.phase_calls[c.phase as usize] -= 1;
+        self.phase_calls[next as usize] += 1;
+        c.phase = next;
     }
 
     /// Sends what str0m wants sent and handles its events.
@@ -377,9 +428,30 @@ impl EngineThread {
         let Some(c) = self.calls.remove(&key) else {
             return;
         };
+        self.phase_calls[c.phase as usize] -= 1;
         self.by_addr.retain(|_, k| *k != key);
         self.by_ufrag.retain(|_, k| *k != key);
         self.count.store(self.calls.len(), Ordering::Relaxed);
         tracing::info!(call = %c.id, reason, lived_ms = c.created.elapsed().as_millis() as u64, "call ended");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn skipped_slots_are_counted_per_phase() {
+        // Slots 3..9 skipped: phases 3, 0, 1, 2, 3, 0 → phase 0 and 3 miss two frames.
+        assert_eq!(slots_of_phase(3, 9, 0), 2);
+        assert_eq!(slots_of_phase(3, 9, 1), 1);
+        assert_eq!(slots_of_phase(3, 9, 2), 1);
+        assert_eq!(slots_of_phase(3, 9, 3), 2);
+        assert_eq!(slots_of_phase(5, 5, 1), 0);
+        assert_eq!(slots_of_phase(0, 1, 0), 1);
+        assert_eq!(slots_of_phase(0, 1, 1), 0);
+        // A long stall: every phase misses its share.
+        let total: u64 = (0..PHASES).map(|p| slots_of_phase(10, 1010, p)).sum();
+        assert_eq!(total, 1000);
     }
 }

@@ -271,14 +271,13 @@ impl Session {
         // Past the limit the ring drops its oldest audio by itself.
         self.input.buffer.push(pcm);
         self.transcribe_live(pcm);
-        let mut frames = Vec::new();
-        self.input
-            .to_model
-            .push(pcm, |f| frames.extend_from_slice(f));
         // A transcription session has no conversation with the model.
-        if !frames.is_empty() && !self.cfg.is_transcription() {
-            self.model.input(frames);
-        }
+        let model = (!self.cfg.is_transcription()).then_some(&self.model);
+        self.input.to_model.push(pcm, |f| {
+            if let Some(m) = model {
+                m.input(f);
+            }
+        });
         self.meter_speech(offset);
         for ev in events {
             self.vad_latency(&ev, offset);

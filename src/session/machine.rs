@@ -235,12 +235,12 @@ impl Session {
 
     /// What the media engine reported since the last look, in the order it happened within
     /// a tick: audio that left, responses that drained, then purges and the end of the call.
-    pub fn on_media(&mut self, report: MediaReport, now: Instant) {
+    pub fn on_media(&mut self, report: &MediaReport, now: Instant) {
         self.now = now;
-        for (tag, samples) in report.played {
+        for &(tag, samples) in &report.played {
             self.on_played(tag, samples);
         }
-        for tag in report.drained {
+        for &tag in &report.drained {
             self.on_drained(tag);
         }
         for _ in 0..report.cleared {

@@ -41,11 +41,11 @@ use crate::protocol::{Envelope, ErrorPayload};
 pub use durable::SessionState;
 pub use machine::Session;
 pub use outbound::{queue, Abort, Delivery, EventReceiver, EventSender, Held, Received, Rendered};
+pub use pcm::{Pcm, PcmPool};
 pub use port::{
     Epoch, MediaSink, ModelEvent, ModelPort, PlaybackTag, TranscriberPort, TranscriptEvent,
     UsageEvent, UsageSink,
 };
-pub use pcm::{Pcm, PcmPool};
 pub use signals::{MediaReport, MediaSignals};
 pub use subscribers::{busy_error, too_large_error};
 
@@ -341,6 +341,7 @@ pub async fn run(
     if let Lifecycle::Draining { deadline } = *lifecycle.borrow_and_update() {
         session.drain(deadline, now());
     }
+    let mut report = MediaReport::default();
     while !session.is_closed() {
         status.update(&session);
         let wake = tokio::time::Instant::from_std(session.next_deadline());
@@ -350,7 +351,8 @@ pub async fn run(
             biased;
             () = media_signal(signals.as_deref()) => {
                 if let Some(s) = &signals {
-                    session.on_media(s.take(), now());
+                    s.take_into(&mut report);
+                    session.on_media(&report, now());
                 }
             }
             msg = inbox.recv() => match msg {

@@ -29,7 +29,7 @@ pub trait ModelPort: Send {
     /// Whether the model decides on its own when to speak (full duplex).
     fn autonomous(&self) -> bool;
     /// Queues whole input frames (a multiple of the model's frame size).
-    fn input(&self, pcm: Vec<f32>);
+    fn input(&self, pcm: &[f32]);
     /// Sends a request; outputs after it carry `epoch`.
     fn request(&self, epoch: Epoch, request: Request);
 }

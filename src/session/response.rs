@@ -39,6 +39,9 @@ pub struct ActiveResponse {
     pub(super) spoke: bool,
 }
 
+/// Room the stored answer audio grows by at least: one second at 24 kHz.
+const ANSWER_AUDIO_STEP: usize = 24_000;
+
 /// What one model step produced.
 pub(super) struct Streamed {
     /// Events to send.
@@ -221,6 +224,11 @@ impl ActiveResponse {
         let n = audio.len() as u64;
         self.ledger.generated(n);
         if self.audio.len() as u64 + n <= keep {
+            // Grow a second at a time (then doubling): a 20 ms step must not reallocate
+            // the answer's audio every few frames.
+            if self.audio.capacity() - self.audio.len() < audio.len() {
+                self.audio.reserve(ANSWER_AUDIO_STEP.max(self.audio.len()));
+            }
             self.audio.extend_from_slice(audio);
         }
         self.ledger.queued(n);

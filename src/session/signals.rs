@@ -73,6 +73,18 @@ impl MediaSignals {
         self.update(|r| r.ended = true);
     }
 
+    /// Moves everything reported so far into `out` (cleared first): the two reports swap
+    /// buffers, so neither side allocates once both have held a report.
+    pub fn take_into(&self, out: &mut MediaReport) {
+        out.played.clear();
+        out.drained.clear();
+        out.cleared = 0;
+        out.ended = false;
+        if let Ok(mut r) = self.pending.lock() {
+            std::mem::swap(&mut *r, out);
+        }
+    }
+
     /// Takes everything reported so far.
     pub fn take(&self) -> MediaReport {
         self.pending

@@ -139,7 +139,7 @@ impl ModelPort for TestPort {
         self.autonomous
     }
 
-    fn input(&self, pcm: Vec<f32>) {
+    fn input(&self, pcm: &[f32]) {
         let mut s = self.state.lock().unwrap();
         s.frames.extend(pcm.chunks(FRAME).map(<[f32]>::to_vec));
     }
@@ -416,7 +416,7 @@ impl Harness {
     /// What the fake media engine reported, taken by the session now.
     fn media(&mut self) {
         let report = self.signals.take();
-        self.session.on_media(report, self.now);
+        self.session.on_media(&report, self.now);
         self.collect();
     }
 
