@@ -207,6 +207,8 @@ pub fn dial_call(server: SocketAddr, relay: Option<&Relay>) -> anyhow::Result<Di
     socket.set_nonblocking(true)?;
     let local = socket.local_addr()?;
     let now = Instant::now();
+    // DTLS configured once per process, as the server does (not validated per call).
+    duet_signaling::dtls::install();
     let mut config = Rtc::builder().clear_codecs().enable_opus(true, false);
     if let Some(r) = relay {
         let window = crate::rtc::reorder_window(&r.impairment());

@@ -129,6 +129,7 @@ impl RtcClient {
         socket.set_nonblocking(true)?;
         let local = socket.local_addr()?;
         let now = Instant::now();
+        duet_signaling::dtls::install();
         let mut config = Rtc::builder()
             .clear_codecs()
             .enable_opus(!opts.pcmu_only, false)

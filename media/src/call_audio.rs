@@ -53,10 +53,29 @@ pub enum CallAudioError {
 const JITTER_TARGET_FRAMES: usize = 1;
 /// Inbound frames buffered beyond this are dropped, one per tick.
 const MAX_DEPTH_FRAMES: usize = 5;
-/// Silent frames encoded for real before the settled silent packet is replayed. (The
-/// encoder never reaches a fixed point on silence: its packets cycle with a period of four
-/// after five or so frames, so the count is fixed rather than detected.)
+/// G.711: silent frames encoded before the silent packet is replayed.
 const SILENCE_SETTLE_FRAMES: u32 = 10;
+/// Opus: silent frames encoded for real after an answer (the decoder hears the answer's
+/// own decay), after which the encoder starts over and a fresh encoder's settled silent
+/// packet is replayed until the next answer, which then starts from a fresh state. (The
+/// encoder never settles by itself: its silent packets keep cycling.)
+const OPUS_DECAY_FRAMES: u32 = 2;
+
+/// The silent packet a fresh Opus encoder settles on (computed once per process); empty if
+/// no encoder could be made.
+fn opus_silence() -> &'static [u8] {
+    static SILENCE: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    SILENCE.get_or_init(|| {
+        let Ok(mut enc) = OpusEncoder::with_rate(SESSION_RATE) else {
+            return Vec::new();
+        };
+        let mut packet = Vec::new();
+        for _ in 0..SILENCE_SETTLE_FRAMES {
+            packet = enc.encode_silence().unwrap_or_default();
+        }
+        packet
+    })
+}
 /// Most audio the playback queue holds: 30 s.
 const MAX_QUEUED_SECS: usize = 30;
 /// Frames encoded ahead of their slot: enough that a tick always finds its packet ready,
@@ -189,6 +208,13 @@ impl CallAudio {
             CallCodec::Pcma => Codec::Pcma,
         };
         let frame = rate as usize / 50;
+        // An Opus call starts settled: a fresh encoder, the fresh encoder's silent packet.
+        let mut silence = Vec::with_capacity(PACKET_CAPACITY);
+        let mut silent_frames = 0;
+        if matches!(c, Codec::Opus { .. }) {
+            silence.extend_from_slice(opus_silence());
+            silent_frames = SILENCE_SETTLE_FRAMES;
+        }
         Ok(Self {
             codec: c,
             rate,
@@ -211,8 +237,8 @@ impl CallAudio {
             current: Packet::with_room(),
             frame: Vec::with_capacity(frame),
             sent: Vec::with_capacity(4),
-            silent_frames: 0,
-            silence: Vec::with_capacity(PACKET_CAPACITY),
+            silent_frames,
+            silence,
             scratch: Vec::with_capacity(frame.max(960)),
             resampled: Vec::with_capacity(2 * frame + 256),
         })
@@ -334,10 +360,12 @@ impl CallAudio {
     pub fn clear(&mut self) {
         // A cut, not a fade: the encoder starts over, so the frame after a barge-in is
         // silence rather than two frames of the encoder's decaying state.
-        if let Codec::Opus { enc, .. } = &mut self.codec {
-            let _ = enc.reset();
-        }
         self.silent_frames = 0;
+        if let Codec::Opus { enc, .. } = &mut self.codec {
+            if enc.reset().is_ok() {
+                self.silent_frames = SILENCE_SETTLE_FRAMES;
+            }
+        }
         self.playback.purge();
         self.out_rs.reset();
         self.open.clear();
@@ -407,9 +435,19 @@ impl CallAudio {
         }
         if silent {
             self.silent_frames = self.silent_frames.saturating_add(1);
-            if self.silent_frames == SILENCE_SETTLE_FRAMES {
-                self.silence.clear();
-                self.silence.extend_from_slice(&p.payload);
+            match &mut self.codec {
+                Codec::Opus { enc, .. } if self.silent_frames >= OPUS_DECAY_FRAMES => {
+                    if enc.reset().is_ok() {
+                        self.silent_frames = SILENCE_SETTLE_FRAMES;
+                    }
+                }
+                Codec::Opus { .. } => {}
+                Codec::Pcmu | Codec::Pcma => {
+                    if self.silent_frames == SILENCE_SETTLE_FRAMES {
+                        self.silence.clear();
+                        self.silence.extend_from_slice(&p.payload);
+                    }
+                }
             }
         } else {
             self.silent_frames = 0;

@@ -222,15 +222,37 @@ fn after_an_answer_the_encoder_settles_and_its_silent_packet_is_replayed() {
         frames += 1;
         assert!(frames < 40, "never settled");
     }
-    // 10 frames of answer, then the silence that settles the encoder (encoded ahead).
-    assert_eq!(frames - 10, SILENCE_SETTLE_FRAMES as usize);
+    // 10 frames of answer, then two frames of its decay, encoded ahead; then the encoder
+    // starts over and the fresh encoder's silent packet is replayed.
+    assert_eq!(frames - 10, OPUS_DECAY_FRAMES as usize);
     // From then on the same packet is replayed and nothing is encoded.
     let (a, _, _, _) = next(&mut p);
     p.prepare();
     let (b, _, _, inline) = next(&mut p);
     assert_eq!(a, b);
+    assert_eq!(a, opus_silence());
     assert!(!inline);
     assert_eq!(p.ready_frames(), 0);
+    // The next answer starts from the fresh encoder and decodes.
+    let mut dec = OpusDecoder::with_rate(SESSION_RATE).unwrap();
+    p.play(2, &tone(960));
+    let (payload, played, _, _) = next(&mut p);
+    assert!(!played.is_empty());
+    let mut out = Vec::new();
+    assert_eq!(dec.decode(&payload, &mut out).unwrap(), 480);
+}
+
+#[test]
+fn an_opus_call_starts_settled_and_encodes_nothing_while_idle() {
+    let mut p = CallAudio::new(CallCodec::Opus).unwrap();
+    for _ in 0..5 {
+        let (payload, played, _, inline) = next(&mut p);
+        assert!(played.is_empty() && !inline);
+        assert_eq!(payload, opus_silence());
+        p.prepare();
+        assert_eq!(p.ready_frames(), 0, "nothing encoded ahead while idle");
+    }
+    assert!(!opus_silence().is_empty() && opus_silence().len() < 40);
 }
 
 #[test]

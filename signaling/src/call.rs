@@ -123,7 +123,7 @@ impl AnswerConfig {
 
     /// Installs the crypto backend (once per process) and makes the shared certificate.
     pub fn new(candidates: Vec<SocketAddr>) -> Result<Self, SignalError> {
-        let provider = str0m::crypto::from_feature_flags();
+        let provider = crate::dtls::provider();
         let cert = provider
             .dtls_provider
             .generate_certificate()

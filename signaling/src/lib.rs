@@ -6,6 +6,7 @@
 #![warn(missing_docs)]
 
 pub mod call;
+pub mod dtls;
 pub mod multipart;
 pub mod sdp;
 pub mod stun;
