@@ -210,7 +210,7 @@ fn print_row(n: usize, r: &Measured<LoadReport>) {
     let pace = "duet_pacing_deviation_seconds";
     let added = server_added(&report.latency_ms);
     println!(
-        "| {n} | {}/{n} | {cpu:.0} % | {:.0} → {:.0} MiB ({per_call_up:.2} → {per_call:.2} MiB/call) | {:.3} / {:.3} / {:.3} / {:.3} | {:.3} | {:.2} / {:.2} | {:.1} | {:.1} / {:.1} | {:.1} / {:.1} | {:.1} / {:.1} | {} |",
+        "| {n} | {}/{n} | {cpu:.0} % | {:.0} → {:.0} MiB ({per_call_up:.2} → {per_call:.2} MiB/call) | {:.3} / {:.3} / {:.3} / {:.3} | {:.3} / {:.3} | {:.2} / {:.2} | {:.1} | {:.1} / {:.1} | {:.1} / {:.1} | {:.1} / {:.1} | {} |",
         report.connected,
         r.rss0 as f64 / 1024.0,
         r.rss1 as f64 / 1024.0,
@@ -218,6 +218,7 @@ fn print_row(n: usize, r: &Measured<LoadReport>) {
         exact_quantile(m, pace, 0.99),
         exact_quantile(m, pace, 0.999),
         exact_quantile(m, pace, 1.0),
+        exact_quantile(m, "duet_tick_wake_seconds", 0.99),
         exact_quantile(m, "duet_tick_work_seconds", 0.99),
         percentile(&report.jitter_ms, 50.0),
         percentile(&report.jitter_ms, 99.0),
@@ -340,7 +341,7 @@ fn ws_row(n: usize, a: &Args) -> anyhow::Result<()> {
 fn main() -> anyhow::Result<()> {
     let a = args()?;
     if !a.calls.is_empty() {
-        println!("| calls | connected | server CPU | server RSS (per call: all up → at the end) | pacing p50 / p99 / p99.9 / max ms | tick work p99 ms | arrival jitter p50 / p99 ms | fps p1 | server-added latency p50 / p99 ms | barge-in p50 / p99 ms | setup p50 / p99 ms | errors |");
+        println!("| calls | connected | server CPU | server RSS (per call: all up → at the end) | pacing p50 / p99 / p99.9 / max ms | tick wake / work p99 ms | arrival jitter p50 / p99 ms | fps p1 | server-added latency p50 / p99 ms | barge-in p50 / p99 ms | setup p50 / p99 ms | errors |");
         println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
         let mut breakdown = Vec::new();
         for n in &a.calls {

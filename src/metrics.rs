@@ -239,6 +239,9 @@ pub struct Metrics {
     pub call_setup: Histogram,
     /// A grid tick's start to its last audio packet sent: the deadline path's work.
     pub tick_work: Histogram,
+    /// How late the media engine thread woke for a grid tick (the scheduler's share of the
+    /// pacing deviation).
+    pub tick_wake: Histogram,
     /// An RTP packet's arrival to its decoded audio handed to the session.
     pub inbound_wait: Histogram,
     /// Input audio time from the first voiced window to `speech_started` (the VAD's onset).
@@ -279,6 +282,7 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     barge_in: Histogram::new("duet_barge_in_seconds", "Caller speech detected during an answer to the answer's playback purged (WebRTC)."),
     call_setup: Histogram::new("duet_call_setup_seconds", "Time to handle POST /v1/realtime/calls."),
     tick_work: Histogram::new("duet_tick_work_seconds", "Time from a media grid tick's start to its last audio packet sent."),
+    tick_wake: Histogram::new("duet_tick_wake_seconds", "How late the media engine thread woke for a grid tick."),
     inbound_wait: Histogram::new("duet_inbound_wait_seconds", "RTP audio packet arrival to its decoded audio handed to the session (jitter buffer playout)."),
     vad_onset: Histogram::new("duet_vad_onset_seconds", "Input audio from the first voiced window to speech_started."),
     vad_release: Histogram::new("duet_vad_release_seconds", "Input audio past silence_duration_ms at speech_stopped."),
@@ -411,6 +415,7 @@ impl Metrics {
             &self.barge_in,
             &self.call_setup,
             &self.tick_work,
+            &self.tick_wake,
             &self.inbound_wait,
             &self.vad_onset,
             &self.vad_release,

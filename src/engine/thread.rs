@@ -110,6 +110,7 @@ impl EngineThread {
                 METRICS
                     .pacing_skipped
                     .fetch_add(tick.skipped, Ordering::Relaxed);
+                METRICS.tick_wake.observe(tick.lateness);
                 self.send_tick(now, now - tick.lateness, tick.slot, tick.skipped);
                 self.next_slot = grid.next_slot();
                 now
