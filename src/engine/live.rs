@@ -168,15 +168,10 @@ impl LiveCall {
         }
     }
 
-    /// After the tick's sends: encode the next frames ahead, pass caller audio and client
-    /// events on.
+    /// After the tick's sends: the next frames encoded ahead, events out, caller audio in
+    /// (unless this slot's audio left on arrival).
     pub(super) fn after_tick(&mut self, now: Instant) {
         self.media.prepare();
-        self.receive_tick(now);
-    }
-
-    /// Events out, caller audio in (unless this slot's audio left on arrival).
-    pub(super) fn receive_tick(&mut self, now: Instant) {
         self.flush_events();
         let mut pcm = self.pool.take(duet_media::SESSION_RATE as usize / 50);
         if let Some(frame) = self.media.inbound_frame(now, pcm.samples_mut()) {
