@@ -73,6 +73,9 @@ struct Detector {
     config: VadConfig,
     /// Voiced windows in a row that start speech.
     onset_windows: u32,
+    /// Voiced input in a row that starts speech, in samples (to the nearest window): a
+    /// single loud window, such as the edge of a noise burst, starts nothing.
+    min_speech: u64,
     /// Inside speech a window stays voiced down to `threshold - release` (hysteresis).
     release: f32,
     /// The meter: the stretch since the last [`Vad::take_meter`].
@@ -128,11 +131,11 @@ impl Detector {
             let voiced = p >= self.threshold() - self.release;
             self.track_silence(voiced, len, end, events);
         } else {
-            self.track_voice(p >= self.threshold(), start, events);
+            self.track_voice(p >= self.threshold(), start, len, events);
         }
     }
 
-    fn track_voice(&mut self, voiced: bool, start: u64, events: &mut Vec<VadEvent>) {
+    fn track_voice(&mut self, voiced: bool, start: u64, len: u64, events: &mut Vec<VadEvent>) {
         if !voiced {
             self.voiced_run = 0;
             return;
@@ -141,7 +144,9 @@ impl Detector {
             self.voiced_run_start = start;
         }
         self.voiced_run += 1;
-        if self.voiced_run >= self.onset_windows {
+        // The run so far, counted to the nearest window.
+        let run = start + len - self.voiced_run_start;
+        if self.voiced_run >= self.onset_windows && run + len / 2 >= self.min_speech {
             let padding = self.ms_to_samples(self.config.prefix_padding_ms);
             let at_sample = self
                 .voiced_run_start
@@ -205,6 +210,15 @@ impl Vad {
         Self::with_detector(config, sample_rate, 1, 1, release.max(0.0))
     }
 
+    /// Speech starts only after `ms` of voiced input in a row (to the nearest window;
+    /// Silero's `min_speech_duration_ms`): what a single loud window (a noise onset, a
+    /// click) scores starts nothing. Speech is then reported as starting where the run
+    /// began, `ms` later than it would be without (the cost in barge-in latency).
+    pub fn with_min_speech_ms(mut self, ms: u32) -> Self {
+        self.detector.min_speech = self.detector.ms_to_samples(ms);
+        self
+    }
+
     fn with_detector(
         config: VadConfig,
         sample_rate: u32,
@@ -217,6 +231,7 @@ impl Vad {
             detector: Detector {
                 config,
                 onset_windows,
+                min_speech: 0,
                 release,
                 meter: None,
                 sample_rate,

@@ -290,3 +290,44 @@ fn the_meter_reports_the_peak_of_each_stretch() {
     let m = energy.take_meter(1600).expect("100 ms of windows");
     assert_eq!((m.start, m.end, m.probability), (0, 1600, 0.0));
 }
+
+#[test]
+fn a_minimum_speech_duration_ignores_a_single_loud_window() {
+    let cfg = VadConfig {
+        threshold: 0.5,
+        prefix_padding_ms: 0,
+        silence_duration_ms: 64,
+    };
+    // 100 ms at 16 kHz with 32 ms windows: three voiced windows in a row (96 ms).
+    let mut vad = Vad::scored(cfg, 16_000, 0.15).with_min_speech_ms(100);
+    let mut ev = Vec::new();
+    // A noise onset: one window at the threshold, then low scores.
+    vad.push_scored(0, 512, 0.5, &mut ev);
+    for k in 1..10 {
+        vad.push_scored(k * 512, 512, 0.2, &mut ev);
+    }
+    // Two loud windows are still too short.
+    vad.push_scored(10 * 512, 512, 0.9, &mut ev);
+    vad.push_scored(11 * 512, 512, 0.9, &mut ev);
+    vad.push_scored(12 * 512, 512, 0.1, &mut ev);
+    assert!(ev.is_empty(), "{ev:?}");
+    // Speech: three voiced windows start it, dated from the first of them.
+    for k in 13..16 {
+        vad.push_scored(k * 512, 512, 0.9, &mut ev);
+    }
+    assert_eq!(
+        ev,
+        vec![VadEvent::SpeechStarted {
+            at_sample: 13 * 512
+        }]
+    );
+    assert!(vad.in_speech());
+}
+
+#[test]
+fn without_a_minimum_one_scored_window_starts_speech() {
+    let mut vad = Vad::scored(VadConfig::default(), 16_000, 0.15).with_min_speech_ms(0);
+    let mut ev = Vec::new();
+    vad.push_scored(0, 512, 0.5, &mut ev);
+    assert_eq!(ev.len(), 1);
+}
