@@ -161,6 +161,12 @@ pub struct ServeArgs {
     #[arg(long, env = "DUET_VAD_MODEL_DIR")]
     pub vad_model_dir: Option<PathBuf>,
 
+    /// With --vad-model-dir: voiced input Silero needs in a row, in milliseconds (to the
+    /// nearest 32 ms chunk), before speech starts a turn or interrupts an answer, so that a
+    /// noise onset or a click does not; it adds about this much to barge-in latency.
+    #[arg(long, env = "DUET_VAD_MIN_SPEECH_MS", default_value_t = 100)]
+    pub vad_min_speech_ms: u32,
+
     /// Directory with a transcription model: Whisper converted by `duet convert-whisper`
     /// (`scripts/install-models DIR` makes `DIR/whisper-tiny.en`), or Kyutai STT's candle
     /// release. Enables `audio.input.transcription` and transcription sessions.
@@ -195,7 +201,8 @@ pub struct ServeArgs {
     #[arg(long, env = "DUET_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
 
-    /// Concurrent sessions accepted; further connections get 503.
+    /// Concurrent sessions accepted: WebSocket sessions, every call's session (attached or
+    /// detached) and sideband sockets; further ones get 503.
     #[arg(long, env = "DUET_MAX_SESSIONS", default_value_t = 256)]
     pub max_sessions: usize,
 
@@ -240,7 +247,8 @@ pub struct ServeArgs {
     #[arg(long, env = "DUET_SESSION_IDLE_SECS", default_value_t = 300)]
     pub session_idle_secs: u64,
 
-    /// Sessions plus calls one client IP address may hold at once (0: no cap).
+    /// Sessions (a call's included, attached or detached) and sidebands one client IP
+    /// address may hold at once (0: no cap).
     #[arg(long, env = "DUET_MAX_PER_IP", default_value_t = 0)]
     pub max_per_ip: usize,
 
@@ -265,6 +273,12 @@ pub struct ServeArgs {
     /// A new connection's first request head must arrive within this many seconds.
     #[arg(long, env = "DUET_HTTP_HEAD_TIMEOUT_SECS", default_value_t = 10)]
     pub http_head_timeout_secs: u64,
+
+    /// A request's whole body (`Content-Length` or chunked) must arrive within this many
+    /// seconds of its head; past it the request gets 408 `request_timeout` and the
+    /// connection closes.
+    #[arg(long, env = "DUET_HTTP_BODY_TIMEOUT_SECS", default_value_t = 10)]
+    pub http_body_timeout_secs: u64,
 
     /// An idle keep-alive connection is closed after this many seconds.
     #[arg(long, env = "DUET_HTTP_IDLE_SECS", default_value_t = 60)]
@@ -309,8 +323,9 @@ pub struct ServeArgs {
     #[arg(long, env = "DUET_ADMISSION_WAIT_MS", default_value_t = 0)]
     pub admission_wait_ms: u64,
 
-    /// Sessions plus calls one credential (the server key, or one client secret) may hold at
-    /// once (0: no cap); more get 429 `too_many_sessions_for_key`.
+    /// Sessions (a call's included, attached or detached) and sidebands one credential (the
+    /// server key, or one client secret) may hold at once (0: no cap); more get 429
+    /// `too_many_sessions_for_key`.
     #[arg(long, env = "DUET_MAX_SESSIONS_PER_KEY", default_value_t = 0)]
     pub max_sessions_per_key: usize,
 
@@ -324,6 +339,16 @@ pub struct ServeArgs {
     /// gets 503 until some expire.
     #[arg(long, env = "DUET_MAX_CLIENT_SECRETS", default_value_t = 10_000)]
     pub max_client_secrets: usize,
+
+    /// With --demo-mint-secrets: live secrets the demo page may mint at once, in a pool of
+    /// their own (they never take the places of --max-client-secrets); more get 503.
+    #[arg(long, env = "DUET_MAX_DEMO_SECRETS", default_value_t = 100)]
+    pub max_demo_secrets: usize,
+
+    /// With --demo-mint-secrets: live demo secrets one client IP address may hold; more get
+    /// 429 `too_many_demo_secrets_from_ip`.
+    #[arg(long, env = "DUET_MAX_DEMO_SECRETS_PER_IP", default_value_t = 10)]
+    pub max_demo_secrets_per_ip: usize,
 
     /// Duplex extension: seconds before --max-session-secs that `session.expiring` is sent.
     #[arg(long, env = "DUET_EXPIRY_WARNING_SECS", default_value_t = 60)]

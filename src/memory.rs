@@ -23,9 +23,11 @@ pub struct Budget {
     pub per_session: u64,
     /// Added by a WebRTC call (media state; its session is counted as a session).
     pub per_call: u64,
-    /// Held by the server itself: the live client secrets (`--max-client-secrets`).
+    /// Held by the server itself: the live client secrets (`--max-client-secrets`, and
+    /// `--max-demo-secrets` with `--demo-mint-secrets`).
     pub shared: u64,
-    /// `--max-sessions` sessions and `--max-calls` calls with their sessions, plus `shared`.
+    /// `--max-sessions` sessions (a call's session is one of them) and `--max-calls` calls'
+    /// media, plus `shared`.
     pub total: u64,
 }
 
@@ -50,8 +52,13 @@ impl Budget {
                 0
             };
         let per_call = CALL_MEDIA;
-        let sessions = args.max_sessions as u64 + args.max_calls as u64;
-        let shared = args.max_client_secrets as u64 * SECRET;
+        let sessions = args.max_sessions as u64;
+        let demo = if args.demo_mint_secrets {
+            args.max_demo_secrets as u64
+        } else {
+            0
+        };
+        let shared = (args.max_client_secrets as u64 + demo) * SECRET;
         Self {
             per_session,
             per_call,
@@ -97,7 +104,7 @@ mod tests {
         let b = Budget::of(&args);
         assert_eq!(
             b.total,
-            (256 + 100) * b.per_session + 100 * b.per_call + 10_000 * SECRET,
+            256 * b.per_session + 100 * b.per_call + 10_000 * SECRET,
             "{b}"
         );
         let small = ServeArgs::parse_from([
@@ -110,5 +117,7 @@ mod tests {
             "1",
         ]);
         assert_eq!(Budget::of(&small).total, b.per_session + SECRET);
+        let demo = ServeArgs::parse_from(["serve", "--demo-mint-secrets"]);
+        assert_eq!(Budget::of(&demo).shared, (10_000 + 100) * SECRET);
     }
 }

@@ -329,7 +329,7 @@ impl Metrics {
             ),
             (
                 "duet_websocket_sessions",
-                "Open WebSocket sessions.",
+                "Open WebSocket connections carrying a session or a sideband.",
                 websockets,
             ),
         ] {

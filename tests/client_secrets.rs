@@ -341,3 +341,37 @@ async fn a_transcription_secret_opens_a_transcription_session() {
     assert_eq!(s["type"], "transcription", "{s}");
     assert_eq!(s["audio"]["input"]["transcription"]["model"], "whisper-1");
 }
+
+#[tokio::test]
+async fn anonymous_demo_mints_cannot_starve_the_server_keys_mints() {
+    let addr = server(&[
+        "--api-key",
+        KEY,
+        "--demo-mint-secrets",
+        "--max-client-secrets",
+        "50",
+    ])
+    .await;
+    let (mut minted, mut refused) = (0, 0);
+    for _ in 0..60 {
+        let r = request(addr, "POST", "/demo/client_secret", &[], "")
+            .await
+            .expect("request");
+        match r.status {
+            200 => minted += 1,
+            429 => {
+                assert_eq!(error_of(&r)["code"], "too_many_demo_secrets_from_ip");
+                assert!(r.header("retry-after").is_some());
+                refused += 1;
+            }
+            s => panic!("demo mint answered {s}: {}", r.body),
+        }
+    }
+    assert_eq!(
+        (minted, refused),
+        (10, 50),
+        "one address gets its share (--max-demo-secrets-per-ip 10)"
+    );
+    let r = mint(addr, Some(KEY), json!({})).await;
+    assert_eq!(r.status, 200, "the server key's own mint: {}", r.body);
+}

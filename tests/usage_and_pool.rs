@@ -142,3 +142,30 @@ async fn usage_and_pool_match_a_scripted_workload() {
     let (_, p) = get_json(addr, "/v1/pool", KEY).await;
     assert_eq!(p["sessions"].as_array().map(Vec::len), Some(0), "{p}");
 }
+
+#[tokio::test]
+async fn usage_counts_calls_and_their_sessions() {
+    let addr = server(&["--api-key", KEY]).await;
+    let offer = include_str!("fixtures/chrome_offer.sdp");
+    for _ in 0..2 {
+        duet_client::http::post_offer(addr, offer, Some(KEY))
+            .await
+            .expect("call answered");
+    }
+    let bearer = format!("Bearer {KEY}");
+    let url = format!("ws://{addr}/v1/realtime");
+    let _ws = Client::connect_url(&url, &[("Authorization", bearer.as_str())])
+        .await
+        .expect("session");
+    let (status, u) = get_json(addr, "/v1/usage", KEY).await;
+    assert_eq!(status, 200, "{u}");
+    assert_eq!(
+        (
+            u["total"]["sessions"].as_u64(),
+            u["total"]["calls"].as_u64()
+        ),
+        (Some(3), Some(2)),
+        "two calls (each with its session) and a WebSocket session: {u}"
+    );
+    assert_eq!(u["credentials"]["server"]["calls"], 2, "{u}");
+}

@@ -1,7 +1,10 @@
-//! Admission: one place that counts what a client holds (WebSocket sessions and sidebands
-//! against `--max-sessions`, WebRTC calls against `--max-calls`, both against the optional
-//! per-IP cap) and refuses with the right error. Each admission is a guard that gives its
-//! slot back when dropped, whichever way the session or call ends.
+//! Admission: one place that counts what a client holds and refuses with the right error.
+//! Every session (WebSocket or a call's, attached or detached) and every sideband socket
+//! holds a `Session` slot against `--max-sessions`, the per-IP cap and the per-credential
+//! quota for its whole life; a WebRTC call adds only a `Call` slot against `--max-calls`
+//! (a call that resumes a session takes nothing else: the session keeps its own). Each
+//! admission is a guard that gives its slot back when dropped, whichever way the session or
+//! call ends; a refusal undoes its count without counting as turnover.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
@@ -103,11 +106,11 @@ impl Admissions {
         self.calls.load(Ordering::Acquire)
     }
 
-    /// Sessions and calls the server can hold, and how many more it can take now.
+    /// Sessions the server can hold, and how many more it can take now (every session,
+    /// a call's included, holds one).
     pub fn headroom(&self) -> (u64, u64) {
-        let limit = self.max_sessions + self.max_calls;
-        let used = self.sessions() + self.calls();
-        (limit as u64, limit.saturating_sub(used) as u64)
+        let limit = self.max_sessions;
+        (limit as u64, limit.saturating_sub(self.sessions()) as u64)
     }
 
     fn counter(&self, kind: Kind) -> (&AtomicUsize, usize, &'static str) {
@@ -149,6 +152,7 @@ impl Admissions {
             kind,
             ip: None,
             key: None,
+            refused: false,
         };
         let admitted = self.admit_ip(admitted, ip)?;
         self.admit_key(admitted, key)
@@ -235,11 +239,12 @@ impl Admissions {
         };
         let n = per_ip.entry(ip).or_insert(0);
         if *n >= self.max_per_ip {
+            admitted.refused = true;
             return Err(ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
                 "too_many_sessions_from_ip",
                 format!(
-                    "{ip} holds {} sessions and calls, the most one address may hold",
+                    "{ip} holds {} sessions, the most one address may hold",
                     self.max_per_ip
                 ),
             )
@@ -260,11 +265,12 @@ impl Admissions {
         };
         let n = per_key.entry(key.to_string()).or_insert(0);
         if *n >= self.max_per_key {
+            admitted.refused = true;
             return Err(ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
                 "too_many_sessions_for_key",
                 format!(
-                    "this credential holds {} sessions and calls, the most one may hold",
+                    "this credential holds {} sessions, the most one may hold",
                     self.max_per_key
                 ),
             )
@@ -275,15 +281,19 @@ impl Admissions {
         Ok(admitted)
     }
 
-    fn release(&self, kind: Kind, ip: Option<IpAddr>, key: Option<&str>) {
+    /// Gives a slot back. A `turnover` (a session or call that was admitted and ended)
+    /// counts toward `Retry-After` and wakes a waiter; a refusal only undoes its count.
+    fn release(&self, kind: Kind, ip: Option<IpAddr>, key: Option<&str>, turnover: bool) {
         self.counter(kind).0.fetch_sub(1, Ordering::AcqRel);
-        if let Ok(mut r) = self.releases.lock() {
-            if r.len() == TURNOVER_WINDOW {
-                r.pop_front();
+        if turnover {
+            if let Ok(mut r) = self.releases.lock() {
+                if r.len() == TURNOVER_WINDOW {
+                    r.pop_front();
+                }
+                r.push_back(Instant::now());
             }
-            r.push_back(Instant::now());
+            self.freed(kind).notify_one();
         }
-        self.freed(kind).notify_one();
         if let (Some(ip), Ok(mut per_ip)) = (ip, self.per_ip.lock()) {
             decrement(&mut per_ip, &ip);
         }
@@ -324,12 +334,14 @@ pub struct Admitted {
     kind: Kind,
     ip: Option<IpAddr>,
     key: Option<String>,
+    /// Refused by the per-IP or per-credential cap: dropping it undoes the count only.
+    refused: bool,
 }
 
 impl Drop for Admitted {
     fn drop(&mut self) {
         self.admissions
-            .release(self.kind, self.ip, self.key.as_deref());
+            .release(self.kind, self.ip, self.key.as_deref(), !self.refused);
     }
 }
 

@@ -91,8 +91,13 @@ fn per_key_quota_counts_each_credential() {
         "the server key has its own"
     );
     drop(s);
-    assert!(a.admit_as(Kind::Call, None, Some("cred_a")).is_ok());
-    assert_eq!(a.headroom().0, 20);
+    let _call = a.admit_as(Kind::Call, None, Some("cred_a")).unwrap();
+    let _session = a.admit_as(Kind::Session, None, None).unwrap();
+    assert_eq!(
+        a.headroom(),
+        (10, 9),
+        "the headroom is in sessions (a call's session holds one)"
+    );
 }
 
 #[test]
@@ -108,4 +113,34 @@ fn retry_after_follows_the_turnover() {
         .collect();
     drop(slots);
     assert_eq!(a.retry_after(), 1, "releases close together: retry soon");
+}
+
+#[test]
+fn a_refusal_is_not_turnover() {
+    let a = Admissions::with_caps(Caps {
+        sessions: 10,
+        calls: 10,
+        per_ip: 1,
+        per_key: 1,
+    });
+    let ip: IpAddr = "10.0.0.1".parse().unwrap();
+    let _held = a.admit_as(Kind::Session, Some(ip), Some("cred_a")).unwrap();
+    for _ in 0..5 {
+        let e = a
+            .admit_as(Kind::Session, Some(ip), Some("cred_b"))
+            .unwrap_err();
+        assert_eq!(e.code, "too_many_sessions_from_ip");
+        let e = a.admit_as(Kind::Session, None, Some("cred_a")).unwrap_err();
+        assert_eq!(e.code, "too_many_sessions_for_key");
+    }
+    assert_eq!(a.sessions(), 1, "every refusal undid its count");
+    assert_eq!(
+        a.retry_after(),
+        super::super::error::RETRY_AFTER_SECS,
+        "ten refusals are no turnover: Retry-After keeps its default"
+    );
+    assert!(
+        a.releases.lock().unwrap().is_empty(),
+        "no release was recorded"
+    );
 }

@@ -12,7 +12,7 @@ use axum::extract::{ConnectInfo, Path, Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use duet_signaling::{call_id, check_offer, multipart, Call, SignalError, MAX_OFFER_BYTES};
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::{mpsc, oneshot, watch, Semaphore};
 
 use super::admission::{Admitted, Kind};
 use super::error::ApiError;
@@ -74,7 +74,7 @@ async fn read_body(req: Request, limit: usize, what: &str) -> Result<Vec<u8>, Ap
     }
     let bytes = to_bytes(req.into_body(), limit)
         .await
-        .map_err(|_| too_large(limit, what))?;
+        .map_err(|e| ApiError::body(&e, limit, what))?;
     Ok(bytes.to_vec())
 }
 
@@ -89,7 +89,12 @@ async fn read_offer(req: Request) -> Result<Offer, ApiError> {
     if lower.starts_with("application/sdp") {
         let bytes = read_body(req, MAX_OFFER_BYTES, "SDP offer")
             .await
-            .map_err(|_| bad_offer(&SignalError::TooLarge(MAX_OFFER_BYTES + 1)))?;
+            .map_err(|e| match e.status {
+                StatusCode::PAYLOAD_TOO_LARGE => {
+                    bad_offer(&SignalError::TooLarge(MAX_OFFER_BYTES + 1))
+                }
+                _ => e,
+            })?;
         let sdp = String::from_utf8(bytes)
             .map_err(|_| bad_offer(&SignalError::Malformed("the offer is not UTF-8".into())))?;
         return Ok(Offer {
@@ -193,19 +198,29 @@ fn session_patch(json: Option<&str>) -> Result<Option<SessionPatch>, ApiError> {
 }
 
 /// Everything a call holds on the server side, released when the engine drops the call
-/// (ended, reaped, or lost with a dead engine thread): its registry entry and admission,
-/// and the session learns the call ended.
+/// (ended, reaped, or lost with a dead engine thread): its registry entry and call slot,
+/// its sidebands (they end with it), and the session learns the call ended. The session's
+/// own admission is the session's, not the call's.
 pub struct CallGuard {
     id: String,
     calls: CallRegistry,
     signals: Arc<MediaSignals>,
-    _admitted: Admitted,
+    admitted: CallSlot,
+    /// Dropped with the call: its sidebands watch it.
+    _ended: watch::Sender<()>,
 }
+
+/// A call's slot, which the handler can give back at once when the call is refused after
+/// it was handed to the engine (a refused resume).
+type CallSlot = Arc<std::sync::Mutex<Option<Admitted>>>;
 
 impl Drop for CallGuard {
     fn drop(&mut self) {
         if let Ok(mut m) = self.calls.lock() {
             m.remove(&self.id);
+        }
+        if let Ok(mut slot) = self.admitted.lock() {
+            slot.take();
         }
         self.signals.ended();
     }
@@ -235,8 +250,9 @@ pub async fn create(
     response
 }
 
-/// The stages of a call: read and check the offer, admit, answer on a live engine, open
-/// the session (or, resuming, find it), hand the call to the engine.
+/// The stages of a call: read and check the offer, admit (a new session its own slot, the
+/// call its call slot), answer on a live engine, open the session (or, resuming, find it),
+/// hand the call to the engine.
 async fn create_call(
     state: Arc<AppState>,
     req: Request,
@@ -254,15 +270,25 @@ async fn create_call(
             "send a session part to open a session or a resume part to resume one, not both",
         ));
     }
+    if resume.is_none() && cred.resume_only() {
+        return Err(super::secrets::resume_only_refused());
+    }
     state.accepting()?;
-    let admitted = state
+    let wait = state.admission_wait;
+    // A new session holds its admission (slot, IP, credential) for its whole life, which
+    // may outlast this call; a resumed session keeps the one it has.
+    let session_admission = match resume {
+        None => Some(
+            state
+                .admissions
+                .admit_waiting(Kind::Session, ip, cred.owner().as_deref(), wait)
+                .await?,
+        ),
+        Some(_) => None,
+    };
+    let call_admission = state
         .admissions
-        .admit_waiting(
-            Kind::Call,
-            ip,
-            cred.owner().as_deref(),
-            state.admission_wait,
-        )
+        .admit_waiting(Kind::Call, None, None, wait)
         .await?;
     let (engine_index, engine) = state
         .engines
@@ -278,35 +304,41 @@ async fn create_call(
     );
     let signals = Arc::new(MediaSignals::default());
     let attachment = AttachmentId::fresh();
-    let (events, in_tx) = match &resume {
-        None => {
+    let (events, in_tx, resume_out, owner) = match (&resume, session_admission) {
+        (None, Some(admitted)) => {
             let start = Start {
                 secret: cred.session(),
                 patch,
                 durable: duplex.then_some(attachment),
                 owner: cred.owner(),
+                admitted,
             };
-            start_session(&state, &engine, key, signals.clone(), start).await?
+            let (events, inbox) =
+                start_session(&state, &engine, key, signals.clone(), start).await?;
+            (events, inbox, None, cred.owner())
         }
-        Some(r) => {
-            // Another credential's session is as good as unknown.
-            let inbox = state
+        (request, _) => {
+            let r = request.as_ref().ok_or_else(resume_expired)?;
+            // Another credential's session is as good as unknown; the resume token alone
+            // stands for a secret that expired since it opened the session.
+            let entry = state
                 .directory
                 .get(&r.session_id)
-                .filter(|e| cred.reaches(e.owner.as_deref()))
-                .map(|e| e.inbox)
+                .filter(|e| cred.resume_only() || cred.reaches(e.owner.as_deref()))
                 .ok_or_else(resume_expired)?;
             let (out, events) = queue(state.limits.max_outbound_bytes);
-            (events, (inbox, Some(out)))
+            (events, entry.inbox, Some(out), entry.owner)
         }
     };
-    let (in_tx, resume_out) = in_tx;
     let id = call_id();
+    let slot: CallSlot = Arc::new(std::sync::Mutex::new(Some(call_admission)));
+    let (ended_tx, ended) = watch::channel(());
     let guard = CallGuard {
         id: id.clone(),
         calls: state.calls.clone(),
         signals: signals.clone(),
-        _admitted: admitted,
+        admitted: slot.clone(),
+        _ended: ended_tx,
     };
     engine.add(NewCall {
         key,
@@ -323,38 +355,62 @@ async fn create_call(
     if let (Some(request), Some(out)) = (resume, resume_out) {
         let transport = Transport::WebRtc {
             sink: engine.sink(key),
-            signals,
+            signals: signals.clone(),
         };
-        // On a refusal the session closes the call's event queue, which ends the call.
-        let (reply, taken) = oneshot::channel();
-        let input = SessionInput::Resume {
-            request,
-            out,
-            attachment,
-            transport,
-            reply: Some(reply),
-        };
-        let inbound = Inbound {
-            input,
-            hold: None,
-            from: attachment,
-        };
-        in_tx.send(inbound).await.map_err(|_| resume_expired())?;
-        match taken.await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => return Err(resume_refused(&e)),
-            Err(_) => return Err(resume_expired()),
+        if let Err(e) = resume_call(&in_tx, request, out, attachment, transport).await {
+            // Refused: the call ends now and its slot is free before the client hears why
+            // (it has no call id to hang up).
+            if let Ok(mut s) = slot.lock() {
+                s.take();
+            }
+            engine.hangup(key);
+            return Err(e);
         }
     }
-    register(
-        &state,
-        &id,
-        (key, engine_index, attachment),
-        &in_tx,
-        cred.owner(),
-    );
+    let usage_id = owner.clone().unwrap_or_else(|| "server".into());
+    let entry = CallEntry {
+        key,
+        engine: engine_index,
+        session: in_tx,
+        attachment,
+        owner,
+        sidebands: Arc::new(AtomicUsize::new(0)),
+        signals,
+        ended,
+    };
+    register(&state, &id, entry);
+    state.usage.opened(&usage_id, super::usage::Opened::Call);
     tracing::info!(call = %id, codec = ?summary.codec, "call created");
     Ok(answered(&id, answer))
+}
+
+/// Hands a resumed session to the new call; the session's refusal as an HTTP error.
+async fn resume_call(
+    inbox: &mpsc::Sender<Inbound>,
+    request: ResumeRequest,
+    out: EventSender,
+    attachment: AttachmentId,
+    transport: Transport,
+) -> Result<(), ApiError> {
+    let (reply, taken) = oneshot::channel();
+    let input = SessionInput::Resume {
+        request,
+        out,
+        attachment,
+        transport,
+        reply: Some(reply),
+    };
+    let inbound = Inbound {
+        input,
+        hold: None,
+        from: attachment,
+    };
+    inbox.send(inbound).await.map_err(|_| resume_expired())?;
+    match taken.await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(resume_refused(&e)),
+        Err(_) => Err(resume_expired()),
+    }
 }
 
 /// How a call's session starts.
@@ -367,6 +423,8 @@ struct Start {
     durable: Option<AttachmentId>,
     /// The credential that opened it (`None`: the server key).
     owner: Option<String>,
+    /// The session's admission, held by the session for its whole life.
+    admitted: Admitted,
 }
 
 /// Opens the call's session (seeded with the secret's and then the offer's `session`
@@ -377,7 +435,7 @@ async fn start_session(
     key: CallKey,
     signals: Arc<MediaSignals>,
     start: Start,
-) -> Result<(EventReceiver, (mpsc::Sender<Inbound>, Option<EventSender>)), ApiError> {
+) -> Result<(EventReceiver, mpsc::Sender<Inbound>), ApiError> {
     let transport = Transport::WebRtc {
         sink: engine.sink(key),
         signals,
@@ -399,29 +457,13 @@ async fn start_session(
     state
         .usage
         .opened(&credential, super::usage::Opened::Session);
-    let (events, _) = spawn_session(state, opened, inbox, start.owner, ());
-    Ok((events, (in_tx, None)))
+    let (events, _) = spawn_session(state, opened, inbox, start.owner, start.admitted);
+    Ok((events, in_tx))
 }
 
-fn register(
-    state: &AppState,
-    id: &str,
-    (key, engine, attachment): (CallKey, usize, AttachmentId),
-    inbox: &mpsc::Sender<Inbound>,
-    owner: Option<String>,
-) {
+fn register(state: &AppState, id: &str, entry: CallEntry) {
     if let Ok(mut m) = state.calls.lock() {
-        m.insert(
-            id.to_string(),
-            CallEntry {
-                key,
-                engine,
-                session: inbox.clone(),
-                attachment,
-                owner,
-                sidebands: Arc::new(AtomicUsize::new(0)),
-            },
-        );
+        m.insert(id.to_string(), entry);
     }
 }
 
@@ -504,12 +546,9 @@ pub async fn hangup(
     let entry = live_call(&state, &id, &cred);
     match entry {
         Some(e) => {
-            // An opted-in session held by this call ends with it (a drop would detach it).
-            let _ = e.session.try_send(Inbound {
-                input: SessionInput::Hangup,
-                hold: None,
-                from: e.attachment,
-            });
+            // The session ends with the call, an opted-in one too (a plain end would detach
+            // it); the signal is set before the engine ends the call and cannot be lost.
+            e.signals.hung_up();
             if let Some(engine) = state.engines.get(e.engine) {
                 engine.hangup(e.key);
             }

@@ -74,6 +74,23 @@ impl ApiError {
         }
     }
 
+    /// A request body that could not be read: past its deadline (`408 request_timeout`)
+    /// or over `limit` bytes (`413 request_too_large`, naming `what`).
+    pub fn body(e: &axum::Error, limit: usize, what: &str) -> Self {
+        if super::listen::BodyTimeout::caused(e) {
+            return Self::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "request_timeout",
+                format!("the {what} did not arrive within the request deadline (--http-body-timeout-secs)"),
+            );
+        }
+        Self::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "request_too_large",
+            format!("{what} over {limit} bytes"),
+        )
+    }
+
     /// Sets `param`.
     pub fn with_param(mut self, param: impl Into<String>) -> Self {
         self.param = Some(param.into());
@@ -112,6 +129,12 @@ impl IntoResponse for ApiError {
         if self.status == StatusCode::UNAUTHORIZED {
             r.headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        if self.status == StatusCode::REQUEST_TIMEOUT {
+            // The rest of the body may still come: the connection cannot carry another
+            // request.
+            r.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
         r
     }

@@ -120,8 +120,15 @@ fn credential(state: &AppState, req: &Request) -> Result<Credential, ApiError> {
             None => Ok(Credential::Server),
         };
     };
-    let record = lookup(state.secrets.as_ref(), secret)
-        .ok_or_else(|| unauthorized("the client secret is expired, unknown or malformed"))?;
+    let Some(record) = lookup(state.secrets.as_ref(), secret) else {
+        // A session outlives its secret: on a resume route the resume token proves it.
+        if is_resume_route(req) {
+            return Ok(Credential::ResumeOnly);
+        }
+        return Err(unauthorized(
+            "the client secret is expired, unknown or malformed",
+        ));
+    };
     // A secret opens realtime sessions and calls (and reaches them), and may read /ready
     // and /v1/models as a browser app does; nothing else.
     let path = req.uri().path();
@@ -133,6 +140,24 @@ fn credential(state: &AppState, req: &Request) -> Result<Credential, ApiError> {
         ));
     }
     Ok(Credential::Secret(Arc::new(record)))
+}
+
+/// A request that can resume a durable session: a resume socket
+/// (`GET /v1/realtime?duplex=1&resume=1`) or a call offer with the extension
+/// (`POST /v1/realtime/calls?duplex=1`, which must then carry a `resume` part).
+fn is_resume_route(req: &Request) -> bool {
+    let query = req.uri().query().unwrap_or("");
+    let on = |name: &str| {
+        query.split('&').any(|kv| {
+            kv.split_once('=')
+                .is_some_and(|(k, v)| k == name && ws::flag_on(Some(v)))
+        })
+    };
+    match (req.method(), req.uri().path()) {
+        (&Method::GET, "/v1/realtime") => on("duplex") && on("resume"),
+        (&Method::POST, "/v1/realtime/calls") => on("duplex"),
+        _ => false,
+    }
 }
 
 /// With `--cors-origins`, a browser request from another origin is refused (a WebSocket
@@ -184,7 +209,7 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     let body = crate::metrics::METRICS.render(
         state.engines.active_calls(),
         state.model.active_sessions(),
-        state.admissions.sessions(),
+        state.websockets.load(std::sync::atomic::Ordering::Acquire),
     );
     (
         [(

@@ -4,6 +4,9 @@
 //! after `idle_timeout` (hyper's header-read timer, which also bounds later heads), and at most
 //! `max_connections` are open at once (an upgraded WebSocket keeps its connection's place).
 //! Beyond the cap a connection gets a bare 503 and is closed, so `/health` keeps answering.
+//! A request's body must arrive within `body_timeout` of its head, whatever its framing
+//! (`Content-Length` or chunked): a read past that fails with [`BodyTimeout`], which the
+//! handlers answer with `408 request_timeout`, and the connection closes.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -31,6 +34,8 @@ pub struct HttpLimits {
     pub head_timeout: Duration,
     /// An idle keep-alive connection (or a later, slow head) is closed after this long.
     pub idle_timeout: Duration,
+    /// A request's whole body must arrive this long after its head.
+    pub body_timeout: Duration,
 }
 
 /// The answer to a connection over the cap (written without reading the request).
@@ -84,8 +89,10 @@ async fn connection(
     });
     let first_head = Arc::new(AtomicBool::new(false));
     let seen = first_head.clone();
-    let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
+    let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
         seen.store(true, Ordering::Release);
+        let mut req =
+            req.map(|body| axum::body::Body::new(DeadlineBody::new(body, limits.body_timeout)));
         req.extensions_mut().insert(ConnectInfo(peer));
         router.clone().oneshot(req)
     });
@@ -112,6 +119,80 @@ async fn head_deadline(first_head: &AtomicBool, timeout: Duration) {
     tokio::time::sleep(timeout).await;
     if first_head.load(Ordering::Acquire) {
         std::future::pending::<()>().await;
+    }
+}
+
+/// A request body read past its deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BodyTimeout;
+
+impl std::fmt::Display for BodyTimeout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the request body did not arrive in time")
+    }
+}
+
+impl std::error::Error for BodyTimeout {}
+
+impl BodyTimeout {
+    /// Whether `e` (or what caused it) is a body deadline.
+    pub fn caused(e: &(dyn std::error::Error + 'static)) -> bool {
+        let mut next = Some(e);
+        while let Some(e) = next {
+            if e.is::<BodyTimeout>() {
+                return true;
+            }
+            next = e.source();
+        }
+        false
+    }
+}
+
+/// A request body that fails with [`BodyTimeout`] once its deadline (set when the head
+/// arrived) passes; the timer is armed only if a read has to wait.
+struct DeadlineBody {
+    inner: Incoming,
+    deadline: tokio::time::Instant,
+    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl DeadlineBody {
+    fn new(inner: Incoming, timeout: Duration) -> Self {
+        Self {
+            inner,
+            deadline: tokio::time::Instant::now() + timeout,
+            sleep: None,
+        }
+    }
+}
+
+impl http_body::Body for DeadlineBody {
+    type Data = bytes::Bytes;
+    type Error = axum::BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        if let Poll::Ready(frame) = Pin::new(&mut self.inner).poll_frame(cx) {
+            return Poll::Ready(frame.map(|f| f.map_err(Into::into)));
+        }
+        let deadline = self.deadline;
+        let sleep = self
+            .sleep
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        match sleep.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(BodyTimeout)))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
     }
 }
 

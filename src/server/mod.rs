@@ -35,7 +35,7 @@ pub use admission::{Admissions, Admitted, Kind, MAX_SIDEBANDS};
 pub use directory::{LocalDirectory, SessionDirectory};
 pub use error::ApiError;
 pub use http::router;
-pub use listen::HttpLimits;
+pub use listen::{BodyTimeout, HttpLimits};
 pub use pool::{LiveSession, LiveSessions};
 pub use secrets::{Credential, LocalSecrets, SecretStore};
 pub use usage::{LocalUsage, UsageLedger};
@@ -89,6 +89,9 @@ pub struct AppState {
     pub demo_mint_secrets: bool,
     /// Speech understanding: the transcriber and the VAD model, when configured.
     pub speech: Speech,
+    /// WebSocket connections carrying a session or a sideband now (the drain lets their
+    /// close frames leave).
+    pub websockets: Arc<AtomicUsize>,
 }
 
 /// The speech-understanding models beside the duplex model.
@@ -119,6 +122,10 @@ pub struct CallEntry {
     pub owner: Option<String>,
     /// Sideband sockets attached now.
     pub sidebands: Arc<AtomicUsize>,
+    /// The call's media signals (a hangup is told there, where it cannot be lost).
+    pub signals: Arc<crate::session::MediaSignals>,
+    /// Closed when the call ends (its sidebands end with it).
+    pub ended: watch::Receiver<()>,
 }
 
 impl AppState {
@@ -138,6 +145,7 @@ impl AppState {
             journal_bytes: args.resume_journal_bytes,
             journal_age: Duration::from_secs(args.resume_journal_secs),
             expiry_warning: Duration::from_secs(args.expiry_warning_secs),
+            vad_min_speech_ms: args.vad_min_speech_ms,
             ..Limits::default()
         };
         Arc::new(Self {
@@ -155,6 +163,7 @@ impl AppState {
             live: Arc::default(),
             demo_mint_secrets: args.demo_mint_secrets,
             speech,
+            websockets: Arc::default(),
             engines,
             calls: CallRegistry::default(),
             next_call_key: AtomicU64::new(1),
@@ -167,7 +176,11 @@ impl AppState {
             max_inbound_bytes: args.max_inbound_mib.max(16) << 20,
             origins: args.cors_origins.clone(),
             directory: Arc::new(LocalDirectory::default()),
-            secrets: Arc::new(LocalSecrets::new(args.max_client_secrets)),
+            secrets: Arc::new(LocalSecrets::with_caps(secrets::SecretCaps {
+                secrets: args.max_client_secrets,
+                demo: args.max_demo_secrets,
+                demo_per_ip: args.max_demo_secrets_per_ip,
+            })),
         })
     }
 
@@ -230,8 +243,9 @@ pub struct Server {
 impl Server {
     /// Drains: `/ready` and every new session or call answer 503 `server_draining` at
     /// once, live sessions get a `server_draining` error and are closed after `grace`
-    /// (WebSocket 1001; calls with DTLS close and RTCP BYE). Returns when every session and
-    /// call ended, or at the deadline (plus a moment for the closes to leave).
+    /// (WebSocket 1001; calls with DTLS close and RTCP BYE). Returns when every session
+    /// (attached or detached: each holds its admission) and call ended, or at the deadline,
+    /// plus a moment for the WebSocket close frames and BYEs to leave.
     pub async fn drain(&self, grace: Duration) {
         let deadline = tokio::time::Instant::now() + grace;
         self.state.lifecycle.send_replace(Lifecycle::Draining {
@@ -244,7 +258,13 @@ impl Server {
         }
         // Closes (WebSocket close frames, BYE and close_notify) leave within a few ticks.
         let flush = tokio::time::Instant::now() + Duration::from_millis(500);
-        while (a.sessions() > 0 || a.calls() > 0) && tokio::time::Instant::now() < flush {
+        let sockets = &self.state.websockets;
+        let open = || {
+            a.sessions() > 0
+                || a.calls() > 0
+                || sockets.load(std::sync::atomic::Ordering::Acquire) > 0
+        };
+        while open() && tokio::time::Instant::now() < flush {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let _ = self.stop.send(true);
@@ -318,6 +338,7 @@ pub async fn start_on(args: &ServeArgs, sockets: Sockets) -> anyhow::Result<Serv
         max_connections: args.max_connections,
         head_timeout: Duration::from_secs(args.http_head_timeout_secs.max(1)),
         idle_timeout: Duration::from_secs(args.http_idle_secs.max(1)),
+        body_timeout: Duration::from_secs(args.http_body_timeout_secs.max(1)),
     };
     let (stop, mut stopped) = watch::channel(false);
     let app = router(state.clone());

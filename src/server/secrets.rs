@@ -7,10 +7,11 @@
 //! only, behind a small trait so that a shared store can replace the in-process map.
 
 use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
@@ -42,53 +43,116 @@ pub struct SecretRecord {
     pub expires_at: u64,
     /// The starting configuration of every session it opens.
     pub session: Option<SessionPatch>,
+    /// Minted anonymously for the demo page, by this address: counted apart from the
+    /// server key's secrets.
+    pub demo: Option<IpAddr>,
+}
+
+/// Why a secret was not kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreFull {
+    /// `--max-client-secrets` live secrets minted with the server key.
+    Secrets,
+    /// `--max-demo-secrets` live demo secrets.
+    Demo,
+    /// `--max-demo-secrets-per-ip` live demo secrets for this address.
+    DemoPerIp,
 }
 
 /// Where secrets are kept (by digest).
 pub trait SecretStore: Send + Sync {
-    /// Keeps `record`; `false` when the store is full of live secrets.
-    fn insert(&self, record: SecretRecord, now: u64) -> bool;
+    /// Keeps `record`, or says which cap of live secrets it would pass.
+    fn insert(&self, record: SecretRecord, now: u64) -> Result<(), StoreFull>;
     /// The live secret with this digest.
     fn get(&self, digest: &[u8; 32], now: u64) -> Option<SecretRecord>;
 }
 
-/// The secrets of one process, at most `max` live at once (expired ones are dropped as new
-/// ones come).
+/// The caps of a [`LocalSecrets`].
+#[derive(Clone, Copy, Debug)]
+pub struct SecretCaps {
+    /// Live secrets minted with the server key (`--max-client-secrets`).
+    pub secrets: usize,
+    /// Live demo-page secrets (`--max-demo-secrets`).
+    pub demo: usize,
+    /// Live demo-page secrets per address (`--max-demo-secrets-per-ip`).
+    pub demo_per_ip: usize,
+}
+
+/// The secrets of one process, in two pools so that anonymous demo mints never take the
+/// server key's places (expired ones are dropped as new ones come).
 pub struct LocalSecrets {
-    map: Mutex<HashMap<[u8; 32], SecretRecord>>,
-    max: usize,
+    api: Mutex<HashMap<[u8; 32], SecretRecord>>,
+    demo: Mutex<HashMap<[u8; 32], SecretRecord>>,
+    caps: SecretCaps,
 }
 
 impl LocalSecrets {
-    /// A store for at most `max` live secrets.
+    /// A store for at most `max` live secrets, and as many demo secrets (4 per address).
     pub fn new(max: usize) -> Self {
+        Self::with_caps(SecretCaps {
+            secrets: max,
+            demo: max,
+            demo_per_ip: 4,
+        })
+    }
+
+    /// A store with every cap.
+    pub fn with_caps(caps: SecretCaps) -> Self {
         Self {
-            map: Mutex::new(HashMap::new()),
-            max,
+            api: Mutex::new(HashMap::new()),
+            demo: Mutex::new(HashMap::new()),
+            caps,
         }
     }
 }
 
+/// Keeps `record` in `m` unless `max` live ones are there already (or, for a demo secret,
+/// `per_ip` from its address).
+fn insert_capped(
+    m: &mut HashMap<[u8; 32], SecretRecord>,
+    record: SecretRecord,
+    now: u64,
+    (max, per_ip): (usize, usize),
+) -> Result<(), StoreFull> {
+    let full = if record.demo.is_some() {
+        StoreFull::Demo
+    } else {
+        StoreFull::Secrets
+    };
+    if m.len() >= max || record.demo.is_some() {
+        m.retain(|_, r| r.expires_at > now);
+    }
+    if m.len() >= max {
+        return Err(full);
+    }
+    if let Some(ip) = record.demo {
+        if m.values().filter(|r| r.demo == Some(ip)).count() >= per_ip {
+            return Err(StoreFull::DemoPerIp);
+        }
+    }
+    m.insert(record.digest, record);
+    Ok(())
+}
+
 impl SecretStore for LocalSecrets {
-    fn insert(&self, record: SecretRecord, now: u64) -> bool {
-        let Ok(mut m) = self.map.lock() else {
-            return false;
+    fn insert(&self, record: SecretRecord, now: u64) -> Result<(), StoreFull> {
+        let (pool, max, per_ip) = match record.demo {
+            Some(_) => (&self.demo, self.caps.demo, self.caps.demo_per_ip),
+            None => (&self.api, self.caps.secrets, usize::MAX),
         };
-        if m.len() >= self.max {
-            m.retain(|_, r| r.expires_at > now);
-        }
-        if m.len() >= self.max {
-            return false;
-        }
-        m.insert(record.digest, record);
-        true
+        let Ok(mut m) = pool.lock() else {
+            return Err(StoreFull::Secrets);
+        };
+        insert_capped(&mut m, record, now, (max, per_ip))
     }
 
     fn get(&self, digest: &[u8; 32], now: u64) -> Option<SecretRecord> {
-        let m = self.map.lock().ok()?;
-        let r = m.get(digest)?;
-        let same: bool = r.digest.ct_eq(digest).into();
-        (same && r.expires_at > now).then(|| r.clone())
+        let found = self.api.lock().ok()?.get(digest).cloned();
+        let found = found.or_else(|| self.demo.lock().ok()?.get(digest).cloned());
+        found.filter(|r| {
+            let same: bool = r.digest.ct_eq(digest).into();
+            same && r.expires_at > now
+        })
     }
 }
 
@@ -99,15 +163,24 @@ pub enum Credential {
     Server,
     /// A client secret: realtime sessions and calls, and only its own.
     Secret(Arc<SecretRecord>),
+    /// A client secret that is no longer live (expired since it opened a session), on a
+    /// resume route: it may only resume, and the session's resume token alone proves the
+    /// session.
+    ResumeOnly,
 }
 
 impl Credential {
     /// The id sessions and calls opened with this credential are owned by.
     pub fn owner(&self) -> Option<String> {
         match self {
-            Credential::Server => None,
+            Credential::Server | Credential::ResumeOnly => None,
             Credential::Secret(r) => Some(r.id.clone()),
         }
+    }
+
+    /// Whether this credential may only resume a session (its token proves the session).
+    pub fn resume_only(&self) -> bool {
+        matches!(self, Credential::ResumeOnly)
     }
 
     /// Its name in usage and the pool view: `server`, or the secret's `cred_…` id.
@@ -120,16 +193,26 @@ impl Credential {
         match self {
             Credential::Server => true,
             Credential::Secret(r) => owner == Some(r.id.as_str()),
+            Credential::ResumeOnly => false,
         }
     }
 
     /// The session configuration a secret was minted with.
     pub fn session(&self) -> Option<SessionPatch> {
         match self {
-            Credential::Server => None,
+            Credential::Server | Credential::ResumeOnly => None,
             Credential::Secret(r) => r.session.clone(),
         }
     }
+}
+
+/// The answer to an expired client secret that tries more than a resume.
+pub fn resume_only_refused() -> ApiError {
+    ApiError::new(
+        StatusCode::UNAUTHORIZED,
+        "invalid_api_key",
+        "the client secret is expired, unknown or malformed (an expired secret may only resume the sessions it opened, with their resume token)",
+    )
 }
 
 /// The request's credential, as the auth layer found it (every protected route has one).
@@ -199,13 +282,7 @@ async fn mint(state: &AppState, cred: &Credential, req: Request) -> Result<Value
     }
     let bytes = axum::body::to_bytes(req.into_body(), MAX_BODY)
         .await
-        .map_err(|_| {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "request_too_large",
-                format!("body over {MAX_BODY} bytes"),
-            )
-        })?;
+        .map_err(|e| ApiError::body(&e, MAX_BODY, "body"))?;
     let body: CreateBody = if bytes.iter().all(u8::is_ascii_whitespace) {
         CreateBody {
             expires_after: None,
@@ -239,13 +316,16 @@ async fn mint(state: &AppState, cred: &Credential, req: Request) -> Result<Value
         .with_param("expires_after.seconds"));
     }
     let patch = body.session.map(session_patch).transpose()?;
-    issue(state, secs, patch)
+    issue(state, secs, patch, None)
 }
 
 /// `POST /demo/client_secret`, only with `--demo-mint-secrets`: mints a default secret (600
 /// s, the default session) for the demo page, which must never hold the server key. Anyone
 /// who can reach the server can then open sessions: for demos only.
-pub async fn demo_mint(State(state): State<Arc<AppState>>) -> Response {
+pub async fn demo_mint(
+    State(state): State<Arc<AppState>>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+) -> Response {
     if !state.demo_mint_secrets {
         return ApiError::not_found(
             "not_found",
@@ -253,14 +333,24 @@ pub async fn demo_mint(State(state): State<Arc<AppState>>) -> Response {
         )
         .into_response();
     }
-    match issue(&state, DEFAULT_SECS, None) {
+    // Anonymous mints have a pool of their own, and each address a share of it.
+    let ip = peer.map_or(IpAddr::from([0, 0, 0, 0]), |Extension(ConnectInfo(a))| {
+        a.ip()
+    });
+    match issue(&state, DEFAULT_SECS, None, Some(ip)) {
         Ok(body) => (StatusCode::OK, Json(body)).into_response(),
         Err(e) => e.into_response(),
     }
 }
 
-/// Mints a secret living `secs` with the session configuration `patch`.
-fn issue(state: &AppState, secs: u64, patch: Option<SessionPatch>) -> Result<Value, ApiError> {
+/// Mints a secret living `secs` with the session configuration `patch` (`demo`: for the
+/// demo page, anonymously, by this address).
+fn issue(
+    state: &AppState,
+    secs: u64,
+    patch: Option<SessionPatch>,
+    demo: Option<IpAddr>,
+) -> Result<Value, ApiError> {
     let now = unix_now();
     let expires_at = now + secs;
     // The effective session a connection opened with the secret starts from.
@@ -285,19 +375,36 @@ fn issue(state: &AppState, secs: u64, patch: Option<SessionPatch>) -> Result<Val
         digest: d,
         expires_at,
         session: patch,
+        demo,
     };
-    tracing::info!(credential = %record.id, expires_at, "client secret minted");
-    if !state.secrets.insert(record, now) {
-        return Err(ApiError::unavailable(
-            "server_busy",
-            "too many live client secrets; mint fewer or shorter-lived ones",
-        ));
-    }
+    let id = record.id.clone();
+    state.secrets.insert(record, now).map_err(store_full)?;
+    tracing::info!(credential = %id, expires_at, demo = demo.is_some(), "client secret minted");
     Ok(serde_json::json!({
         "value": value,
         "expires_at": expires_at,
         "session": session,
     }))
+}
+
+/// A full store as an HTTP error.
+fn store_full(full: StoreFull) -> ApiError {
+    match full {
+        StoreFull::Secrets => ApiError::unavailable(
+            "server_busy",
+            "too many live client secrets (--max-client-secrets); mint fewer or shorter-lived ones",
+        ),
+        StoreFull::Demo => ApiError::unavailable(
+            "server_busy",
+            "too many live demo secrets (--max-demo-secrets); retry when some expire",
+        ),
+        StoreFull::DemoPerIp => ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_demo_secrets_from_ip",
+            "this address holds the most live demo secrets one may (--max-demo-secrets-per-ip); retry when one expires",
+        )
+        .retry(super::error::RETRY_AFTER_SECS),
+    }
 }
 
 /// The `session` of a mint request: a realtime or a transcription session object.

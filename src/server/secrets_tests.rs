@@ -7,13 +7,14 @@ fn record(secret: &str, expires_at: u64) -> SecretRecord {
         digest: d,
         expires_at,
         session: None,
+        demo: None,
     }
 }
 
 #[test]
 fn the_store_finds_live_secrets_by_digest_only() {
     let store = LocalSecrets::new(10);
-    assert!(store.insert(record("ek_a", 100), 50));
+    assert!(store.insert(record("ek_a", 100), 50).is_ok());
     assert!(store.get(&digest("ek_a"), 99).is_some());
     assert!(
         store.get(&digest("ek_a"), 100).is_none(),
@@ -29,14 +30,15 @@ fn the_store_finds_live_secrets_by_digest_only() {
 #[test]
 fn a_full_store_drops_expired_secrets_first_and_then_refuses() {
     let store = LocalSecrets::new(2);
-    assert!(store.insert(record("ek_1", 10), 0));
-    assert!(store.insert(record("ek_2", 1_000), 0));
+    assert!(store.insert(record("ek_1", 10), 0).is_ok());
+    assert!(store.insert(record("ek_2", 1_000), 0).is_ok());
     assert!(
-        store.insert(record("ek_3", 1_000), 20),
+        store.insert(record("ek_3", 1_000), 20).is_ok(),
         "ek_1 expired and made room"
     );
-    assert!(
-        !store.insert(record("ek_4", 1_000), 20),
+    assert_eq!(
+        store.insert(record("ek_4", 1_000), 20),
+        Err(StoreFull::Secrets),
         "full of live secrets"
     );
 }
@@ -62,4 +64,36 @@ fn a_secret_reaches_only_what_it_opened() {
     assert!(!c.reaches(None), "not what the server key opened");
     assert!(Credential::Server.reaches(Some(&r.id)));
     assert!(Credential::Server.reaches(None));
+}
+
+#[test]
+fn demo_secrets_have_their_own_pool_and_a_share_per_address() {
+    let store = LocalSecrets::with_caps(SecretCaps {
+        secrets: 2,
+        demo: 3,
+        demo_per_ip: 2,
+    });
+    let demo = |s: &str, ip: [u8; 4]| SecretRecord {
+        demo: Some(IpAddr::from(ip)),
+        ..record(s, 1_000)
+    };
+    assert!(store.insert(demo("ek_d1", [10, 0, 0, 1]), 0).is_ok());
+    assert!(store.insert(demo("ek_d2", [10, 0, 0, 1]), 0).is_ok());
+    assert_eq!(
+        store.insert(demo("ek_d3", [10, 0, 0, 1]), 0),
+        Err(StoreFull::DemoPerIp)
+    );
+    assert!(store.insert(demo("ek_d4", [10, 0, 0, 2]), 0).is_ok());
+    assert_eq!(
+        store.insert(demo("ek_d5", [10, 0, 0, 3]), 0),
+        Err(StoreFull::Demo),
+        "the demo pool is full"
+    );
+    // The server key's secrets never compete with them.
+    assert!(store.insert(record("ek_a1", 1_000), 0).is_ok());
+    assert!(store.insert(record("ek_a2", 1_000), 0).is_ok());
+    assert!(store.get(&digest("ek_d1"), 0).is_some());
+    assert!(store.get(&digest("ek_a2"), 0).is_some());
+    // Expired demo secrets give their address its share back.
+    assert!(store.insert(demo("ek_d6", [10, 0, 0, 1]), 1_000).is_ok());
 }

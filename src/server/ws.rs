@@ -89,8 +89,9 @@ pub async fn upgrade(
     let duplex = flag_on(q.duplex.as_deref());
     let transcription = q.intent.as_deref() == Some("transcription");
     let result = match q.call_id {
-        Some(call) => upgrade_sideband(state, &call, ip, ws, &cred),
         None if duplex && flag_on(q.resume.as_deref()) => upgrade_resume(state, ws, cred),
+        _ if cred.resume_only() => Err(super::secrets::resume_only_refused()),
+        Some(call) => upgrade_sideband(state, &call, ip, ws, &cred),
         None => upgrade_session(state, ip, ws, (duplex, transcription), cred).await,
     };
     result.unwrap_or_else(IntoResponse::into_response)
@@ -153,12 +154,29 @@ fn upgrade_sideband(
         .admissions
         .admit_as(Kind::Session, ip, cred.owner().as_deref())?;
     Ok(ws.on_upgrade(move |socket| async move {
-        sideband(state, socket, entry.session).await;
+        sideband(state, socket, entry.session, entry.ended).await;
         drop((slot, admitted));
     }))
 }
 
-/// Sends one `error` and a close frame on a socket that carries no session.
+/// Counts a WebSocket that carries a session or a sideband, while it lives.
+struct Counted(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Counted {
+    fn new(state: &AppState) -> Self {
+        state
+            .websockets
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        Self(state.websockets.clone())
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
 /// Opens a WebSocket session for `cred` (counted in its usage), or refuses the socket with
 /// the model's error and close 1013.
 async fn open_ws(
@@ -207,6 +225,7 @@ async fn refuse(
 }
 
 async fn run(state: Arc<AppState>, socket: WebSocket, cred: Credential, transcription: bool) {
+    let _counted = Counted::new(&state);
     let (mut sink, mut stream) = socket.split();
     let Some(opened) = open_ws(&state, &mut sink, None, &cred, transcription).await else {
         return;
@@ -315,10 +334,11 @@ async fn resume_socket(state: Arc<AppState>, socket: WebSocket, cred: Credential
             "no live session with this id: it ended, expired or never existed",
         )
     };
-    // Another credential's session is as good as unknown.
+    // Another credential's session is as good as unknown; the resume token alone stands
+    // for a secret that expired since it opened the session.
     let found = state.directory.get(&request.session_id);
     let Some(inbox) = found
-        .filter(|e| cred.reaches(e.owner.as_deref()))
+        .filter(|e| cred.resume_only() || cred.reaches(e.owner.as_deref()))
         .map(|e| e.inbox)
     else {
         return refuse(&mut sink, expired(), 1008, codes::SESSION_RESUME_EXPIRED).await;
@@ -352,6 +372,7 @@ async fn attach(
     inbox: mpsc::Sender<Inbound>,
     attachment: AttachmentId,
 ) {
+    let _counted = Counted::new(state);
     let mut writer = tokio::spawn(write_loop(sink, events, state.ws));
     let budget = Arc::new(Semaphore::new(state.max_inbound_bytes));
     let reader = Reader {
@@ -376,18 +397,32 @@ async fn attach(
 
 /// A sideband connection (`?call_id=`): the same events as the call's data channel, and
 /// client events into the call's session (server-side control). Closing it leaves the call
-/// as it was.
-async fn sideband(state: Arc<AppState>, socket: WebSocket, session: mpsc::Sender<Inbound>) {
-    let (sink, mut stream) = socket.split();
-    let (tx, events) = queue(state.limits.max_outbound_bytes);
+/// as it was; the call's end (hangup, timeout, or its session taken over by another
+/// connection) ends it with close 1000 `call ended`, even if the session lives on.
+async fn sideband(
+    state: Arc<AppState>,
+    socket: WebSocket,
+    session: mpsc::Sender<Inbound>,
+    mut ended: tokio::sync::watch::Receiver<()>,
+) {
+    let _counted = Counted::new(&state);
+    let (mut sink, mut stream) = socket.split();
+    let (tx, mut events) = queue(state.limits.max_outbound_bytes);
     if session.send(SessionInput::Attach(tx).into()).await.is_err() {
         return;
     }
-    let mut writer = tokio::spawn(write_loop(sink, events, state.ws));
     let budget = Arc::new(Semaphore::new(state.max_inbound_bytes));
-    tokio::select! {
-        _ = read_loop(&mut stream, session, budget, state.ws, Reader::GA) => writer.abort(),
-        _ = &mut writer => {}
+    let call_ended = async {
+        // Errs once the call's guard (the only sender) is dropped.
+        while ended.changed().await.is_ok() {}
+    };
+    let call_over = tokio::select! {
+        _ = read_loop(&mut stream, session, budget, state.ws, Reader::GA) => false,
+        _ = write_events(&mut sink, &mut events, state.ws) => false,
+        _ = call_ended => true,
+    };
+    if call_over {
+        let _ = tokio::time::timeout(state.ws.write, sink.send(close(1000, "call ended"))).await;
     }
 }
 
@@ -504,6 +539,16 @@ async fn write_loop(
     mut events: EventReceiver,
     limits: WsLimits,
 ) {
+    write_events(&mut sink, &mut events, limits).await;
+}
+
+/// Sends the session's events until it closes the queue (then a close frame), aborts, or
+/// the client stops reading.
+async fn write_events(
+    sink: &mut SplitSink<WebSocket, Message>,
+    events: &mut EventReceiver,
+    limits: WsLimits,
+) {
     let start = tokio::time::Instant::now() + limits.ping;
     let mut ping = tokio::time::interval_at(start, limits.ping);
     loop {
@@ -515,7 +560,7 @@ async fn write_loop(
                     let _ = tokio::time::timeout(limits.write, sink.send(close(code, &reason))).await;
                     return;
                 }
-                Some(Err(abort)) => return send_abort(&mut sink, abort).await,
+                Some(Err(abort)) => return send_abort(sink, abort).await,
                 None => {
                     let _ = tokio::time::timeout(limits.write, sink.send(close(1000, "session ended"))).await;
                     return;

@@ -191,8 +191,8 @@ impl Session {
                 session_id: self.cfg.id.clone(),
                 reason: "hangup".into(),
             });
-            self.close(1000, "call hung up");
         }
+        self.close(1000, "call hung up");
     }
 
     /// After events went out: a transport lost meanwhile (closed, or not reading) detaches

@@ -23,6 +23,7 @@ const MIN_COMMIT_SAMPLES: u64 = 100 * SAMPLES_PER_MS;
 /// the energy detector, up to 64 ms by Silero).
 const IDLE_MARGIN_SAMPLES: u64 = 200 * SAMPLES_PER_MS;
 /// Silero's hysteresis: inside speech a chunk stays voiced down to `threshold - 0.15`.
+/// Silero's onset needs `--vad-min-speech-ms` of voiced chunks in a row (see [`Turns::new`]).
 const SILERO_RELEASE: f32 = 0.15;
 /// `input_audio_buffer.speech_probability` covers at least this much input.
 const METER_SAMPLES: u64 = 96 * SAMPLES_PER_MS;
@@ -38,11 +39,13 @@ pub(super) struct Turns {
 }
 
 impl Turns {
-    fn new(td: &TurnDetection, model: Option<&SileroVad>, clock: u64) -> Self {
+    /// A detector for `td`: Silero when `model` is loaded (speech confirmed after
+    /// `min_speech_ms` of voiced chunks), else the energy detector.
+    fn new(td: &TurnDetection, model: Option<&SileroVad>, min_speech_ms: u32, clock: u64) -> Self {
         let cfg = vad_config(td);
         match model.map(|m| SileroDetector::new(m.clone())) {
             Some(Ok(silero)) => Self {
-                vad: Vad::scored(cfg, RATE, SILERO_RELEASE),
+                vad: Vad::scored(cfg, RATE, SILERO_RELEASE).with_min_speech_ms(min_speech_ms),
                 offset: clock,
                 silero: Some(silero),
                 chunks: Vec::new(),
@@ -108,6 +111,8 @@ pub struct InputState {
     vad: Option<Turns>,
     /// Silero VAD weights (shared by every session), when loaded.
     vad_model: Option<SileroVad>,
+    /// Voiced input Silero needs in a row to start speech (`--vad-min-speech-ms`).
+    min_speech_ms: u32,
     turn: Option<TurnDetection>,
     /// Item id announced by `speech_started`, committed at `speech_stopped`.
     speech_item: Option<String>,
@@ -133,13 +138,14 @@ impl InputState {
         cfg: &SessionConfig,
         model_frame: usize,
         max: u64,
-        vad_model: Option<SileroVad>,
+        (vad_model, min_speech_ms): (Option<SileroVad>, u32),
     ) -> Self {
         let mut s = Self {
             decoder: Decoder::new(cfg.audio.input.format),
             buffer: SampleRing::new(max as usize),
             vad: None,
             vad_model,
+            min_speech_ms,
             turn: None,
             speech_item: None,
             to_model: FrameAccumulator::new(model_frame),
@@ -162,7 +168,8 @@ impl InputState {
             }
             (Some(td), Some(turns)) => turns.vad.set_config(vad_config(td)),
             (Some(td), None) => {
-                self.vad = Some(Turns::new(td, self.vad_model.as_ref(), self.clock()));
+                let (model, min) = (self.vad_model.as_ref(), self.min_speech_ms);
+                self.vad = Some(Turns::new(td, model, min, self.clock()));
             }
         }
     }

@@ -90,7 +90,8 @@ impl Session {
             .duplex
             .then(|| super::journal::Journal::new(p.limits.journal_bytes, p.limits.journal_age));
         let lease = p.duplex.then(|| super::durable::Lease::new(p.attachment));
-        let input = InputState::new(&cfg, p.model_frame, p.limits.max_input_samples, p.vad_model);
+        let vad = (p.vad_model, p.limits.vad_min_speech_ms);
+        let input = InputState::new(&cfg, p.model_frame, p.limits.max_input_samples, vad);
         let floor = Floor::new(autonomous, p.limits.speak_timeout);
         Self {
             conv: Conversation::new(p.limits.max_items, p.limits.max_conversation_samples),
@@ -200,7 +201,6 @@ impl Session {
                 }
             }
             SessionInput::Detach => self.transport_dropped(),
-            SessionInput::Hangup => self.hung_up(),
         }
     }
 
@@ -246,7 +246,9 @@ impl Session {
         for _ in 0..report.cleared {
             self.on_cleared();
         }
-        if report.ended {
+        if report.hung_up {
+            self.hung_up();
+        } else if report.ended {
             if self.lease.is_some() {
                 self.transport_dropped();
             } else {

@@ -130,6 +130,9 @@ pub struct Limits {
     pub journal_age: Duration,
     /// Opted-in sessions: how long before `max_session` `session.expiring` is sent.
     pub expiry_warning: Duration,
+    /// Silero VAD: voiced input in a row, in ms, before speech starts (a turn or a
+    /// barge-in); `--vad-min-speech-ms`.
+    pub vad_min_speech_ms: u32,
 }
 
 impl Default for Limits {
@@ -147,6 +150,7 @@ impl Default for Limits {
             journal_bytes: 8 << 20,
             journal_age: Duration::from_secs(60),
             expiry_warning: Duration::from_secs(60),
+            vad_min_speech_ms: 100,
         }
     }
 }
@@ -220,9 +224,6 @@ pub enum SessionInput {
     /// The connection the input is tagged with dropped: an opted-in session detaches (if it
     /// is still the session's transport); any other closes.
     Detach,
-    /// The client hung the call up (`POST …/hangup`, `DELETE`): an opted-in session held by
-    /// that call ends (`session.closed`) rather than waiting for a resume.
-    Hangup,
 }
 
 impl SessionInput {

@@ -22,6 +22,9 @@ pub struct MediaReport {
     pub cleared: u32,
     /// The call ended.
     pub ended: bool,
+    /// The client hung the call up (`POST …/hangup`): the session ends with it, even an
+    /// opted-in one (which a plain end would detach).
+    pub hung_up: bool,
 }
 
 impl MediaReport {
@@ -73,6 +76,13 @@ impl MediaSignals {
         self.update(|r| r.ended = true);
     }
 
+    /// The client hung the call up. Set before the call is ended, so the session never
+    /// mistakes an explicit hangup for a dropped transport; like every signal it cannot be
+    /// lost to a full inbox.
+    pub fn hung_up(&self) {
+        self.update(|r| r.hung_up = true);
+    }
+
     /// Moves everything reported so far into `out` (cleared first): the two reports swap
     /// buffers, so neither side allocates once both have held a report.
     pub fn take_into(&self, out: &mut MediaReport) {
@@ -80,6 +90,7 @@ impl MediaSignals {
         out.drained.clear();
         out.cleared = 0;
         out.ended = false;
+        out.hung_up = false;
         if let Ok(mut r) = self.pending.lock() {
             std::mem::swap(&mut *r, out);
         }

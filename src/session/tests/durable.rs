@@ -425,6 +425,21 @@ fn a_dropped_call_truncates_the_answer_to_what_the_caller_heard_and_the_session_
 }
 
 #[test]
+fn a_hangup_signal_ends_an_opted_in_session_instead_of_detaching_it() {
+    let mut h = duplex(once(3..8));
+    h.until("response.speak");
+    // The hangup travels with the media signals (never through the bounded inbox, where a
+    // full queue would lose it), set before the engine reports the call's end.
+    h.signals.hung_up();
+    h.signals.ended();
+    h.media();
+    let got = h.drain(Duration::from_millis(50));
+    let closed = last(&got, "session.closed");
+    assert_eq!(closed["reason"], "hangup");
+    assert!(h.session.is_closed(), "ended, not detached");
+}
+
+#[test]
 fn an_opted_in_session_reports_the_servers_headroom_after_each_response() {
     let mut h = duplex(once(3..8));
     let got = h.until("rate_limits.updated");
