@@ -1,5 +1,6 @@
 //! Sidebands are bounded: at most 4 per call (the 5th gets 409), each counted in
-//! `--max-sessions`; and closing a sideband never ends or hides its call, connected or not.
+//! `--max-sessions` beside the call's own session; and closing a sideband never ends or
+//! hides its call, connected or not.
 
 mod common;
 
@@ -9,7 +10,8 @@ use common::{handshake_status, offer_call, ready, Client};
 
 #[tokio::test]
 async fn four_sidebands_per_call_counted_as_sessions() {
-    let addr = common::server(&["--max-sessions", "4", "--call-connect-secs", "60"]).await;
+    // The call's session holds one place, its four sidebands the others.
+    let addr = common::server(&["--max-sessions", "5", "--call-connect-secs", "60"]).await;
     // A call whose ICE never completes.
     let call = offer_call(addr).await;
     let mut bands = Vec::new();
@@ -22,7 +24,8 @@ async fn four_sidebands_per_call_counted_as_sessions() {
     }
     let fifth = common::refused(Client::sideband(addr, &call).await);
     assert_eq!(handshake_status(&fifth), 409);
-    // The four sidebands fill --max-sessions: a plain session is refused.
+    // The call's session and its four sidebands fill --max-sessions: a plain session is
+    // refused.
     let busy = common::refused(Client::connect_with(addr, &[]).await);
     assert_eq!(handshake_status(&busy), 503);
     // Closing them leaves the call as it was: still counted, still hung up by id.

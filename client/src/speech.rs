@@ -55,8 +55,11 @@ pub fn serve_args(dir: &Path) -> Vec<String> {
 
 /// `text` spoken by espeak-ng (its default English voice and speed), mono at [`RATE`].
 pub fn espeak(text: &str) -> Vec<f32> {
+    // Unique per call: tests in one process may say the same text at once.
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let path = std::env::temp_dir().join(format!(
-        "duet-espeak-{}-{:x}.wav",
+        "duet-espeak-{}-{n}-{:x}.wav",
         std::process::id(),
         fnv(text)
     ));

@@ -77,6 +77,22 @@ pub struct ResumeRequest {
     pub last_received_server_event_seq: u64,
 }
 
+impl ResumeRequest {
+    /// Parses the JSON of a multipart `resume` part (`POST /v1/realtime/calls?duplex=1`);
+    /// the error says what is wrong, with its path.
+    pub fn from_json(json: &str) -> Result<Self, String> {
+        let de = &mut serde_json::Deserializer::from_str(json);
+        serde_path_to_error::deserialize::<_, Self>(de).map_err(|e| {
+            let path = e.path().to_string();
+            if path == "." {
+                e.inner().to_string()
+            } else {
+                format!("{path}: {}", e.inner())
+            }
+        })
+    }
+}
+
 /// Wire shapes of the extension commands.
 pub(crate) mod wire {
     use super::*;

@@ -13,6 +13,7 @@ pub mod ids;
 pub mod items;
 mod nullable;
 pub mod response;
+pub mod secrets;
 pub mod server;
 pub mod session;
 pub mod strict;

@@ -154,15 +154,12 @@ fn resume_request(json: Option<&str>, duplex: bool) -> Result<Option<ResumeReque
             "a resume part needs the duplex extension: POST /v1/realtime/calls?duplex=1",
         ));
     }
-    let de = &mut serde_json::Deserializer::from_str(json);
-    serde_path_to_error::deserialize::<_, ResumeRequest>(de)
-        .map(Some)
-        .map_err(|e| {
-            ApiError::bad_request(
-                codes::INVALID_SESSION_RESUME,
-                format!("invalid resume: {}", e.inner()),
-            )
-        })
+    ResumeRequest::from_json(json).map(Some).map_err(|e| {
+        ApiError::bad_request(
+            codes::INVALID_SESSION_RESUME,
+            format!("invalid resume: {e}"),
+        )
+    })
 }
 
 /// A refused resume as an HTTP error.

@@ -16,19 +16,15 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use base64::Engine as _;
-use serde::Deserialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::error::ApiError;
 use super::AppState;
+use crate::protocol::secrets::{MintRequest, DEFAULT_SECS};
 use crate::protocol::{ids, SessionConfig, SessionPatch};
 
-/// What a secret may live, in seconds (OpenAI's range and default).
-const MIN_SECS: u64 = 10;
-const MAX_SECS: u64 = 7_200;
-const DEFAULT_SECS: u64 = 600;
 /// Largest `client_secrets` request body.
 const MAX_BODY: usize = 32 * 1024;
 
@@ -244,26 +240,6 @@ pub fn lookup(store: &dyn SecretStore, presented: &str) -> Option<SecretRecord> 
         .flatten()
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CreateBody {
-    expires_after: Option<ExpiresAfter>,
-    session: Option<Value>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ExpiresAfter {
-    anchor: Anchor,
-    seconds: Option<u64>,
-}
-
-#[derive(Deserialize)]
-enum Anchor {
-    #[serde(rename = "created_at")]
-    CreatedAt,
-}
-
 /// `POST /v1/realtime/client_secrets` (server key only): mints a secret.
 pub async fn create(State(state): State<Arc<AppState>>, cred: Cred, req: Request) -> Response {
     match mint(&state, &credential(&cred), req).await {
@@ -283,40 +259,8 @@ async fn mint(state: &AppState, cred: &Credential, req: Request) -> Result<Value
     let bytes = axum::body::to_bytes(req.into_body(), MAX_BODY)
         .await
         .map_err(|e| ApiError::body(&e, MAX_BODY, "body"))?;
-    let body: CreateBody = if bytes.iter().all(u8::is_ascii_whitespace) {
-        CreateBody {
-            expires_after: None,
-            session: None,
-        }
-    } else {
-        let de = &mut serde_json::Deserializer::from_slice(&bytes);
-        serde_path_to_error::deserialize(de).map_err(|e| {
-            let path = e.path().to_string();
-            let message = e.inner().to_string();
-            let mut err =
-                ApiError::bad_request("invalid_value", format!("invalid body: {message}"));
-            if path != "." {
-                err = err.with_param(path);
-            }
-            err
-        })?
-    };
-    let secs = body
-        .expires_after
-        .map(|e| {
-            let Anchor::CreatedAt = e.anchor;
-            e.seconds.unwrap_or(DEFAULT_SECS)
-        })
-        .unwrap_or(DEFAULT_SECS);
-    if !(MIN_SECS..=MAX_SECS).contains(&secs) {
-        return Err(ApiError::bad_request(
-            "invalid_value",
-            format!("expires_after.seconds must be between {MIN_SECS} and {MAX_SECS}, got {secs}"),
-        )
-        .with_param("expires_after.seconds"));
-    }
-    let patch = body.session.map(session_patch).transpose()?;
-    issue(state, secs, patch, None)
+    let request = MintRequest::parse(&bytes).map_err(ApiError::from_payload)?;
+    issue(state, request.seconds, request.session, None)
 }
 
 /// `POST /demo/client_secret`, only with `--demo-mint-secrets`: mints a default secret (600
@@ -405,24 +349,6 @@ fn store_full(full: StoreFull) -> ApiError {
         )
         .retry(super::error::RETRY_AFTER_SECS),
     }
-}
-
-/// The `session` of a mint request: a realtime or a transcription session object.
-fn session_patch(v: Value) -> Result<SessionPatch, ApiError> {
-    match v.get("type").and_then(Value::as_str) {
-        Some("realtime" | "transcription") | None => {}
-        Some(_) => {
-            return Err(ApiError::bad_request(
-                "invalid_value",
-                "session.type must be \"realtime\" or \"transcription\"",
-            )
-            .with_param("session.type"))
-        }
-    }
-    serde_path_to_error::deserialize::<_, SessionPatch>(v).map_err(|e| {
-        ApiError::bad_request("invalid_value", format!("invalid session: {}", e.inner()))
-            .with_param(format!("session.{}", e.path()))
-    })
 }
 
 /// A fresh secret and its digest.
