@@ -168,39 +168,60 @@ fn merge(r: &mut WsLoadReport, s: Stats) {
     }
 }
 
+/// A session's WebSocket.
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
 /// One session: opens at `opens`, streams for `cfg.duration`, closes.
 async fn session(cfg: WsLoadConfig, appends: Arc<Appends>, opens: Instant) -> Stats {
     let mut st = Stats::default();
     tokio::time::sleep_until(opens.into()).await;
     let t0 = Instant::now();
-    let url = format!("ws://{}/v1/realtime?model=echo", cfg.server);
-    let mut ws = match tokio_tungstenite::connect_async(url).await {
-        Ok((ws, _)) => ws,
+    let mut ws = match open(cfg.server).await {
+        Ok(ws) => ws,
         Err(e) => {
-            st.errors.push(format!("connect: {e}"));
+            st.errors.push(e);
             return st;
         }
     };
-    // session.created first.
-    loop {
-        match ws.next().await {
-            Some(Ok(Message::Text(t))) if event_type(&t) == "session.created" => break,
-            Some(Ok(_)) => {}
-            other => {
-                st.errors.push(format!("before session.created: {other:?}"));
-                return st;
-            }
-        }
-    }
     st.connected = true;
     st.setup_ms = Some(ms(t0.elapsed()));
+    let st = converse(&mut ws, &cfg, appends, st).await;
+    let _ = ws.close(None).await;
+    st
+}
+
+/// Connects to `server`'s realtime endpoint and waits for `session.created` (skipping any
+/// other message before it).
+async fn open(server: SocketAddr) -> Result<Ws, String> {
+    let url = format!("ws://{server}/v1/realtime?model=echo");
+    let (mut ws, _) = tokio_tungstenite::connect_async(url)
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    loop {
+        match ws.next().await {
+            Some(Ok(Message::Text(t))) if event_type(&t) == "session.created" => return Ok(ws),
+            Some(Ok(_)) => {}
+            other => return Err(format!("before session.created: {other:?}")),
+        }
+    }
+}
+
+/// Sends an append every 20 ms and reads the server's events for `cfg.duration`, or until
+/// the socket fails or closes; returns `st` with what was measured added.
+async fn converse(ws: &mut Ws, cfg: &WsLoadConfig, appends: Arc<Appends>, st: Stats) -> Stats {
     let end = Instant::now() + cfg.duration;
     let mut tick = tokio::time::interval(Duration::from_millis(20));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-    let mut phase = Phase::Idle(Instant::now() + Duration::from_millis(500));
-    // The previous delta of the current answer: when it came, and its audio length.
-    let mut last_delta: Option<(Instant, f64)> = None;
-    let mut answer_began: Option<Instant> = None;
+    let mut s = Turns {
+        appends,
+        turn: cfg.turn,
+        pause: cfg.pause,
+        phase: Phase::Idle(Instant::now() + Duration::from_millis(500)),
+        last_delta: None,
+        answer_began: None,
+        st,
+    };
     loop {
         tokio::select! {
             _ = tick.tick() => {
@@ -208,81 +229,131 @@ async fn session(cfg: WsLoadConfig, appends: Arc<Appends>, opens: Instant) -> St
                 if now >= end {
                     break;
                 }
-                let msg = match phase {
-                    Phase::Idle(until) => {
-                        if now >= until {
-                            phase = Phase::Speaking(0);
-                        }
-                        appends.silence.clone()
-                    }
-                    Phase::Speaking(n) => {
-                        phase = if n + 1 >= appends.turn.len() {
-                            Phase::Waiting(now + Duration::from_millis(20))
-                        } else {
-                            Phase::Speaking(n + 1)
-                        };
-                        appends.turn[n].clone()
-                    }
-                    Phase::Waiting(_) | Phase::Answer { .. } => {
-                        if let Phase::Answer { next } = phase {
-                            if now >= next {
-                                phase = Phase::Speaking(0);
-                            }
-                        }
-                        appends.silence.clone()
-                    }
-                };
+                let msg = s.next_append(now);
                 if let Err(e) = ws.send(Message::Text(msg)).await {
-                    st.errors.push(format!("send: {e}"));
+                    s.st.errors.push(format!("send: {e}"));
                     break;
                 }
             }
             msg = ws.next() => {
-                let now = Instant::now();
-                let text = match msg {
-                    Some(Ok(Message::Text(t))) => t,
-                    Some(Ok(Message::Close(c))) => {
-                        st.errors.push(format!("closed by the server: {c:?}"));
-                        break;
-                    }
-                    Some(Ok(_)) => continue,
-                    Some(Err(e)) => {
-                        st.errors.push(format!("receive: {e}"));
-                        break;
-                    }
-                    None => break,
-                };
-                match event_type(&text) {
-                    "response.output_audio.delta" => {
-                        let secs = delta_secs(&text);
-                        st.deltas += 1;
-                        st.audio_secs += secs;
-                        if let Phase::Waiting(since) = phase {
-                            st.latency_ms.push(ms(now.saturating_duration_since(since)));
-                            phase = Phase::Answer { next: now + cfg.turn + cfg.pause };
-                        }
-                        if let Some((at, dur)) = last_delta {
-                            st.delta_jitter_ms.push((ms(now - at) - dur * 1000.0).abs());
-                        }
-                        answer_began.get_or_insert(now);
-                        last_delta = Some((now, secs));
-                    }
-                    "response.done" => {
-                        if let (Some(began), Some((at, dur))) = (answer_began.take(), last_delta.take()) {
-                            st.answering_secs += (at - began).as_secs_f64() + dur;
-                        }
-                    }
-                    "error" if st.errors.len() < 8 => {
-                        let head: String = text.chars().take(300).collect();
-                        st.errors.push(format!("error event: {head}"));
-                    }
-                    _ => {}
+                if !s.receive(msg, Instant::now()) {
+                    break;
                 }
             }
         }
     }
-    let _ = ws.close(None).await;
-    st
+    s.st
+}
+
+/// One session's turn-taking and what it measured.
+struct Turns {
+    appends: Arc<Appends>,
+    /// Spoken turn length.
+    turn: Duration,
+    /// Silence after an answer began before the next turn (after `turn`).
+    pause: Duration,
+    phase: Phase,
+    /// The previous delta of the current answer: when it came, and its audio length.
+    last_delta: Option<(Instant, f64)>,
+    answer_began: Option<Instant>,
+    st: Stats,
+}
+
+impl Turns {
+    /// The append to send at `now` (a turn's next frame or silence), stepping the phase.
+    fn next_append(&mut self, now: Instant) -> Utf8Bytes {
+        match self.phase {
+            Phase::Idle(until) => {
+                if now >= until {
+                    self.phase = Phase::Speaking(0);
+                }
+                self.appends.silence.clone()
+            }
+            Phase::Speaking(n) => {
+                self.phase = if n + 1 >= self.appends.turn.len() {
+                    Phase::Waiting(now + Duration::from_millis(20))
+                } else {
+                    Phase::Speaking(n + 1)
+                };
+                self.appends.turn[n].clone()
+            }
+            Phase::Waiting(_) | Phase::Answer { .. } => {
+                if let Phase::Answer { next } = self.phase {
+                    if now >= next {
+                        self.phase = Phase::Speaking(0);
+                    }
+                }
+                self.appends.silence.clone()
+            }
+        }
+    }
+
+    /// Takes in the socket's next message, received at `now`; false when the session ends
+    /// (closed, failed or gone).
+    fn receive(
+        &mut self,
+        msg: Option<Result<Message, tokio_tungstenite::tungstenite::Error>>,
+        now: Instant,
+    ) -> bool {
+        let text = match msg {
+            Some(Ok(Message::Text(t))) => t,
+            Some(Ok(Message::Close(c))) => {
+                self.st.errors.push(format!("closed by the server: {c:?}"));
+                return false;
+            }
+            Some(Ok(_)) => return true,
+            Some(Err(e)) => {
+                self.st.errors.push(format!("receive: {e}"));
+                return false;
+            }
+            None => return false,
+        };
+        self.event(&text, now);
+        true
+    }
+
+    /// Measures one server event received at `now`: audio deltas, the end of a response,
+    /// and `error` events (the first few).
+    fn event(&mut self, text: &str, now: Instant) {
+        match event_type(text) {
+            "response.output_audio.delta" => self.delta(text, now),
+            "response.done" => {
+                if let (Some(began), Some((at, dur))) =
+                    (self.answer_began.take(), self.last_delta.take())
+                {
+                    self.st.answering_secs += (at - began).as_secs_f64() + dur;
+                }
+            }
+            "error" if self.st.errors.len() < 8 => {
+                let head: String = text.chars().take(300).collect();
+                self.st.errors.push(format!("error event: {head}"));
+            }
+            _ => {}
+        }
+    }
+
+    /// An audio delta received at `now`: its audio, the answer's latency when it is the
+    /// first, and its gap to the previous one.
+    fn delta(&mut self, text: &str, now: Instant) {
+        let secs = delta_secs(text);
+        self.st.deltas += 1;
+        self.st.audio_secs += secs;
+        if let Phase::Waiting(since) = self.phase {
+            self.st
+                .latency_ms
+                .push(ms(now.saturating_duration_since(since)));
+            self.phase = Phase::Answer {
+                next: now + self.turn + self.pause,
+            };
+        }
+        if let Some((at, dur)) = self.last_delta {
+            self.st
+                .delta_jitter_ms
+                .push((ms(now - at) - dur * 1000.0).abs());
+        }
+        self.answer_began.get_or_insert(now);
+        self.last_delta = Some((now, secs));
+    }
 }
 
 #[cfg(test)]

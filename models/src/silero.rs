@@ -410,26 +410,52 @@ impl SileroVad {
         chunks: &[&[f32]],
         out: &mut Vec<f32>,
     ) -> Result<(), ModelError> {
-        if streams.len() != chunks.len() {
-            return Err(ModelError::Failed(format!(
-                "silero vad: {} streams but {} chunks",
-                streams.len(),
-                chunks.len()
-            )));
-        }
-        if let Some(bad) = chunks.iter().find(|c| c.len() != CHUNK_SAMPLES) {
-            return Err(ModelError::BadFrame {
-                got: bad.len(),
-                expected: CHUNK_SAMPLES,
-            });
-        }
+        check_batch(streams, chunks)?;
         let b = streams.len();
         if b == 0 {
             return Ok(());
         }
         let w = &*self.weights;
+        let spec = w.stft(streams, chunks)?;
+        let y = w.conv1(&spec, b)?;
+        let y = w.conv_rest(y, b)?;
+        let gates = w.lstm_gates(streams, &y)?;
+        // The streams change only here, once every product has succeeded.
+        with_data(&gates, |gates| {
+            for ((s, chunk), g) in streams
+                .iter_mut()
+                .zip(chunks)
+                .zip(gates.chunks_exact(4 * HIDDEN))
+            {
+                out.push(w.lstm_step(s, chunk, g));
+            }
+        })
+    }
+}
 
-        // STFT frames of [context, chunk, reflect padding].
+/// Checks a batch has one chunk per stream, each of [`CHUNK_SAMPLES`] samples.
+fn check_batch(streams: &[&mut SileroStream], chunks: &[&[f32]]) -> Result<(), ModelError> {
+    if streams.len() != chunks.len() {
+        return Err(ModelError::Failed(format!(
+            "silero vad: {} streams but {} chunks",
+            streams.len(),
+            chunks.len()
+        )));
+    }
+    if let Some(bad) = chunks.iter().find(|c| c.len() != CHUNK_SAMPLES) {
+        return Err(ModelError::BadFrame {
+            got: bad.len(),
+            expected: CHUNK_SAMPLES,
+        });
+    }
+    Ok(())
+}
+
+impl Weights {
+    /// The STFT (`[b * FRAMES, 2 * BINS]`) of each stream's frames of [context, chunk,
+    /// reflect padding].
+    fn stft(&self, streams: &[&mut SileroStream], chunks: &[&[f32]]) -> Result<Tensor, ModelError> {
+        let b = streams.len();
         let mut frames = Vec::with_capacity(b * FRAMES * N_FFT);
         let mut padded = [0.0f32; PADDED];
         for (s, chunk) in streams.iter().zip(chunks) {
@@ -444,12 +470,14 @@ impl SileroVad {
                 frames.extend_from_slice(&padded[t * HOP..t * HOP + N_FFT]);
             }
         }
-        let spec = matmul(frames, b * FRAMES, &w.stft)?;
+        matmul(frames, b * FRAMES, &self.stft)
+    }
 
-        // Magnitudes, then conv1's im2col.
-        let conv1 = &w.convs[0];
+    /// conv1 on the magnitudes of the `b` streams' STFT `spec`.
+    fn conv1(&self, spec: &Tensor, b: usize) -> Result<Tensor, ModelError> {
+        let conv1 = &self.convs[0];
         let mut x = Vec::with_capacity(b * conv1.t_out * conv1.k());
-        with_data(&spec, |spec| {
+        with_data(spec, |spec| {
             let mut mag = [0.0f32; FRAMES * BINS];
             for s in spec.chunks_exact(FRAMES * 2 * BINS) {
                 for (frame, m) in s.chunks_exact(2 * BINS).zip(mag.chunks_exact_mut(BINS)) {
@@ -461,10 +489,13 @@ impl SileroVad {
                 conv1.im2col(&mag, false, &mut x);
             }
         })?;
-        let mut y = matmul(x, b * conv1.t_out, &conv1.weight)?;
+        matmul(x, b * conv1.t_out, &conv1.weight)
+    }
 
-        // conv2..conv4, each on the ReLU of the previous output.
-        for pair in w.convs.windows(2) {
+    /// conv2..conv4 on conv1's output `y` (`b` streams), each on the ReLU of the previous
+    /// output.
+    fn conv_rest(&self, mut y: Tensor, b: usize) -> Result<Tensor, ModelError> {
+        for pair in self.convs.windows(2) {
             let (prev, conv) = (&pair[0], &pair[1]);
             let mut x = Vec::with_capacity(b * conv.t_out * conv.k());
             with_data(&y, |data| {
@@ -474,46 +505,46 @@ impl SileroVad {
             })?;
             y = matmul(x, b * conv.t_out, &conv.weight)?;
         }
+        Ok(y)
+    }
 
-        // LSTM cell on [relu(conv4), h, 1].
-        let c4 = w.convs[3].c_out;
+    /// The LSTM cell's gates (`[b, 4 * HIDDEN]`) on each stream's [relu(conv4), h, 1].
+    fn lstm_gates(&self, streams: &[&mut SileroStream], y: &Tensor) -> Result<Tensor, ModelError> {
+        let b = streams.len();
+        let c4 = self.convs[3].c_out;
         let mut x = Vec::with_capacity(b * (c4 + HIDDEN + 1));
-        with_data(&y, |data| {
+        with_data(y, |data| {
             for (s, y) in streams.iter().zip(data.chunks_exact(c4)) {
                 x.extend(y.iter().map(|&v| v.max(0.0)));
                 x.extend_from_slice(&s.h);
                 x.push(1.0);
             }
         })?;
-        let gates = matmul(x, b, &w.lstm)?;
-        with_data(&gates, |gates| {
-            for ((s, chunk), g) in streams
-                .iter_mut()
-                .zip(chunks)
-                .zip(gates.chunks_exact(4 * HIDDEN))
-            {
-                let (gi, rest) = g.split_at(HIDDEN);
-                let (gf, rest) = rest.split_at(HIDDEN);
-                let (gg, go) = rest.split_at(HIDDEN);
-                let mut logit = w.final_b;
-                for j in 0..HIDDEN {
-                    let c = sigmoid(gf[j]) * s.c[j] + sigmoid(gi[j]) * gg[j].tanh();
-                    let h = sigmoid(go[j]) * c.tanh();
-                    s.c[j] = c;
-                    s.h[j] = h;
-                    logit += h.max(0.0) * w.final_w[j];
-                }
-                for (d, &v) in s
-                    .context
-                    .iter_mut()
-                    .zip(&chunk[CHUNK_SAMPLES - CONTEXT_SAMPLES..])
-                {
-                    *d = finite(v);
-                }
-                out.push(sigmoid(logit));
-            }
-        })?;
-        Ok(())
+        matmul(x, b, &self.lstm)
+    }
+
+    /// Advances stream `s` by its `chunk` given its gates `g` (the LSTM's `c` and `h`, then
+    /// the context); returns its speech probability.
+    fn lstm_step(&self, s: &mut SileroStream, chunk: &[f32], g: &[f32]) -> f32 {
+        let (gi, rest) = g.split_at(HIDDEN);
+        let (gf, rest) = rest.split_at(HIDDEN);
+        let (gg, go) = rest.split_at(HIDDEN);
+        let mut logit = self.final_b;
+        for j in 0..HIDDEN {
+            let c = sigmoid(gf[j]) * s.c[j] + sigmoid(gi[j]) * gg[j].tanh();
+            let h = sigmoid(go[j]) * c.tanh();
+            s.c[j] = c;
+            s.h[j] = h;
+            logit += h.max(0.0) * self.final_w[j];
+        }
+        for (d, &v) in s
+            .context
+            .iter_mut()
+            .zip(&chunk[CHUNK_SAMPLES - CONTEXT_SAMPLES..])
+        {
+            *d = finite(v);
+        }
+        sigmoid(logit)
     }
 }
 

