@@ -4,14 +4,17 @@
 //! (`--max-sessions` → `max_sessions`; `max-sessions` is accepted too). Precedence: a flag
 //! on the command line, then its `DUET_*` variable, then the file, then the default. The
 //! file's values go through the flags' own parsers, so a bad value is the same error as on
-//! the command line, naming the key and the file.
+//! the command line, naming the key and the file. Arrays are for the flags that take
+//! several values (`cors_origins`) only, never empty; a syntax error names its line and
+//! column, never the text there (it may be the API key).
 
 use std::ffi::OsString;
 use std::path::Path;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use clap::parser::ValueSource;
 use clap::{ArgAction, ArgMatches, CommandFactory, FromArgMatches};
+use duet_config_file::{Flag, Kind};
 
 use crate::config::{Cli, ServeArgs};
 
@@ -52,66 +55,50 @@ pub fn parse(argv: Vec<OsString>) -> anyhow::Result<Cli> {
 }
 
 /// The file's keys as command-line tokens `(key, token)`, for the flags that neither the
-/// command line nor the environment set.
+/// command line nor the environment set. The checks are `duet_config_file`'s (a crate of
+/// its own so that the fuzz target runs them without the server); only the flags'
+/// description comes from clap here.
 fn file_args(path: &Path, m: &ArgMatches) -> anyhow::Result<Vec<(String, String)>> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read the config file {}", path.display()))?;
-    let table: toml::Table =
-        toml::from_str(&text).with_context(|| format!("{} is not valid TOML", path.display()))?;
     let cmd = ServeArgs::command();
-    let mut out = Vec::new();
-    for (key, value) in table {
-        let id = key.replace('-', "_");
-        let Some(arg) = cmd
-            .get_arguments()
-            .find(|a| a.get_id().as_str() == id && a.get_long().is_some())
-        else {
-            bail!(
-                "{}: unknown key `{key}` (every key is a `duet serve` flag in snake case; see duet.example.toml)",
-                path.display()
-            );
-        };
-        if id == "config" {
-            bail!("{}: `config` cannot name another file", path.display());
-        }
-        if matches!(
-            m.value_source(&id),
+    let flags: Vec<Flag> = cmd
+        .get_arguments()
+        .filter_map(|a| {
+            Some(Flag {
+                id: a.get_id().as_str().to_string(),
+                long: a.get_long()?.to_string(),
+                kind: kind(a),
+            })
+        })
+        .collect();
+    let overridden = |id: &str| {
+        matches!(
+            m.value_source(id),
             Some(ValueSource::CommandLine | ValueSource::EnvVariable)
-        ) {
-            continue;
-        }
-        let long = format!("--{}", arg.get_long().unwrap_or_default());
-        let flag = matches!(arg.get_action(), ArgAction::SetTrue);
-        match (&value, flag) {
-            (toml::Value::Boolean(true), true) => out.push((id.clone(), long)),
-            (toml::Value::Boolean(false), true) => {}
-            (_, true) => bail!("{}: key `{key}` must be true or false", path.display()),
-            (toml::Value::Array(items), false) => {
-                let items: Vec<String> = items
-                    .iter()
-                    .map(scalar)
-                    .collect::<anyhow::Result<_>>()
-                    .with_context(|| format!("{}: key `{key}`", path.display()))?;
-                out.push((id.clone(), format!("{long}={}", items.join(","))));
-            }
-            (v, false) => {
-                let v = scalar(v).with_context(|| format!("{}: key `{key}`", path.display()))?;
-                out.push((id.clone(), format!("{long}={v}")));
-            }
-        }
-    }
-    Ok(out)
+        )
+    };
+    let tokens = duet_config_file::tokens(&text, &flags, overridden)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    Ok(tokens.into_iter().map(|t| (t.key, t.arg)).collect())
 }
 
-/// A TOML scalar as a flag's value.
-fn scalar(v: &toml::Value) -> anyhow::Result<String> {
-    Ok(match v {
-        toml::Value::String(s) => s.clone(),
-        toml::Value::Integer(i) => i.to_string(),
-        toml::Value::Float(f) => f.to_string(),
-        toml::Value::Boolean(b) => b.to_string(),
-        other => bail!("a {} is not a flag value", other.type_str()),
-    })
+/// How a flag takes its value: only the flags that take several values (a value delimiter,
+/// or values that append) take a TOML array.
+fn kind(a: &clap::Arg) -> Kind {
+    match a.get_action() {
+        ArgAction::SetTrue => Kind::Switch,
+        action
+            if matches!(action, ArgAction::Append)
+                || a.get_value_delimiter().is_some()
+                || a.get_num_args().is_some_and(|n| n.max_values() > 1) =>
+        {
+            Kind::List {
+                delimiter: a.get_value_delimiter(),
+            }
+        }
+        _ => Kind::One,
+    }
 }
 
 /// Everything `duet check-config` checks beyond what the flags' parsers did: the model and

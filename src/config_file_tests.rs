@@ -198,3 +198,166 @@ fn check_config_names_each_problem() {
     assert!(!shown.contains("secret-value"));
     assert!(shown.contains("max_sessions = 256"));
 }
+
+#[test]
+fn a_syntax_error_gives_line_and_column_never_the_text() {
+    for (text, at) in [
+        // An unquoted value: the toml crate's own message quotes the line.
+        (
+            "port = 8080\napi_key = sk-live-abc123\n",
+            "line 2, column 11",
+        ),
+        (
+            "api_key = \"sk-live-abc123\nport = 1\n",
+            "line 1, column 26",
+        ),
+        (
+            "api_key = 'sk-live-abc123' sk-live-abc123\n",
+            "line 1, column 28",
+        ),
+        // A key defined twice: the message would name it.
+        (
+            "\"sk-live-abc123\" = 1\n\"sk-live-abc123\" = 2\n",
+            "line 2, column 1",
+        ),
+    ] {
+        let p = temp("syntax", text);
+        let e = format!("{:#}", serve_with(&p, &[]).expect_err(text));
+        assert!(!e.contains("sk-live"), "{text:?}: {e}");
+        assert!(e.contains(at), "{text:?}: {e}");
+        assert!(e.contains(&p.display().to_string()), "{text:?}: {e}");
+        assert!(e.contains("not valid TOML"), "{text:?}: {e}");
+        assert!(!e.contains('\n'), "one line: {e}");
+    }
+}
+
+#[test]
+fn arrays_only_for_list_flags() {
+    for (text, want) in [
+        ("api_key = [\"a\", \"b\"]\n", "api_key"),
+        ("max_sessions = [7]\n", "max_sessions"),
+        ("model = []\n", "model"),
+    ] {
+        let p = temp("array-scalar", text);
+        let e = format!("{:#}", serve_with(&p, &[]).expect_err(text));
+        assert!(e.contains(&format!("key `{want}`")), "{text}: {e}");
+        assert!(e.contains("one value, not a list"), "{text}: {e}");
+        assert!(e.contains(&p.display().to_string()), "{text}: {e}");
+    }
+    // A list flag takes an array, each element a value of its own, or one string as on the
+    // command line.
+    let p = temp(
+        "array-list",
+        "cors_origins = [\"https://a\", \"https://b\"]\n",
+    );
+    let a = serve_with(&p, &[]).expect("a list");
+    assert_eq!(a.cors_origins, ["https://a", "https://b"]);
+    let p = temp("scalar-list", "cors_origins = \"https://a,https://b\"\n");
+    let a = serve_with(&p, &[]).expect("one string");
+    assert_eq!(a.cors_origins, ["https://a", "https://b"]);
+}
+
+#[test]
+fn an_empty_list_is_refused_not_one_empty_value() {
+    let p = temp("empty-list", "cors_origins = []\n");
+    let e = format!("{:#}", serve_with(&p, &[]).expect_err("empty"));
+    assert!(e.contains("key `cors_origins`"), "{e}");
+    assert!(e.contains(&p.display().to_string()), "{e}");
+    assert!(e.contains("empty list"), "{e}");
+    assert!(e.contains("leave the key out for the default"), "{e}");
+}
+
+#[test]
+fn list_elements_are_non_empty_scalars() {
+    for (text, want) in [
+        ("cors_origins = [\"\"]\n", "element 1 is an empty string"),
+        (
+            "cors_origins = [\"https://a\", \"\"]\n",
+            "element 2 is an empty string",
+        ),
+        (
+            "cors_origins = [\"https://a\", [\"https://b\"]]\n",
+            "element 2 is an array",
+        ),
+        (
+            "cors_origins = [{ origin = \"https://a\" }]\n",
+            "element 1 is a table",
+        ),
+        ("cors_origins = [1979-05-27]\n", "element 1 is a datetime"),
+        // The flag splits each value at commas: an element with one would be two values
+        // (or an empty one).
+        (
+            "cors_origins = [\"https://a,\"]\n",
+            "element 1 contains `,`",
+        ),
+        ("cors_origins = \"\"\n", "an empty value"),
+        ("cors_origins = \"https://a,\"\n", "an empty value"),
+        (
+            "cors_origins = \"https://a,,https://b\"\n",
+            "an empty value",
+        ),
+    ] {
+        let p = temp("elements", text);
+        let e = format!("{:#}", serve_with(&p, &[]).expect_err(text));
+        assert!(e.contains("key `cors_origins`"), "{text}: {e}");
+        assert!(e.contains(want), "{text}: {want} in {e}");
+        assert!(e.contains(&p.display().to_string()), "{text}: {e}");
+    }
+}
+
+#[test]
+fn a_key_in_both_spellings_is_refused() {
+    // A list flag's values would be appended to each other unseen.
+    for (text, key) in [
+        (
+            "cors_origins = [\"https://a\"]\ncors-origins = [\"https://b\"]\n",
+            "cors_origins",
+        ),
+        ("max_sessions = 7\nmax-sessions = 8\n", "max_sessions"),
+    ] {
+        let p = temp("spellings", text);
+        let e = format!("{:#}", serve_with(&p, &[]).expect_err(text));
+        assert!(e.contains(&format!("key `{key}`")), "{e}");
+        assert!(e.contains("given twice"), "{e}");
+    }
+}
+
+#[test]
+fn an_overridden_key_is_not_read_from_the_file() {
+    // The flag wins before the file's value is looked at, as for every key.
+    let p = temp(
+        "overridden",
+        "max_sessions = 7\ncors_origins = [\"https://a\"]\n",
+    );
+    let a = serve_with(&p, &["--cors-origins", "https://b,https://c"]).expect("parses");
+    assert_eq!(a.cors_origins, ["https://b", "https://c"]);
+    assert_eq!(a.max_sessions, 7);
+}
+
+#[test]
+fn only_list_flags_take_arrays() {
+    let cmd = ServeArgs::command();
+    let kinds: Vec<(&str, Kind)> = cmd
+        .get_arguments()
+        .map(|a| (a.get_id().as_str(), kind(a)))
+        .collect();
+    let of = |id: &str| kinds.iter().find(|(i, _)| *i == id).map(|(_, k)| *k);
+    assert_eq!(
+        of("cors_origins"),
+        Some(Kind::List {
+            delimiter: Some(',')
+        })
+    );
+    assert_eq!(of("insecure_no_auth"), Some(Kind::Switch));
+    assert_eq!(of("api_key"), Some(Kind::One));
+    let lists: Vec<&str> = kinds
+        .iter()
+        .filter(|(_, k)| matches!(k, Kind::List { .. }))
+        .map(|(i, _)| *i)
+        .collect();
+    assert_eq!(
+        lists,
+        ["cors_origins"],
+        "a new list flag: add it to the fuzz target's kinds"
+    );
+}

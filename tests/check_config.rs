@@ -68,6 +68,9 @@ fn every_kind_of_mistake_is_named() {
         ("max_sessions = \"many\"\n", 2, "max_sessions"),
         ("colour = \"blue\"\n", 2, "colour"),
         ("[section]\n", 2, "section"),
+        ("cors_origins = []\n", 2, "cors_origins"),
+        ("cors_origins = [\"\"]\n", 2, "cors_origins"),
+        ("api_key = [\"a\", \"b\"]\n", 2, "api_key"),
     ] {
         let f = file("mistake", text);
         let (got, _, err) = duet(&["check-config", "--config", &f], &[]);
@@ -104,4 +107,19 @@ fn speech_model_directories_are_checked_and_name_the_command_that_makes_them() {
         "{err}"
     );
     assert!(err.contains("scripts/install-models"), "{err}");
+}
+
+#[test]
+fn a_syntax_error_names_line_and_column_never_the_secret() {
+    let f = file("syntax", "port = 0\napi_key = sk-live-abc123\n");
+    for cmd in ["check-config", "serve"] {
+        let (code, out, err) = duet(&[cmd, "--config", &f], &[]);
+        assert_eq!(code, 2, "{cmd}: {err}");
+        assert!(
+            !err.contains("sk-live") && !out.contains("sk-live"),
+            "{cmd}: {err}"
+        );
+        assert!(err.contains(&f), "{cmd}: {err}");
+        assert!(err.contains("line 2, column 11"), "{cmd}: {err}");
+    }
 }
