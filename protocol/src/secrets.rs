@@ -16,7 +16,7 @@ pub const MAX_SECS: u64 = 7_200;
 pub const DEFAULT_SECS: u64 = 600;
 
 /// A checked mint request.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct MintRequest {
     /// The secret's lifetime, `MIN_SECS..=MAX_SECS`.
     pub seconds: u64,
