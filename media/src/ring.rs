@@ -7,21 +7,24 @@
 //! stream, which stays valid however much has been dropped.
 
 use std::collections::VecDeque;
+use std::iter::Chain;
+use std::slice;
 
 /// The newest samples of a stream, at most `capacity` of them, addressed by
 /// absolute position (the first sample ever pushed is at 0).
 ///
 /// Memory grows with use (an idle stream costs nothing) up to `capacity`
-/// samples and is reused from then on: no reallocation once full.
+/// samples and is reused from then on: no reallocation once full. Samples are
+/// `f32` unless stored more compactly (a session keeps its input as `i16`).
 #[derive(Debug, Clone, Default)]
-pub struct SampleRing {
-    buf: VecDeque<f32>,
+pub struct SampleRing<T = f32> {
+    buf: VecDeque<T>,
     capacity: usize,
     /// Position just past the newest sample.
     end: u64,
 }
 
-impl SampleRing {
+impl<T: Copy> SampleRing<T> {
     /// An empty ring that keeps at most `capacity` samples; allocates nothing
     /// until samples arrive.
     pub fn new(capacity: usize) -> Self {
@@ -61,7 +64,7 @@ impl SampleRing {
     /// Appends `samples`, dropping the oldest ones past capacity. Returns how
     /// many samples were dropped (kept ones and, when `samples` alone exceeds
     /// capacity, its own oldest ones).
-    pub fn push(&mut self, samples: &[f32]) -> usize {
+    pub fn push(&mut self, samples: &[T]) -> usize {
         let n = samples.len();
         self.end += n as u64;
         let keep = &samples[n.saturating_sub(self.capacity)..];
@@ -90,7 +93,7 @@ impl SampleRing {
 
     /// A copy of the kept samples in positions `from..to` (clamped to
     /// `start()..end()`; empty if nothing of it is kept).
-    pub fn copy_range(&self, from: u64, to: u64) -> Vec<f32> {
+    pub fn copy_range(&self, from: u64, to: u64) -> Vec<T> {
         let mut out = Vec::new();
         self.extend_range(from, to, &mut out);
         out
@@ -98,7 +101,7 @@ impl SampleRing {
 
     /// Appends the kept samples in positions `from..to` (clamped as in
     /// [`SampleRing::copy_range`]) to `out`; returns how many were appended.
-    pub fn extend_range(&self, from: u64, to: u64, out: &mut Vec<f32>) -> usize {
+    pub fn extend_range(&self, from: u64, to: u64, out: &mut Vec<T>) -> usize {
         let (a, b) = self.slices(from, to);
         out.reserve(a.len() + b.len());
         out.extend_from_slice(a);
@@ -106,8 +109,15 @@ impl SampleRing {
         a.len() + b.len()
     }
 
+    /// The kept samples in positions `from..to` (clamped as in
+    /// [`SampleRing::copy_range`]), oldest first, without copying them.
+    pub fn range(&self, from: u64, to: u64) -> Chain<slice::Iter<'_, T>, slice::Iter<'_, T>> {
+        let (a, b) = self.slices(from, to);
+        a.iter().chain(b)
+    }
+
     /// The kept samples in positions `from..to` as the ring's two slices.
-    fn slices(&self, from: u64, to: u64) -> (&[f32], &[f32]) {
+    fn slices(&self, from: u64, to: u64) -> (&[T], &[T]) {
         let start = self.start();
         let lo = (from.clamp(start, self.end) - start) as usize;
         let hi = (to.clamp(start, self.end) - start) as usize;

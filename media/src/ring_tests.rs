@@ -85,6 +85,19 @@ fn allocates_lazily_and_not_past_capacity() {
     assert_eq!(r.buf.capacity(), mem);
 }
 
+#[test]
+fn holds_i16_samples_across_the_wrap() {
+    let mut r: SampleRing<i16> = SampleRing::new(8);
+    r.push(&[1, 2, 3, 4, 5, 6, 7, 8]);
+    r.drop_before(4);
+    // Full again without growing: the newest samples go where the dropped ones were.
+    r.push(&[9, 10, 11, i16::MIN]);
+    assert_eq!((r.start(), r.end()), (4, 12));
+    assert_eq!(r.copy_range(0, 12), [5, 6, 7, 8, 9, 10, 11, i16::MIN]);
+    assert_eq!(r.range(6, 10).copied().collect::<Vec<_>>(), [7, 8, 9, 10]);
+    assert_eq!(r.range(0, 99).count(), 8);
+}
+
 /// The obvious model: a `Vec` trimmed from the front.
 struct Model {
     buf: Vec<f32>,
@@ -147,7 +160,10 @@ proptest! {
                     prop_assert_eq!(r.drop_before(pos), m.drop(n as usize));
                 }
                 Op::Clear => prop_assert_eq!(r.clear(), m.drop(m.buf.len())),
-                Op::Copy(a, b) => prop_assert_eq!(r.copy_range(a, b), m.copy(a, b)),
+                Op::Copy(a, b) => {
+                    prop_assert_eq!(r.copy_range(a, b), m.copy(a, b));
+                    prop_assert_eq!(r.range(a, b).copied().collect::<Vec<_>>(), m.copy(a, b));
+                }
             }
             prop_assert_eq!(r.start(), m.start);
             prop_assert_eq!(r.len(), m.buf.len());
