@@ -6,16 +6,18 @@ use std::sync::Arc;
 
 use duet_models::TurnInput;
 
+use super::audio_io::to_f32;
 use super::ledger::PlaybackLedger;
 use crate::protocol::{codes, AudioFormat, Content, ErrorPayload, Item, Role};
 
-/// One item and what stays server-side: its audio (24 kHz) and, for assistant audio, the ledger.
+/// One item and what stays server-side: its audio (24 kHz PCM16) and, for assistant audio,
+/// the ledger.
 #[derive(Clone, Debug)]
 pub struct StoredItem {
     /// The item without audio bytes.
     pub item: Item,
-    /// The item's audio, if it has an audio part.
-    pub audio: Option<Arc<[f32]>>,
+    /// The item's audio, if it has an audio part: PCM16, half the bytes of f32.
+    pub audio: Option<Arc<[i16]>>,
     /// Assistant audio: what was generated and heard, and the timed transcript.
     pub ledger: Option<PlaybackLedger>,
     /// The audio as base64 in the format it was last retrieved in: retrieving a long item
@@ -30,7 +32,7 @@ impl StoredItem {
     }
 
     /// An item with its audio (if any).
-    pub fn with_audio(item: Item, audio: Option<Arc<[f32]>>) -> Self {
+    pub fn with_audio(item: Item, audio: Option<Arc<[i16]>>) -> Self {
         Self {
             item,
             audio,
@@ -45,6 +47,12 @@ impl StoredItem {
 
     fn audio_len(&self) -> u64 {
         self.audio.as_ref().map_or(0, |a| a.len() as u64)
+    }
+
+    /// Bytes its audio samples take.
+    #[cfg(test)]
+    pub fn audio_bytes(&self) -> usize {
+        self.audio.as_deref().map_or(0, std::mem::size_of_val)
     }
 }
 
@@ -132,7 +140,7 @@ impl Conversation {
         &mut self,
         id: &str,
         format: AudioFormat,
-        encode: impl FnOnce(&[f32]) -> String,
+        encode: impl FnOnce(&[i16]) -> String,
     ) -> Option<Arc<String>> {
         let i = self.position(id)?;
         let audio = self.items[i].audio.clone()?;
@@ -155,7 +163,7 @@ impl Conversation {
         &mut self,
         id: &str,
         item: Item,
-        audio: Option<(Arc<[f32]>, PlaybackLedger)>,
+        audio: Option<(Arc<[i16]>, PlaybackLedger)>,
     ) -> bool {
         let Some(stored) = self.get_mut(id) else {
             return false;
@@ -289,19 +297,31 @@ impl Conversation {
     pub fn audio_samples(&self) -> u64 {
         self.audio_samples
     }
+
+    /// Bytes the stored audio samples take.
+    #[cfg(test)]
+    pub fn audio_bytes(&self) -> usize {
+        self.items.iter().map(StoredItem::audio_bytes).sum()
+    }
 }
 
-/// A user message as model input: its audio, else its text.
+/// A user message as model input: its audio (as f32, which the model takes), else its text.
 pub fn user_turn(s: &StoredItem) -> Option<TurnInput> {
+    user_turn_of(&s.item, || s.audio.as_deref().map(to_f32))
+}
+
+/// A user message `item` as model input, with its audio from `audio` (asked for only when
+/// `item` is a user message).
+pub fn user_turn_of(item: &Item, audio: impl FnOnce() -> Option<Arc<[f32]>>) -> Option<TurnInput> {
     let Item::Message {
         role: Role::User,
         content,
         ..
-    } = &s.item
+    } = item
     else {
         return None;
     };
-    if let Some(audio) = &s.audio {
+    if let Some(audio) = audio() {
         let transcript = content.iter().find_map(|c| match c {
             Content::InputAudio {
                 transcript: Some(t),
@@ -310,11 +330,8 @@ pub fn user_turn(s: &StoredItem) -> Option<TurnInput> {
             _ => None,
         });
         return Some(match transcript {
-            Some(transcript) => TurnInput::Transcribed {
-                audio: audio.clone(),
-                transcript,
-            },
-            None => TurnInput::Audio(audio.clone()),
+            Some(transcript) => TurnInput::Transcribed { audio, transcript },
+            None => TurnInput::Audio(audio),
         });
     }
     let text: Vec<&str> = content

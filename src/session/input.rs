@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
-use duet_media::{FrameAccumulator, SampleRing, Vad, VadConfig, VadEvent};
+use duet_media::{f32_to_i16, i16_to_f32, FrameAccumulator, SampleRing, Vad, VadConfig, VadEvent};
 use duet_models::silero::{SileroDetector, SileroVad};
 
 use super::audio_io::{Decoder, RATE};
@@ -25,6 +25,8 @@ const IDLE_MARGIN_SAMPLES: u64 = 200 * SAMPLES_PER_MS;
 /// Silero's hysteresis: inside speech a chunk stays voiced down to `threshold - 0.15`.
 /// Silero's onset needs `--vad-min-speech-ms` of voiced chunks in a row (see [`Turns::new`]).
 const SILERO_RELEASE: f32 = 0.15;
+/// Samples converted to PCM16 at a time on their way into the input buffer (40 ms).
+const KEEP_FRAME: usize = 960;
 /// `input_audio_buffer.speech_probability` covers at least this much input.
 const METER_SAMPLES: u64 = 96 * SAMPLES_PER_MS;
 
@@ -106,8 +108,8 @@ impl Turns {
 pub struct InputState {
     decoder: Decoder,
     /// Uncommitted audio at 24 kHz on the input clock (samples received since the session
-    /// began): dropping its oldest audio costs nothing, however full it is.
-    buffer: SampleRing,
+    /// began), as PCM16: dropping its oldest audio costs nothing, however full it is.
+    buffer: SampleRing<i16>,
     vad: Option<Turns>,
     /// Silero VAD weights (shared by every session), when loaded.
     vad_model: Option<SileroVad>,
@@ -181,10 +183,35 @@ impl InputState {
         }
     }
 
-    /// A copy of the buffered audio from input-clock position `at` on.
-    pub(super) fn buffer_from(&self, at: u64) -> Vec<f32> {
+    /// A copy of the buffered audio from input-clock position `at` on, as f32.
+    pub(super) fn buffer_from(&self, at: u64) -> Arc<[f32]> {
         self.buffer
-            .copy_range(at.max(self.buffer.start()), self.clock())
+            .range(at, self.clock())
+            .map(|&s| i16_to_f32(s))
+            .collect()
+    }
+
+    /// Keeps `pcm` in the buffer as PCM16, converted a frame at a time on the stack (a long
+    /// client append leaves no f32-sized scratch behind); past the limit the ring drops its
+    /// oldest audio.
+    fn keep(&mut self, pcm: &[f32]) {
+        let mut frame = [0i16; KEEP_FRAME];
+        for part in pcm.chunks(KEEP_FRAME) {
+            let frame = &mut frame[..part.len()];
+            for (d, &s) in frame.iter_mut().zip(part) {
+                *d = f32_to_i16(s);
+            }
+            self.buffer.push(frame);
+        }
+    }
+
+    /// Bytes the uncommitted samples take.
+    #[cfg(test)]
+    pub(super) fn buffered_bytes(&self) -> usize {
+        self.buffer
+            .range(0, u64::MAX)
+            .map(std::mem::size_of_val)
+            .sum()
     }
 
     /// Samples received since the session began.
@@ -275,8 +302,7 @@ impl Session {
             }
             None => 0,
         };
-        // Past the limit the ring drops its oldest audio by itself.
-        self.input.buffer.push(pcm);
+        self.input.keep(pcm);
         self.transcribe_live(pcm);
         // A transcription session has no conversation with the model.
         let model = (!self.cfg.is_transcription()).then_some(&self.model);
@@ -443,7 +469,7 @@ impl Session {
     /// Turns the buffer up to input-clock position `end` into a user audio item.
     fn commit(&mut self, item_id: String, end: u64) -> Result<(), ErrorPayload> {
         let start = self.input.buffer.start();
-        let audio: Arc<[f32]> = Arc::from(self.input.buffer.copy_range(start, end));
+        let audio: Arc<[i16]> = self.input.buffer.range(start, end).copied().collect();
         self.input.drop_before(end);
         let mut item = Item::Message {
             id: Some(item_id.clone()),
@@ -505,14 +531,22 @@ impl Session {
 
     /// Decodes a standalone clip in the session's input format.
     pub(super) fn decode_clip(&self, b64: &str) -> Result<Vec<f32>, ErrorPayload> {
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(b64)
-            .map_err(|e| {
-                ErrorPayload::invalid(
-                    codes::INVALID_AUDIO,
-                    format!("audio is not valid base64: {e}"),
-                )
-            })?;
-        Decoder::decode_clip(self.cfg.audio.input.format, &bytes)
+        Decoder::decode_clip(self.cfg.audio.input.format, &clip_bytes(b64)?)
     }
+
+    /// Decodes a standalone clip in the session's input format into stored PCM16.
+    pub(super) fn decode_clip_pcm16(&self, b64: &str) -> Result<Vec<i16>, ErrorPayload> {
+        Decoder::decode_clip_pcm16(self.cfg.audio.input.format, &clip_bytes(b64)?)
+    }
+}
+
+fn clip_bytes(b64: &str) -> Result<Vec<u8>, ErrorPayload> {
+    base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        .map_err(|e| {
+            ErrorPayload::invalid(
+                codes::INVALID_AUDIO,
+                format!("audio is not valid base64: {e}"),
+            )
+        })
 }

@@ -60,7 +60,7 @@ impl Session {
 
     /// Validates a created item's content and decodes the audio of a user `input_audio` part
     /// (which then leaves the rendered item).
-    fn item_audio(&self, item: &mut Item) -> Result<Option<Arc<[f32]>>, ErrorPayload> {
+    fn item_audio(&self, item: &mut Item) -> Result<Option<Arc<[i16]>>, ErrorPayload> {
         let Item::Message { role, content, .. } = item else {
             return Ok(None);
         };
@@ -85,7 +85,7 @@ impl Session {
                         }
                         self.check_item_audio(&b64)?;
                         audio = Some(Arc::from(
-                            self.decode_clip(&b64)
+                            self.decode_clip_pcm16(&b64)
                                 .map_err(|e| e.with_param("item.content.audio"))?,
                         ));
                     }
@@ -131,7 +131,8 @@ impl Session {
 
     /// `conversation.item.retrieve`: the item with its audio (base64, in the session's
     /// format). The audio is encoded once per format and cached, and spliced into the
-    /// rendered event: a long item costs one buffer of its size, not several copies.
+    /// rendered event: a long item costs one buffer of its size, not several copies. Stored
+    /// PCM16 goes out as PCM16 without a pass through f32.
     pub(super) fn item_retrieve(&mut self, item_id: &str) -> Result<(), ErrorPayload> {
         let stored = self.conv.get(item_id).ok_or_else(|| not_found(item_id))?;
         let mut item = stored.item.clone();
@@ -142,8 +143,9 @@ impl Session {
             } => self.cfg.audio.output.format,
             _ => self.cfg.audio.input.format,
         };
-        let encode = |audio: &[f32]| {
-            base64::engine::general_purpose::STANDARD.encode(Encoder::encode_clip(format, audio))
+        let encode = |audio: &[i16]| {
+            base64::engine::general_purpose::STANDARD
+                .encode(Encoder::encode_clip_pcm16(format, audio))
         };
         let b64 = self.conv.audio_base64(item_id, format, encode);
         let marker = format!("duet-audio-{}", ids::event_id());

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use duet_models::{OutputModality, Request, StepOutput, TurnInput};
 use serde_json::Value;
 
-use super::conversation::{user_turn, Placement, StoredItem};
+use super::conversation::{user_turn, user_turn_of, Placement, StoredItem};
 use super::response::{input_tokens, ActiveResponse};
 use super::Session;
 use crate::protocol::response::{ResponseAudio, ResponseAudioOutput};
@@ -235,10 +235,7 @@ impl Session {
             _ => None,
         };
         let audio = audio.map(|b64| self.decode_clip(&b64)).transpose()?;
-        Ok(user_turn(&StoredItem::with_audio(
-            item,
-            audio.map(Arc::from),
-        )))
+        Ok(user_turn_of(&item, || audio.map(Arc::from)))
     }
 
     /// A model step (already past the epoch fence).

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use base64::Engine;
 use duet_models::{StepOutput, TurnInput};
 
-use super::audio_io::Encoder;
+use super::audio_io::{to_pcm16, Encoder};
 use super::ledger::PlaybackLedger;
 use super::{Epoch, MediaSink, PlaybackTag};
 use crate::protocol::response::StatusError;
@@ -30,8 +30,8 @@ pub struct ActiveResponse {
     pub(super) modality: Modality,
     pub(super) ledger: PlaybackLedger,
     text: String,
-    /// The audio kept for the stored item (at most one item's worth).
-    audio: Vec<f32>,
+    /// The audio kept for the stored item (at most one item's worth), as PCM16.
+    audio: Vec<i16>,
     encoder: Encoder,
     input_tokens: (u64, u64),
     max_tokens: Option<u64>,
@@ -229,7 +229,7 @@ impl ActiveResponse {
             if self.audio.capacity() - self.audio.len() < audio.len() {
                 self.audio.reserve(ANSWER_AUDIO_STEP.max(self.audio.len()));
             }
-            self.audio.extend_from_slice(audio);
+            to_pcm16(audio, &mut self.audio);
         }
         self.ledger.queued(n);
         streamed.first_handed = self.ledger.generated == n;
@@ -317,7 +317,7 @@ impl ActiveResponse {
     }
 
     /// The audio and ledger the stored item keeps (audio responses).
-    pub(super) fn take_audio(&mut self) -> Option<(Arc<[f32]>, PlaybackLedger)> {
+    pub(super) fn take_audio(&mut self) -> Option<(Arc<[i16]>, PlaybackLedger)> {
         (self.modality == Modality::Audio).then(|| {
             (
                 Arc::from(std::mem::take(&mut self.audio)),

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use duet_models::{Request, TokenLogprob, TranscribeOutput, TurnInput};
 
+use super::audio_io::to_f32;
 use super::{Epoch, Session, TranscriberPort, TranscriptEvent};
 use crate::protocol::server::{LogProb, TranscriptionError, TranscriptionUsage};
 use crate::protocol::session::INCLUDE_LOGPROBS;
@@ -80,6 +81,16 @@ impl Transcripts {
     }
 }
 
+/// Whether a context turn's audio `pcm` is the stored item audio `stored` (the turn was
+/// converted from it: the same samples, exactly).
+fn is_audio_of(pcm: &[f32], stored: &[i16]) -> bool {
+    pcm.len() == stored.len()
+        && pcm
+            .iter()
+            .zip(stored)
+            .all(|(&f, &s)| f == duet_media::i16_to_f32(s))
+}
+
 fn logprobs(list: Vec<TokenLogprob>, wanted: bool) -> Option<Vec<LogProb>> {
     wanted.then(|| {
         list.into_iter()
@@ -115,7 +126,7 @@ impl Session {
             return;
         }
         let id: Arc<str> = Arc::from(item_id);
-        let pcm: Arc<[f32]> = Arc::from(self.input.buffer_from(at));
+        let pcm = self.input.buffer_from(at);
         let logprobs = self.wants_logprobs();
         if let Some(port) = &self.transcripts.port {
             port.send(id.clone(), pcm, false, logprobs);
@@ -133,8 +144,9 @@ impl Session {
         }
     }
 
-    /// A user audio item was committed: transcribe it (or report why not).
-    pub(super) fn transcribe_committed(&mut self, item_id: &str, audio: &Arc<[f32]>) {
+    /// A user audio item was committed: transcribe it (or report why not). The transcriber
+    /// takes f32: the stored PCM16 is converted only when it is sent.
+    pub(super) fn transcribe_committed(&mut self, item_id: &str, audio: &[i16]) {
         let streamed = self.transcripts.streaming.take();
         if !self.wants_transcripts() {
             return;
@@ -160,7 +172,7 @@ impl Session {
         match streamed {
             // The transcriber heard it as it came: only the end is news.
             Some(s) if s == id => port.send(id.clone(), Arc::from([]), true, logprobs),
-            _ => port.send(id.clone(), audio.clone(), true, logprobs),
+            _ => port.send(id.clone(), to_f32(audio), true, logprobs),
         }
         self.transcripts.remember(id);
     }
@@ -305,9 +317,9 @@ impl Session {
             let audio = self.conv.get(item_id).and_then(|s| s.audio.clone());
             for turn in input.iter_mut() {
                 if let (TurnInput::Audio(pcm), Some(a)) = (&*turn, &audio) {
-                    if Arc::ptr_eq(pcm, a) {
+                    if is_audio_of(pcm, a) {
                         *turn = TurnInput::Transcribed {
-                            audio: a.clone(),
+                            audio: pcm.clone(),
                             transcript: transcript.clone(),
                         };
                     }

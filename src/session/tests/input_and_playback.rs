@@ -156,3 +156,64 @@ fn an_item_still_playing_outlives_a_flood_of_items_until_its_truncation() {
         40
     );
 }
+
+/// Every PCM16 value once, in a scrambled order (extremes included), as wire bytes.
+fn every_pcm16_value() -> Vec<u8> {
+    (0..65_536u32)
+        .flat_map(|i| ((i * 40_503 % 65_536) as u16 as i16).to_le_bytes())
+        .collect()
+}
+
+#[test]
+fn appended_pcm16_comes_back_from_retrieve_byte_for_byte() {
+    let mut h = harness(Setup {
+        echo: true,
+        session: json!({"type":"realtime","audio":{"input":{"turn_detection":null}}}),
+        ..Setup::default()
+    });
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let bytes = every_pcm16_value();
+    // In appends of odd sample counts, as a client might cut them.
+    for chunk in bytes.chunks(2 * 4_801) {
+        h.send(json!({"type":"input_audio_buffer.append","audio":b64.encode(chunk)}));
+    }
+    h.send(json!({"type":"input_audio_buffer.commit"}));
+    let committed = h.until("conversation.item.added");
+    assert_eq!(count(&committed, "error"), 0, "{committed:#?}");
+    assert!(
+        h.retrieve_audio(&committed) == bytes,
+        "append → commit → retrieve"
+    );
+    // Stored as the PCM16 it came as: two bytes a sample.
+    assert_eq!(h.session.conv.audio_bytes(), bytes.len());
+
+    // An item created with the same audio comes back the same.
+    h.send(json!({"type":"conversation.item.create","item":{"type":"message","role":"user","content":[{"type":"input_audio","audio":b64.encode(&bytes)}]}}));
+    let created = h.until("conversation.item.added");
+    assert!(h.retrieve_audio(&created) == bytes, "create → retrieve");
+    assert_eq!(h.session.conv.audio_bytes(), 2 * bytes.len());
+}
+
+#[test]
+fn a_committed_ten_second_item_holds_480_000_bytes_of_samples() {
+    let mut h = harness(Setup {
+        echo: true,
+        session: json!({"type":"realtime","audio":{"input":{"turn_detection":null}}}),
+        ..Setup::default()
+    });
+    let chunk = pcm16_b64(&voiced(1.0));
+    for _ in 0..10 {
+        h.send(json!({"type":"input_audio_buffer.append","audio":chunk}));
+    }
+    // The uncommitted buffer holds PCM16 too.
+    assert_eq!(h.session.input.buffered_bytes(), 480_000);
+    h.send(json!({"type":"input_audio_buffer.commit"}));
+    let committed = h.until("conversation.item.added");
+    let id = last(&committed, "conversation.item.added")["item"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let stored = h.session.conv.get(&id).expect("stored");
+    assert_eq!(stored.audio.as_ref().map(|a| a.len()), Some(240_000));
+    assert_eq!(stored.audio_bytes(), 480_000, "not the 960 000 of f32");
+}
