@@ -7,14 +7,18 @@ use std::fmt;
 
 use crate::config::ServeArgs;
 
-/// Bytes per stored sample (f32).
-const SAMPLE: u64 = 4;
+/// Bytes per sample of the audio a session keeps for its life (PCM16): the input buffer,
+/// the conversation, the response being generated.
+const PCM16: u64 = std::mem::size_of::<i16>() as u64;
+/// Bytes per sample of audio on its way (f32): the model's and the transcriber's queues, a
+/// call's playback queue.
+const F32: u64 = std::mem::size_of::<f32>() as u64;
 /// Session audio rate.
 const RATE: u64 = duet_media::SESSION_RATE as u64;
 /// A call's media state at worst: 30 s of 48 kHz playback queue, jitter buffer, codecs.
-const CALL_MEDIA: u64 = 30 * 48_000 * SAMPLE + (1 << 20);
+const CALL_MEDIA: u64 = 30 * 48_000 * F32 + (1 << 20);
 /// The model loop's input queue per session at worst (500 frames of 80 ms, Moshi's frame).
-const MODEL_QUEUE: u64 = 500 * 1_920 * SAMPLE;
+const MODEL_QUEUE: u64 = 500 * 1_920 * F32;
 
 /// Worst cases, in bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,16 +42,16 @@ impl Budget {
     /// The budget for `args`.
     pub fn of(args: &ServeArgs) -> Self {
         let item = args.max_item_audio_secs * RATE;
-        let per_session = 300 * RATE * SAMPLE // input buffer
-            + 900 * RATE * SAMPLE // conversation audio
-            + item * SAMPLE // the response being generated
-            + item * 2 * 4 / 3 // one cached retrieve encoding (PCM16, base64)
+        let per_session = 300 * RATE * PCM16 // input buffer
+            + 900 * RATE * PCM16 // conversation audio
+            + item * PCM16 // the response being generated
+            + item * PCM16 * 4 / 3 // one cached retrieve encoding (PCM16, base64)
             + ((args.max_outbound_mib as u64) << 20)
             + ((args.max_inbound_mib.max(16) as u64) << 20)
             + args.resume_journal_bytes as u64 // replay journal (opted-in sessions)
             + MODEL_QUEUE
             + if args.transcription_model_dir.is_some() {
-                crate::transcribe_loop::MAX_QUEUED_SAMPLES as u64 * SAMPLE // audio waiting for the transcriber
+                crate::transcribe_loop::MAX_QUEUED_SAMPLES as u64 * F32 // audio waiting for the transcriber
             } else {
                 0
             };
@@ -119,5 +123,22 @@ mod tests {
         assert_eq!(Budget::of(&small).total, b.per_session + SECRET);
         let demo = ServeArgs::parse_from(["serve", "--demo-mint-secrets"]);
         assert_eq!(Budget::of(&demo).shared, (10_000 + 100) * SECRET);
+    }
+
+    #[test]
+    fn stored_audio_counts_two_bytes_a_sample() {
+        let args = |secs: &str| ServeArgs::parse_from(["serve", "--max-item-audio-secs", secs]);
+        let (one, two) = (Budget::of(&args("1")), Budget::of(&args("2")));
+        // A second more of item audio: the response being generated (PCM16) and its cached
+        // retrieve encoding (base64 of PCM16).
+        assert_eq!(two.per_session - one.per_session, 48_000 + 64_000);
+        // With no item audio at all, the audio kept is the input buffer's 300 s and the
+        // conversation's 900 s, at 48 000 bytes a second.
+        let zero = Budget::of(&args("0"));
+        let queues = (32 << 20) + (16 << 20) + (8 << 20) + MODEL_QUEUE;
+        assert_eq!(zero.per_session - queues, (300 + 900) * 48_000);
+        // The defaults: the README's "≈ 147 MiB" per session.
+        let defaults = Budget::of(&ServeArgs::parse_from(["serve"]));
+        assert_eq!(defaults.per_session, 153_760_256, "{defaults}");
     }
 }
