@@ -223,11 +223,14 @@ impl ActiveResponse {
     ) {
         let n = audio.len() as u64;
         self.ledger.generated(n);
-        if self.audio.len() as u64 + n <= keep {
+        let len = self.audio.len();
+        if len as u64 + n <= keep {
             // Grow a second at a time (then doubling): a 20 ms step must not reallocate
-            // the answer's audio every few frames.
-            if self.audio.capacity() - self.audio.len() < audio.len() {
-                self.audio.reserve(ANSWER_AUDIO_STEP.max(self.audio.len()));
+            // the answer's audio every few frames. Never past `keep`: the answer holds at
+            // most one item's worth of memory, as the budget counts it.
+            if self.audio.capacity() - len < audio.len() {
+                let room = ANSWER_AUDIO_STEP.max(len).min((keep - len as u64) as usize);
+                self.audio.reserve_exact(room.max(audio.len()));
             }
             to_pcm16(audio, &mut self.audio);
         }
@@ -351,5 +354,57 @@ impl ActiveResponse {
             out_audio,
         ));
         r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::response::{ResponseAudio, ResponseAudioOutput};
+
+    fn audio_response() -> ActiveResponse {
+        let response = Response {
+            id: "resp_test".into(),
+            object: "realtime.response",
+            status: ResponseStatus::InProgress,
+            status_details: None,
+            output: Vec::new(),
+            conversation_id: None,
+            output_modalities: vec![Modality::Audio],
+            max_output_tokens: "inf".into(),
+            audio: ResponseAudio {
+                output: ResponseAudioOutput {
+                    format: AudioFormat::default(),
+                    voice: "alloy".into(),
+                },
+            },
+            metadata: None,
+            usage: None,
+        };
+        ActiveResponse::new(response, true, AudioFormat::default(), (0, 0), None)
+    }
+
+    #[test]
+    fn the_kept_answer_is_pcm16_and_never_grows_past_one_item() {
+        let mut a = audio_response();
+        let keep = 100_000;
+        let step = StepOutput {
+            audio: vec![0.25; 480],
+            ..StepOutput::default()
+        };
+        for _ in 0..300 {
+            a.stream(&step, keep, None);
+        }
+        assert_eq!(a.ledger.generated, 300 * 480, "every step is counted");
+        // Whole steps up to `keep`, in memory no larger than `keep` samples of PCM16.
+        assert_eq!(a.audio.len(), 208 * 480);
+        assert!(
+            a.audio.capacity() <= keep as usize,
+            "{}",
+            a.audio.capacity()
+        );
+        assert!(a.audio.iter().all(|&s| s == 8_192));
+        let (audio, _) = a.take_audio().expect("audio");
+        assert_eq!(std::mem::size_of_val(&*audio), 208 * 480 * 2);
     }
 }
