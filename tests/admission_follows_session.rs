@@ -69,6 +69,22 @@ async fn ws_with(addr: SocketAddr, key: &str, query: &str) -> Result<Client, u16
         .map_err(|e| handshake_status(&e))
 }
 
+/// Waits until the pool lists the (only) session as detached.
+async fn until_detached(addr: SocketAddr) {
+    let start = Instant::now();
+    loop {
+        let state = pool_sessions(addr)
+            .await
+            .first()
+            .map(|s| s["state"].clone());
+        if state == Some(json!("detached")) {
+            return;
+        }
+        assert!(start.elapsed() < T, "the session never detached: {state:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Waits until `/ready` counts no call (the engine ended them).
 async fn no_calls(addr: SocketAddr) {
     let start = Instant::now();
@@ -93,16 +109,7 @@ async fn durable_calls_left_to_time_out_hold_their_sessions_against_every_cap() 
     let first = post_call(addr, &ek, "/v1/realtime/calls?duplex=1").await;
     assert_eq!(first.status, 201, "{}", first.body);
     // The call never connects: after --call-connect-secs it ends and its session detaches.
-    let start = Instant::now();
-    while pool_sessions(addr)
-        .await
-        .first()
-        .map(|s| s["state"].clone())
-        != Some(json!("detached"))
-    {
-        assert!(start.elapsed() < T, "the session never detached");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until_detached(addr).await;
     no_calls(addr).await;
     assert_eq!(pool_sessions(addr).await.len(), 1);
     // The call is gone, its session is not: every further session is refused.
@@ -173,16 +180,7 @@ async fn resuming_a_detached_websocket_session_over_webrtc_takes_no_second_slot(
         .expect("durable session");
     let created = ws.log[0].clone();
     drop(ws);
-    let start = Instant::now();
-    while pool_sessions(addr)
-        .await
-        .first()
-        .map(|s| s["state"].clone())
-        != Some(json!("detached"))
-    {
-        assert!(start.elapsed() < T, "the session never detached");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until_detached(addr).await;
     let part = json!({"session_id": created["session"]["id"],
         "resume_token": created["resume_token"], "last_received_server_event_seq": 0});
     let opts = ClientOptions {

@@ -57,7 +57,8 @@ impl MintRequest {
         let de = &mut serde_json::Deserializer::from_slice(bytes);
         let body: Body = serde_path_to_error::deserialize(de).map_err(|e| {
             let path = e.path().to_string();
-            let err = ErrorPayload::invalid("invalid_value", format!("invalid body: {}", e.inner()));
+            let err =
+                ErrorPayload::invalid("invalid_value", format!("invalid body: {}", e.inner()));
             if path == "." {
                 err
             } else {
