@@ -247,9 +247,9 @@ pub async fn create(
     response
 }
 
-/// The stages of a call: read and check the offer, admit (a new session its own slot, the
-/// call its call slot), answer on a live engine, open the session (or, resuming, find it),
-/// hand the call to the engine.
+/// The stages of a call: read and check the offer, admit it, answer on a live engine, bind
+/// its session (open one, or find the one it resumes), hand the call to the engine, and for
+/// a resume hand the session to the call.
 async fn create_call(
     state: Arc<AppState>,
     req: Request,
@@ -259,33 +259,10 @@ async fn create_call(
 ) -> Result<Response, ApiError> {
     let offer = read_offer(req).await?;
     let summary = check_offer(&offer.sdp).map_err(|e| bad_offer(&e))?;
-    let resume = resume_request(offer.resume.as_deref(), duplex)?;
-    let patch = session_patch(offer.session.as_deref())?;
-    if resume.is_some() && patch.is_some() {
-        return Err(ApiError::bad_request(
-            codes::INVALID_VALUE,
-            "send a session part to open a session or a resume part to resume one, not both",
-        ));
-    }
-    if resume.is_none() && cred.resume_only() {
-        return Err(super::secrets::resume_only_refused());
-    }
-    state.accepting()?;
-    let wait = state.admission_wait;
-    // A new session holds its admission (slot, IP, credential) for its whole life, which
-    // may outlast this call; a resumed session keeps the one it has.
-    let session_admission = match resume {
-        None => Some(
-            state
-                .admissions
-                .admit_waiting(Kind::Session, ip, cred.owner().as_deref(), wait)
-                .await?,
-        ),
-        Some(_) => None,
-    };
+    let opening = admit(&state, &offer, duplex, ip, &cred).await?;
     let call_admission = state
         .admissions
-        .admit_waiting(Kind::Call, None, None, wait)
+        .admit_waiting(Kind::Call, None, None, state.admission_wait)
         .await?;
     let (engine_index, engine) = state
         .engines
@@ -301,74 +278,35 @@ async fn create_call(
     );
     let signals = Arc::new(MediaSignals::default());
     let attachment = AttachmentId::fresh();
-    let (events, in_tx, resume_out, owner) = match (&resume, session_admission) {
-        (None, Some(admitted)) => {
-            let start = Start {
-                secret: cred.session(),
-                patch,
-                durable: duplex.then_some(attachment),
-                owner: cred.owner(),
-                admitted,
-            };
-            let (events, inbox) =
-                start_session(&state, &engine, key, signals.clone(), start).await?;
-            (events, inbox, None, cred.owner())
-        }
-        (request, _) => {
-            let r = request.as_ref().ok_or_else(resume_expired)?;
-            // Another credential's session is as good as unknown; the resume token alone
-            // stands for a secret that expired since it opened the session.
-            let entry = state
-                .directory
-                .get(&r.session_id)
-                .filter(|e| cred.resume_only() || cred.reaches(e.owner.as_deref()))
-                .ok_or_else(resume_expired)?;
-            let (out, events) = queue(state.limits.max_outbound_bytes);
-            (events, entry.inbox, Some(out), entry.owner)
-        }
-    };
-    let id = call_id();
-    let slot: CallSlot = Arc::new(std::sync::Mutex::new(Some(call_admission)));
-    let (ended_tx, ended) = watch::channel(());
-    let guard = CallGuard {
-        id: id.clone(),
-        calls: state.calls.clone(),
-        signals: signals.clone(),
-        admitted: slot.clone(),
-        _ended: ended_tx,
-    };
-    engine.add(NewCall {
-        key,
-        id: id.clone(),
-        call,
-        session: in_tx.clone(),
-        attachment,
+    let Bound {
         events,
+        inbox,
+        owner,
+        resume,
+    } = bind(
+        &state,
+        &engine,
+        (key, attachment),
+        signals.clone(),
+        opening,
+        &cred,
+    )
+    .await?;
+    let handoff = Handoff {
+        key,
+        attachment,
+        call,
         signals: signals.clone(),
-        inbound: Arc::new(Semaphore::new(state.max_inbound_bytes)),
         has_data_channel: summary.has_data_channel,
-        guard: Box::new(guard),
-    });
-    if let (Some(request), Some(out)) = (resume, resume_out) {
-        let transport = Transport::WebRtc {
-            sink: engine.sink(key),
-            signals: signals.clone(),
-        };
-        if let Err(e) = resume_call(&in_tx, request, out, attachment, transport).await {
-            // Refused: the call ends now and its slot is free before the client hears why
-            // (it has no call id to hang up).
-            if let Ok(mut s) = slot.lock() {
-                s.take();
-            }
-            engine.hangup(key);
-            return Err(e);
-        }
-    }
+        events,
+        resume,
+    };
+    let (id, ended) = hand_over(&state, &engine, handoff, &inbox, call_admission).await?;
     let usage_id = owner.clone().unwrap_or_else(|| "server".into());
     let entry = CallEntry {
         key,
         engine: engine_index,
-        session: in_tx,
+        session: inbox,
         attachment,
         owner,
         sidebands: Arc::new(AtomicUsize::new(0)),
@@ -379,6 +317,181 @@ async fn create_call(
     state.usage.opened(&usage_id, super::usage::Opened::Call);
     tracing::info!(call = %id, codec = ?summary.codec, "call created");
     Ok(answered(&id, answer))
+}
+
+/// A call on its way to its engine.
+struct Handoff {
+    key: CallKey,
+    attachment: AttachmentId,
+    call: Call,
+    signals: Arc<MediaSignals>,
+    has_data_channel: bool,
+    /// What the call's data channel sends.
+    events: EventReceiver,
+    /// For a resume: the request and the resumed connection's queue.
+    resume: Option<(ResumeRequest, EventSender)>,
+}
+
+/// Hands the call to its engine with the guard that frees its slot when it ends, and for a
+/// resume hands the session to the call; returns the call's id and its end. A refused resume
+/// ends the call at once, its slot free before the client hears why (it has no call id to
+/// hang up).
+async fn hand_over(
+    state: &AppState,
+    engine: &crate::engine::Engine,
+    h: Handoff,
+    inbox: &mpsc::Sender<Inbound>,
+    admitted: Admitted,
+) -> Result<(String, watch::Receiver<()>), ApiError> {
+    let id = call_id();
+    let slot: CallSlot = Arc::new(std::sync::Mutex::new(Some(admitted)));
+    let (ended_tx, ended) = watch::channel(());
+    let guard = CallGuard {
+        id: id.clone(),
+        calls: state.calls.clone(),
+        signals: h.signals.clone(),
+        admitted: slot.clone(),
+        _ended: ended_tx,
+    };
+    engine.add(NewCall {
+        key: h.key,
+        id: id.clone(),
+        call: h.call,
+        session: inbox.clone(),
+        attachment: h.attachment,
+        events: h.events,
+        signals: h.signals.clone(),
+        inbound: Arc::new(Semaphore::new(state.max_inbound_bytes)),
+        has_data_channel: h.has_data_channel,
+        guard: Box::new(guard),
+    });
+    let Some((request, out)) = h.resume else {
+        return Ok((id, ended));
+    };
+    let transport = Transport::WebRtc {
+        sink: engine.sink(h.key),
+        signals: h.signals,
+    };
+    if let Err(e) = resume_call(inbox, request, out, h.attachment, transport).await {
+        if let Ok(mut s) = slot.lock() {
+            s.take();
+        }
+        engine.hangup(h.key);
+        return Err(e);
+    }
+    Ok((id, ended))
+}
+
+/// What a call does with a session.
+enum Opening {
+    /// Opens one, which holds `admitted` (its slot, IP and credential share) for its whole
+    /// life, seeded with the offer's `session` part.
+    New {
+        admitted: Admitted,
+        patch: Option<SessionPatch>,
+        durable: bool,
+    },
+    /// Resumes one, which keeps the admission it has.
+    Resume(ResumeRequest),
+}
+
+/// Checks the offer's `session` and `resume` parts and the credential, then admits a new
+/// session (a resume takes no session place).
+async fn admit(
+    state: &AppState,
+    offer: &Offer,
+    duplex: bool,
+    ip: Option<IpAddr>,
+    cred: &Credential,
+) -> Result<Opening, ApiError> {
+    let resume = resume_request(offer.resume.as_deref(), duplex)?;
+    let patch = session_patch(offer.session.as_deref())?;
+    if resume.is_some() && patch.is_some() {
+        return Err(ApiError::bad_request(
+            codes::INVALID_VALUE,
+            "send a session part to open a session or a resume part to resume one, not both",
+        ));
+    }
+    if resume.is_none() && cred.resume_only() {
+        return Err(super::secrets::resume_only_refused());
+    }
+    state.accepting()?;
+    if let Some(r) = resume {
+        return Ok(Opening::Resume(r));
+    }
+    let admitted = state
+        .admissions
+        .admit_waiting(
+            Kind::Session,
+            ip,
+            cred.owner().as_deref(),
+            state.admission_wait,
+        )
+        .await?;
+    Ok(Opening::New {
+        admitted,
+        patch,
+        durable: duplex,
+    })
+}
+
+/// A call's session side: what its events go out on, the session's inbox, the session's
+/// owner, and for a resume the request and the queue of the resumed connection.
+struct Bound {
+    events: EventReceiver,
+    inbox: mpsc::Sender<Inbound>,
+    owner: Option<String>,
+    resume: Option<(ResumeRequest, EventSender)>,
+}
+
+/// Opens the call's session, or finds the one it resumes (another credential's session is
+/// as good as unknown; the resume token alone stands for a secret that expired since it
+/// opened the session).
+async fn bind(
+    state: &Arc<AppState>,
+    engine: &crate::engine::Engine,
+    (key, attachment): (CallKey, AttachmentId),
+    signals: Arc<MediaSignals>,
+    opening: Opening,
+    cred: &Credential,
+) -> Result<Bound, ApiError> {
+    match opening {
+        Opening::New {
+            admitted,
+            patch,
+            durable,
+        } => {
+            let start = Start {
+                secret: cred.session(),
+                patch,
+                durable: durable.then_some(attachment),
+                owner: cred.owner(),
+                admitted,
+            };
+            let (events, inbox) = start_session(state, engine, key, signals, start).await?;
+            let owner = cred.owner();
+            Ok(Bound {
+                events,
+                inbox,
+                owner,
+                resume: None,
+            })
+        }
+        Opening::Resume(request) => {
+            let entry = state
+                .directory
+                .get(&request.session_id)
+                .filter(|e| cred.resume_only() || cred.reaches(e.owner.as_deref()))
+                .ok_or_else(resume_expired)?;
+            let (out, events) = queue(state.limits.max_outbound_bytes);
+            Ok(Bound {
+                events,
+                inbox: entry.inbox,
+                owner: entry.owner,
+                resume: Some((request, out)),
+            })
+        }
+    }
 }
 
 /// Hands a resumed session to the new call; the session's refusal as an HTTP error.
