@@ -388,7 +388,7 @@ enum Opening {
     /// life, seeded with the offer's `session` part.
     New {
         admitted: Admitted,
-        patch: Option<SessionPatch>,
+        patch: Option<Box<SessionPatch>>,
         durable: bool,
     },
     /// Resumes one, which keeps the admission it has.
@@ -430,7 +430,7 @@ async fn admit(
         .await?;
     Ok(Opening::New {
         admitted,
-        patch,
+        patch: patch.map(Box::new),
         durable: duplex,
     })
 }
@@ -463,7 +463,7 @@ async fn bind(
         } => {
             let start = Start {
                 secret: cred.session(),
-                patch,
+                patch: patch.map(|p| *p),
                 durable: durable.then_some(attachment),
                 owner: cred.owner(),
                 admitted,
