@@ -150,7 +150,8 @@ fn main() {
                     signals: signals.clone(),
                 },
                 model_name: "echo".into(),
-                model: Box::new(BenchPort(port.clone())),
+                model: Some(Box::new(BenchPort(port.clone()))),
+                autonomous: false,
                 model_frame: FRAME,
                 limits,
                 out: out_tx,
@@ -159,6 +160,7 @@ fn main() {
                 headroom: None,
                 usage: None,
                 transcriber: None,
+                can_transcribe: false,
                 vad_model: None,
                 transcription_session: false,
             };

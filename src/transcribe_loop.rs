@@ -10,7 +10,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,6 +34,7 @@ const OPEN_TIMEOUT: Duration = Duration::from_secs(5);
 enum Command {
     Open {
         events: mpsc::Sender<TranscriptEvent>,
+        queued: Arc<AtomicUsize>,
         reply: oneshot::Sender<Result<StreamId, ModelError>>,
     },
     Audio {
@@ -91,8 +92,13 @@ impl TranscribeLoop {
         let (events, rx) = mpsc::channel(SESSION_CHANNEL);
         let (reply, answer) = oneshot::channel();
         let gone = || ModelError::Failed("transcription loop stopped".into());
+        let queued = Arc::new(AtomicUsize::new(0));
         self.tx
-            .send(Command::Open { events, reply })
+            .send(Command::Open {
+                events: events.clone(),
+                queued: queued.clone(),
+                reply,
+            })
             .map_err(|_| gone())?;
         let stream = tokio::time::timeout(OPEN_TIMEOUT, answer)
             .await
@@ -103,6 +109,8 @@ impl TranscribeLoop {
                 stream,
                 tx: self.tx.clone(),
                 info: self.info.clone(),
+                queued,
+                events,
             },
             rx,
         ))
@@ -110,10 +118,18 @@ impl TranscribeLoop {
 }
 
 /// A session's stream on the transcription loop; closes it when dropped.
+///
+/// Its audio is counted before it is sent: `queued` holds the samples sent and not yet
+/// transcribed (the loop uncounts them as it takes them), so the loop's channel and its
+/// queue together never hold more than [`MAX_QUEUED_SAMPLES`] of one stream, whatever the
+/// loop is busy with.
 pub struct TranscribeSession {
     stream: StreamId,
     tx: std_mpsc::Sender<Command>,
     info: Arc<TranscriberInfo>,
+    queued: Arc<AtomicUsize>,
+    /// The session's answers (a refused utterance's failure goes here directly).
+    events: mpsc::Sender<TranscriptEvent>,
 }
 
 impl TranscriberPort for TranscribeSession {
@@ -126,6 +142,19 @@ impl TranscriberPort for TranscribeSession {
     }
 
     fn send(&self, item_id: Arc<str>, pcm: Arc<[f32]>, end: bool, logprobs: bool) {
+        let counted = self
+            .queued
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| {
+                (q + pcm.len() <= MAX_QUEUED_SAMPLES).then_some(q + pcm.len())
+            });
+        if let Err(queued) = counted {
+            let output = Err(format!(
+                "the transcriber is {} s behind; this utterance was dropped",
+                queued / 24_000
+            ));
+            let _ = self.events.try_send(TranscriptEvent { item_id, output });
+            return;
+        }
         let _ = self.tx.send(Command::Audio {
             stream: self.stream,
             item_id,
@@ -155,7 +184,8 @@ struct Segment {
 struct Stream {
     events: mpsc::Sender<TranscriptEvent>,
     queue: VecDeque<Segment>,
-    queued_samples: usize,
+    /// Samples sent to this stream and not yet taken (shared with its session's handle).
+    queued: Arc<AtomicUsize>,
 }
 
 impl Stream {
@@ -174,7 +204,11 @@ impl Stream {
                 logprobs,
             }),
         }
-        self.queued_samples += pcm.len();
+    }
+
+    /// `samples` were taken off the queue.
+    fn taken(&self, samples: usize) {
+        self.queued.fetch_sub(samples, Ordering::AcqRel);
     }
 
     fn send(&self, item_id: Arc<str>, output: Result<TranscribeOutput, String>) {
@@ -226,7 +260,11 @@ impl LoopThread {
 
     fn apply(&mut self, cmd: Command) {
         match cmd {
-            Command::Open { events, reply } => {
+            Command::Open {
+                events,
+                queued,
+                reply,
+            } => {
                 let opened = self.transcriber.open_stream();
                 if let Ok(id) = opened {
                     self.streams.insert(
@@ -234,7 +272,7 @@ impl LoopThread {
                         Stream {
                             events,
                             queue: VecDeque::new(),
-                            queued_samples: 0,
+                            queued,
                         },
                     );
                 }
@@ -251,19 +289,10 @@ impl LoopThread {
                 end,
                 logprobs,
             } => {
+                // Counted by the session's handle when it was sent.
                 let Some(s) = self.streams.get_mut(&stream) else {
                     return;
                 };
-                if s.queued_samples + pcm.len() > MAX_QUEUED_SAMPLES {
-                    s.send(
-                        item_id,
-                        Err(format!(
-                            "the transcriber is {} s behind; this utterance was dropped",
-                            s.queued_samples / 24_000
-                        )),
-                    );
-                    return;
-                }
                 s.push(item_id, &pcm, end, logprobs);
             }
             Command::Close { stream } => {
@@ -286,7 +315,7 @@ impl LoopThread {
                 .is_some_and(|seg| seg.end || self.transcriber.info().streaming);
             if ready {
                 if let Some(seg) = s.queue.pop_front() {
-                    s.queued_samples -= seg.pcm.len();
+                    s.taken(seg.pcm.len());
                     work.push((id, seg));
                 }
             }
@@ -333,5 +362,70 @@ impl LoopThread {
             }
         }
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A transcriber whose steps wait for the test to let them go.
+    struct Gated {
+        info: TranscriberInfo,
+        gate: std_mpsc::Receiver<()>,
+    }
+
+    impl Transcriber for Gated {
+        fn info(&self) -> &TranscriberInfo {
+            &self.info
+        }
+        fn warmup(&mut self) -> Result<(), ModelError> {
+            Ok(())
+        }
+        fn open_stream(&mut self) -> Result<StreamId, ModelError> {
+            Ok(0)
+        }
+        fn close_stream(&mut self, _: StreamId) {}
+        fn step(
+            &mut self,
+            batch: &[TranscribeInput<'_>],
+            out: &mut Vec<Result<TranscribeOutput, ModelError>>,
+        ) {
+            let _ = self.gate.recv();
+            out.extend(batch.iter().map(|_| Ok(TranscribeOutput::NotYet)));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_busy_loop_queues_no_more_than_the_bound() {
+        let (open, gate) = std_mpsc::channel();
+        let info = TranscriberInfo {
+            name: "gated".into(),
+            max_streams: 1,
+            streaming: false,
+        };
+        let lp = TranscribeLoop::spawn(Box::new(Gated { info, gate }), "test").unwrap();
+        let (port, mut rx) = lp.open().await.unwrap();
+        // The first utterance keeps the loop busy in its step.
+        port.send("item_0".into(), Arc::from(vec![0.0; 24_000]), true, false);
+        while port.queued.load(Ordering::Acquire) != 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // 60 s more fit the bound while the loop cannot take any of it …
+        for _ in 0..60 {
+            port.send("item_1".into(), Arc::from(vec![0.0; 24_000]), false, false);
+        }
+        assert_eq!(port.queued.load(Ordering::Acquire), MAX_QUEUED_SAMPLES);
+        // … and the next second is refused at once, with the loop still stuck.
+        port.send("item_1".into(), Arc::from(vec![0.0; 24_000]), true, false);
+        let ev = tokio::time::timeout(Duration::from_secs(2), rx.recv())
+            .await
+            .expect("refused while the loop is busy")
+            .unwrap();
+        assert_eq!(&*ev.item_id, "item_1");
+        let err = ev.output.unwrap_err();
+        assert!(err.contains("60 s behind"), "{err}");
+        assert_eq!(port.queued.load(Ordering::Acquire), MAX_QUEUED_SAMPLES);
+        drop(open);
     }
 }

@@ -1,36 +1,41 @@
-//! Opening a session, the same way for both transports: a model slot, the transport's
-//! outbound queue, the session actor's state.
+//! Opening a session, the same way for both transports: what its configuration needs (a
+//! model slot, a transcriber stream), the transport's outbound queue, the session actor's
+//! state.
 
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
-
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::mpsc;
 
 use super::AppState;
 use crate::session::{
-    queue, AttachmentId, EventReceiver, Inbound, ModelEvent, Session, SessionParams, Transport,
+    queue, AttachmentId, EventReceiver, Feeds, Inbound, ModelPort, Needs, Provider, Provision,
+    Session, SessionParams, SessionStatus, Slot, Transport,
 };
 
 /// A session ready to run, and the queue its transport reads.
 pub struct Opened {
-    /// Its model slot's id.
-    pub slot: usize,
     /// The credential it was opened with (`server` or `cred_…`).
     pub credential: String,
-    /// The session (run it with its inbox and `model_rx`).
+    /// The session (run it with its inbox and `feeds`).
     pub session: Session,
-    /// The model loop's events for it.
-    pub model_rx: mpsc::Receiver<ModelEvent>,
-    /// The transcription loop's events for it.
-    pub transcripts: Option<mpsc::Receiver<crate::session::TranscriptEvent>>,
+    /// The model loop's and the transcription loop's channels for it.
+    pub feeds: Feeds,
+    /// What the pool view shows of it.
+    pub status: Arc<SessionStatus>,
+    /// Where it gets a slot or a stream later.
+    pub provider: Arc<dyn Provider>,
     /// What the transport sends.
     pub events: EventReceiver,
 }
 
-/// Opens a session on `transport`: takes a model slot (or fails with the model's error).
-/// `duplex`: the client opted into the extension on the connection `AttachmentId`.
-/// `start`: the session configuration of the client secret it was opened with.
+/// Opens a session on `transport` with what its configuration needs: a model slot unless
+/// it is a transcription session (or fails with the model's error), a transcriber stream
+/// only when it transcribes. `duplex`: the client opted into the extension on the
+/// connection `AttachmentId`. `start`: the session configuration of the client secret it
+/// was opened with.
 pub async fn open_session(
     state: &AppState,
     transport: Transport,
@@ -39,22 +44,6 @@ pub async fn open_session(
     credential: &str,
     transcription_session: bool,
 ) -> Result<Opened, duet_models::ModelError> {
-    let (model, model_rx) = open_slot(state).await?;
-    let (transcriber, transcripts) = match &state.speech.transcriber {
-        Some(t) => match t.open().await {
-            Ok((port, rx)) => (
-                Some(Box::new(port) as Box<dyn crate::session::TranscriberPort>),
-                Some(rx),
-            ),
-            Err(e) => {
-                // Transcription degrades to `.failed` events; the session itself goes on.
-                tracing::warn!("no transcription stream for this session: {e}");
-                (None, None)
-            }
-        },
-        None => (None, None),
-    };
-    let slot = model.slot();
     let (out, events) = queue(state.limits.max_outbound_bytes);
     let info = state.model.info();
     let unix_secs = SystemTime::now()
@@ -63,7 +52,8 @@ pub async fn open_session(
     let params = SessionParams {
         transport,
         model_name: info.name.clone(),
-        model: Box::new(model),
+        model: None,
+        autonomous: info.autonomous,
         model_frame: info.frame_samples,
         limits: state.limits.clone(),
         out,
@@ -71,7 +61,8 @@ pub async fn open_session(
         attachment: duplex.unwrap_or_default(),
         headroom: Some(headroom(&state.admissions)),
         usage: Some(state.usage.sink(credential)),
-        transcriber,
+        transcriber: None,
+        can_transcribe: state.speech.transcriber.is_some(),
         vad_model: state.speech.vad.clone(),
         transcription_session,
     };
@@ -82,30 +73,74 @@ pub async fn open_session(
             tracing::warn!(error = %e.message, "a client secret's session did not apply");
         }
     }
+    let provider: Arc<dyn Provider> = Arc::new(ServerProvider {
+        model: state.model.clone(),
+        transcriber: state.speech.transcriber.clone(),
+        wait: state.admission_wait,
+    });
+    let status = Arc::new(SessionStatus::default());
+    let mut feeds = Feeds {
+        model: None,
+        transcripts: None,
+    };
+    let got = provider.provide(session.needs()).await;
+    let ports = feeds.take(got, &status);
+    if let Some(Err(e)) = ports.model {
+        return Err(e);
+    }
+    session.provide(ports, Instant::now());
     Ok(Opened {
-        slot,
         credential: credential.to_string(),
         session,
-        model_rx,
-        transcripts,
+        feeds,
+        status,
+        provider,
         events,
     })
 }
 
-/// A model slot; at capacity, retried for up to `--admission-wait-ms` as slots free.
-async fn open_slot(
-    state: &AppState,
-) -> Result<(crate::model_loop::ModelSession, mpsc::Receiver<ModelEvent>), duet_models::ModelError>
-{
-    let deadline = tokio::time::Instant::now() + state.admission_wait;
-    loop {
-        match state.model.open().await {
-            Err(duet_models::ModelError::SlotsExhausted(_))
-                if tokio::time::Instant::now() + SLOT_POLL < deadline =>
-            {
-                tokio::time::sleep(SLOT_POLL).await;
+/// The server's model loop and transcription loop, as sessions get slots and streams.
+struct ServerProvider {
+    model: crate::model_loop::ModelLoop,
+    transcriber: Option<crate::transcribe_loop::TranscribeLoop>,
+    wait: std::time::Duration,
+}
+
+impl Provider for ServerProvider {
+    fn provide(&self, needs: Needs) -> Pin<Box<dyn Future<Output = Provision> + Send + '_>> {
+        Box::pin(async move {
+            let slot = match needs.slot {
+                true => Some(self.slot().await),
+                false => None,
+            };
+            let stream = match (&self.transcriber, needs.transcriber) {
+                (Some(t), true) => Some(t.open().await.map(|(port, rx)| {
+                    (Box::new(port) as Box<dyn crate::session::TranscriberPort>, rx)
+                })),
+                _ => None,
+            };
+            Provision { slot, stream }
+        })
+    }
+}
+
+impl ServerProvider {
+    /// A model slot; at capacity, retried for up to `--admission-wait-ms` as slots free.
+    async fn slot(&self) -> Result<Slot, duet_models::ModelError> {
+        let deadline = tokio::time::Instant::now() + self.wait;
+        loop {
+            match self.model.open().await {
+                Err(duet_models::ModelError::SlotsExhausted(_))
+                    if tokio::time::Instant::now() + SLOT_POLL < deadline =>
+                {
+                    tokio::time::sleep(SLOT_POLL).await;
+                }
+                Ok((port, rx)) => {
+                    let slot = port.slot();
+                    return Ok((Box::new(port) as Box<dyn ModelPort>, rx, slot));
+                }
+                Err(e) => return Err(e),
             }
-            other => return other,
         }
     }
 }
@@ -131,11 +166,11 @@ pub fn spawn_session(
 ) -> (EventReceiver, tokio::task::JoinHandle<()>) {
     let (in_tx, in_rx) = inbox;
     let Opened {
-        slot,
         credential,
         session,
-        model_rx,
-        transcripts,
+        feeds,
+        status,
+        provider,
         events,
     } = opened;
     let id = session.id().to_string();
@@ -143,23 +178,21 @@ pub fn spawn_session(
     if durable {
         state.directory.insert(&id, in_tx, owner);
     }
-    let status = Arc::new(crate::session::SessionStatus::default());
     state.live.insert(
         &id,
         super::LiveSession {
             created: std::time::Instant::now(),
             credential,
-            model_slot: slot,
             status: status.clone(),
         },
     );
     let actor = crate::session::run(
         session,
         in_rx,
-        model_rx,
-        transcripts,
+        feeds,
         state.lifecycle.subscribe(),
         status,
+        provider,
     );
     let directory = state.directory.clone();
     let live = state.live.clone();

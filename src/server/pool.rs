@@ -24,8 +24,6 @@ pub struct LiveSession {
     pub created: Instant,
     /// The credential it was opened with (`server` or `cred_…`).
     pub credential: String,
-    /// Its model slot.
-    pub model_slot: usize,
     /// Its transport and state, kept current by the session.
     pub status: Arc<SessionStatus>,
 }
@@ -64,7 +62,7 @@ impl LiveSessions {
                     "state": s.status.state(),
                     "age_seconds": (s.created.elapsed().as_secs_f64() * 10.0).round() / 10.0,
                     "credential": s.credential,
-                    "model_slot": s.model_slot,
+                    "model_slot": s.status.slot(),
                 });
                 (s.created, row)
             })

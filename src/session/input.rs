@@ -305,7 +305,7 @@ impl Session {
         self.input.keep(pcm);
         self.transcribe_live(pcm);
         // A transcription session has no conversation with the model.
-        let model = (!self.cfg.is_transcription()).then_some(&self.model);
+        let model = self.model.as_ref().filter(|_| !self.cfg.is_transcription());
         self.input.to_model.push(pcm, |f| {
             if let Some(m) = model {
                 m.input(f);

@@ -51,7 +51,12 @@ pub struct Session {
     pub(super) subs: Subscribers,
     pub(super) limits: Limits,
     pub(super) input: InputState,
-    pub(super) model: Box<dyn ModelPort>,
+    /// Its model slot (none: a transcription session, or one still waiting for a slot).
+    pub(super) model: Option<Box<dyn ModelPort>>,
+    /// A `session.update` waiting for a model slot or a transcriber stream.
+    pub(super) pending: Option<super::provision::Pending>,
+    /// The server has a transcriber to open a stream on.
+    pub(super) can_transcribe: bool,
     pub(super) epoch: Epoch,
     pub(super) active: Option<ActiveResponse>,
     pub(super) view: PlaybackView,
@@ -82,7 +87,7 @@ impl Session {
         if p.transcription_session {
             cfg.set_transcription();
         }
-        let autonomous = p.model.autonomous();
+        let autonomous = p.autonomous;
         if p.duplex {
             cfg.capabilities = Some(Self::capabilities(autonomous, p.model_frame));
         }
@@ -108,6 +113,8 @@ impl Session {
             limits: p.limits,
             input,
             model: p.model,
+            pending: None,
+            can_transcribe: p.can_transcribe,
             epoch: Epoch::default(),
             active: None,
             view: PlaybackView::default(),
@@ -119,6 +126,13 @@ impl Session {
             headroom: p.headroom,
             usage: p.usage,
             transcripts: super::transcripts::Transcripts::new(p.transcriber),
+        }
+    }
+
+    /// Sends `request` to the model slot, when the session holds one.
+    pub(super) fn model_request(&self, epoch: Epoch, request: duet_models::Request) {
+        if let Some(m) = &self.model {
+            m.request(epoch, request);
         }
     }
 
@@ -399,12 +413,17 @@ impl Session {
         }
     }
 
+    /// Applies an update at once, or holds it until what it needs is there (see
+    /// `provision`).
     fn session_update(&mut self, patch: crate::protocol::SessionPatch) -> Result<(), ErrorPayload> {
-        self.cfg.apply(patch)?;
-        self.input.reconfigure(&self.cfg);
-        self.emit(ServerEventBody::SessionUpdated {
-            session: Box::new(self.cfg.clone()),
-        });
+        let mut next = self.cfg.clone();
+        next.apply(patch)?;
+        let needs = self.needs_for(&next);
+        if needs.any() {
+            self.hold_update(next, needs);
+        } else {
+            self.apply_config(next);
+        }
         Ok(())
     }
 

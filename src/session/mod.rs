@@ -23,6 +23,7 @@ pub mod outbound;
 mod pcm;
 mod playback;
 mod port;
+mod provision;
 mod respond;
 mod response;
 mod signals;
@@ -46,6 +47,7 @@ pub use port::{
     Epoch, MediaSink, ModelEvent, ModelPort, PlaybackTag, TranscriberPort, TranscriptEvent,
     UsageEvent, UsageSink,
 };
+pub use provision::{Needs, Ports, Provider, Provision, Slot, Stream};
 pub use signals::{MediaReport, MediaSignals};
 pub use subscribers::{busy_error, too_large_error};
 
@@ -242,8 +244,10 @@ pub struct SessionParams {
     pub transport: Transport,
     /// Model name reported in the session.
     pub model_name: String,
-    /// The session's model slot.
-    pub model: Box<dyn ModelPort>,
+    /// The session's model slot (none: opened without one; see [`Session::needs`]).
+    pub model: Option<Box<dyn ModelPort>>,
+    /// Whether the model decides on its own when to speak.
+    pub autonomous: bool,
     /// Model frame size in samples.
     pub model_frame: usize,
     /// Limits.
@@ -259,8 +263,11 @@ pub struct SessionParams {
     pub headroom: Option<Headroom>,
     /// Where its usage is counted.
     pub usage: Option<Arc<dyn UsageSink>>,
-    /// Its stream on the transcriber (none: transcription is unavailable).
+    /// Its stream on the transcriber (none: not opened yet, or transcription is
+    /// unavailable).
     pub transcriber: Option<Box<dyn TranscriberPort>>,
+    /// The server has a transcriber a stream can be opened on later.
+    pub can_transcribe: bool,
     /// Silero VAD for server VAD (none: the energy detector).
     pub vad_model: Option<duet_models::silero::SileroVad>,
     /// Opens as a transcription session (`?intent=transcription`).
@@ -278,6 +285,8 @@ pub type Headroom = Arc<dyn Fn() -> (u64, u64) + Send + Sync>;
 /// What the pool view shows of a running session, updated by its shell after every step.
 #[derive(Debug, Default)]
 pub struct SessionStatus {
+    /// The model slot's number plus one (0: none).
+    slot: std::sync::atomic::AtomicUsize,
     webrtc: std::sync::atomic::AtomicBool,
     detached: std::sync::atomic::AtomicBool,
     durable: std::sync::atomic::AtomicBool,
@@ -287,10 +296,26 @@ impl SessionStatus {
     fn update(&self, session: &Session) {
         use std::sync::atomic::Ordering::Relaxed;
         self.webrtc.store(session.signals().is_some(), Relaxed);
+        if !session.has_model() {
+            self.slot.store(0, Relaxed);
+        }
         let state = session.state();
         self.durable.store(state.is_some(), Relaxed);
         self.detached
             .store(state == Some(SessionState::Detached), Relaxed);
+    }
+
+    /// Records the session's model slot.
+    pub fn set_slot(&self, slot: Option<usize>) {
+        let v = slot.map_or(0, |s| s + 1);
+        self.slot.store(v, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The session's model slot (none: a transcription session).
+    pub fn slot(&self) -> Option<usize> {
+        self.slot
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .checked_sub(1)
     }
 
     /// `webrtc` or `websocket`.
@@ -323,27 +348,38 @@ fn now() -> Instant {
     tokio::time::Instant::now().into_std()
 }
 
+/// The channels a session's shell reads besides its inbox: the model's events (none while
+/// it holds no slot) and the transcriber's answers (none without a stream).
+pub struct Feeds {
+    /// The model loop's events for its slot.
+    pub model: Option<mpsc::Receiver<ModelEvent>>,
+    /// The transcription loop's answers for its stream.
+    pub transcripts: Option<mpsc::Receiver<TranscriptEvent>>,
+}
+
 /// Runs `session` until it closes: its transport closes, it expires, idles or is drained,
-/// or the model fails.
+/// or the model fails. A `session.update` that needs a slot or a stream is served from
+/// `provider` before the next input is read.
 pub async fn run(
     mut session: Session,
     mut inbox: mpsc::Receiver<Inbound>,
-    mut model_rx: mpsc::Receiver<ModelEvent>,
-    transcripts: Option<mpsc::Receiver<TranscriptEvent>>,
+    mut feeds: Feeds,
     mut lifecycle: watch::Receiver<Lifecycle>,
     status: Arc<SessionStatus>,
+    provider: Arc<dyn Provider>,
 ) {
     session.start(now());
     let mut lifecycle_open = true;
-    let (mut transcripts, mut transcripts_open) = match transcripts {
-        Some(rx) => (rx, true),
-        None => (mpsc::channel(1).1, false),
-    };
     if let Lifecycle::Draining { deadline } = *lifecycle.borrow_and_update() {
         session.drain(deadline, now());
     }
     let mut report = MediaReport::default();
     while !session.is_closed() {
+        if let Some(needs) = session.waiting_for() {
+            let got = provider.provide(needs).await;
+            let ports = feeds.take(got, &status);
+            session.provide(ports, now());
+        }
         status.update(&session);
         let wake = tokio::time::Instant::from_std(session.next_deadline());
         // A resume may move the session to another transport: look each time.
@@ -363,13 +399,19 @@ pub async fn run(
                 }
                 None => break,
             },
-            ev = model_rx.recv() => match ev {
+            ev = recv(&mut feeds.model) => match ev {
                 Some(ev) => session.on_model(ev, now()),
-                None => session.model_gone(now()),
+                None => {
+                    feeds.model = None;
+                    // A slot given back (the session turned transcription) is no failure.
+                    if session.has_model() {
+                        session.model_gone(now());
+                    }
+                }
             },
-            ev = transcripts.recv(), if transcripts_open => match ev {
+            ev = recv(&mut feeds.transcripts) => match ev {
                 Some(ev) => session.on_transcript(ev, now()),
-                None => transcripts_open = false,
+                None => feeds.transcripts = None,
             },
             changed = lifecycle.changed(), if lifecycle_open => match changed {
                 Ok(()) => {
@@ -383,6 +425,35 @@ pub async fn run(
         }
     }
     tracing::debug!(session = %session.id(), "session ended");
+}
+
+impl Feeds {
+    /// Keeps the receivers of `got` (and the slot's number in `status`); returns the ports
+    /// for the session.
+    pub fn take(&mut self, got: Provision, status: &SessionStatus) -> Ports {
+        let model = got.slot.map(|r| {
+            r.map(|(port, rx, slot)| {
+                self.model = Some(rx);
+                status.set_slot(Some(slot));
+                port
+            })
+        });
+        let transcriber = got.stream.map(|r| {
+            r.map(|(port, rx)| {
+                self.transcripts = Some(rx);
+                port
+            })
+        });
+        Ports { model, transcriber }
+    }
+}
+
+/// The next message of `rx`; never, without one.
+async fn recv<T>(rx: &mut Option<mpsc::Receiver<T>>) -> Option<T> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Resolves when the media engine reported something (never on WebSocket).

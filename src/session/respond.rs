@@ -302,7 +302,7 @@ impl Session {
     /// silent (if it is silent now, its next speech is new).
     pub(super) fn fence_model(&mut self) {
         self.epoch = self.epoch.next();
-        self.model.request(self.epoch, Request::Cancel);
+        self.model_request(self.epoch, Request::Cancel);
         if self.floor.autonomous {
             self.floor.suppress_speak = self.floor.model_speaking;
         }

@@ -54,6 +54,16 @@ impl Transcripts {
         }
     }
 
+    /// Whether there is no stream to transcribe on.
+    pub(super) fn lacks_port(&self) -> bool {
+        self.port.is_none()
+    }
+
+    /// The stream to transcribe on, opened after the session.
+    pub(super) fn set_port(&mut self, port: Box<dyn TranscriberPort>) {
+        self.port = Some(port);
+    }
+
     /// When a deferred request must go anyway.
     pub(super) fn deadline(&self) -> Option<Instant> {
         self.deferred.as_ref().map(|d| d.deadline)
@@ -291,7 +301,7 @@ impl Session {
                     deadline: self.now + TRANSCRIPT_WAIT,
                 });
             }
-            None => self.model.request(self.epoch, request),
+            None => self.model_request(self.epoch, request),
         }
     }
 
@@ -326,7 +336,7 @@ impl Session {
                 }
             }
         }
-        self.model.request(d.epoch, request);
+        self.model_request(d.epoch, request);
     }
 
     /// The deferred request's wait is over.

@@ -351,10 +351,11 @@ fn harness(setup: Setup) -> Harness {
     let params = SessionParams {
         transport,
         model_name: "scripted".into(),
-        model: Box::new(TestPort {
+        model: Some(Box::new(TestPort {
             state: port.clone(),
             autonomous: model.info().autonomous,
-        }),
+        })),
+        autonomous: model.info().autonomous,
         model_frame: FRAME,
         limits,
         out: out_tx,
@@ -365,6 +366,7 @@ fn harness(setup: Setup) -> Harness {
         transcriber: setup.transcriber.clone().map(|sent| {
             Box::new(TestTranscriber(sent, setup.streaming)) as Box<dyn super::TranscriberPort>
         }),
+        can_transcribe: false,
         vad_model: None,
         transcription_session: setup.transcription_session,
     };
