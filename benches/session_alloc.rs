@@ -163,6 +163,7 @@ fn main() {
                 can_transcribe: false,
                 vad_model: None,
                 transcription_session: false,
+                memory: None,
             };
             let mut session = Session::new(params, t0, 1_700_000_000);
             session.start(t0);

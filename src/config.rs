@@ -350,6 +350,14 @@ pub struct ServeArgs {
     #[arg(long, env = "DUET_MAX_DEMO_SECRETS_PER_IP", default_value_t = 10)]
     pub max_demo_secrets_per_ip: usize,
 
+    /// The server's memory budget in MiB: every buffer a client can fill (input and
+    /// conversation audio, responses, event queues, journals, retrieve caches, transcription
+    /// queues, client secrets, a call's media) is charged to one account, and a request past
+    /// it is refused with `server_memory_exhausted`. Default: three quarters of the
+    /// machine's memory (or of its cgroup limit), logged at start.
+    #[arg(long, env = "DUET_MEMORY_BUDGET_MIB")]
+    pub memory_budget_mib: Option<u64>,
+
     /// Duplex extension: seconds before --max-session-secs that `session.expiring` is sent.
     #[arg(long, env = "DUET_EXPIRY_WARNING_SECS", default_value_t = 60)]
     pub expiry_warning_secs: u64,

@@ -301,6 +301,24 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
 }
 });
 
+/// Renders the memory budget's gauges: its limit and what is charged to it now.
+pub fn render_memory(out: &mut String, limit: u64, used: u64) {
+    for (name, help, v) in [
+        (
+            "duet_memory_budget_bytes",
+            "The memory budget (--memory-budget-mib).",
+            limit,
+        ),
+        (
+            "duet_memory_used_bytes",
+            "Bytes charged to the memory budget now (every client-fillable buffer).",
+            used,
+        ),
+    ] {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+    }
+}
+
 impl Metrics {
     /// Counts an error event by code.
     pub fn error(&self, code: &str) {

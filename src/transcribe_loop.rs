@@ -20,6 +20,7 @@ use duet_models::{
 };
 use tokio::sync::{mpsc, oneshot};
 
+use crate::memory::{Meter, MeterCharge};
 use crate::model_loop::DeviceThread;
 use crate::session::{TranscriberPort, TranscriptEvent};
 
@@ -43,6 +44,8 @@ enum Command {
         pcm: Arc<[f32]>,
         end: bool,
         logprobs: bool,
+        /// Its bytes on the session's memory meter, held until it is transcribed.
+        charge: Option<MeterCharge>,
     },
     Close {
         stream: StreamId,
@@ -85,9 +88,10 @@ impl TranscribeLoop {
         self.thread.is_alive()
     }
 
-    /// Opens a stream for a new session.
+    /// Opens a stream for a new session, its queued audio charged to `meter`.
     pub async fn open(
         &self,
+        meter: Option<Arc<Meter>>,
     ) -> Result<(TranscribeSession, mpsc::Receiver<TranscriptEvent>), ModelError> {
         let (events, rx) = mpsc::channel(SESSION_CHANNEL);
         let (reply, answer) = oneshot::channel();
@@ -111,6 +115,7 @@ impl TranscribeLoop {
                 info: self.info.clone(),
                 queued,
                 events,
+                meter,
             },
             rx,
         ))
@@ -130,6 +135,8 @@ pub struct TranscribeSession {
     queued: Arc<AtomicUsize>,
     /// The session's answers (a refused utterance's failure goes here directly).
     events: mpsc::Sender<TranscriptEvent>,
+    /// The session's share of the memory budget.
+    meter: Option<Arc<Meter>>,
 }
 
 impl TranscriberPort for TranscribeSession {
@@ -155,7 +162,18 @@ impl TranscriberPort for TranscribeSession {
             let _ = self.events.try_send(TranscriptEvent { item_id, output });
             return;
         }
+        let bytes = std::mem::size_of_val(&*pcm) as u64;
+        let charge = match self.meter.as_ref().map(|m| m.charge(bytes)).transpose() {
+            Ok(charge) => charge,
+            Err(e) => {
+                self.queued.fetch_sub(pcm.len(), Ordering::AcqRel);
+                let output = Err(format!("{e}; this utterance was dropped"));
+                let _ = self.events.try_send(TranscriptEvent { item_id, output });
+                return;
+            }
+        };
         let _ = self.tx.send(Command::Audio {
+            charge,
             stream: self.stream,
             item_id,
             pcm,
@@ -179,6 +197,8 @@ struct Segment {
     pcm: Vec<f32>,
     end: bool,
     logprobs: bool,
+    /// Its audio's bytes on the session's meter.
+    charges: Vec<MeterCharge>,
 }
 
 struct Stream {
@@ -189,20 +209,16 @@ struct Stream {
 }
 
 impl Stream {
-    fn push(&mut self, item_id: Arc<str>, pcm: &[f32], end: bool, logprobs: bool) {
+    fn push(&mut self, seg: Segment) {
         // Audio of the same utterance joins the last segment until it ends.
         match self.queue.back_mut() {
-            Some(last) if !last.end && last.item_id == item_id => {
-                last.pcm.extend_from_slice(pcm);
-                last.end = end;
-                last.logprobs |= logprobs;
+            Some(last) if !last.end && last.item_id == seg.item_id => {
+                last.pcm.extend_from_slice(&seg.pcm);
+                last.end = seg.end;
+                last.logprobs |= seg.logprobs;
+                last.charges.extend(seg.charges);
             }
-            _ => self.queue.push_back(Segment {
-                item_id,
-                pcm: pcm.to_vec(),
-                end,
-                logprobs,
-            }),
+            _ => self.queue.push_back(seg),
         }
     }
 
@@ -288,12 +304,19 @@ impl LoopThread {
                 pcm,
                 end,
                 logprobs,
+                charge,
             } => {
                 // Counted by the session's handle when it was sent.
                 let Some(s) = self.streams.get_mut(&stream) else {
                     return;
                 };
-                s.push(item_id, &pcm, end, logprobs);
+                s.push(Segment {
+                    item_id,
+                    pcm: pcm.to_vec(),
+                    end,
+                    logprobs,
+                    charges: charge.into_iter().collect(),
+                });
             }
             Command::Close { stream } => {
                 if self.streams.remove(&stream).is_some() {
@@ -405,7 +428,7 @@ mod tests {
             streaming: false,
         };
         let lp = TranscribeLoop::spawn(Box::new(Gated { info, gate }), "test").unwrap();
-        let (port, mut rx) = lp.open().await.unwrap();
+        let (port, mut rx) = lp.open(None).await.unwrap();
         // The first utterance keeps the loop busy in its step.
         port.send("item_0".into(), Arc::from(vec![0.0; 24_000]), true, false);
         while port.queued.load(Ordering::Acquire) != 0 {

@@ -25,7 +25,7 @@ async fn pool_slots(addr: std::net::SocketAddr) -> Vec<Value> {
 #[tokio::test]
 async fn a_transcription_session_takes_a_slot_only_when_it_turns_realtime() {
     let addr = server(&["--model-slots", "1", "--admission-wait-ms", "0"]).await;
-    let mut holder = Client::connect(addr).await;
+    let holder = Client::connect(addr).await;
     let url = format!("ws://{addr}/v1/realtime?intent=transcription");
     let mut t = Client::connect_url(&url, &[])
         .await
@@ -33,7 +33,11 @@ async fn a_transcription_session_takes_a_slot_only_when_it_turns_realtime() {
     assert_eq!(t.log[0]["session"]["type"], "transcription", "{}", t.log[0]);
     let mut slots = pool_slots(addr).await;
     slots.sort_by_key(|v| v.is_null());
-    assert_eq!(slots, vec![json!(0), Value::Null], "the holder's slot, and none");
+    assert_eq!(
+        slots,
+        vec![json!(0), Value::Null],
+        "the holder's slot, and none"
+    );
 
     // No slot free: refused, and the session is still a transcription session.
     t.send(realtime()).await;
@@ -84,7 +88,10 @@ async fn a_transcription_session_takes_a_slot_only_when_it_turns_realtime() {
             break;
         }
         assert_eq!(first["error"]["code"], "model_slots_exhausted", "{first}");
-        assert!(std::time::Instant::now() < deadline, "the slot never came back");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the slot never came back"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }

@@ -40,6 +40,11 @@ impl<T: Copy> SampleRing<T> {
         self.capacity
     }
 
+    /// Samples the ring has memory for now (at least [`SampleRing::len`]).
+    pub fn allocated(&self) -> usize {
+        self.buf.capacity()
+    }
+
     /// Samples kept.
     pub fn len(&self) -> usize {
         self.buf.len()

@@ -137,4 +137,7 @@ pub mod codes {
     pub const INVALID_EVENT_ACK: &str = "invalid_event_ack";
     /// Duplex extension: a resume socket's first message did not come in time.
     pub const CONFIG_TIMEOUT: &str = "config_timeout";
+    /// The server's memory budget (`--memory-budget-mib`) is spent: the request that would
+    /// pass it was refused; the session goes on.
+    pub const SERVER_MEMORY_EXHAUSTED: &str = "server_memory_exhausted";
 }

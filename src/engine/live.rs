@@ -10,11 +10,12 @@ use std::time::Instant;
 
 use duet_media::{CallAudio, CallCodec};
 use duet_signaling::{AudioCodec, Call, CallEvent, SendError};
+use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
-use tokio::sync::{mpsc, Semaphore};
 
 use super::NewCall;
 use crate::metrics::METRICS;
+use crate::session::InboundRefused;
 use crate::session::{
     busy_error, too_large_error, AttachmentId, Delivery, EventReceiver, Held, Inbound,
     MediaSignals, PcmPool, Received, Rendered, SessionInput,
@@ -32,8 +33,7 @@ pub(super) struct LiveCall {
     attachment: AttachmentId,
     events: EventReceiver,
     signals: Arc<MediaSignals>,
-    inbound: Arc<Semaphore>,
-    inbound_max: usize,
+    inbound: crate::session::InboundBudget,
     has_dc: bool,
     /// The event taken from the queue that the data channel had no room for yet.
     held: Option<(Rendered, Held)>,
@@ -91,7 +91,6 @@ impl LiveCall {
         let media = CallAudio::new(media_codec(new.call.codec()))?;
         let now = Instant::now();
         tracing::info!(call = %new.id, codec = ?new.call.codec(), "call added to the media engine");
-        let inbound_max = new.inbound.available_permits();
         Ok(Self {
             id: new.id,
             call: new.call,
@@ -101,7 +100,6 @@ impl LiveCall {
             events: new.events,
             signals: new.signals,
             inbound: new.inbound,
-            inbound_max,
             has_dc: new.has_data_channel,
             held: None,
             local: Default::default(),
@@ -316,9 +314,10 @@ impl LiveCall {
     /// A client event from `oai-events`: to the session within the call's inbound byte
     /// budget, else answered with an `error` right here (it never vanishes).
     fn client_text(&mut self, text: String) {
-        let permits = u32::try_from(text.len().clamp(1, self.inbound_max)).unwrap_or(u32::MAX);
-        let Ok(hold) = self.inbound.clone().try_acquire_many_owned(permits) else {
-            return self.refuse(&text);
+        let hold = match self.inbound.try_acquire(text.len()) {
+            Ok(hold) => hold,
+            Err(InboundRefused::Busy) => return self.refuse(&text),
+            Err(InboundRefused::Memory(e)) => return self.refuse_memory(&text, e),
         };
         let inbound = Inbound {
             input: SessionInput::Text(text),
@@ -333,6 +332,16 @@ impl LiveCall {
             })) => self.refuse(&text),
             Err(_) => {}
         }
+    }
+
+    /// A client event the memory budget has no room for: answered with an `error` naming its
+    /// `event_id`.
+    fn refuse_memory(&mut self, text: &str, e: crate::memory::Exhausted) {
+        tracing::warn!(call = %self.id, "memory budget spent; client event answered with an error");
+        if self.local.len() < MAX_LOCAL_ERRORS {
+            self.local.push_back(crate::session::memory_error(text, e));
+        }
+        self.flush_local();
     }
 
     fn refuse(&mut self, text: &str) {

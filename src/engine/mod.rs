@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use duet_signaling::{AnswerConfig, Call};
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::mpsc;
 
 use crate::engine::net::Waker;
 use crate::session::{EventReceiver, Inbound, MediaSignals, MediaSink, Pcm, PcmPool, PlaybackTag};
@@ -53,7 +53,7 @@ pub struct NewCall {
     /// Playback reports back to the session (never lost).
     pub signals: Arc<MediaSignals>,
     /// Bytes of client events the call may have waiting for its session.
-    pub inbound: Arc<Semaphore>,
+    pub inbound: crate::session::InboundBudget,
     /// Whether the offer negotiated a data channel (else events are discarded).
     pub has_data_channel: bool,
     /// Released when the engine drops the call, however it ends (slots, registry, the

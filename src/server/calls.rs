@@ -12,7 +12,7 @@ use axum::extract::{ConnectInfo, Path, Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use duet_signaling::{call_id, check_offer, multipart, Call, SignalError, MAX_OFFER_BYTES};
-use tokio::sync::{mpsc, oneshot, watch, Semaphore};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use super::admission::{Admitted, Kind};
 use super::error::ApiError;
@@ -20,10 +20,11 @@ use super::open::{open_session, spawn_session};
 use super::secrets::{credential, Cred, Credential};
 use super::{AppState, CallEntry, CallRegistry};
 use crate::engine::{CallKey, NewCall};
+use crate::memory::Charge;
 use crate::protocol::duplex::ResumeRequest;
 use crate::protocol::{codes, ErrorPayload, SessionPatch};
 use crate::session::{
-    queue, AttachmentId, EventReceiver, EventSender, Inbound, MediaSignals, SessionInput, Transport,
+    AttachmentId, EventReceiver, EventSender, Inbound, MediaSignals, SessionInput, Transport,
 };
 
 /// Largest multipart body (SDP plus a session object).
@@ -205,6 +206,8 @@ pub struct CallGuard {
     admitted: CallSlot,
     /// Dropped with the call: its sidebands watch it.
     _ended: watch::Sender<()>,
+    /// The call's media state on the memory budget, given back with the call.
+    _media: Charge,
 }
 
 /// A call's slot, which the handler can give back at once when the call is refused after
@@ -264,6 +267,7 @@ async fn create_call(
         .admissions
         .admit_waiting(Kind::Call, None, None, state.admission_wait)
         .await?;
+    let media = call_media(&state)?;
     let (engine_index, engine) = state
         .engines
         .pick()
@@ -300,6 +304,7 @@ async fn create_call(
         has_data_channel: summary.has_data_channel,
         events,
         resume,
+        media,
     };
     let (id, ended) = hand_over(&state, &engine, handoff, &inbox, call_admission).await?;
     let usage_id = owner.clone().unwrap_or_else(|| "server".into());
@@ -330,6 +335,16 @@ struct Handoff {
     events: EventReceiver,
     /// For a resume: the request and the resumed connection's queue.
     resume: Option<(ResumeRequest, EventSender)>,
+    /// The call's media state on the memory budget.
+    media: Charge,
+}
+
+/// Charges a new call's media state (its worst case) to the memory budget.
+fn call_media(state: &AppState) -> Result<Charge, ApiError> {
+    state
+        .memory
+        .charge(crate::memory::CALL_RESERVE)
+        .map_err(|e| ApiError::unavailable(codes::SERVER_MEMORY_EXHAUSTED, e.to_string()))
 }
 
 /// Hands the call to its engine with the guard that frees its slot when it ends, and for a
@@ -352,6 +367,7 @@ async fn hand_over(
         signals: h.signals.clone(),
         admitted: slot.clone(),
         _ended: ended_tx,
+        _media: h.media,
     };
     engine.add(NewCall {
         key: h.key,
@@ -361,7 +377,7 @@ async fn hand_over(
         attachment: h.attachment,
         events: h.events,
         signals: h.signals.clone(),
-        inbound: Arc::new(Semaphore::new(state.max_inbound_bytes)),
+        inbound: state.inbound_budget(),
         has_data_channel: h.has_data_channel,
         guard: Box::new(guard),
     });
@@ -483,7 +499,7 @@ async fn bind(
                 .get(&request.session_id)
                 .filter(|e| cred.resume_only() || cred.reaches(e.owner.as_deref()))
                 .ok_or_else(resume_expired)?;
-            let (out, events) = queue(state.limits.max_outbound_bytes);
+            let (out, events) = state.event_queue();
             Ok(Bound {
                 events,
                 inbox: entry.inbox,

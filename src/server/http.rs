@@ -206,11 +206,12 @@ async fn models(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
 }
 
 async fn metrics(State(state): State<Arc<AppState>>) -> Response {
-    let body = crate::metrics::METRICS.render(
+    let mut body = crate::metrics::METRICS.render(
         state.engines.active_calls(),
         state.model.active_sessions(),
         state.websockets.load(std::sync::atomic::Ordering::Acquire),
     );
+    crate::metrics::render_memory(&mut body, state.memory.limit(), state.memory.used());
     (
         [(
             header::CONTENT_TYPE,

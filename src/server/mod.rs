@@ -92,6 +92,8 @@ pub struct AppState {
     /// WebSocket connections carrying a session or a sideband now (the drain lets their
     /// close frames leave).
     pub websockets: Arc<AtomicUsize>,
+    /// The server-wide memory account (`--memory-budget-mib`).
+    pub memory: Arc<crate::memory::MemoryAccount>,
 }
 
 /// The speech-understanding models beside the duplex model.
@@ -129,6 +131,26 @@ pub struct CallEntry {
 }
 
 impl AppState {
+    /// A new connection's budget for client events waiting for its session: its own cap
+    /// (`--max-inbound-mib`) and a meter on the memory budget (reserved when there is room).
+    pub fn inbound_budget(&self) -> crate::session::InboundBudget {
+        let meter = crate::memory::Meter::open_or_unreserved(
+            &self.memory,
+            crate::memory::CONNECTION_RESERVE,
+        );
+        crate::session::InboundBudget::new(self.max_inbound_bytes, meter)
+    }
+
+    /// The event queue of a connection that joins a running session (a resume, a sideband):
+    /// `--max-outbound-mib`, charged to a meter of its own.
+    pub fn event_queue(&self) -> (crate::session::EventSender, crate::session::EventReceiver) {
+        let meter = crate::memory::Meter::open_or_unreserved(
+            &self.memory,
+            crate::memory::CONNECTION_RESERVE,
+        );
+        crate::session::metered_queue(self.limits.max_outbound_bytes, Some(meter))
+    }
+
     /// State for `args` around a running model loop and media engines.
     pub fn new(
         args: &ServeArgs,
@@ -136,6 +158,7 @@ impl AppState {
         engines: EnginePool,
         speech: Speech,
     ) -> Arc<Self> {
+        let memory = crate::memory::MemoryAccount::new(budget_bytes(args));
         let limits = Limits {
             max_session: Duration::from_secs(args.max_session_secs.max(1)),
             max_outbound_bytes: args.max_outbound_mib.max(1) << 20,
@@ -164,6 +187,7 @@ impl AppState {
             demo_mint_secrets: args.demo_mint_secrets,
             speech,
             websockets: Arc::default(),
+            memory: memory.clone(),
             engines,
             calls: CallRegistry::default(),
             next_call_key: AtomicU64::new(1),
@@ -176,11 +200,14 @@ impl AppState {
             max_inbound_bytes: args.max_inbound_mib.max(16) << 20,
             origins: args.cors_origins.clone(),
             directory: Arc::new(LocalDirectory::default()),
-            secrets: Arc::new(LocalSecrets::with_caps(secrets::SecretCaps {
-                secrets: args.max_client_secrets,
-                demo: args.max_demo_secrets,
-                demo_per_ip: args.max_demo_secrets_per_ip,
-            })),
+            secrets: Arc::new(
+                LocalSecrets::with_caps(secrets::SecretCaps {
+                    secrets: args.max_client_secrets,
+                    demo: args.max_demo_secrets,
+                    demo_per_ip: args.max_demo_secrets_per_ip,
+                })
+                .with_memory(memory.clone()),
+            ),
         })
     }
 
@@ -386,8 +413,26 @@ pub async fn run(
     Ok(())
 }
 
-/// Logs the worst-case memory of the configured caps, and warns when it exceeds the machine.
+/// `--memory-budget-mib` in bytes (its default: [`crate::memory::default_budget`]).
+fn budget_bytes(args: &ServeArgs) -> u64 {
+    args.memory_budget_mib
+        .map_or_else(crate::memory::default_budget, |m| m.max(1) << 20)
+}
+
+/// Logs the enforced budget and the worst case of the configured caps, and warns when the
+/// worst case exceeds the machine.
 fn log_memory_budget(args: &ServeArgs) {
+    let limit = budget_bytes(args);
+    tracing::info!(
+        budget_mib = limit >> 20,
+        "memory budget enforced: {} MiB (--memory-budget-mib{})",
+        limit >> 20,
+        if args.memory_budget_mib.is_some() {
+            ""
+        } else {
+            " default: 3/4 of this machine's memory"
+        }
+    );
     let budget = crate::memory::Budget::of(args);
     match crate::memory::Budget::machine() {
         Some(machine) if budget.total > machine => tracing::warn!(

@@ -10,9 +10,10 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::mpsc;
 
 use super::AppState;
+use crate::memory::{Exhausted, MemoryAccount, Meter, MODEL_QUEUE, SESSION_RESERVE};
 use crate::session::{
-    queue, AttachmentId, EventReceiver, Feeds, Inbound, ModelPort, Needs, Provider, Provision,
-    Session, SessionParams, SessionStatus, Slot, Transport,
+    metered_queue, AttachmentId, EventReceiver, Feeds, Inbound, ModelPort, Needs, Provider,
+    Provision, Session, SessionMemory, SessionParams, SessionStatus, Slot, Transport,
 };
 
 /// A session ready to run, and the queue its transport reads.
@@ -43,8 +44,10 @@ pub async fn open_session(
     start: Option<crate::protocol::SessionPatch>,
     credential: &str,
     transcription_session: bool,
-) -> Result<Opened, duet_models::ModelError> {
-    let (out, events) = queue(state.limits.max_outbound_bytes);
+) -> Result<Opened, OpenError> {
+    let memory = session_memory(&state.memory)?;
+    let meter = memory.meter.clone();
+    let (out, events) = metered_queue(state.limits.max_outbound_bytes, Some(meter.clone()));
     let info = state.model.info();
     let unix_secs = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -65,6 +68,7 @@ pub async fn open_session(
         can_transcribe: state.speech.transcriber.is_some(),
         vad_model: state.speech.vad.clone(),
         transcription_session,
+        memory: Some(memory),
     };
     let mut session = Session::new(params, Instant::now(), unix_secs);
     if let Some(patch) = start {
@@ -77,6 +81,7 @@ pub async fn open_session(
         model: state.model.clone(),
         transcriber: state.speech.transcriber.clone(),
         wait: state.admission_wait,
+        meter,
     });
     let status = Arc::new(SessionStatus::default());
     let mut feeds = Feeds {
@@ -86,7 +91,7 @@ pub async fn open_session(
     let got = provider.provide(session.needs()).await;
     let ports = feeds.take(got, &status);
     if let Some(Err(e)) = ports.model {
-        return Err(e);
+        return Err(OpenError::Model(e));
     }
     session.provide(ports, Instant::now());
     Ok(Opened {
@@ -99,11 +104,47 @@ pub async fn open_session(
     })
 }
 
+/// Why a session could not open.
+#[derive(Debug)]
+pub enum OpenError {
+    /// No model slot (or the model failed).
+    Model(duet_models::ModelError),
+    /// The memory budget has no room for another session.
+    Memory(Exhausted),
+}
+
+impl OpenError {
+    /// The error's stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            OpenError::Model(e) => e.code(),
+            OpenError::Memory(_) => crate::protocol::codes::SERVER_MEMORY_EXHAUSTED,
+        }
+    }
+}
+
+impl std::fmt::Display for OpenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OpenError::Model(e) => e.fmt(f),
+            OpenError::Memory(e) => e.fmt(f),
+        }
+    }
+}
+
+/// A new session's memory: its model input queue's fixed charge and its meter's reserve.
+fn session_memory(account: &Arc<MemoryAccount>) -> Result<SessionMemory, OpenError> {
+    let fixed = account.charge(MODEL_QUEUE).map_err(OpenError::Memory)?;
+    let meter = Meter::open(account, SESSION_RESERVE).map_err(OpenError::Memory)?;
+    Ok(SessionMemory { meter, fixed })
+}
+
 /// The server's model loop and transcription loop, as sessions get slots and streams.
 struct ServerProvider {
     model: crate::model_loop::ModelLoop,
     transcriber: Option<crate::transcribe_loop::TranscribeLoop>,
     wait: std::time::Duration,
+    meter: Arc<Meter>,
 }
 
 impl Provider for ServerProvider {
@@ -114,9 +155,14 @@ impl Provider for ServerProvider {
                 false => None,
             };
             let stream = match (&self.transcriber, needs.transcriber) {
-                (Some(t), true) => Some(t.open().await.map(|(port, rx)| {
-                    (Box::new(port) as Box<dyn crate::session::TranscriberPort>, rx)
-                })),
+                (Some(t), true) => {
+                    Some(t.open(Some(self.meter.clone())).await.map(|(port, rx)| {
+                        (
+                            Box::new(port) as Box<dyn crate::session::TranscriberPort>,
+                            rx,
+                        )
+                    }))
+                }
                 _ => None,
             };
             Provision { slot, stream }

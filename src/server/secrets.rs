@@ -53,6 +53,8 @@ pub enum StoreFull {
     Demo,
     /// `--max-demo-secrets-per-ip` live demo secrets for this address.
     DemoPerIp,
+    /// The server's memory budget has no room for it.
+    Memory(crate::memory::Exhausted),
 }
 
 /// Where secrets are kept (by digest).
@@ -77,9 +79,22 @@ pub struct SecretCaps {
 /// The secrets of one process, in two pools so that anonymous demo mints never take the
 /// server key's places (expired ones are dropped as new ones come).
 pub struct LocalSecrets {
-    api: Mutex<HashMap<[u8; 32], SecretRecord>>,
-    demo: Mutex<HashMap<[u8; 32], SecretRecord>>,
+    api: Mutex<HashMap<[u8; 32], Kept>>,
+    demo: Mutex<HashMap<[u8; 32], Kept>>,
     caps: SecretCaps,
+    /// The memory budget every kept record is charged to (none: unmetered).
+    memory: Option<Arc<crate::memory::MemoryAccount>>,
+}
+
+/// A kept record, and its bytes on the memory budget.
+struct Kept {
+    record: SecretRecord,
+    _charge: Option<crate::memory::Charge>,
+}
+
+/// What a record is charged: the largest one (its session object at the most a mint takes).
+fn record_bytes(_: &SecretRecord) -> u64 {
+    crate::memory::SECRET
 }
 
 impl LocalSecrets {
@@ -98,17 +113,25 @@ impl LocalSecrets {
             api: Mutex::new(HashMap::new()),
             demo: Mutex::new(HashMap::new()),
             caps,
+            memory: None,
         }
+    }
+
+    /// Charges every kept record to `memory`.
+    pub fn with_memory(mut self, memory: Arc<crate::memory::MemoryAccount>) -> Self {
+        self.memory = Some(memory);
+        self
     }
 }
 
 /// Keeps `record` in `m` unless `max` live ones are there already (or, for a demo secret,
 /// `per_ip` from its address).
 fn insert_capped(
-    m: &mut HashMap<[u8; 32], SecretRecord>,
+    m: &mut HashMap<[u8; 32], Kept>,
     record: SecretRecord,
     now: u64,
     (max, per_ip): (usize, usize),
+    memory: Option<&Arc<crate::memory::MemoryAccount>>,
 ) -> Result<(), StoreFull> {
     let full = if record.demo.is_some() {
         StoreFull::Demo
@@ -116,17 +139,35 @@ fn insert_capped(
         StoreFull::Secrets
     };
     if m.len() >= max || record.demo.is_some() {
-        m.retain(|_, r| r.expires_at > now);
+        m.retain(|_, k| k.record.expires_at > now);
     }
     if m.len() >= max {
         return Err(full);
     }
     if let Some(ip) = record.demo {
-        if m.values().filter(|r| r.demo == Some(ip)).count() >= per_ip {
+        if m.values().filter(|k| k.record.demo == Some(ip)).count() >= per_ip {
             return Err(StoreFull::DemoPerIp);
         }
     }
-    m.insert(record.digest, record);
+    let charge = match memory {
+        Some(account) => {
+            // Expired records give their memory back before a mint is refused for it.
+            m.retain(|_, k| k.record.expires_at > now);
+            Some(
+                account
+                    .charge(record_bytes(&record))
+                    .map_err(StoreFull::Memory)?,
+            )
+        }
+        None => None,
+    };
+    m.insert(
+        record.digest,
+        Kept {
+            record,
+            _charge: charge,
+        },
+    );
     Ok(())
 }
 
@@ -139,12 +180,12 @@ impl SecretStore for LocalSecrets {
         let Ok(mut m) = pool.lock() else {
             return Err(StoreFull::Secrets);
         };
-        insert_capped(&mut m, record, now, (max, per_ip))
+        insert_capped(&mut m, record, now, (max, per_ip), self.memory.as_ref())
     }
 
     fn get(&self, digest: &[u8; 32], now: u64) -> Option<SecretRecord> {
-        let found = self.api.lock().ok()?.get(digest).cloned();
-        let found = found.or_else(|| self.demo.lock().ok()?.get(digest).cloned());
+        let found = self.api.lock().ok()?.get(digest).map(|k| k.record.clone());
+        let found = found.or_else(|| self.demo.lock().ok()?.get(digest).map(|k| k.record.clone()));
         found.filter(|r| {
             let same: bool = r.digest.ct_eq(digest).into();
             same && r.expires_at > now
@@ -348,6 +389,7 @@ fn store_full(full: StoreFull) -> ApiError {
             "this address holds the most live demo secrets one may (--max-demo-secrets-per-ip); retry when one expires",
         )
         .retry(super::error::RETRY_AFTER_SECS),
+        StoreFull::Memory(e) => ApiError::unavailable(crate::protocol::codes::SERVER_MEMORY_EXHAUSTED, e.to_string()),
     }
 }
 

@@ -17,7 +17,7 @@ use axum::Extension;
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use serde::Deserialize;
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::mpsc;
 
 use super::admission::{Kind, SidebandSlot};
 use super::error::ApiError;
@@ -27,7 +27,8 @@ use super::usage::Opened;
 use super::{AppState, WsLimits};
 use crate::protocol::{self, codes, ErrorPayload, ServerEvent, ServerEventBody, MAX_EVENT_BYTES};
 use crate::session::{
-    queue, Abort, AttachmentId, Delivery, EventReceiver, Inbound, Rendered, SessionInput, Transport,
+    event_id_of, Abort, AttachmentId, Delivery, EventReceiver, Inbound, InboundBudget,
+    InboundRefused, Rendered, SessionInput, Transport,
 };
 
 /// Largest WebSocket message read; events over [`MAX_EVENT_BYTES`] but under this get an
@@ -236,7 +237,7 @@ async fn run(state: Arc<AppState>, socket: WebSocket, cred: Credential, transcri
     tracing::info!(parent: &span, "session opened");
     let (events, mut actor) = spawn_session(&state, opened, (in_tx.clone(), in_rx), None, ());
     let mut writer = tokio::spawn(write_loop(sink, events, state.ws));
-    let budget = Arc::new(Semaphore::new(state.max_inbound_bytes));
+    let budget = state.inbound_budget();
     let (mut writer_done, mut actor_done) = (false, false);
     tokio::select! {
         _ = read_loop(&mut stream, in_tx, budget, state.ws, Reader::GA) => {}
@@ -344,7 +345,7 @@ async fn resume_socket(state: Arc<AppState>, socket: WebSocket, cred: Credential
         return refuse(&mut sink, expired(), 1008, codes::SESSION_RESUME_EXPIRED).await;
     };
     let attachment = AttachmentId::fresh();
-    let (out, events) = queue(state.limits.max_outbound_bytes);
+    let (out, events) = state.event_queue();
     let resume = Inbound {
         input: SessionInput::Resume {
             request,
@@ -374,7 +375,7 @@ async fn attach(
 ) {
     let _counted = Counted::new(state);
     let mut writer = tokio::spawn(write_loop(sink, events, state.ws));
-    let budget = Arc::new(Semaphore::new(state.max_inbound_bytes));
+    let budget = state.inbound_budget();
     let reader = Reader {
         from: attachment,
         duplex: true,
@@ -407,11 +408,11 @@ async fn sideband(
 ) {
     let _counted = Counted::new(&state);
     let (mut sink, mut stream) = socket.split();
-    let (tx, mut events) = queue(state.limits.max_outbound_bytes);
+    let (tx, mut events) = state.event_queue();
     if session.send(SessionInput::Attach(tx).into()).await.is_err() {
         return;
     }
-    let budget = Arc::new(Semaphore::new(state.max_inbound_bytes));
+    let budget = state.inbound_budget();
     let call_ended = async {
         // Errs once the call's guard (the only sender) is dropped.
         while ended.changed().await.is_ok() {}
@@ -467,11 +468,10 @@ impl Reader {
 async fn read_loop(
     stream: &mut SplitStream<WebSocket>,
     inbox: mpsc::Sender<Inbound>,
-    budget: Arc<Semaphore>,
+    budget: InboundBudget,
     limits: WsLimits,
     reader: Reader,
 ) {
-    let max = budget.available_permits();
     loop {
         let msg = match tokio::time::timeout(limits.idle, stream.next()).await {
             Err(_) => {
@@ -509,9 +509,22 @@ async fn read_loop(
             }
         };
         // The event's bytes count until the session handled it.
-        let permits = u32::try_from(text.len().clamp(1, max)).unwrap_or(u32::MAX);
-        let Ok(hold) = budget.clone().acquire_many_owned(permits).await else {
-            return;
+        let hold = match budget.acquire(text.len()).await {
+            Ok(hold) => hold,
+            Err(InboundRefused::Busy) => return,
+            Err(InboundRefused::Memory(e)) => {
+                // Answered and dropped; the connection goes on.
+                let error = SessionInput::Invalid(e.error().with_event_id(event_id_of(&text)));
+                let refused = Inbound {
+                    input: error,
+                    hold: None,
+                    from: reader.from,
+                };
+                if inbox.send(refused).await.is_err() {
+                    return;
+                }
+                continue;
+            }
         };
         let decoded = if reader.duplex {
             protocol::decode_duplex(text.as_str())

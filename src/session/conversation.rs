@@ -50,9 +50,13 @@ impl StoredItem {
     }
 
     /// Bytes its audio samples take.
-    #[cfg(test)]
     pub fn audio_bytes(&self) -> usize {
         self.audio.as_deref().map_or(0, std::mem::size_of_val)
+    }
+
+    /// Bytes its cached retrieve encoding takes.
+    fn encoded_bytes(&self) -> usize {
+        self.encoded.as_ref().map_or(0, |(_, b64)| b64.len())
     }
 }
 
@@ -302,6 +306,14 @@ impl Conversation {
     #[cfg(test)]
     pub fn audio_bytes(&self) -> usize {
         self.items.iter().map(StoredItem::audio_bytes).sum()
+    }
+
+    /// Bytes the stored audio and the cached retrieve encoding take.
+    pub fn held_bytes(&self) -> usize {
+        self.items
+            .iter()
+            .map(|s| s.audio_bytes() + s.encoded_bytes())
+            .sum()
     }
 }
 

@@ -122,6 +122,8 @@ pub struct InputState {
     /// Live input passed the buffer limit and its oldest audio is being dropped (reported
     /// once per episode; reset when the buffer is under the limit again).
     overflowing: bool,
+    /// Live media was refused by the memory budget (reported once until it is taken again).
+    memory_refused: bool,
 }
 
 fn vad_config(td: &TurnDetection) -> VadConfig {
@@ -152,6 +154,7 @@ impl InputState {
             speech_item: None,
             to_model: FrameAccumulator::new(model_frame),
             overflowing: false,
+            memory_refused: false,
         };
         s.reconfigure(cfg);
         s
@@ -205,6 +208,11 @@ impl InputState {
         }
     }
 
+    /// Bytes the buffer has memory for.
+    pub(super) fn allocated_bytes(&self) -> usize {
+        self.buffer.allocated() * std::mem::size_of::<i16>()
+    }
+
     /// Bytes the uncommitted samples take.
     #[cfg(test)]
     pub(super) fn buffered_bytes(&self) -> usize {
@@ -242,6 +250,10 @@ fn ms(samples: u64) -> u64 {
 impl Session {
     /// `input_audio_buffer.append`.
     pub(super) fn append_base64(&mut self, audio: &str) -> Result<(), ErrorPayload> {
+        // Decoding holds the bytes and their f32 samples for a moment: charged first (and
+        // given back when the meter settles after this event).
+        let (decoded, samples) = self.decoded_size(audio);
+        self.reserve(decoded + samples * 4)?;
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(audio)
             .map_err(|e| {
@@ -292,6 +304,14 @@ impl Session {
         } else {
             self.input.overflowing = false;
         }
+        // The buffer's growth (none once it is full and drops its oldest) is charged first.
+        let grow = (pcm.len() as u64).min(max.saturating_sub(self.input.buffer.len() as u64));
+        if let Err(e) = self.reserve(grow * 2) {
+            // Live media is dropped while the budget is spent, reported once per episode.
+            let first = !std::mem::replace(&mut self.input.memory_refused, true);
+            return if from_client || first { Err(e) } else { Ok(()) };
+        }
+        self.input.memory_refused = false;
         // Taken (a refused append returned above).
         self.count(super::UsageEvent::AudioIn(pcm.len() as u64));
         let mut events = Vec::new();
@@ -532,6 +552,15 @@ impl Session {
     /// Decodes a standalone clip in the session's input format.
     pub(super) fn decode_clip(&self, b64: &str) -> Result<Vec<f32>, ErrorPayload> {
         Decoder::decode_clip(self.cfg.audio.input.format, &clip_bytes(b64)?)
+    }
+
+    /// About what base64 `audio` in the input format decodes to: bytes, and 24 kHz samples.
+    pub(super) fn decoded_size(&self, audio: &str) -> (u64, u64) {
+        let format = self.cfg.audio.input.format;
+        let bytes = audio.len() as u64 / 4 * 3;
+        let samples =
+            bytes / u64::from(format.bytes_per_sample()) * 24_000 / u64::from(format.sample_rate());
+        (bytes, samples)
     }
 
     /// Decodes a standalone clip in the session's input format into stored PCM16.

@@ -60,7 +60,7 @@ impl Session {
 
     /// Validates a created item's content and decodes the audio of a user `input_audio` part
     /// (which then leaves the rendered item).
-    fn item_audio(&self, item: &mut Item) -> Result<Option<Arc<[i16]>>, ErrorPayload> {
+    fn item_audio(&mut self, item: &mut Item) -> Result<Option<Arc<[i16]>>, ErrorPayload> {
         let Item::Message { role, content, .. } = item else {
             return Ok(None);
         };
@@ -83,7 +83,10 @@ impl Session {
                             )
                             .with_param("item.content"));
                         }
-                        self.check_item_audio(&b64)?;
+                        let samples = self.check_item_audio(&b64)?;
+                        // The stored PCM16, and the decoded bytes for a moment.
+                        let (decoded, _) = self.decoded_size(&b64);
+                        self.reserve(samples * 2 + decoded)?;
                         audio = Some(Arc::from(
                             self.decode_clip_pcm16(&b64)
                                 .map_err(|e| e.with_param("item.content.audio"))?,
@@ -106,7 +109,8 @@ impl Session {
 
     /// Refuses, before decoding, base64 audio longer than one item may hold (or than the
     /// whole conversation stores: the new item is never evicted to make room for itself).
-    fn check_item_audio(&self, b64: &str) -> Result<(), ErrorPayload> {
+    /// Returns its length in 24 kHz samples (about).
+    fn check_item_audio(&self, b64: &str) -> Result<u64, ErrorPayload> {
         let format = self.cfg.audio.input.format;
         let bytes = b64.len() as u64 / 4 * 3;
         let samples = bytes / u64::from(format.bytes_per_sample()) * u64::from(RATE)
@@ -116,7 +120,7 @@ impl Session {
             .max_item_samples
             .min(self.conv.max_audio_samples());
         if samples <= max {
-            return Ok(());
+            return Ok(samples);
         }
         Err(ErrorPayload::invalid(
             codes::ITEM_AUDIO_TOO_LONG,
@@ -136,6 +140,9 @@ impl Session {
     pub(super) fn item_retrieve(&mut self, item_id: &str) -> Result<(), ErrorPayload> {
         let stored = self.conv.get(item_id).ok_or_else(|| not_found(item_id))?;
         let mut item = stored.item.clone();
+        // The encoding the cache may keep (settled away again when it was cached already).
+        let samples = stored.audio.as_ref().map_or(0, |a| a.len() as u64);
+        self.reserve(samples * 8 / 3)?;
         let format = match &item {
             Item::Message {
                 role: Role::Assistant,

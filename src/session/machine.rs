@@ -76,6 +76,10 @@ pub struct Session {
     pub(super) usage: Option<Arc<dyn super::UsageSink>>,
     /// Input transcription.
     pub(super) transcripts: super::transcripts::Transcripts,
+    /// Its share of the memory budget.
+    pub(super) memory: Option<super::SessionMemory>,
+    /// Bytes of its own buffers charged to the meter (see `memory`).
+    pub(super) metered: u64,
 }
 
 impl Session {
@@ -126,6 +130,8 @@ impl Session {
             headroom: p.headroom,
             usage: p.usage,
             transcripts: super::transcripts::Transcripts::new(p.transcriber),
+            memory: p.memory,
+            metered: 0,
         }
     }
 

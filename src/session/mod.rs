@@ -19,6 +19,7 @@ mod items;
 mod journal;
 pub mod ledger;
 mod machine;
+mod memory;
 pub mod outbound;
 mod pcm;
 mod playback;
@@ -35,13 +36,18 @@ mod transcripts;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
+
+use crate::memory::{Exhausted, Meter, MeterCharge};
 
 use crate::protocol::{Envelope, ErrorPayload};
 
 pub use durable::SessionState;
 pub use machine::Session;
-pub use outbound::{queue, Abort, Delivery, EventReceiver, EventSender, Held, Received, Rendered};
+pub use memory::SessionMemory;
+pub use outbound::{
+    metered_queue, queue, Abort, Delivery, EventReceiver, EventSender, Held, Received, Rendered,
+};
 pub use pcm::{Pcm, PcmPool};
 pub use port::{
     Epoch, MediaSink, ModelEvent, ModelPort, PlaybackTag, TranscriberPort, TranscriptEvent,
@@ -49,7 +55,7 @@ pub use port::{
 };
 pub use provision::{Needs, Ports, Provider, Provision, Slot, Stream};
 pub use signals::{MediaReport, MediaSignals};
-pub use subscribers::{busy_error, too_large_error};
+pub use subscribers::{busy_error, event_id_of, memory_error, too_large_error};
 
 /// Which transport carries the session.
 pub enum Transport {
@@ -174,13 +180,112 @@ impl AttachmentId {
     }
 }
 
+/// The bytes of client events one connection may have waiting for its session: a byte cap
+/// of its own, and the connection's meter on the server's memory budget.
+///
+/// A connection's reader keeps the memory of the largest message it read (its buffer grows
+/// to fit one and stays), so that much is charged for the connection's life as well.
+#[derive(Clone, Debug)]
+pub struct InboundBudget {
+    permits: Arc<Semaphore>,
+    max: usize,
+    meter: Arc<Meter>,
+    /// The largest message read so far (what the reader keeps), in bytes.
+    kept: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// Why a client event could not be taken.
+#[derive(Debug)]
+pub enum InboundRefused {
+    /// The connection's own cap is full (or closed).
+    Busy,
+    /// The server's memory budget has no room for it.
+    Memory(Exhausted),
+}
+
+/// A client event's bytes, held until the session handled it.
+#[derive(Debug)]
+pub struct Hold {
+    _permit: OwnedSemaphorePermit,
+    _charge: MeterCharge,
+}
+
+impl InboundBudget {
+    /// `max` bytes for one connection, charged to `meter`.
+    pub fn new(max: usize, meter: Arc<Meter>) -> Self {
+        Self {
+            permits: Arc::new(Semaphore::new(max)),
+            max,
+            meter,
+            kept: Arc::default(),
+        }
+    }
+
+    /// The connection's cap in bytes.
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    fn permits(&self, bytes: usize) -> u32 {
+        u32::try_from(bytes.clamp(1, self.max)).unwrap_or(u32::MAX)
+    }
+
+    /// Takes `bytes`, waiting while the connection's cap is full.
+    pub async fn acquire(&self, bytes: usize) -> Result<Hold, InboundRefused> {
+        let permit = self
+            .permits
+            .clone()
+            .acquire_many_owned(self.permits(bytes))
+            .await
+            .map_err(|_| InboundRefused::Busy)?;
+        let charge = self.charge(bytes)?;
+        Ok(Hold {
+            _permit: permit,
+            _charge: charge,
+        })
+    }
+
+    /// An event's text and, once decoded, its fields: twice its bytes on the meter while it
+    /// waits; and the growth of what the reader keeps, for good.
+    fn charge(&self, bytes: usize) -> Result<MeterCharge, InboundRefused> {
+        use std::sync::atomic::Ordering;
+        let bytes = bytes as u64;
+        let charge = self
+            .meter
+            .charge(2 * bytes)
+            .map_err(InboundRefused::Memory)?;
+        let kept = self.kept.load(Ordering::Acquire);
+        if bytes > kept {
+            self.meter
+                .add(bytes - kept)
+                .map_err(InboundRefused::Memory)?;
+            self.kept.fetch_max(bytes, Ordering::AcqRel);
+        }
+        Ok(charge)
+    }
+
+    /// Takes `bytes` now, or says why not.
+    pub fn try_acquire(&self, bytes: usize) -> Result<Hold, InboundRefused> {
+        let permit = self
+            .permits
+            .clone()
+            .try_acquire_many_owned(self.permits(bytes))
+            .map_err(|_| InboundRefused::Busy)?;
+        let charge = self.charge(bytes)?;
+        Ok(Hold {
+            _permit: permit,
+            _charge: charge,
+        })
+    }
+}
+
 /// A client message and the inbound bytes it holds (released once the session handled it).
 #[derive(Debug)]
 pub struct Inbound {
     /// The message.
     pub input: SessionInput,
     /// Its share of the connection's inbound byte budget.
-    pub hold: Option<OwnedSemaphorePermit>,
+    pub hold: Option<Hold>,
     /// The connection it came from.
     pub from: AttachmentId,
 }
@@ -272,6 +377,8 @@ pub struct SessionParams {
     pub vad_model: Option<duet_models::silero::SileroVad>,
     /// Opens as a transcription session (`?intent=transcription`).
     pub transcription_session: bool,
+    /// Its share of the server's memory budget (none: unmetered).
+    pub memory: Option<SessionMemory>,
 }
 
 /// Reads the server's admission headroom: (limit, remaining).
@@ -375,6 +482,7 @@ pub async fn run(
     }
     let mut report = MediaReport::default();
     while !session.is_closed() {
+        session.settle_memory();
         if let Some(needs) = session.waiting_for() {
             let got = provider.provide(needs).await;
             let ports = feeds.take(got, &status);

@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
 
+use crate::memory::{Exhausted, Meter};
 use crate::protocol::ServerEvent;
 
 /// Events a queue may hold, however small (the byte budget is the real bound).
@@ -93,7 +94,7 @@ pub struct Held {
 
 impl Drop for Held {
     fn drop(&mut self) {
-        self.shared.bytes.fetch_sub(self.bytes, Ordering::AcqRel);
+        self.shared.uncount(self.bytes);
     }
 }
 
@@ -119,6 +120,8 @@ struct Shared {
     bytes: AtomicUsize,
     budget: usize,
     notify: Notify,
+    /// The session's share of the memory budget, charged with the queued bytes.
+    meter: Option<Arc<Meter>>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -141,7 +144,15 @@ impl Shared {
                 Item::Close { .. } => 0,
             })
             .sum();
+        self.uncount(bytes);
+    }
+
+    /// `bytes` left the queue.
+    fn uncount(&self, bytes: usize) {
         self.bytes.fetch_sub(bytes, Ordering::AcqRel);
+        if let Some(m) = &self.meter {
+            m.sub(bytes as u64);
+        }
     }
 }
 
@@ -152,15 +163,24 @@ pub enum QueueError {
     Full,
     /// The subscriber is gone.
     Gone,
+    /// The server's memory budget has no room for the event.
+    Memory(Exhausted),
 }
 
 /// A new queue bounded to `budget` bytes.
 pub fn queue(budget: usize) -> (EventSender, EventReceiver) {
+    metered_queue(budget, None)
+}
+
+/// A new queue bounded to `budget` bytes, its queued bytes charged to `meter` (an event that
+/// does not fit the memory budget is refused with [`QueueError::Memory`]).
+pub fn metered_queue(budget: usize, meter: Option<Arc<Meter>>) -> (EventSender, EventReceiver) {
     let shared = Arc::new(Shared {
         state: Mutex::new(State::default()),
         bytes: AtomicUsize::new(0),
         budget,
         notify: Notify::new(),
+        meter,
     });
     (
         EventSender {
@@ -199,6 +219,9 @@ impl EventSender {
         let bytes = self.shared.bytes.load(Ordering::Acquire);
         if bytes + len > self.shared.budget || state.items.len() >= MAX_QUEUED_EVENTS {
             return Err(QueueError::Full);
+        }
+        if let Some(m) = &self.shared.meter {
+            m.add(len as u64).map_err(QueueError::Memory)?;
         }
         self.shared.bytes.fetch_add(len, Ordering::AcqRel);
         state.items.push_back(Item::Event(event));

@@ -123,7 +123,9 @@ impl Session {
         };
         match ports.transcriber {
             Some(Ok(port)) => self.transcripts.set_port(port),
-            Some(Err(e)) => tracing::warn!(session = %self.cfg.id, "no transcription stream for this session: {e}"),
+            Some(Err(e)) => {
+                tracing::warn!(session = %self.cfg.id, "no transcription stream for this session: {e}")
+            }
             None => {}
         }
         let Some(pending) = self.pending.take() else {

@@ -265,6 +265,13 @@ impl Session {
             .limits
             .max_item_samples
             .min(self.limits.max_conversation_samples);
+        // The answer's kept audio grows with it (at most one item's worth).
+        if let Err(e) = self.reserve(out.audio.len() as u64 * 2) {
+            self.fence_model();
+            self.fail_response(codes::SERVER_MEMORY_EXHAUSTED, &e.message);
+            self.error(e);
+            return false;
+        }
         let sink = self.transport.sink();
         let Some(a) = self.active.as_mut() else {
             return false;

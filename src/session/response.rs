@@ -256,6 +256,11 @@ impl ActiveResponse {
         self.ledger.sent(n);
     }
 
+    /// Bytes the kept answer audio has memory for.
+    pub(super) fn audio_bytes(&self) -> usize {
+        self.audio.capacity() * std::mem::size_of::<i16>()
+    }
+
     /// Marks the response failed with a server error `code`.
     pub(super) fn fail(&mut self, code: &str) {
         self.response.status_details = Some(StatusDetails {

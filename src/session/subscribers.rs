@@ -40,6 +40,11 @@ impl Subscribers {
         self.closing
     }
 
+    /// Bytes the journal holds (opted-in sessions).
+    pub(super) fn journal_bytes(&self) -> usize {
+        self.journal.as_ref().map_or(0, Journal::bytes)
+    }
+
     /// The journal (opted-in sessions).
     pub(super) fn journal(&mut self) -> Option<&mut Journal> {
         self.journal.as_mut()
@@ -87,6 +92,11 @@ impl Subscribers {
                     self.lose();
                 }
                 Err(QueueError::Gone) => self.lose(),
+                Err(QueueError::Memory(e)) => {
+                    tracing::warn!("no memory budget left for the transport's events; closing it");
+                    tx.abort(memory_abort(e, event.cause.clone()));
+                    self.lose();
+                }
             }
         }
         self.sidebands.retain(|out| match out.send(event.clone()) {
@@ -98,6 +108,10 @@ impl Subscribers {
                 false
             }
             Err(QueueError::Gone) => false,
+            Err(QueueError::Memory(e)) => {
+                out.abort(memory_abort(e, event.cause.clone()));
+                false
+            }
         });
     }
 
@@ -177,20 +191,49 @@ pub fn too_large_error(event: &Rendered, limit: usize, what: &str) -> ServerEven
 /// The `error` for a client event the session could not take (its inbox or inbound byte
 /// budget is full), naming the event's `event_id`; the transport sends it itself.
 pub fn busy_error(text: &str) -> Rendered {
+    refusal(
+        text,
+        ErrorPayload::invalid(
+            codes::SESSION_OVERLOADED,
+            "the session is not keeping up with this client's events; this one was dropped: send fewer, or wait for answers",
+        ),
+    )
+}
+
+/// The `error` that answers client event `text` when the server's memory budget has no room
+/// for it (`server_memory_exhausted`, with its `event_id`).
+pub fn memory_error(text: &str, e: crate::memory::Exhausted) -> Rendered {
+    refusal(text, e.error())
+}
+
+/// `error` answering the client event `text` (its `event_id` named), counted in metrics.
+fn refusal(text: &str, error: ErrorPayload) -> Rendered {
+    if let Some(code) = &error.code {
+        crate::metrics::METRICS.error(code);
+    }
+    let error = error.with_event_id(event_id_of(text));
+    Rendered::new(&ServerEvent::new(ServerEventBody::Error { error }), None)
+}
+
+/// The `event_id` of the client event `text`, when it has one.
+pub fn event_id_of(text: &str) -> Option<String> {
     #[derive(serde::Deserialize)]
     struct Id {
         event_id: Option<String>,
     }
-    let event_id = serde_json::from_str::<Id>(text)
+    serde_json::from_str::<Id>(text)
         .ok()
-        .and_then(|id| id.event_id);
-    crate::metrics::METRICS.error(codes::SESSION_OVERLOADED);
-    let error = ErrorPayload::invalid(
-        codes::SESSION_OVERLOADED,
-        "the session is not keeping up with this client's events; this one was dropped: send fewer, or wait for answers",
-    )
-    .with_event_id(event_id);
-    Rendered::new(&ServerEvent::new(ServerEventBody::Error { error }), None)
+        .and_then(|id| id.event_id)
+}
+
+/// Closes a transport whose events the memory budget has no room for.
+fn memory_abort(e: crate::memory::Exhausted, cause: Option<Arc<str>>) -> Abort {
+    let error = ServerEvent::new(ServerEventBody::Error { error: e.error() });
+    Abort {
+        code: 1013,
+        reason: "server memory exhausted".into(),
+        error: Some(Rendered::new(&error, cause)),
+    }
 }
 
 /// The abort that closes a subscriber whose queue is full.

@@ -369,6 +369,7 @@ fn harness(setup: Setup) -> Harness {
         can_transcribe: false,
         vad_model: None,
         transcription_session: setup.transcription_session,
+        memory: None,
     };
     let mut session = Session::new(params, now, 1_700_000_000);
     session
