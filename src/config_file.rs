@@ -185,6 +185,11 @@ pub fn problems(args: &ServeArgs) -> Vec<String> {
     if args.model_slots == Some(0) {
         p.push("model_slots: 0 is below the minimum of 1".into());
     }
+    if let Some(m) = args.memory_budget_mib.filter(|&m| m < 32) {
+        p.push(format!(
+            "memory_budget_mib: {m} is below the minimum of 32 (one call with its session reserves about 16 MiB)"
+        ));
+    }
     if args.ws_idle_secs <= args.ws_ping_secs {
         p.push(format!(
             "ws_idle_secs: {} must be longer than ws_ping_secs ({}), or idle clients that answer pings are dropped",

@@ -64,6 +64,7 @@ fn example_value(arg: &clap::Arg) -> String {
         ("vad_model_dir", None) => "\"/srv/models/silero-vad\"".into(),
         ("transcription_model_dir", None) => "\"/srv/models/whisper-tiny.en\"".into(),
         ("transcription_streams", None) => "256".into(),
+        ("memory_budget_mib", None) => "16384".into(),
         (other, None) => panic!("no example value for {other}"),
     }
 }
@@ -176,7 +177,7 @@ fn bad_files_name_the_key() {
 
 #[test]
 fn check_config_names_each_problem() {
-    let p = temp("problems", "model = \"moshi\"\nws_idle_secs = 10\nws_ping_secs = 20\nexpiry_warning_secs = 4000\nhost = \"0.0.0.0\"\nmax_inbound_mib = 4\ndevice = \"tpu\"\n");
+    let p = temp("problems", "model = \"moshi\"\nws_idle_secs = 10\nws_ping_secs = 20\nexpiry_warning_secs = 4000\nhost = \"0.0.0.0\"\nmax_inbound_mib = 4\ndevice = \"tpu\"\nmemory_budget_mib = 16\n");
     let a = serve_with(&p, &[]).expect("parses");
     let found = problems(&a).join("\n");
     for key in [
@@ -186,6 +187,7 @@ fn check_config_names_each_problem() {
         "api_key:",
         "max_inbound_mib:",
         "device:",
+        "memory_budget_mib:",
     ] {
         assert!(found.contains(key), "{key} in {found}");
     }

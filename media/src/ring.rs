@@ -24,6 +24,10 @@ pub struct SampleRing<T = f32> {
     end: u64,
 }
 
+/// Samples a ring keeps allocated however little it holds (2 s at 24 kHz): live audio
+/// that comes and goes in turns does not reallocate every turn.
+pub const KEEP_ALLOCATED: usize = 48_000;
+
 impl<T: Copy> SampleRing<T> {
     /// An empty ring that keeps at most `capacity` samples; allocates nothing
     /// until samples arrive.
@@ -88,11 +92,11 @@ impl<T: Copy> SampleRing<T> {
         n
     }
 
-    /// Drops everything; the clock (`end()`) is kept, and so is the memory.
-    /// Returns how many samples were dropped.
+    /// Drops everything; the clock (`end()`) is kept, and memory past
+    /// [`KEEP_ALLOCATED`] samples is given back. Returns how many samples were dropped.
     pub fn clear(&mut self) -> usize {
         let n = self.buf.len();
-        self.buf.clear();
+        self.drop_front(n);
         n
     }
 
@@ -135,8 +139,14 @@ impl<T: Copy> SampleRing<T> {
         (&x[xa..xb], &y[ya..yb])
     }
 
+    /// Drops the oldest `n` samples; memory four times what is left (and over
+    /// [`KEEP_ALLOCATED`] samples) is given back, so a long utterance's buffer does not
+    /// stay allocated once it was committed.
     fn drop_front(&mut self, n: usize) {
         self.buf.drain(..n);
+        if self.buf.capacity() > KEEP_ALLOCATED && self.buf.capacity() > 4 * self.buf.len() {
+            self.buf.shrink_to((2 * self.buf.len()).max(KEEP_ALLOCATED));
+        }
     }
 
     /// Makes room for `n` more samples: doubling, but never past capacity,

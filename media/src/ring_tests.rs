@@ -50,6 +50,19 @@ fn clear_keeps_the_clock_and_memory() {
 }
 
 #[test]
+fn a_long_buffer_gives_its_memory_back_once_dropped() {
+    let mut r = SampleRing::new(10 * KEEP_ALLOCATED);
+    r.push(&vec![1.0f32; 8 * KEEP_ALLOCATED]);
+    assert!(r.allocated() >= 8 * KEEP_ALLOCATED);
+    r.drop_before(r.end() - 100);
+    assert_eq!(r.len(), 100);
+    assert!(r.allocated() < 2 * KEEP_ALLOCATED, "{}", r.allocated());
+    r.clear();
+    assert!(r.allocated() <= 2 * KEEP_ALLOCATED);
+    assert!(r.allocated() >= KEEP_ALLOCATED.min(r.allocated()));
+}
+
+#[test]
 fn zero_capacity_only_counts() {
     let mut r = SampleRing::new(0);
     assert_eq!(r.push(&ramp(0, 7)), 7);

@@ -270,6 +270,8 @@ struct Setup {
     streaming: bool,
     /// Opens as a transcription session.
     transcription_session: bool,
+    /// A memory budget of this many bytes, with no reserve (none: unmetered).
+    memory: Option<u64>,
 }
 
 /// What the session sent its transcriber: `(item, samples, end)`.
@@ -309,6 +311,7 @@ impl Default for Setup {
             transcriber: None,
             streaming: false,
             transcription_session: false,
+            memory: None,
         }
     }
 }
@@ -369,7 +372,13 @@ fn harness(setup: Setup) -> Harness {
         can_transcribe: false,
         vad_model: None,
         transcription_session: setup.transcription_session,
-        memory: None,
+        memory: setup.memory.map(|budget| {
+            let account = crate::memory::MemoryAccount::new(budget);
+            super::SessionMemory {
+                meter: crate::memory::Meter::unreserved(&account),
+                fixed: account.charge(0).expect("nothing"),
+            }
+        }),
     };
     let mut session = Session::new(params, now, 1_700_000_000);
     session
@@ -458,8 +467,10 @@ impl Harness {
         self.collect();
     }
 
-    /// Moves what the transport queue holds into `pending`.
+    /// Moves what the transport queue holds into `pending` (the meter settles first, as the
+    /// shell does after every input).
     fn collect(&mut self) {
+        self.session.settle_memory();
         while self.reading {
             match self.out.try_recv() {
                 Received::Delivery(Delivery::Event(ev, _)) => {
@@ -610,5 +621,6 @@ fn voiced(secs: f32) -> Vec<f32> {
 mod durable;
 mod input_and_playback;
 mod lifecycle;
+mod memory;
 mod outbound_limits;
 mod transcription;
