@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use super::admission::{Admitted, Kind};
 use super::error::ApiError;
-use super::open::{open_session, spawn_session};
+use super::open::{open_session, spawn_session, Initial, OpenError};
 use super::secrets::{credential, Cred, Credential};
 use super::{AppState, CallEntry, CallRegistry};
 use crate::engine::{CallKey, NewCall};
@@ -568,15 +568,17 @@ async fn start_session(
     };
     let durable = start.durable;
     let credential = start.owner.clone().unwrap_or_else(|| "server".into());
-    let mut opened = open_session(state, transport, durable, start.secret, &credential, false)
+    let initial = Initial {
+        secret: start.secret,
+        patch: start.patch,
+        transcription: false,
+    };
+    let opened = open_session(state, transport, durable, initial, &credential)
         .await
-        .map_err(|e| ApiError::unavailable(e.code(), e.to_string()))?;
-    if let Some(p) = start.patch {
-        opened
-            .session
-            .configure(p)
-            .map_err(ApiError::from_payload)?;
-    }
+        .map_err(|e| match e {
+            OpenError::Invalid(e) => ApiError::from_payload(e),
+            e => ApiError::unavailable(e.code(), e.to_string()),
+        })?;
     let (in_tx, in_rx) = mpsc::channel(INBOX);
     tracing::debug!(session = %opened.session.id(), durable = durable.is_some(), "call session opened");
     let inbox = (in_tx.clone(), in_rx);

@@ -41,9 +41,8 @@ pub async fn open_session(
     state: &AppState,
     transport: Transport,
     duplex: Option<AttachmentId>,
-    start: Option<crate::protocol::SessionPatch>,
+    initial: Initial,
     credential: &str,
-    transcription_session: bool,
 ) -> Result<Opened, OpenError> {
     let memory = session_memory(&state.memory)?;
     let meter = memory.meter.clone();
@@ -67,15 +66,19 @@ pub async fn open_session(
         transcriber: None,
         can_transcribe: state.speech.transcriber.is_some(),
         vad_model: state.speech.vad.clone(),
-        transcription_session,
+        transcription_session: initial.transcription,
         memory: Some(memory),
     };
     let mut session = Session::new(params, Instant::now(), unix_secs);
-    if let Some(patch) = start {
+    if let Some(patch) = initial.secret {
         // Checked when the secret was minted; a failure here leaves the defaults.
         if let Err(e) = session.configure(patch) {
             tracing::warn!(error = %e.message, "a client secret's session did not apply");
         }
+    }
+    // Before anything is provided: the configuration decides what the session needs.
+    if let Some(patch) = initial.patch {
+        session.configure(patch).map_err(OpenError::Invalid)?;
     }
     let provider: Arc<dyn Provider> = Arc::new(ServerProvider {
         model: state.model.clone(),
@@ -104,6 +107,18 @@ pub async fn open_session(
     })
 }
 
+/// A new session's starting configuration.
+#[derive(Default)]
+pub struct Initial {
+    /// The session object of the client secret it is opened with.
+    pub secret: Option<crate::protocol::SessionPatch>,
+    /// The session object the request carries (a call's multipart `session`), applied after
+    /// the secret's; refused when invalid.
+    pub patch: Option<crate::protocol::SessionPatch>,
+    /// Opens as a transcription session (`?intent=transcription`).
+    pub transcription: bool,
+}
+
 /// Why a session could not open.
 #[derive(Debug)]
 pub enum OpenError {
@@ -111,6 +126,8 @@ pub enum OpenError {
     Model(duet_models::ModelError),
     /// The memory budget has no room for another session.
     Memory(Exhausted),
+    /// The request's session object is invalid.
+    Invalid(crate::protocol::ErrorPayload),
 }
 
 impl OpenError {
@@ -119,6 +136,7 @@ impl OpenError {
         match self {
             OpenError::Model(e) => e.code(),
             OpenError::Memory(_) => crate::protocol::codes::SERVER_MEMORY_EXHAUSTED,
+            OpenError::Invalid(_) => crate::protocol::codes::INVALID_VALUE,
         }
     }
 }
@@ -128,6 +146,7 @@ impl std::fmt::Display for OpenError {
         match self {
             OpenError::Model(e) => e.fmt(f),
             OpenError::Memory(e) => e.fmt(f),
+            OpenError::Invalid(e) => f.write_str(&e.message),
         }
     }
 }

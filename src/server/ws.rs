@@ -189,15 +189,12 @@ async fn open_ws(
 ) -> Option<super::open::Opened> {
     let credential = cred.usage_id();
     let start = cred.session();
-    let opened = open_session(
-        state,
-        Transport::WebSocket,
-        duplex,
-        start,
-        &credential,
+    let initial = super::open::Initial {
+        secret: start,
+        patch: None,
         transcription,
-    )
-    .await;
+    };
+    let opened = open_session(state, Transport::WebSocket, duplex, initial, &credential).await;
     match opened {
         Ok(o) => {
             state.usage.opened(&credential, Opened::Session);
@@ -473,78 +470,95 @@ async fn read_loop(
     reader: Reader,
 ) {
     loop {
-        let msg = match tokio::time::timeout(limits.idle, stream.next()).await {
-            Err(_) => {
-                tracing::info!(
-                    idle_secs = limits.idle.as_secs(),
-                    "no frame from the client; closing the websocket"
-                );
-                return;
-            }
-            Ok(None) => return,
-            Ok(Some(msg)) => msg,
+        let input = match next_frame(stream, limits).await {
+            Frame::End => return,
+            Frame::Skip => continue,
+            Frame::Invalid(err) => Inbound {
+                input: SessionInput::Invalid(err),
+                hold: None,
+                from: reader.from,
+            },
+            Frame::Text(text) => match take_text(text, &budget, reader).await {
+                Some(inbound) => inbound,
+                None => return,
+            },
         };
-        let text = match msg {
-            Ok(Message::Text(text)) => text,
-            Ok(Message::Binary(_)) => {
-                let err = ErrorPayload::invalid(
-                    codes::INVALID_JSON,
-                    "binary frames are not supported; send JSON events as text frames",
-                );
-                let invalid = Inbound {
-                    input: SessionInput::Invalid(err),
-                    hold: None,
-                    from: reader.from,
-                };
-                if inbox.send(invalid).await.is_err() {
-                    return;
-                }
-                continue;
-            }
-            Ok(Message::Close(_)) => return,
-            Ok(Message::Ping(_) | Message::Pong(_)) => continue,
-            Err(e) => {
-                tracing::debug!(error = %e, "websocket read ended");
-                return;
-            }
-        };
-        // The event's bytes count until the session handled it.
-        let hold = match budget.acquire(text.len()).await {
-            Ok(hold) => hold,
-            Err(InboundRefused::Busy) => return,
-            Err(InboundRefused::Memory(e)) => {
-                // Answered and dropped; the connection goes on.
-                let error = SessionInput::Invalid(e.error().with_event_id(event_id_of(&text)));
-                let refused = Inbound {
-                    input: error,
-                    hold: None,
-                    from: reader.from,
-                };
-                if inbox.send(refused).await.is_err() {
-                    return;
-                }
-                continue;
-            }
-        };
-        let decoded = if reader.duplex {
-            protocol::decode_duplex(text.as_str())
-        } else {
-            protocol::decode(text.as_str())
-        };
-        let input = match decoded {
-            Ok(env) => SessionInput::Client(env),
-            Err(e) => SessionInput::Invalid(e),
-        };
-        drop(text);
-        let inbound = Inbound {
-            input,
-            hold: Some(hold),
-            from: reader.from,
-        };
-        if inbox.send(inbound).await.is_err() {
+        if inbox.send(input).await.is_err() {
             return;
         }
     }
+}
+
+/// What one client frame is to the reader.
+enum Frame {
+    /// A text frame: an event.
+    Text(Utf8Bytes),
+    /// A frame answered with an error (a binary one).
+    Invalid(ErrorPayload),
+    /// Nothing for the session (ping, pong).
+    Skip,
+    /// The connection ended (close, idle, error).
+    End,
+}
+
+/// The client's next frame, within `--ws-idle-secs`.
+async fn next_frame(stream: &mut SplitStream<WebSocket>, limits: WsLimits) -> Frame {
+    let msg = match tokio::time::timeout(limits.idle, stream.next()).await {
+        Err(_) => {
+            tracing::info!(
+                idle_secs = limits.idle.as_secs(),
+                "no frame from the client; closing the websocket"
+            );
+            return Frame::End;
+        }
+        Ok(None) => return Frame::End,
+        Ok(Some(msg)) => msg,
+    };
+    match msg {
+        Ok(Message::Text(text)) => Frame::Text(text),
+        Ok(Message::Binary(_)) => Frame::Invalid(ErrorPayload::invalid(
+            codes::INVALID_JSON,
+            "binary frames are not supported; send JSON events as text frames",
+        )),
+        Ok(Message::Close(_)) => Frame::End,
+        Ok(Message::Ping(_) | Message::Pong(_)) => Frame::Skip,
+        Err(e) => {
+            tracing::debug!(error = %e, "websocket read ended");
+            Frame::End
+        }
+    }
+}
+
+/// An event for the session: its bytes counted until the session handled it (waiting while
+/// the connection's cap is full), then decoded. Past the memory budget it becomes the
+/// `server_memory_exhausted` error and the connection goes on. `None`: the budget closed.
+async fn take_text(text: Utf8Bytes, budget: &InboundBudget, reader: Reader) -> Option<Inbound> {
+    let hold = match budget.acquire(text.len()).await {
+        Ok(hold) => hold,
+        Err(InboundRefused::Busy) => return None,
+        Err(InboundRefused::Memory(e)) => {
+            return Some(Inbound {
+                input: SessionInput::Invalid(e.error().with_event_id(event_id_of(&text))),
+                hold: None,
+                from: reader.from,
+            })
+        }
+    };
+    let decoded = if reader.duplex {
+        protocol::decode_duplex(text.as_str())
+    } else {
+        protocol::decode(text.as_str())
+    };
+    let input = match decoded {
+        Ok(env) => SessionInput::Client(env),
+        Err(e) => SessionInput::Invalid(e),
+    };
+    drop(text);
+    Some(Inbound {
+        input,
+        hold: Some(hold),
+        from: reader.from,
+    })
 }
 
 async fn write_loop(
