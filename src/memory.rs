@@ -239,28 +239,34 @@ impl Meter {
 
     /// Takes `bytes` more, refused when the part past the reserve does not fit the budget.
     pub fn add(&self, bytes: u64) -> Result<(), Exhausted> {
-        let Ok(mut held) = self.held.lock() else {
-            return Err(Exhausted {
-                limit: self.account.limit,
-            });
-        };
-        let next = *held + bytes;
-        let extra = next.max(self.reserve) - (*held).max(self.reserve);
-        if extra > 0 {
-            self.account.add(extra)?;
-        }
-        *held = next;
-        Ok(())
+        self.grow(bytes, |extra| self.account.add(extra))
     }
 
     /// Takes `bytes` more whether or not they fit (memory already taken, reported late).
     pub fn force(&self, bytes: u64) {
-        if let Ok(mut held) = self.held.lock() {
-            let next = *held + bytes;
-            let extra = next.max(self.reserve) - (*held).max(self.reserve);
+        let _ = self.grow(bytes, |extra| {
             self.account.used.fetch_add(extra, Ordering::AcqRel);
-            *held = next;
+            Ok(())
+        });
+    }
+
+    /// Holds `bytes` more once `charge` took the part past the reserve.
+    fn grow(
+        &self,
+        bytes: u64,
+        charge: impl FnOnce(u64) -> Result<(), Exhausted>,
+    ) -> Result<(), Exhausted> {
+        let exhausted = Exhausted {
+            limit: self.account.limit,
+        };
+        let mut held = self.held.lock().map_err(|_| exhausted)?;
+        let next = *held + bytes;
+        let extra = next.max(self.reserve) - (*held).max(self.reserve);
+        if extra > 0 {
+            charge(extra)?;
         }
+        *held = next;
+        Ok(())
     }
 
     /// Gives `bytes` back.

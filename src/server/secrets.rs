@@ -92,11 +92,6 @@ struct Kept {
     _charge: Option<crate::memory::Charge>,
 }
 
-/// What a record is charged: the largest one (its session object at the most a mint takes).
-fn record_bytes(_: &SecretRecord) -> u64 {
-    crate::memory::SECRET
-}
-
 impl LocalSecrets {
     /// A store for at most `max` live secrets, and as many demo secrets (4 per address).
     pub fn new(max: usize) -> Self {
@@ -149,15 +144,15 @@ fn insert_capped(
             return Err(StoreFull::DemoPerIp);
         }
     }
+    // Each record is charged as the largest one (its session object at the most a mint
+    // takes); expired records give theirs back before a mint is refused for it.
     let charge = match memory {
         Some(account) => {
-            // Expired records give their memory back before a mint is refused for it.
-            m.retain(|_, k| k.record.expires_at > now);
-            Some(
-                account
-                    .charge(record_bytes(&record))
-                    .map_err(StoreFull::Memory)?,
-            )
+            let charged = account.charge(crate::memory::SECRET).or_else(|_| {
+                m.retain(|_, k| k.record.expires_at > now);
+                account.charge(crate::memory::SECRET)
+            });
+            Some(charged.map_err(StoreFull::Memory)?)
         }
         None => None,
     };

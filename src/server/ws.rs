@@ -275,55 +275,60 @@ async fn run_durable(
     attach(&state, sink, stream, events, in_tx, attachment).await;
 }
 
+/// A resume socket's first message, which must be a well-formed `session.resume` within
+/// [`RESUME_FIRST_MESSAGE`]; otherwise the error to refuse the socket with (`None`: the
+/// connection ended first).
+async fn first_resume(
+    stream: &mut SplitStream<WebSocket>,
+) -> Result<protocol::duplex::ResumeRequest, Option<ErrorPayload>> {
+    let invalid = |message: String, param: Option<String>| {
+        crate::metrics::METRICS.resume(codes::INVALID_SESSION_RESUME);
+        let mut error = ErrorPayload::invalid(codes::INVALID_SESSION_RESUME, message);
+        error.param = param;
+        Some(error)
+    };
+    let first = match tokio::time::timeout(RESUME_FIRST_MESSAGE, stream.next()).await {
+        Err(_) => {
+            let message = format!(
+                "no session.resume within {} s",
+                RESUME_FIRST_MESSAGE.as_secs()
+            );
+            return Err(Some(ErrorPayload::invalid(codes::CONFIG_TIMEOUT, message)));
+        }
+        Ok(Some(Ok(Message::Text(text)))) => text,
+        Ok(Some(Ok(Message::Binary(_)))) => {
+            return Err(invalid(
+                "the first message of a resume socket must be session.resume, as JSON text".into(),
+                None,
+            ))
+        }
+        Ok(_) => return Err(None),
+    };
+    match protocol::decode_duplex(first.as_str()) {
+        Ok(protocol::Envelope {
+            event: protocol::ClientEvent::SessionResume(r),
+            ..
+        }) => Ok(r),
+        Ok(_) => Err(invalid(
+            "the first message of a resume socket must be session.resume".into(),
+            None,
+        )),
+        Err(e) => Err(invalid(format!("session.resume: {}", e.message), e.param)),
+    }
+}
+
 /// `?duplex=1&resume=1`: waits for `session.resume` and hands this connection to the
 /// session it names, which answers `session.resumed` and the replay (or an `error` and a
 /// close).
 async fn resume_socket(state: Arc<AppState>, socket: WebSocket, cred: Credential) {
     let (mut sink, mut stream) = socket.split();
-    let first = match tokio::time::timeout(RESUME_FIRST_MESSAGE, stream.next()).await {
-        Err(_) => {
-            let error = ErrorPayload::invalid(
-                codes::CONFIG_TIMEOUT,
-                format!(
-                    "no session.resume within {} s",
-                    RESUME_FIRST_MESSAGE.as_secs()
-                ),
-            );
-            return refuse(&mut sink, error, 1008, codes::CONFIG_TIMEOUT).await;
+    let request = match first_resume(&mut stream).await {
+        Ok(request) => request,
+        Err(Some(error)) => {
+            let code = error.code.clone().unwrap_or_default();
+            return refuse(&mut sink, error, 1008, &code).await;
         }
-        Ok(Some(Ok(Message::Text(text)))) => text,
-        Ok(Some(Ok(Message::Binary(_)))) => {
-            let error = ErrorPayload::invalid(
-                codes::INVALID_SESSION_RESUME,
-                "the first message of a resume socket must be session.resume, as JSON text",
-            );
-            crate::metrics::METRICS.resume(codes::INVALID_SESSION_RESUME);
-            return refuse(&mut sink, error, 1008, codes::INVALID_SESSION_RESUME).await;
-        }
-        Ok(_) => return,
-    };
-    let request = match protocol::decode_duplex(first.as_str()) {
-        Ok(protocol::Envelope {
-            event: protocol::ClientEvent::SessionResume(r),
-            ..
-        }) => r,
-        Ok(_) => {
-            let error = ErrorPayload::invalid(
-                codes::INVALID_SESSION_RESUME,
-                "the first message of a resume socket must be session.resume",
-            );
-            crate::metrics::METRICS.resume(codes::INVALID_SESSION_RESUME);
-            return refuse(&mut sink, error, 1008, codes::INVALID_SESSION_RESUME).await;
-        }
-        Err(e) => {
-            let mut error = ErrorPayload::invalid(
-                codes::INVALID_SESSION_RESUME,
-                format!("session.resume: {}", e.message),
-            );
-            error.param = e.param;
-            crate::metrics::METRICS.resume(codes::INVALID_SESSION_RESUME);
-            return refuse(&mut sink, error, 1008, codes::INVALID_SESSION_RESUME).await;
-        }
+        Err(None) => return,
     };
     let expired = || {
         crate::metrics::METRICS.resume(codes::SESSION_RESUME_EXPIRED);

@@ -50,6 +50,7 @@ impl StoredItem {
     }
 
     /// Bytes its audio samples take.
+    #[cfg(test)]
     pub fn audio_bytes(&self) -> usize {
         self.audio.as_deref().map_or(0, std::mem::size_of_val)
     }
@@ -87,6 +88,8 @@ impl Placement {
 pub struct Conversation {
     items: Vec<StoredItem>,
     audio_samples: u64,
+    /// Bytes of the one cached retrieve encoding (0: none).
+    encoded_bytes: usize,
     max_items: usize,
     max_audio_samples: u64,
     /// Items that are never evicted while pinned: assistant items whose audio is still
@@ -100,6 +103,7 @@ impl Conversation {
         Self {
             items: Vec::new(),
             audio_samples: 0,
+            encoded_bytes: 0,
             max_items: max_items.max(2),
             max_audio_samples,
             pinned: Vec::new(),
@@ -158,6 +162,7 @@ impl Conversation {
             s.encoded = None;
         }
         let b64 = Arc::new(encode(&audio));
+        self.encoded_bytes = b64.len();
         self.items[i].encoded = Some((format, b64.clone()));
         Some(b64)
     }
@@ -244,13 +249,20 @@ impl Conversation {
     pub fn remove(&mut self, id: &str) -> Option<StoredItem> {
         let i = self.position(id)?;
         let item = self.items.remove(i);
-        self.audio_samples -= item.audio_len();
+        self.uncount(&item);
         Some(item)
     }
 
-    /// Recomputes the stored-audio total after an item's audio changed.
+    /// Recomputes the totals after an item's audio changed.
     fn recount(&mut self) {
         self.audio_samples = self.items.iter().map(StoredItem::audio_len).sum();
+        self.encoded_bytes = self.items.iter().map(StoredItem::encoded_bytes).sum();
+    }
+
+    /// An item left: its audio, and the cached encoding if it was its.
+    fn uncount(&mut self, gone: &StoredItem) {
+        self.audio_samples -= gone.audio_len();
+        self.encoded_bytes -= gone.encoded_bytes();
     }
 
     /// Evicts the oldest items (never `keep`, nor a pinned one) until both limits hold.
@@ -263,7 +275,7 @@ impl Conversation {
                 break;
             };
             let gone = self.items.remove(i);
-            self.audio_samples -= gone.audio_len();
+            self.uncount(&gone);
             evicted.push(gone.id().to_string());
         }
         evicted
@@ -308,12 +320,10 @@ impl Conversation {
         self.items.iter().map(StoredItem::audio_bytes).sum()
     }
 
-    /// Bytes the stored audio and the cached retrieve encoding take.
+    /// Bytes the stored audio and the cached retrieve encoding take (kept as totals: the
+    /// session reads them after every step).
     pub fn held_bytes(&self) -> usize {
-        self.items
-            .iter()
-            .map(|s| s.audio_bytes() + s.encoded_bytes())
-            .sum()
+        self.audio_samples as usize * std::mem::size_of::<i16>() + self.encoded_bytes
     }
 }
 

@@ -110,4 +110,13 @@ fn a_stored_audio_item_costs_two_bytes_a_sample() {
     c.cut_audio("a", 0, 4 * 24_000).unwrap();
     assert_eq!(c.audio_samples(), 4 * 24_000);
     assert_eq!(c.audio_bytes(), 192_000);
+    assert_eq!(c.held_bytes(), 192_000);
+    // The cached retrieve encoding counts until the item goes.
+    c.audio_base64("a", AudioFormat::default(), |_| "x".repeat(1_000))
+        .unwrap();
+    assert_eq!(c.held_bytes(), 193_000);
+    c.insert(Placement::End, text_item("b", "1")).unwrap();
+    assert_eq!(c.held_bytes(), 193_000);
+    c.remove("a").unwrap();
+    assert_eq!(c.held_bytes(), 0);
 }

@@ -36,6 +36,9 @@ impl Session {
     /// charges what grew without asking (live media, the journal).
     pub fn settle_memory(&mut self) {
         let held = self.held_bytes();
+        if held == self.metered {
+            return;
+        }
         if let Some(m) = &self.memory {
             if held > self.metered {
                 m.meter.force(held - self.metered);
