@@ -48,8 +48,8 @@ impl Budget {
     pub fn of(args: &ServeArgs) -> Self {
         let item = args.max_item_audio_secs * RATE;
         let per_session = 300 * RATE * PCM16 // input buffer
-            + 900 * RATE * PCM16 // conversation audio
-            + item * PCM16 // the response being generated
+            + 900 * RATE / 2 // conversation audio (ADPCM, 4 bits a sample)
+            + item / 2 // the response being generated (ADPCM)
             + item * PCM16 * 4 / 3 // one cached retrieve encoding (PCM16, base64)
             + ((args.max_outbound_mib as u64) << 20)
             + ((args.max_inbound_mib.max(16) as u64) << 20)
@@ -408,19 +408,19 @@ mod tests {
     }
 
     #[test]
-    fn stored_audio_counts_two_bytes_a_sample() {
+    fn stored_audio_counts_its_encoding() {
         let args = |secs: &str| ServeArgs::parse_from(["serve", "--max-item-audio-secs", secs]);
         let (one, two) = (Budget::of(&args("1")), Budget::of(&args("2")));
-        // A second more of item audio: the response being generated (PCM16) and its cached
+        // A second more of item audio: the response being generated (ADPCM) and its cached
         // retrieve encoding (base64 of PCM16).
-        assert_eq!(two.per_session - one.per_session, 48_000 + 64_000);
-        // With no item audio at all, the audio kept is the input buffer's 300 s and the
-        // conversation's 900 s, at 48 000 bytes a second.
+        assert_eq!(two.per_session - one.per_session, 12_000 + 64_000);
+        // With no item audio at all, the audio kept is the input buffer's 300 s (PCM16,
+        // 48 000 bytes a second) and the conversation's 900 s (ADPCM, 12 000).
         let zero = Budget::of(&args("0"));
         let queues = (32 << 20) + (16 << 20) + (8 << 20) + MODEL_QUEUE;
-        assert_eq!(zero.per_session - queues, (300 + 900) * 48_000);
-        // The defaults: the README's "≈ 147 MiB" per session.
+        assert_eq!(zero.per_session - queues, 300 * 48_000 + 900 * 12_000);
+        // The defaults: the README's "≈ 105 MiB" per session (215 MiB with f32 audio).
         let defaults = Budget::of(&ServeArgs::parse_from(["serve"]));
-        assert_eq!(defaults.per_session, 153_760_256, "{defaults}");
+        assert_eq!(defaults.per_session, 110_560_256, "{defaults}");
     }
 }

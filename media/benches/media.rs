@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use duet_media::{
-    decode_ulaw, encode_ulaw, CallAudio, CallCodec, FrameGrid, JitterBuffer, JitterConfig,
+    decode_ulaw, encode_ulaw, Adpcm, CallAudio, CallCodec, FrameGrid, JitterBuffer, JitterConfig,
     OpusDecoder, OpusEncoder, PlaybackQueue, SampleRing, StreamResampler, Vad, VadConfig,
 };
 
@@ -122,6 +122,25 @@ fn g711(c: &mut Criterion) {
     });
 }
 
+/// Stored conversation audio: a 20 ms frame at 24 kHz into ADPCM and back.
+fn adpcm(c: &mut Criterion) {
+    let pcm = tone(480, 24_000.0);
+    let mut stored = Adpcm::new();
+    c.bench_function("adpcm_encode_20ms_24k", |b| {
+        b.iter(|| {
+            if stored.len() > 24_000 * 60 {
+                stored = Adpcm::new();
+            }
+            stored.push_f32(black_box(&pcm))
+        })
+    });
+    let mut one = Adpcm::new();
+    one.push_f32(&pcm);
+    c.bench_function("adpcm_decode_20ms_24k", |b| {
+        b.iter(|| black_box(&one).to_i16())
+    });
+}
+
 fn jitter(c: &mut Criterion) {
     let mut jb = JitterBuffer::new(JitterConfig::default());
     let mut seq = 0u64;
@@ -203,5 +222,7 @@ fn ring(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, opus, call_audio, resample, g711, jitter, pacer, playback, vad, ring);
+criterion_group!(
+    benches, opus, call_audio, resample, g711, adpcm, jitter, pacer, playback, vad, ring
+);
 criterion_main!(benches);

@@ -3,6 +3,7 @@
 //! Everything here is pure computation on sample buffers: no I/O, no clocks,
 //! no threads. Time is a sample count on the stream the caller feeds in.
 //!
+//! - [`adpcm`]: [`Adpcm`], PCM16 in 4 bits a sample (stored conversation audio).
 //! - [`pcm`]: 16-bit little-endian PCM <-> `f32`, level in dBFS.
 //! - [`g711`]: μ-law (PCMU) and A-law (PCMA) companding.
 //! - [`resample`]: [`StreamResampler`], streaming rate conversion (rubato).
@@ -29,6 +30,7 @@
 /// transport converts to it, the session and the models work in it.
 pub const SESSION_RATE: u32 = 24_000;
 
+pub mod adpcm;
 pub mod call_audio;
 pub mod frames;
 pub mod g711;
@@ -46,6 +48,7 @@ pub mod vad;
 #[cfg(test)]
 mod testutil;
 
+pub use adpcm::Adpcm;
 pub use call_audio::{CallAudio, CallCodec};
 pub use frames::FrameAccumulator;
 pub use g711::{

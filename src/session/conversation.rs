@@ -4,20 +4,20 @@
 
 use std::sync::Arc;
 
+use duet_media::Adpcm;
 use duet_models::TurnInput;
 
-use super::audio_io::to_f32;
 use super::ledger::PlaybackLedger;
 use crate::protocol::{codes, AudioFormat, Content, ErrorPayload, Item, Role};
 
-/// One item and what stays server-side: its audio (24 kHz PCM16) and, for assistant audio,
-/// the ledger.
+/// One item and what stays server-side: its audio (24 kHz, IMA ADPCM) and, for assistant
+/// audio, the ledger.
 #[derive(Clone, Debug)]
 pub struct StoredItem {
     /// The item without audio bytes.
     pub item: Item,
-    /// The item's audio, if it has an audio part: PCM16, half the bytes of f32.
-    pub audio: Option<Arc<[i16]>>,
+    /// The item's audio, if it has an audio part: 4-bit ADPCM, a quarter of PCM16's bytes.
+    pub audio: Option<Arc<Adpcm>>,
     /// Assistant audio: what was generated and heard, and the timed transcript.
     pub ledger: Option<PlaybackLedger>,
     /// The audio as base64 in the format it was last retrieved in: retrieving a long item
@@ -32,7 +32,7 @@ impl StoredItem {
     }
 
     /// An item with its audio (if any).
-    pub fn with_audio(item: Item, audio: Option<Arc<[i16]>>) -> Self {
+    pub fn with_audio(item: Item, audio: Option<Arc<Adpcm>>) -> Self {
         Self {
             item,
             audio,
@@ -49,10 +49,9 @@ impl StoredItem {
         self.audio.as_ref().map_or(0, |a| a.len() as u64)
     }
 
-    /// Bytes its audio samples take.
-    #[cfg(test)]
+    /// Bytes its stored audio takes.
     pub fn audio_bytes(&self) -> usize {
-        self.audio.as_deref().map_or(0, std::mem::size_of_val)
+        self.audio.as_deref().map_or(0, Adpcm::heap_bytes)
     }
 
     /// Bytes its cached retrieve encoding takes.
@@ -88,6 +87,8 @@ impl Placement {
 pub struct Conversation {
     items: Vec<StoredItem>,
     audio_samples: u64,
+    /// Bytes the stored audio takes.
+    audio_bytes: usize,
     /// Bytes of the one cached retrieve encoding (0: none).
     encoded_bytes: usize,
     max_items: usize,
@@ -103,6 +104,7 @@ impl Conversation {
         Self {
             items: Vec::new(),
             audio_samples: 0,
+            audio_bytes: 0,
             encoded_bytes: 0,
             max_items: max_items.max(2),
             max_audio_samples,
@@ -148,7 +150,7 @@ impl Conversation {
         &mut self,
         id: &str,
         format: AudioFormat,
-        encode: impl FnOnce(&[i16]) -> String,
+        encode: impl FnOnce(&Adpcm) -> String,
     ) -> Option<Arc<String>> {
         let i = self.position(id)?;
         let audio = self.items[i].audio.clone()?;
@@ -172,14 +174,14 @@ impl Conversation {
         &mut self,
         id: &str,
         item: Item,
-        audio: Option<(Arc<[i16]>, PlaybackLedger)>,
+        audio: Option<(Adpcm, PlaybackLedger)>,
     ) -> bool {
         let Some(stored) = self.get_mut(id) else {
             return false;
         };
         stored.item = item;
         if let Some((audio, ledger)) = audio {
-            stored.audio = Some(audio);
+            stored.audio = Some(Arc::new(audio));
             stored.ledger = Some(ledger);
             stored.encoded = None;
         }
@@ -200,8 +202,10 @@ impl Conversation {
             return None;
         };
         *transcript = Some(ledger.truncate(samples));
-        if let Some(audio) = &stored.audio {
-            stored.audio = Some(Arc::from(&audio[..(samples as usize).min(audio.len())]));
+        if let Some(audio) = &mut stored.audio {
+            let audio = Arc::make_mut(audio);
+            audio.truncate(usize::try_from(samples).unwrap_or(usize::MAX));
+            audio.shrink_to_fit();
         }
         stored.encoded = None;
         self.recount();
@@ -241,6 +245,7 @@ impl Conversation {
         };
         let id = item.id().to_string();
         self.audio_samples += item.audio_len();
+        self.audio_bytes += item.audio_bytes();
         self.items.insert(index, item);
         Ok(self.evict_except(&id))
     }
@@ -256,12 +261,14 @@ impl Conversation {
     /// Recomputes the totals after an item's audio changed.
     fn recount(&mut self) {
         self.audio_samples = self.items.iter().map(StoredItem::audio_len).sum();
+        self.audio_bytes = self.items.iter().map(StoredItem::audio_bytes).sum();
         self.encoded_bytes = self.items.iter().map(StoredItem::encoded_bytes).sum();
     }
 
     /// An item left: its audio, and the cached encoding if it was its.
     fn uncount(&mut self, gone: &StoredItem) {
         self.audio_samples -= gone.audio_len();
+        self.audio_bytes -= gone.audio_bytes();
         self.encoded_bytes -= gone.encoded_bytes();
     }
 
@@ -314,22 +321,31 @@ impl Conversation {
         self.audio_samples
     }
 
-    /// Bytes the stored audio samples take.
+    /// Bytes the stored audio takes.
     #[cfg(test)]
     pub fn audio_bytes(&self) -> usize {
-        self.items.iter().map(StoredItem::audio_bytes).sum()
+        debug_assert_eq!(
+            self.audio_bytes,
+            self.items
+                .iter()
+                .map(StoredItem::audio_bytes)
+                .sum::<usize>()
+        );
+        self.audio_bytes
     }
 
     /// Bytes the stored audio and the cached retrieve encoding take (kept as totals: the
     /// session reads them after every step).
     pub fn held_bytes(&self) -> usize {
-        self.audio_samples as usize * std::mem::size_of::<i16>() + self.encoded_bytes
+        self.audio_bytes + self.encoded_bytes
     }
 }
 
 /// A user message as model input: its audio (as f32, which the model takes), else its text.
 pub fn user_turn(s: &StoredItem) -> Option<TurnInput> {
-    user_turn_of(&s.item, || s.audio.as_deref().map(to_f32))
+    user_turn_of(&s.item, || {
+        s.audio.as_deref().map(|a| Arc::from(a.to_f32()))
+    })
 }
 
 /// A user message `item` as model input, with its audio from `audio` (asked for only when

@@ -44,7 +44,10 @@ fn evicts_oldest_beyond_limits() {
         c.insert(Placement::End, text_item("c", "3")).unwrap(),
         ["a"]
     );
-    let big = StoredItem::with_audio(text_item("d", "4").item, Some(Arc::from(vec![0; 150])));
+    let big = StoredItem::with_audio(
+        text_item("d", "4").item,
+        Some(Arc::new(Adpcm::from_i16(&[0; 150]))),
+    );
     assert_eq!(c.insert(Placement::End, big).unwrap(), ["b", "c"]);
     assert_eq!(ids(&c), ["d"]);
     c.remove("d");
@@ -85,10 +88,11 @@ fn user_context_takes_latest_user_turns() {
 }
 
 #[test]
-fn a_stored_audio_item_costs_two_bytes_a_sample() {
-    // 10 s at 24 kHz: 240 000 samples, 480 000 bytes as PCM16 (960 000 as f32).
+fn a_stored_audio_item_costs_half_a_byte_a_sample() {
+    // 10 s at 24 kHz: 240 000 samples, 120 000 bytes as ADPCM (480 000 as PCM16).
     const SAMPLES: u64 = 10 * 24_000;
-    let audio: Arc<[i16]> = (0..SAMPLES).map(|i| (i % 65_536) as u16 as i16).collect();
+    let pcm: Vec<i16> = (0..SAMPLES).map(|i| (i % 65_536) as u16 as i16).collect();
+    let audio = Arc::new(Adpcm::from_i16(&pcm));
     let item = Item::Message {
         id: Some("a".into()),
         object: None,
@@ -104,19 +108,19 @@ fn a_stored_audio_item_costs_two_bytes_a_sample() {
     let mut c = Conversation::new(10, 900 * 24_000);
     c.insert(Placement::End, stored).unwrap();
     assert_eq!(c.audio_samples(), SAMPLES);
-    assert_eq!(c.get("a").unwrap().audio_bytes(), 480_000);
-    assert_eq!(c.audio_bytes(), 480_000);
-    // Truncation counts samples: cut to 4 s, the item keeps 192 000 bytes.
+    assert_eq!(c.get("a").unwrap().audio_bytes(), 120_000);
+    assert_eq!(c.audio_bytes(), 120_000);
+    // Truncation counts samples: cut to 4 s, the item keeps 48 000 bytes.
     c.cut_audio("a", 0, 4 * 24_000).unwrap();
     assert_eq!(c.audio_samples(), 4 * 24_000);
-    assert_eq!(c.audio_bytes(), 192_000);
-    assert_eq!(c.held_bytes(), 192_000);
+    assert_eq!(c.audio_bytes(), 48_000);
+    assert_eq!(c.held_bytes(), 48_000);
     // The cached retrieve encoding counts until the item goes.
     c.audio_base64("a", AudioFormat::default(), |_| "x".repeat(1_000))
         .unwrap();
-    assert_eq!(c.held_bytes(), 193_000);
+    assert_eq!(c.held_bytes(), 49_000);
     c.insert(Placement::End, text_item("b", "1")).unwrap();
-    assert_eq!(c.held_bytes(), 193_000);
+    assert_eq!(c.held_bytes(), 49_000);
     c.remove("a").unwrap();
     assert_eq!(c.held_bytes(), 0);
 }

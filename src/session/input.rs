@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
-use duet_media::{f32_to_i16, i16_to_f32, FrameAccumulator, SampleRing, Vad, VadConfig, VadEvent};
+use duet_media::{
+    f32_to_i16, i16_to_f32, Adpcm, FrameAccumulator, SampleRing, Vad, VadConfig, VadEvent,
+};
 use duet_models::silero::{SileroDetector, SileroVad};
 
 use super::audio_io::{Decoder, RATE};
@@ -489,7 +491,7 @@ impl Session {
     /// Turns the buffer up to input-clock position `end` into a user audio item.
     fn commit(&mut self, item_id: String, end: u64) -> Result<(), ErrorPayload> {
         let start = self.input.buffer.start();
-        let audio: Arc<[i16]> = self.input.buffer.range(start, end).copied().collect();
+        let audio: Vec<i16> = self.input.buffer.range(start, end).copied().collect();
         self.input.drop_before(end);
         let mut item = Item::Message {
             id: Some(item_id.clone()),
@@ -502,7 +504,7 @@ impl Session {
             }],
         };
         item.stamp(ids::item_id, ItemStatus::Completed);
-        let stored = StoredItem::with_audio(item.clone(), Some(audio.clone()));
+        let stored = StoredItem::with_audio(item.clone(), Some(Arc::new(Adpcm::from_i16(&audio))));
         let evicted = self.conv.insert(Placement::End, stored)?;
         let previous_item_id = self.conv.previous_id(&item_id);
         self.emit(ServerEventBody::InputAudioBufferCommitted {

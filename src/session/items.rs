@@ -4,6 +4,8 @@ use std::sync::Arc;
 
 use base64::Engine;
 
+use duet_media::Adpcm;
+
 use super::audio_io::{Encoder, RATE};
 use super::conversation::{Placement, StoredItem};
 use super::ledger::SAMPLES_PER_MS;
@@ -60,7 +62,7 @@ impl Session {
 
     /// Validates a created item's content and decodes the audio of a user `input_audio` part
     /// (which then leaves the rendered item).
-    fn item_audio(&mut self, item: &mut Item) -> Result<Option<Arc<[i16]>>, ErrorPayload> {
+    fn item_audio(&mut self, item: &mut Item) -> Result<Option<Arc<Adpcm>>, ErrorPayload> {
         let Item::Message { role, content, .. } = item else {
             return Ok(None);
         };
@@ -84,13 +86,13 @@ impl Session {
                             .with_param("item.content"));
                         }
                         let samples = self.check_item_audio(&b64)?;
-                        // The stored PCM16, and the decoded bytes for a moment.
+                        // The stored ADPCM, and for a moment the decoded bytes and PCM16.
                         let (decoded, _) = self.decoded_size(&b64);
-                        self.reserve(samples * 2 + decoded)?;
-                        audio = Some(Arc::from(
-                            self.decode_clip_pcm16(&b64)
-                                .map_err(|e| e.with_param("item.content.audio"))?,
-                        ));
+                        self.reserve(samples / 2 + 1 + samples * 2 + decoded)?;
+                        let pcm = self
+                            .decode_clip_pcm16(&b64)
+                            .map_err(|e| e.with_param("item.content.audio"))?;
+                        audio = Some(Arc::new(Adpcm::from_i16(&pcm)));
                     }
                 }
                 (Role::User | Role::System, Content::InputText { .. }) => {}
@@ -134,15 +136,16 @@ impl Session {
     }
 
     /// `conversation.item.retrieve`: the item with its audio (base64, in the session's
-    /// format). The audio is encoded once per format and cached, and spliced into the
-    /// rendered event: a long item costs one buffer of its size, not several copies. Stored
-    /// PCM16 goes out as PCM16 without a pass through f32.
+    /// format). The audio is decoded and encoded once per format and cached, and spliced into
+    /// the rendered event: a long item costs one buffer of its size, not several copies.
+    /// Stored audio goes out as PCM16 without a pass through f32.
     pub(super) fn item_retrieve(&mut self, item_id: &str) -> Result<(), ErrorPayload> {
         let stored = self.conv.get(item_id).ok_or_else(|| not_found(item_id))?;
         let mut item = stored.item.clone();
-        // The encoding the cache may keep (settled away again when it was cached already).
+        // The encoding the cache may keep (settled away again when it was cached already),
+        // and the decoded PCM16 for a moment.
         let samples = stored.audio.as_ref().map_or(0, |a| a.len() as u64);
-        self.reserve(samples * 8 / 3)?;
+        self.reserve(samples * 8 / 3 + samples * 2)?;
         let format = match &item {
             Item::Message {
                 role: Role::Assistant,
@@ -150,9 +153,9 @@ impl Session {
             } => self.cfg.audio.output.format,
             _ => self.cfg.audio.input.format,
         };
-        let encode = |audio: &[i16]| {
+        let encode = |audio: &Adpcm| {
             base64::engine::general_purpose::STANDARD
-                .encode(Encoder::encode_clip_pcm16(format, audio))
+                .encode(Encoder::encode_clip_pcm16(format, &audio.to_i16()))
         };
         let b64 = self.conv.audio_base64(item_id, format, encode);
         let marker = format!("duet-audio-{}", ids::event_id());

@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use duet_media::Adpcm;
 use duet_models::{OutputModality, Request, StepOutput, TurnInput};
 use serde_json::Value;
 
@@ -266,7 +267,7 @@ impl Session {
             .max_item_samples
             .min(self.limits.max_conversation_samples);
         // The answer's kept audio grows with it (at most one item's worth).
-        if let Err(e) = self.reserve(out.audio.len() as u64 * 2) {
+        if let Err(e) = self.reserve(Adpcm::bytes_for(out.audio.len()) as u64) {
             self.fence_model();
             self.fail_response(codes::SERVER_MEMORY_EXHAUSTED, &e.message);
             self.error(e);

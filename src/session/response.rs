@@ -2,12 +2,12 @@
 //! ledger, audio to play), the done chain, usage. Its methods return the events to send, so
 //! the session emits them after the response's own work is done.
 
-use std::sync::Arc;
-
 use base64::Engine;
 use duet_models::{StepOutput, TurnInput};
 
-use super::audio_io::{to_pcm16, Encoder};
+use duet_media::Adpcm;
+
+use super::audio_io::Encoder;
 use super::ledger::PlaybackLedger;
 use super::{Epoch, MediaSink, PlaybackTag};
 use crate::protocol::response::StatusError;
@@ -30,8 +30,8 @@ pub struct ActiveResponse {
     pub(super) modality: Modality,
     pub(super) ledger: PlaybackLedger,
     text: String,
-    /// The audio kept for the stored item (at most one item's worth), as PCM16.
-    audio: Vec<i16>,
+    /// The audio kept for the stored item (at most one item's worth), as ADPCM.
+    audio: Adpcm,
     encoder: Encoder,
     input_tokens: (u64, u64),
     max_tokens: Option<u64>,
@@ -80,7 +80,7 @@ impl ActiveResponse {
             tag: PlaybackTag::default(),
             ledger: PlaybackLedger::default(),
             text: String::new(),
-            audio: Vec::new(),
+            audio: Adpcm::new(),
             encoder: Encoder::new(format),
             input_tokens,
             max_tokens,
@@ -232,7 +232,7 @@ impl ActiveResponse {
                 let room = ANSWER_AUDIO_STEP.max(len).min((keep - len as u64) as usize);
                 self.audio.reserve_exact(room.max(audio.len()));
             }
-            to_pcm16(audio, &mut self.audio);
+            self.audio.push_f32(audio);
         }
         self.ledger.queued(n);
         streamed.first_handed = self.ledger.generated == n;
@@ -258,7 +258,7 @@ impl ActiveResponse {
 
     /// Bytes the kept answer audio has memory for.
     pub(super) fn audio_bytes(&self) -> usize {
-        self.audio.capacity() * std::mem::size_of::<i16>()
+        self.audio.heap_bytes()
     }
 
     /// Marks the response failed with a server error `code`.
@@ -325,12 +325,11 @@ impl ActiveResponse {
     }
 
     /// The audio and ledger the stored item keeps (audio responses).
-    pub(super) fn take_audio(&mut self) -> Option<(Arc<[i16]>, PlaybackLedger)> {
+    pub(super) fn take_audio(&mut self) -> Option<(Adpcm, PlaybackLedger)> {
         (self.modality == Modality::Audio).then(|| {
-            (
-                Arc::from(std::mem::take(&mut self.audio)),
-                self.ledger.clone(),
-            )
+            let mut audio = std::mem::take(&mut self.audio);
+            audio.shrink_to_fit();
+            (audio, self.ledger.clone())
         })
     }
 
@@ -390,7 +389,7 @@ mod tests {
     }
 
     #[test]
-    fn the_kept_answer_is_pcm16_and_never_grows_past_one_item() {
+    fn the_kept_answer_is_adpcm_and_never_grows_past_one_item() {
         let mut a = audio_response();
         let keep = 100_000;
         let step = StepOutput {
@@ -401,15 +400,21 @@ mod tests {
             a.stream(&step, keep, None);
         }
         assert_eq!(a.ledger.generated, 300 * 480, "every step is counted");
-        // Whole steps up to `keep`, in memory no larger than `keep` samples of PCM16.
+        // Whole steps up to `keep`, in memory no larger than `keep` samples of ADPCM.
         assert_eq!(a.audio.len(), 208 * 480);
         assert!(
             a.audio.capacity() <= keep as usize,
             "{}",
             a.audio.capacity()
         );
-        assert!(a.audio.iter().all(|&s| s == 8_192));
+        assert!(
+            a.audio.heap_bytes() <= keep as usize / 2,
+            "{}",
+            a.audio.heap_bytes()
+        );
+        // A constant decodes to itself once the step has adapted.
+        assert!(a.audio.samples().skip(480).all(|s| (s - 8_192).abs() < 64));
         let (audio, _) = a.take_audio().expect("audio");
-        assert_eq!(std::mem::size_of_val(&*audio), 208 * 480 * 2);
+        assert_eq!(audio.heap_bytes(), 208 * 480 / 2);
     }
 }

@@ -11,6 +11,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use duet_media::Adpcm;
 use duet_models::{Request, TokenLogprob, TranscribeOutput, TurnInput};
 
 use super::audio_io::to_f32;
@@ -93,12 +94,12 @@ impl Transcripts {
 
 /// Whether a context turn's audio `pcm` is the stored item audio `stored` (the turn was
 /// converted from it: the same samples, exactly).
-fn is_audio_of(pcm: &[f32], stored: &[i16]) -> bool {
+fn is_audio_of(pcm: &[f32], stored: &Adpcm) -> bool {
     pcm.len() == stored.len()
         && pcm
             .iter()
-            .zip(stored)
-            .all(|(&f, &s)| f == duet_media::i16_to_f32(s))
+            .zip(stored.samples())
+            .all(|(&f, s)| f == duet_media::i16_to_f32(s))
 }
 
 fn logprobs(list: Vec<TokenLogprob>, wanted: bool) -> Option<Vec<LogProb>> {

@@ -164,8 +164,20 @@ fn every_pcm16_value() -> Vec<u8> {
         .collect()
 }
 
+/// What a retrieve returns for stored `bytes` (PCM16): their ADPCM, decoded.
+fn as_stored(bytes: &[u8]) -> Vec<u8> {
+    let pcm: Vec<i16> = bytes
+        .chunks_exact(2)
+        .map(|b| i16::from_le_bytes([b[0], b[1]]))
+        .collect();
+    duet_media::Adpcm::from_i16(&pcm)
+        .samples()
+        .flat_map(i16::to_le_bytes)
+        .collect()
+}
+
 #[test]
-fn appended_pcm16_comes_back_from_retrieve_byte_for_byte() {
+fn appended_pcm16_comes_back_from_retrieve_as_stored() {
     let mut h = harness(Setup {
         echo: true,
         session: json!({"type":"realtime","audio":{"input":{"turn_detection":null}}}),
@@ -180,22 +192,52 @@ fn appended_pcm16_comes_back_from_retrieve_byte_for_byte() {
     h.send(json!({"type":"input_audio_buffer.commit"}));
     let committed = h.until("conversation.item.added");
     assert_eq!(count(&committed, "error"), 0, "{committed:#?}");
+    // Stored as ADPCM, encoded once whatever the appends' sizes: half a byte a sample.
+    let stored = as_stored(&bytes);
     assert!(
-        h.retrieve_audio(&committed) == bytes,
+        h.retrieve_audio(&committed) == stored,
         "append → commit → retrieve"
     );
-    // Stored as the PCM16 it came as: two bytes a sample.
-    assert_eq!(h.session.conv.audio_bytes(), bytes.len());
+    assert_eq!(h.session.conv.audio_bytes(), bytes.len() / 4);
 
     // An item created with the same audio comes back the same.
     h.send(json!({"type":"conversation.item.create","item":{"type":"message","role":"user","content":[{"type":"input_audio","audio":b64.encode(&bytes)}]}}));
     let created = h.until("conversation.item.added");
-    assert!(h.retrieve_audio(&created) == bytes, "create → retrieve");
-    assert_eq!(h.session.conv.audio_bytes(), 2 * bytes.len());
+    assert!(h.retrieve_audio(&created) == stored, "create → retrieve");
+    assert_eq!(h.session.conv.audio_bytes(), 2 * bytes.len() / 4);
 }
 
 #[test]
-fn a_committed_ten_second_item_holds_480_000_bytes_of_samples() {
+fn retrieved_speech_keeps_twenty_five_db() {
+    let mut h = harness(Setup {
+        echo: true,
+        session: json!({"type":"realtime","audio":{"input":{"turn_detection":null}}}),
+        ..Setup::default()
+    });
+    let speech = voiced(3.0);
+    h.send(json!({"type":"conversation.item.create","item":{"type":"message","role":"user","content":[{"type":"input_audio","audio":pcm16_b64(&speech)}]}}));
+    let created = h.until("conversation.item.added");
+    let back = h.retrieve_audio(&created);
+    let sent: Vec<i16> = speech.iter().map(|&s| duet_media::f32_to_i16(s)).collect();
+    let got: Vec<i16> = back
+        .chunks_exact(2)
+        .map(|b| i16::from_le_bytes([b[0], b[1]]))
+        .collect();
+    assert_eq!(got.len(), sent.len());
+    let power = |x: &mut dyn Iterator<Item = f64>| x.map(|v| v * v).sum::<f64>();
+    let signal = power(&mut sent.iter().map(|&s| f64::from(s)));
+    let error = power(
+        &mut sent
+            .iter()
+            .zip(&got)
+            .map(|(&a, &b)| f64::from(a) - f64::from(b)),
+    );
+    let snr = 10.0 * (signal / error.max(1.0)).log10();
+    assert!(snr > 25.0, "SNR {snr:.1} dB");
+}
+
+#[test]
+fn a_committed_ten_second_item_holds_120_000_bytes_of_samples() {
     let mut h = harness(Setup {
         echo: true,
         session: json!({"type":"realtime","audio":{"input":{"turn_detection":null}}}),
@@ -215,5 +257,9 @@ fn a_committed_ten_second_item_holds_480_000_bytes_of_samples() {
         .to_string();
     let stored = h.session.conv.get(&id).expect("stored");
     assert_eq!(stored.audio.as_ref().map(|a| a.len()), Some(240_000));
-    assert_eq!(stored.audio_bytes(), 480_000, "not the 960 000 of f32");
+    assert_eq!(
+        stored.audio_bytes(),
+        120_000,
+        "not PCM16's 480 000, nor f32's 960 000"
+    );
 }

@@ -71,13 +71,30 @@ fn an_item_past_the_budget_is_refused_and_stores_nothing() {
 
 #[test]
 fn an_answer_that_cannot_grow_ends_failed() {
-    // Room for 16 s of items, not for the last one's 6 s echo as well.
     let mut h = metered(1_100_000);
     for secs in [4.0, 6.0, 6.0] {
         h.send(json!({"type":"conversation.item.create",
             "item":{"type":"message","role":"user",
             "content":[{"type":"input_audio","audio": pcm16_b64(&voiced(secs))}]}}));
         h.until("conversation.item.added");
+    }
+    // Filled up with short items before the others (the echo answers the newest), until
+    // the next does not fit: what is left is less than one short item's creation (about
+    // 27 KB), not the 72 KB of the last one's 6 s echo.
+    let filler = pcm16_b64(&voiced(0.25));
+    let mut filled = 0;
+    loop {
+        h.send(
+            json!({"type":"conversation.item.create","previous_item_id":"root",
+            "item":{"type":"message","role":"user",
+            "content":[{"type":"input_audio","audio": filler}]}}),
+        );
+        let events = h.drain(Duration::from_millis(5));
+        if memory_error(&events).is_some() {
+            break;
+        }
+        filled += 1;
+        assert!(filled < 1_000, "the budget never filled");
     }
     h.send(json!({"type":"response.create"}));
     let events = h.until("response.done");
