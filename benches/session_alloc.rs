@@ -161,6 +161,7 @@ fn main() {
                 usage: None,
                 transcriber: None,
                 can_transcribe: false,
+                model_tools: false,
                 vad_model: None,
                 transcription_session: false,
                 memory: None,

@@ -522,7 +522,7 @@ impl LoopThread {
     fn deliver(&mut self, slot: SlotId, output: StepOutput) {
         // An autonomous model's every step counts: a silent one may carry the end of its speech.
         let autonomous = self.model.info().autonomous;
-        if !autonomous && output.audio.is_empty() && output.text.is_empty() && !output.end_of_turn {
+        if !autonomous && output.is_empty() {
             return;
         }
         let Some(s) = self.slots.get(&slot) else {

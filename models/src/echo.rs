@@ -63,6 +63,7 @@ impl EchoModel {
                 frame_samples: FRAME,
                 max_slots: slots.max(1),
                 autonomous: false,
+                tools: false,
             },
             slots: Vec::new(),
         }
@@ -184,8 +185,8 @@ fn speak_words(words: &[String]) -> (Vec<f32>, Vec<(usize, String)>) {
 }
 
 /// Builds the answer to a request.
-fn answer(modality: OutputModality, input: &[TurnInput]) -> Answer {
-    let last = input.last();
+fn answer(modality: OutputModality, input: &[ContextItem]) -> Answer {
+    let last = input.iter().rev().find_map(ContextItem::user);
     let (audio, words) = match (modality, last) {
         (OutputModality::Audio, Some(TurnInput::Audio(pcm)))
             if trim_silence(pcm).len() >= MIN_VOICED =>
@@ -341,7 +342,9 @@ mod tests {
         let req = Request::Respond {
             modality: OutputModality::Audio,
             instructions: String::new(),
-            input: vec![TurnInput::Audio(Arc::from(pcm))],
+            input: vec![ContextItem::User(TurnInput::Audio(Arc::from(pcm)))],
+            tools: Vec::new(),
+            tool_choice: ToolChoice::Auto,
         };
         m.request(slot, req).unwrap();
         let (audio, text, steps) = run(&mut m, slot, 200);
@@ -358,7 +361,9 @@ mod tests {
         let req = Request::Respond {
             modality: OutputModality::Audio,
             instructions: String::new(),
-            input: vec![TurnInput::Audio(Arc::from(voiced(1.0)))],
+            input: vec![ContextItem::User(TurnInput::Audio(Arc::from(voiced(1.0))))],
+            tools: Vec::new(),
+            tool_choice: ToolChoice::Auto,
         };
         m.request(slot, req).unwrap();
         let silence = vec![0.0; FRAME];
@@ -389,7 +394,9 @@ mod tests {
         let req = Request::Respond {
             modality: OutputModality::Text,
             instructions: String::new(),
-            input: vec![TurnInput::Text("hello there".into())],
+            input: vec![ContextItem::User(TurnInput::Text("hello there".into()))],
+            tools: Vec::new(),
+            tool_choice: ToolChoice::Auto,
         };
         m.request(slot, req).unwrap();
         let (audio, text, steps) = run(&mut m, slot, 50);
@@ -405,7 +412,9 @@ mod tests {
         let req = Request::Respond {
             modality: OutputModality::Audio,
             instructions: String::new(),
-            input: vec![TurnInput::Text("hi".into())],
+            input: vec![ContextItem::User(TurnInput::Text("hi".into()))],
+            tools: Vec::new(),
+            tool_choice: ToolChoice::Auto,
         };
         m.request(slot, req).unwrap();
         let (audio, text, _) = run(&mut m, slot, 200);
@@ -420,7 +429,12 @@ mod tests {
         let req = Request::Respond {
             modality: OutputModality::Audio,
             instructions: String::new(),
-            input: vec![TurnInput::Audio(Arc::from(vec![0.0; 4800]))],
+            input: vec![ContextItem::User(TurnInput::Audio(Arc::from(vec![
+                0.0;
+                4800
+            ])))],
+            tools: Vec::new(),
+            tool_choice: ToolChoice::Auto,
         };
         m.request(slot, req).unwrap();
         let (audio, text, _) = run(&mut m, slot, 400);
@@ -430,6 +444,8 @@ mod tests {
             modality: OutputModality::Audio,
             instructions: String::new(),
             input: vec![],
+            tools: Vec::new(),
+            tool_choice: ToolChoice::Auto,
         };
         m.request(slot, req).unwrap();
         assert_eq!(run(&mut m, slot, 400).1, "I did not hear anything.");
@@ -444,7 +460,9 @@ mod tests {
         let req = Request::Respond {
             modality: OutputModality::Text,
             instructions: String::new(),
-            input: vec![TurnInput::Text("x".into())],
+            input: vec![ContextItem::User(TurnInput::Text("x".into()))],
+            tools: Vec::new(),
+            tool_choice: ToolChoice::Auto,
         };
         m.request(a, req).unwrap();
         let silence = vec![0.0; FRAME];

@@ -4,6 +4,7 @@
 
 #![warn(missing_docs)]
 
+mod context;
 mod echo;
 pub mod kyutai_stt;
 mod model;

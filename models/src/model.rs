@@ -1,6 +1,6 @@
 //! The plugin trait and its value types.
 
-use std::sync::Arc;
+pub use crate::context::{ContextItem, Tool, ToolCall, ToolCallDelta, ToolChoice, TurnInput};
 
 /// Sample rate every model consumes and produces (the Realtime API's PCM rate).
 pub const MODEL_SAMPLE_RATE: u32 = duet_media::SESSION_RATE;
@@ -18,6 +18,9 @@ pub struct ModelInfo {
     /// arrives without a [`Request::Respond`], and [`StepOutput::speaking`] tells the session
     /// when a spoken turn starts and ends. `false` for request/response models (echo).
     pub autonomous: bool,
+    /// The model can call tools ([`StepOutput::tool_call`]). A session refuses tools for a
+    /// model that cannot, rather than accept them and never call one.
+    pub tools: bool,
 }
 
 impl ModelInfo {
@@ -39,22 +42,6 @@ pub enum OutputModality {
     Text,
 }
 
-/// One turn of conversation context handed to the model with a request.
-#[derive(Clone, Debug, PartialEq)]
-pub enum TurnInput {
-    /// The user's audio at [`MODEL_SAMPLE_RATE`].
-    Audio(Arc<[f32]>),
-    /// The user's text.
-    Text(String),
-    /// The user's audio and what a transcriber heard in it.
-    Transcribed {
-        /// Audio at [`MODEL_SAMPLE_RATE`].
-        audio: Arc<[f32]>,
-        /// Its transcript.
-        transcript: String,
-    },
-}
-
 /// A control message for one slot, applied before its next step.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Request {
@@ -64,8 +51,12 @@ pub enum Request {
         modality: OutputModality,
         /// The session's (or response's) instructions.
         instructions: String,
-        /// Conversation context.
-        input: Vec<TurnInput>,
+        /// The conversation, oldest first.
+        input: Vec<ContextItem>,
+        /// Functions the model may call (empty: none).
+        tools: Vec<Tool>,
+        /// Whether it must call one.
+        tool_choice: ToolChoice,
     },
     /// Stop the current answer immediately; nothing more of it may be produced.
     Cancel,
@@ -90,12 +81,25 @@ pub struct StepOutput {
     pub audio: Vec<f32>,
     /// Text produced this step (transcript of the audio, or the text answer).
     pub text: String,
+    /// A piece of a tool call made this step (models with [`ModelInfo::tools`]).
+    pub tool_call: Option<ToolCallDelta>,
     /// The model finished its answer with this step.
     pub end_of_turn: bool,
     /// Autonomous models only: this frame belongs to the model's own speech. The plugin
     /// applies its own hysteresis, so a `false` after `true` means the model fell silent
     /// and is listening. Always `false` for request/response models.
     pub speaking: bool,
+}
+
+impl StepOutput {
+    /// Whether it carries nothing for a turn-based model's session: no audio, text or tool
+    /// call, and not the end of the turn.
+    pub fn is_empty(&self) -> bool {
+        self.audio.is_empty()
+            && self.text.is_empty()
+            && self.tool_call.is_none()
+            && !self.end_of_turn
+    }
 }
 
 /// Model failures. A slot error ends that session only.

@@ -140,4 +140,6 @@ pub mod codes {
     /// The server's memory budget (`--memory-budget-mib`) is spent: the request that would
     /// pass it was refused; the session goes on.
     pub const SERVER_MEMORY_EXHAUSTED: &str = "server_memory_exhausted";
+    /// `tools` were given to a model that cannot call them (`--model echo`, `moshi`).
+    pub const TOOLS_UNSUPPORTED: &str = "tools_unsupported";
 }

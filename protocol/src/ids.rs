@@ -36,6 +36,11 @@ pub fn session_id() -> String {
     new_id("sess")
 }
 
+/// `call_…`, a function call made by a model that named none itself.
+pub fn call_id() -> String {
+    new_id("call")
+}
+
 /// `conv_…`, a conversation.
 pub fn conversation_id() -> String {
     new_id("conv")

@@ -65,6 +65,7 @@ pub async fn open_session(
         usage: Some(state.usage.sink(credential)),
         transcriber: None,
         can_transcribe: state.speech.transcriber.is_some(),
+        model_tools: info.tools,
         vad_model: state.speech.vad.clone(),
         transcription_session: initial.transcription,
         memory: Some(memory),

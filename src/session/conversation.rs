@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use duet_media::Adpcm;
-use duet_models::TurnInput;
+use duet_models::{ContextItem, ToolCall, TurnInput};
 
 use super::ledger::PlaybackLedger;
 use crate::protocol::{codes, AudioFormat, Content, ErrorPayload, Item, Role};
@@ -302,17 +302,25 @@ impl Conversation {
         last.audio.as_ref().map(|_| last.id())
     }
 
-    /// The last `n` user turns as model context, oldest first.
-    pub fn user_context(&self, n: usize) -> Vec<TurnInput> {
-        let mut turns: Vec<TurnInput> = self
+    /// The whole conversation as model context, oldest first: every item the model can
+    /// read, user audio as its transcript, assistant audio as the transcript of what was
+    /// heard (a truncated item keeps only that). The newest `audio_turns` user audio items
+    /// also carry their audio (decoded, for models that listen to it); older ones without a
+    /// transcript have nothing a model can read and are left out.
+    pub fn context(&self, audio_turns: usize) -> Vec<ContextItem> {
+        let mut audio_left = audio_turns;
+        let mut out: Vec<ContextItem> = self
             .items
             .iter()
             .rev()
-            .filter_map(user_turn)
-            .take(n)
+            .filter_map(|s| {
+                let with_audio = audio_left > 0 && s.audio.is_some() && is_user(&s.item);
+                audio_left -= usize::from(with_audio);
+                context_item(s, with_audio)
+            })
             .collect();
-        turns.reverse();
-        turns
+        out.reverse();
+        out
     }
 
     /// Total stored audio in samples.
@@ -341,11 +349,77 @@ impl Conversation {
     }
 }
 
-/// A user message as model input: its audio (as f32, which the model takes), else its text.
-pub fn user_turn(s: &StoredItem) -> Option<TurnInput> {
-    user_turn_of(&s.item, || {
-        s.audio.as_deref().map(|a| Arc::from(a.to_f32()))
-    })
+fn is_user(item: &Item) -> bool {
+    matches!(
+        item,
+        Item::Message {
+            role: Role::User,
+            ..
+        }
+    )
+}
+
+/// A stored item as model context (`with_audio`: a user item's audio goes too).
+pub fn context_item(s: &StoredItem, with_audio: bool) -> Option<ContextItem> {
+    match &s.item {
+        Item::Message {
+            role: Role::User, ..
+        } => {
+            let audio = || {
+                with_audio
+                    .then(|| s.audio.as_deref().map(|a| Arc::from(a.to_f32())))
+                    .flatten()
+            };
+            user_turn_of(&s.item, audio).map(ContextItem::User)
+        }
+        Item::Message {
+            role: Role::System,
+            content,
+            ..
+        } => some_text(content).map(ContextItem::System),
+        Item::Message {
+            role: Role::Assistant,
+            content,
+            ..
+        } => some_text(content).map(ContextItem::Assistant),
+        Item::FunctionCall {
+            name,
+            call_id,
+            arguments,
+            ..
+        } => Some(ContextItem::ToolCall(ToolCall {
+            call_id: call_id.clone().unwrap_or_default(),
+            name: name.clone(),
+            arguments: arguments.clone(),
+        })),
+        Item::FunctionCallOutput {
+            call_id, output, ..
+        } => Some(ContextItem::ToolResult {
+            call_id: call_id.clone(),
+            output: output.clone(),
+        }),
+    }
+}
+
+/// The words of a message's parts (text, transcripts), joined; `None` when it has none.
+fn some_text(content: &[Content]) -> Option<String> {
+    let parts: Vec<&str> = content
+        .iter()
+        .filter_map(|c| match c {
+            Content::InputText { text } | Content::OutputText { text } => Some(text.as_str()),
+            Content::InputAudio {
+                transcript: Some(t),
+                ..
+            }
+            | Content::OutputAudio {
+                transcript: Some(t),
+                ..
+            } => Some(t.as_str()),
+            _ => None,
+        })
+        .filter(|t| !t.trim().is_empty())
+        .collect();
+    (!parts.is_empty()).then(|| parts.join(" "))
 }
 
 /// A user message `item` as model input, with its audio from `audio` (asked for only when

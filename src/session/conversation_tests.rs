@@ -72,19 +72,101 @@ fn pinned_items_outlive_eviction() {
     );
 }
 
-#[test]
-fn user_context_takes_latest_user_turns() {
-    let mut c = Conversation::new(10, 1000);
-    for (id, t) in [("a", "one"), ("b", "two"), ("c", "three")] {
-        c.insert(Placement::End, text_item(id, t)).unwrap();
+fn message(id: &str, role: Role, content: Vec<Content>) -> Item {
+    Item::Message {
+        id: Some(id.into()),
+        object: None,
+        status: None,
+        role,
+        content,
     }
+}
+
+fn user_audio(id: &str, transcript: Option<&str>) -> StoredItem {
+    let item = message(
+        id,
+        Role::User,
+        vec![Content::InputAudio {
+            audio: None,
+            transcript: transcript.map(str::to_string),
+        }],
+    );
+    StoredItem::with_audio(item, Some(Arc::new(Adpcm::from_i16(&[100; 480]))))
+}
+
+#[test]
+fn the_whole_conversation_is_context_in_order() {
+    let mut c = Conversation::new(20, 100_000);
+    let items = [
+        StoredItem::plain(message(
+            "s",
+            Role::System,
+            vec![Content::InputText {
+                text: "Be brief.".into(),
+            }],
+        )),
+        user_audio("u1", Some("what time is it")),
+        StoredItem::plain(Item::FunctionCall {
+            id: Some("f".into()),
+            object: None,
+            status: None,
+            name: "get_time".into(),
+            call_id: Some("call_1".into()),
+            arguments: "{}".into(),
+        }),
+        StoredItem::plain(Item::FunctionCallOutput {
+            id: Some("o".into()),
+            object: None,
+            status: None,
+            call_id: "call_1".into(),
+            output: r#"{"time":"10:00"}"#.into(),
+        }),
+        StoredItem::plain(message(
+            "a",
+            Role::Assistant,
+            vec![Content::OutputAudio {
+                audio: None,
+                transcript: Some("It is ten".into()),
+            }],
+        )),
+        user_audio("u2", None),
+        user_audio("u3", Some("thanks")),
+        text_item("t", "bye"),
+    ];
+    for item in items {
+        c.insert(Placement::End, item).unwrap();
+    }
+    // The newest user audio item goes with its audio; older audio as its transcript, and
+    // one with neither transcript nor audio is left out.
+    let ctx = c.context(1);
+    let audio: Arc<[f32]> = Arc::from(Adpcm::from_i16(&[100; 480]).to_f32());
     assert_eq!(
-        c.user_context(2),
+        ctx,
         vec![
-            TurnInput::Text("two".into()),
-            TurnInput::Text("three".into())
+            ContextItem::System("Be brief.".into()),
+            ContextItem::User(TurnInput::Text("what time is it".into())),
+            ContextItem::ToolCall(ToolCall {
+                call_id: "call_1".into(),
+                name: "get_time".into(),
+                arguments: "{}".into()
+            }),
+            ContextItem::ToolResult {
+                call_id: "call_1".into(),
+                output: r#"{"time":"10:00"}"#.into()
+            },
+            ContextItem::Assistant("It is ten".into()),
+            ContextItem::User(TurnInput::Transcribed {
+                audio,
+                transcript: "thanks".into()
+            }),
+            ContextItem::User(TurnInput::Text("bye".into())),
         ]
     );
+    // With a wider window the untranscribed item comes with its audio.
+    assert!(matches!(
+        c.context(3)[5],
+        ContextItem::User(TurnInput::Audio(_))
+    ));
 }
 
 #[test]

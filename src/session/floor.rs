@@ -83,7 +83,7 @@ impl Session {
     /// Opens a response because an autonomous model started speaking on its own.
     fn open_model_response(&mut self) {
         match self.prepare(ResponseParams::default()) {
-            Ok((active, _, _)) => self.begin(active, None, true),
+            Ok((active, _)) => self.begin(active, None, true),
             Err(e) => self.error(e),
         }
     }

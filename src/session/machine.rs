@@ -57,6 +57,8 @@ pub struct Session {
     pub(super) pending: Option<super::provision::Pending>,
     /// The server has a transcriber to open a stream on.
     pub(super) can_transcribe: bool,
+    /// The model can call tools.
+    pub(super) model_tools: bool,
     pub(super) epoch: Epoch,
     pub(super) active: Option<ActiveResponse>,
     pub(super) view: PlaybackView,
@@ -119,6 +121,7 @@ impl Session {
             model: p.model,
             pending: None,
             can_transcribe: p.can_transcribe,
+            model_tools: p.model_tools,
             epoch: Epoch::default(),
             active: None,
             view: PlaybackView::default(),
@@ -144,7 +147,10 @@ impl Session {
 
     /// Applies the `session` object a call was created with, before the session runs.
     pub fn configure(&mut self, patch: crate::protocol::SessionPatch) -> Result<(), ErrorPayload> {
-        self.cfg.apply(patch)?;
+        let mut next = self.cfg.clone();
+        next.apply(patch)?;
+        self.check_tools(&next.tools, &next.tool_choice, "session")?;
+        self.cfg = next;
         self.input.reconfigure(&self.cfg);
         Ok(())
     }
@@ -424,6 +430,7 @@ impl Session {
     fn session_update(&mut self, patch: crate::protocol::SessionPatch) -> Result<(), ErrorPayload> {
         let mut next = self.cfg.clone();
         next.apply(patch)?;
+        self.check_tools(&next.tools, &next.tool_choice, "session")?;
         let needs = self.needs_for(&next);
         if needs.any() {
             self.hold_update(next, needs);

@@ -11,6 +11,7 @@
 //! one timer, the only place that reads the clock.
 
 mod audio_io;
+mod calls;
 mod conversation;
 mod durable;
 mod floor;
@@ -31,6 +32,7 @@ mod signals;
 mod subscribers;
 #[cfg(test)]
 mod tests;
+mod tools;
 mod transcripts;
 
 use std::sync::Arc;
@@ -373,6 +375,8 @@ pub struct SessionParams {
     pub transcriber: Option<Box<dyn TranscriberPort>>,
     /// The server has a transcriber a stream can be opened on later.
     pub can_transcribe: bool,
+    /// The model can call tools.
+    pub model_tools: bool,
     /// Silero VAD for server VAD (none: the energy detector).
     pub vad_model: Option<duet_models::silero::SileroVad>,
     /// Opens as a transcription session (`?intent=transcription`).

@@ -6,21 +6,30 @@
 use std::sync::Arc;
 
 use duet_media::Adpcm;
-use duet_models::{OutputModality, Request, StepOutput, TurnInput};
+use duet_models::{ContextItem, OutputModality, Request, StepOutput, Tool, ToolChoice};
 use serde_json::Value;
 
-use super::conversation::{user_turn, user_turn_of, Placement, StoredItem};
+use super::conversation::{context_item, user_turn_of, Placement, StoredItem};
 use super::response::{input_tokens, ActiveResponse};
 use super::Session;
 use crate::protocol::response::{ResponseAudio, ResponseAudioOutput};
 use crate::protocol::session::{validate_max_tokens, validate_modalities};
 use crate::protocol::{
-    codes, ids, Content, ErrorPayload, Item, Modality, Response, ResponseParams, ResponseStatus,
-    Role, ServerEventBody,
+    codes, ids, Content, ErrorPayload, Item, ItemStatus, Modality, Response, ResponseParams,
+    ResponseStatus, Role, ServerEventBody,
 };
 
-/// User turns handed to the model as context.
-const CONTEXT_TURNS: usize = 4;
+/// User audio items whose audio goes to the model with the context (the newest); older ones
+/// go as their transcripts.
+const CONTEXT_AUDIO_TURNS: usize = 4;
+
+/// What a response asks the model, besides its output modality.
+pub(super) struct Ask {
+    instructions: String,
+    input: Vec<ContextItem>,
+    tools: Vec<Tool>,
+    tool_choice: ToolChoice,
+}
 
 impl Session {
     /// `response.create` (also used by server VAD with default parameters). On an autonomous
@@ -28,7 +37,7 @@ impl Session {
     /// request goes to the model, which decides itself when to speak); without speech within
     /// the speak timeout it completes empty.
     pub(super) fn response_create(&mut self, params: ResponseParams) -> Result<(), ErrorPayload> {
-        let (active, instructions, input) = self.prepare(params)?;
+        let (active, ask) = self.prepare(params)?;
         if self.floor.autonomous {
             self.floor.speak_deadline = Some(self.now + self.floor.speak_timeout);
             self.begin(active, None, false);
@@ -40,19 +49,21 @@ impl Session {
         };
         let request = Request::Respond {
             modality,
-            instructions,
-            input,
+            instructions: ask.instructions,
+            input: ask.input,
+            tools: ask.tools,
+            tool_choice: ask.tool_choice,
         };
         self.begin(active, Some(request), false);
         Ok(())
     }
 
-    /// Validates `response.create` parameters into a response (not yet started), its
-    /// instructions and its model context.
+    /// Validates `response.create` parameters into a response (not yet started) and what it
+    /// asks the model: instructions, context and tools.
     pub(super) fn prepare(
         &self,
         params: ResponseParams,
-    ) -> Result<(ActiveResponse, String, Vec<TurnInput>), ErrorPayload> {
+    ) -> Result<(ActiveResponse, Ask), ErrorPayload> {
         let in_conversation = match params.conversation.as_deref() {
             None | Some("auto") => true,
             Some("none") => false,
@@ -75,9 +86,17 @@ impl Session {
         };
         let audio = self.response_audio(params.audio.and_then(|a| a.output));
         let format = audio.output.format;
+        let (tools, tool_choice) = match (&params.tools, &params.tool_choice) {
+            (None, None) => self.check_tools(&self.cfg.tools, &self.cfg.tool_choice, "session")?,
+            (tools, choice) => self.check_tools(
+                tools.as_deref().unwrap_or(&self.cfg.tools),
+                choice.as_ref().unwrap_or(&self.cfg.tool_choice),
+                "response",
+            )?,
+        };
         let context = match params.input {
             Some(items) => self.resolve_input(&items)?,
-            None => self.conv.user_context(CONTEXT_TURNS),
+            None => self.conv.context(CONTEXT_AUDIO_TURNS),
         };
         let instructions = params
             .instructions
@@ -96,14 +115,23 @@ impl Session {
             usage: None,
         };
         let max = max_output_tokens.as_u64();
-        let active = ActiveResponse::new(
+        let mut active = ActiveResponse::new(
             response,
             in_conversation,
             format,
             input_tokens(&context),
             max,
         );
-        Ok((active, instructions, context))
+        // A response that may call a tool opens its message only when the model speaks or
+        // writes (a call alone makes no empty message).
+        active.defer_message = !tools.is_empty() && tool_choice != ToolChoice::None;
+        let ask = Ask {
+            instructions,
+            input: context,
+            tools,
+            tool_choice,
+        };
+        Ok((active, ask))
     }
 
     /// The response's audio output: its own format and voice, else the session's.
@@ -158,24 +186,27 @@ impl Session {
         self.emit(ServerEventBody::ResponseCreated {
             response: Box::new(active.response.clone()),
         });
-        let empty = active.empty_item();
-        self.emit(ServerEventBody::ResponseOutputItemAdded {
-            response_id: active.response.id.clone(),
-            output_index: 0,
-            item: Box::new(empty.clone()),
-        });
-        if active.in_conversation {
-            self.add_response_item(&active.item_id, empty);
+        if !active.defer_message {
+            active.open_message();
+            let empty = active.empty_item();
+            self.emit(ServerEventBody::ResponseOutputItemAdded {
+                response_id: active.response.id.clone(),
+                output_index: 0,
+                item: Box::new(empty.clone()),
+            });
+            if active.in_conversation {
+                self.add_response_item(&active.item_id, empty);
+            }
+            if speaking {
+                self.floor.speak_deadline = None;
+                let speak = active.speak(&self.cfg.id, self.epoch);
+                self.emit(speak);
+            }
+            self.emit(ServerEventBody::ResponseContentPartAdded {
+                at: active.at(),
+                part: active.part(),
+            });
         }
-        if speaking {
-            self.floor.speak_deadline = None;
-            let speak = active.speak(&self.cfg.id, self.epoch);
-            self.emit(speak);
-        }
-        self.emit(ServerEventBody::ResponseContentPartAdded {
-            at: active.at(),
-            part: active.part(),
-        });
         self.timers.vad_idle = None;
         self.active = Some(active);
         if let Some(request) = request {
@@ -184,7 +215,7 @@ impl Session {
     }
 
     /// The response's (empty) assistant item joins the conversation.
-    fn add_response_item(&mut self, item_id: &str, empty: Item) {
+    pub(super) fn add_response_item(&mut self, item_id: &str, empty: Item) {
         match self
             .conv
             .insert(Placement::End, StoredItem::plain(empty.clone()))
@@ -199,7 +230,7 @@ impl Session {
     }
 
     /// Resolves `response.input`: item references and inline items, as model context.
-    fn resolve_input(&self, items: &[Value]) -> Result<Vec<TurnInput>, ErrorPayload> {
+    fn resolve_input(&self, items: &[Value]) -> Result<Vec<ContextItem>, ErrorPayload> {
         let mut turns = Vec::new();
         for (i, v) in items.iter().enumerate() {
             let param = format!("response.input[{i}]");
@@ -210,7 +241,7 @@ impl Session {
     }
 
     /// One entry of `response.input`: an item reference or an inline item.
-    fn input_turn(&self, v: &Value) -> Result<Option<TurnInput>, ErrorPayload> {
+    fn input_turn(&self, v: &Value) -> Result<Option<ContextItem>, ErrorPayload> {
         if v.get("type").and_then(Value::as_str) == Some("item_reference") {
             let id = v.get("id").and_then(Value::as_str).unwrap_or_default();
             let stored = self.conv.get(id).ok_or_else(|| {
@@ -219,7 +250,7 @@ impl Session {
                     format!("item {id:?} does not exist in the conversation"),
                 )
             })?;
-            return Ok(user_turn(stored));
+            return Ok(context_item(stored, true));
         }
         let mut item: Item = serde_json::from_value(v.clone()).map_err(|e| {
             ErrorPayload::invalid(codes::INVALID_VALUE, format!("invalid input item: {e}"))
@@ -236,7 +267,10 @@ impl Session {
             _ => None,
         };
         let audio = audio.map(|b64| self.decode_clip(&b64)).transpose()?;
-        Ok(user_turn_of(&item, || audio.map(Arc::from)))
+        if let Some(turn) = user_turn_of(&item, || audio.map(Arc::from)) {
+            return Ok(Some(ContextItem::User(turn)));
+        }
+        Ok(context_item(&StoredItem::plain(item), false))
     }
 
     /// A model step (already past the epoch fence).
@@ -272,6 +306,16 @@ impl Session {
             self.fail_response(codes::SERVER_MEMORY_EXHAUSTED, &e.message);
             self.error(e);
             return false;
+        }
+        if let Some(call) = &out.tool_call {
+            self.stream_call(call);
+        }
+        let Some(a) = self.active.as_ref() else {
+            return false;
+        };
+        if a.message_index.is_none() && a.speaks(out) {
+            self.close_call(ItemStatus::Completed);
+            self.open_message();
         }
         let sink = self.transport.sink();
         let Some(a) = self.active.as_mut() else {
@@ -363,6 +407,10 @@ impl Session {
 
     /// The done chain and `response.done`.
     pub(super) fn finish(&mut self, status: ResponseStatus, reason: Option<&str>) {
+        self.close_call(match status {
+            ResponseStatus::Completed => ItemStatus::Completed,
+            _ => ItemStatus::Incomplete,
+        });
         let Some(mut a) = self.active.take() else {
             return;
         };
@@ -370,15 +418,18 @@ impl Session {
         if a.modality == Modality::Audio {
             self.finish_playback(a.tag);
         }
-        let (events, item) = a.done_chain(status, self.transport.is_webrtc());
-        for ev in events {
-            self.emit(ev);
-        }
-        if a.in_conversation {
-            self.store_item(&mut a, item.clone());
-        }
+        let message = a.message_index.map(|_| {
+            let (events, item) = a.done_chain(status, self.transport.is_webrtc());
+            for ev in events {
+                self.emit(ev);
+            }
+            if a.in_conversation {
+                self.store_item(&mut a, item.clone());
+            }
+            item
+        });
         let audio_out = a.ledger.generated;
-        let response = a.into_done(status, reason, item);
+        let response = a.into_done(status, reason, message);
         self.count(super::UsageEvent::Response {
             status: status_name(status),
             audio_out,

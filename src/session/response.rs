@@ -3,7 +3,7 @@
 //! the session emits them after the response's own work is done.
 
 use base64::Engine;
-use duet_models::{StepOutput, TurnInput};
+use duet_models::{ContextItem, StepOutput, TurnInput};
 
 use duet_media::Adpcm;
 
@@ -37,6 +37,43 @@ pub struct ActiveResponse {
     max_tokens: Option<u64>,
     /// Autonomous models: `response.speak` went out (the model's speech fills this response).
     pub(super) spoke: bool,
+    /// The message item opens only with the model's first words or audio (a response that
+    /// may call a tool); otherwise it opened with the response.
+    pub(super) defer_message: bool,
+    /// The message item's place in the output, once it is open.
+    pub(super) message_index: Option<u32>,
+    /// The function calls it made, in order.
+    pub(super) calls: Vec<FunctionCall>,
+    /// The next item's place in the output.
+    pub(super) next_index: u32,
+}
+
+/// A function call a response made.
+#[derive(Debug)]
+pub(super) struct FunctionCall {
+    pub(super) item_id: String,
+    pub(super) call_id: String,
+    pub(super) name: String,
+    pub(super) arguments: String,
+    pub(super) output_index: u32,
+    /// Its arguments are complete.
+    pub(super) done: bool,
+    /// Completed once its arguments are; incomplete when the response ended first.
+    pub(super) status: ItemStatus,
+}
+
+impl FunctionCall {
+    /// Its `function_call` item.
+    pub(super) fn item(&self, status: ItemStatus) -> Item {
+        Item::FunctionCall {
+            id: Some(self.item_id.clone()),
+            object: Some("realtime.item".into()),
+            status: Some(status),
+            name: self.name.clone(),
+            call_id: Some(self.call_id.clone()),
+            arguments: self.arguments.clone(),
+        }
+    }
 }
 
 /// Room the stored answer audio grows by at least: one second at 24 kHz.
@@ -53,12 +90,17 @@ pub(super) struct Streamed {
 }
 
 /// Input tokens of a response's context: words, and 20 ms audio tokens.
-pub(super) fn input_tokens(turns: &[TurnInput]) -> (u64, u64) {
-    turns.iter().fold((0, 0), |(t, a), turn| match turn {
-        TurnInput::Text(s) => (t + s.split_whitespace().count() as u64, a),
-        TurnInput::Audio(pcm) | TurnInput::Transcribed { audio: pcm, .. } => {
+pub(super) fn input_tokens(items: &[ContextItem]) -> (u64, u64) {
+    let words = |s: &str| s.split_whitespace().count() as u64;
+    items.iter().fold((0, 0), |(t, a), item| match item {
+        ContextItem::User(TurnInput::Audio(pcm) | TurnInput::Transcribed { audio: pcm, .. }) => {
             (t, a + (pcm.len() as u64).div_ceil(SAMPLES_PER_TOKEN))
         }
+        ContextItem::User(TurnInput::Text(s))
+        | ContextItem::System(s)
+        | ContextItem::Assistant(s) => (t + words(s), a),
+        ContextItem::ToolCall(c) => (t + 1 + words(&c.arguments), a),
+        ContextItem::ToolResult { output, .. } => (t + words(output), a),
     })
 }
 
@@ -85,6 +127,29 @@ impl ActiveResponse {
             input_tokens,
             max_tokens,
             spoke: false,
+            defer_message: false,
+            message_index: None,
+            calls: Vec::new(),
+            next_index: 0,
+        }
+    }
+
+    /// Places the message item in the output (it opens now).
+    pub(super) fn open_message(&mut self) {
+        self.message_index = Some(self.next_index);
+        self.next_index += 1;
+    }
+
+    /// The function call still receiving its arguments, if any.
+    pub(super) fn open_call(&mut self) -> Option<&mut FunctionCall> {
+        self.calls.last_mut().filter(|c| !c.done)
+    }
+
+    /// Whether this step's output opens the message: words or audio the response keeps.
+    pub(super) fn speaks(&self, out: &StepOutput) -> bool {
+        match self.modality {
+            Modality::Text => !out.text.is_empty(),
+            Modality::Audio => !out.text.is_empty() || !out.audio.is_empty(),
         }
     }
 
@@ -93,7 +158,7 @@ impl ActiveResponse {
         ContentRef {
             response_id: self.response.id.clone(),
             item_id: self.item_id.clone(),
-            output_index: 0,
+            output_index: self.message_index.unwrap_or(0),
             content_index: 0,
         }
     }
@@ -318,7 +383,7 @@ impl ActiveResponse {
         let item = self.item(item_status);
         events.push(ServerEventBody::ResponseOutputItemDone {
             response_id: self.response.id.clone(),
-            output_index: 0,
+            output_index: self.message_index.unwrap_or(0),
             item: Box::new(item.clone()),
         });
         (events, item)
@@ -338,7 +403,7 @@ impl ActiveResponse {
         self,
         status: ResponseStatus,
         reason: Option<&str>,
-        item: Item,
+        message: Option<Item>,
     ) -> Response {
         let (out_text, out_audio) = self.output_tokens();
         let mut r = self.response;
@@ -350,7 +415,16 @@ impl ActiveResponse {
                 error: None,
             });
         }
-        r.output = vec![item];
+        let mut output: Vec<(u32, Item)> = self
+            .calls
+            .iter()
+            .map(|c| (c.output_index, c.item(c.status)))
+            .collect();
+        if let (Some(at), Some(item)) = (self.message_index, message) {
+            output.push((at, item));
+        }
+        output.sort_by_key(|(at, _)| *at);
+        r.output = output.into_iter().map(|(_, item)| item).collect();
         r.usage = Some(Usage::new(
             self.input_tokens.0,
             self.input_tokens.1,

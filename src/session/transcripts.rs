@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use duet_media::Adpcm;
-use duet_models::{Request, TokenLogprob, TranscribeOutput, TurnInput};
+use duet_models::{ContextItem, Request, TokenLogprob, TranscribeOutput, TurnInput};
 
 use super::audio_io::to_f32;
 use super::{Epoch, Session, TranscriberPort, TranscriptEvent};
@@ -327,12 +327,12 @@ impl Session {
         if let (Some(transcript), Request::Respond { input, .. }) = (transcript, &mut request) {
             let audio = self.conv.get(item_id).and_then(|s| s.audio.clone());
             for turn in input.iter_mut() {
-                if let (TurnInput::Audio(pcm), Some(a)) = (&*turn, &audio) {
+                if let (ContextItem::User(TurnInput::Audio(pcm)), Some(a)) = (&*turn, &audio) {
                     if is_audio_of(pcm, a) {
-                        *turn = TurnInput::Transcribed {
+                        *turn = ContextItem::User(TurnInput::Transcribed {
                             audio: pcm.clone(),
                             transcript: transcript.clone(),
-                        };
+                        });
                     }
                 }
             }

@@ -275,6 +275,7 @@ impl MoshiModel {
                 frame_samples: FRAME_SAMPLES,
                 max_slots: opts.max_slots,
                 autonomous: true,
+                tools: false,
             },
             cfg,
             device,

@@ -209,6 +209,7 @@ impl MoshiModel {
         StepOutput {
             audio: pcm,
             text,
+            tool_call: None,
             end_of_turn: false,
             speaking: slot.speaking,
         }

@@ -53,6 +53,7 @@ impl Scripted {
                 frame_samples: FRAME,
                 max_slots: 4,
                 autonomous: true,
+                tools: false,
             },
             speech,
             clocks: Vec::new(),
@@ -114,6 +115,7 @@ impl DuplexModel for Scripted {
             out.push(Ok(StepOutput {
                 audio: vec![if range.is_some() { LEVEL } else { 0.0 }; FRAME],
                 text: range.map(|r| Self::piece(n, r)).unwrap_or_default(),
+                tool_call: None,
                 end_of_turn: false,
                 speaking: range.is_some(),
             }));
@@ -192,11 +194,7 @@ impl ModelSim {
             );
             let output = out.pop().expect("one output").expect("model step");
             let autonomous = self.model.info().autonomous;
-            if autonomous
-                || !output.audio.is_empty()
-                || !output.text.is_empty()
-                || output.end_of_turn
-            {
+            if autonomous || !output.is_empty() {
                 events.push(ModelEvent::Output {
                     epoch: self.epoch,
                     output,
@@ -272,6 +270,8 @@ struct Setup {
     transcription_session: bool,
     /// A memory budget of this many bytes, with no reserve (none: unmetered).
     memory: Option<u64>,
+    /// The model is [`tools::ToolScript`], which calls tools.
+    tool_model: bool,
 }
 
 /// What the session sent its transcriber: `(item, samples, end)`.
@@ -312,6 +312,7 @@ impl Default for Setup {
             streaming: false,
             transcription_session: false,
             memory: None,
+            tool_model: false,
         }
     }
 }
@@ -331,6 +332,8 @@ fn harness(setup: Setup) -> Harness {
     let requests = Requests::default();
     let mut model: Box<dyn DuplexModel> = if setup.echo {
         Box::new(EchoModel::new())
+    } else if setup.tool_model {
+        Box::new(tools::ToolScript::new(requests.clone()))
     } else {
         Box::new(Scripted::new(
             setup.speech.clone(),
@@ -370,6 +373,7 @@ fn harness(setup: Setup) -> Harness {
             Box::new(TestTranscriber(sent, setup.streaming)) as Box<dyn super::TranscriberPort>
         }),
         can_transcribe: false,
+        model_tools: model.info().tools,
         vad_model: None,
         transcription_session: setup.transcription_session,
         memory: setup.memory.map(|budget| {
@@ -623,4 +627,5 @@ mod input_and_playback;
 mod lifecycle;
 mod memory;
 mod outbound_limits;
+mod tools;
 mod transcription;

@@ -1,0 +1,156 @@
+//! Function calls in a response: the GA sequence for each call a model makes
+//! (`response.output_item.added` with the `function_call` item, `conversation.item.added`,
+//! `response.function_call_arguments.delta` …, `.done`, `response.output_item.done`,
+//! `conversation.item.done`), and the message item that a response which may call a tool
+//! opens only when the model speaks or writes.
+
+use duet_models::ToolCallDelta;
+
+use super::conversation::{Placement, StoredItem};
+use super::response::FunctionCall;
+use super::Session;
+use crate::protocol::{ids, ItemStatus, ServerEventBody};
+
+impl Session {
+    /// A step's piece of a tool call: opens the call's item on its first piece (closing the
+    /// call before it), then streams its arguments.
+    pub(super) fn stream_call(&mut self, d: &ToolCallDelta) {
+        let Some(a) = self.active.as_mut() else {
+            return;
+        };
+        let same = a
+            .open_call()
+            .is_some_and(|c| d.call_id.is_empty() || c.call_id == d.call_id);
+        if !same {
+            self.close_call(ItemStatus::Completed);
+            self.open_call(d);
+        }
+        let Some(a) = self.active.as_mut() else {
+            return;
+        };
+        let response_id = a.response.id.clone();
+        let Some(call) = a.open_call() else { return };
+        if d.arguments.is_empty() {
+            return;
+        }
+        call.arguments.push_str(&d.arguments);
+        let event = ServerEventBody::ResponseFunctionCallArgumentsDelta {
+            response_id,
+            item_id: call.item_id.clone(),
+            output_index: call.output_index,
+            call_id: call.call_id.clone(),
+            delta: d.arguments.clone(),
+        };
+        self.emit(event);
+    }
+
+    /// Opens a call's `function_call` item: in the output, and in the conversation.
+    fn open_call(&mut self, d: &ToolCallDelta) {
+        let Some(a) = self.active.as_mut() else {
+            return;
+        };
+        let call = FunctionCall {
+            item_id: ids::item_id(),
+            call_id: if d.call_id.is_empty() {
+                ids::call_id()
+            } else {
+                d.call_id.clone()
+            },
+            name: d.name.clone(),
+            arguments: String::new(),
+            output_index: a.next_index,
+            done: false,
+            status: ItemStatus::InProgress,
+        };
+        a.next_index += 1;
+        let item = call.item(ItemStatus::InProgress);
+        let (response_id, output_index) = (a.response.id.clone(), call.output_index);
+        let in_conversation = a.in_conversation;
+        a.calls.push(call);
+        self.emit(ServerEventBody::ResponseOutputItemAdded {
+            response_id,
+            output_index,
+            item: Box::new(item.clone()),
+        });
+        if in_conversation {
+            self.add_call_item(item);
+        }
+    }
+
+    fn add_call_item(&mut self, item: crate::protocol::Item) {
+        let id = item.id().unwrap_or_default().to_string();
+        match self
+            .conv
+            .insert(Placement::End, StoredItem::plain(item.clone()))
+        {
+            Ok(evicted) => {
+                let prev = self.conv.previous_id(&id);
+                self.emit_item_added(prev, item, false);
+                self.emit_evicted(evicted);
+            }
+            Err(e) => self.error(e),
+        }
+    }
+
+    /// Closes the call receiving arguments, if any: its arguments are complete (`status`
+    /// completed) or the response ended first (incomplete).
+    pub(super) fn close_call(&mut self, status: ItemStatus) {
+        let Some(a) = self.active.as_mut() else {
+            return;
+        };
+        let response_id = a.response.id.clone();
+        let in_conversation = a.in_conversation;
+        let Some(call) = a.open_call() else { return };
+        call.done = true;
+        call.status = status;
+        let item = call.item(status);
+        let done = ServerEventBody::ResponseFunctionCallArgumentsDone {
+            response_id: response_id.clone(),
+            item_id: call.item_id.clone(),
+            output_index: call.output_index,
+            call_id: call.call_id.clone(),
+            name: call.name.clone(),
+            arguments: call.arguments.clone(),
+        };
+        let output_index = call.output_index;
+        let item_id = call.item_id.clone();
+        self.emit(done);
+        self.emit(ServerEventBody::ResponseOutputItemDone {
+            response_id,
+            output_index,
+            item: Box::new(item.clone()),
+        });
+        if in_conversation && self.conv.finish_item(&item_id, item.clone(), None) {
+            let prev = self.conv.previous_id(&item_id);
+            self.emit(ServerEventBody::ConversationItemDone {
+                previous_item_id: prev,
+                item: Box::new(item),
+            });
+        }
+    }
+
+    /// Opens the response's message item (when it was deferred): the output item, its
+    /// place in the conversation and its content part.
+    pub(super) fn open_message(&mut self) {
+        let Some(a) = self.active.as_mut() else {
+            return;
+        };
+        a.open_message();
+        let empty = a.empty_item();
+        let (response_id, output_index) = (a.response.id.clone(), a.at().output_index);
+        let (in_conversation, item_id, part) = (a.in_conversation, a.item_id.clone(), a.at());
+        let content = a.part();
+        self.emit(ServerEventBody::ResponseOutputItemAdded {
+            response_id,
+            output_index,
+            item: Box::new(empty.clone()),
+        });
+        if in_conversation {
+            self.add_response_item(&item_id, empty);
+        }
+        self.emit(ServerEventBody::ResponseContentPartAdded {
+            at: part,
+            part: content,
+        });
+    }
+}
