@@ -114,7 +114,9 @@ pub struct ServeArgs {
     pub port: u16,
 
     /// Model to serve. `echo` is built in: no weights, CPU, speaks your words back.
-    /// `moshi` is Kyutai's full-duplex model (needs --model-dir).
+    /// `moshi` is Kyutai's full-duplex model (needs --model-dir). `cascade` answers with a
+    /// text LLM (needs --llm-url; what users say reaches it through the transcriber, so give
+    /// --transcription-model-dir for speech).
     #[arg(long, env = "DUET_MODEL", default_value = "echo")]
     pub model: String,
 
@@ -134,9 +136,28 @@ pub struct ServeArgs {
     #[arg(long, env = "DUET_MOSHI_PRESET", default_value = "moshiko")]
     pub moshi_preset: String,
 
+    /// The cascade's LLM: an OpenAI-compatible base URL (`http://127.0.0.1:8000/v1`), asked
+    /// with streaming `POST {url}/chat/completions` on pooled connections.
+    #[arg(long, env = "DUET_LLM_URL")]
+    pub llm_url: Option<String>,
+
+    /// The `model` the cascade names in its LLM requests.
+    #[arg(long, env = "DUET_LLM_MODEL", default_value = "default")]
+    pub llm_model: String,
+
+    /// The LLM's API key (`Authorization: Bearer …` to the upstream), held by the server
+    /// and never sent to clients.
+    #[arg(long, env = "DUET_LLM_API_KEY", hide_env_values = true)]
+    pub llm_api_key: Option<String>,
+
+    /// Longest wait for the LLM's first response and between two pieces of its stream;
+    /// past it the answer fails with `llm_unavailable`.
+    #[arg(long, env = "DUET_LLM_TIMEOUT_SECS", default_value_t = 30)]
+    pub llm_timeout_secs: u64,
+
     /// Sessions the model serves at once (Moshi steps them together in one batch and
     /// reserves KV-cache memory for every slot up front). Sessions beyond it are refused
-    /// with `model_slots_exhausted`. Default: 8 for Moshi, 1024 for echo.
+    /// with `model_slots_exhausted`. Default: 8 for Moshi, 1024 for echo, 256 for the cascade.
     #[arg(long, env = "DUET_MODEL_SLOTS")]
     pub model_slots: Option<usize>,
 

@@ -116,7 +116,20 @@ pub fn problems(args: &ServeArgs) -> Vec<String> {
                 }
             }
         },
-        other => p.push(format!("model: unknown model {other:?} (echo or moshi)")),
+        "cascade" => match &args.llm_url {
+            None => p.push("llm_url: required with model = \"cascade\"".into()),
+            Some(url) => {
+                if let Err(e) = crate::llm::chat_endpoint(url) {
+                    p.push(format!("llm_url: {e}"));
+                }
+            }
+        },
+        other => p.push(format!(
+            "model: unknown model {other:?} (echo, moshi or cascade)"
+        )),
+    }
+    if args.llm_timeout_secs == 0 {
+        p.push("llm_timeout_secs: must be at least 1".into());
     }
     if let Some(dir) = &args.vad_model_dir {
         if let Err(e) = duet_models::silero::SileroVad::load(dir) {
@@ -216,6 +229,9 @@ pub fn effective(args: &ServeArgs) -> anyhow::Result<String> {
     let mut shown = args.clone();
     if shown.api_key.is_some() {
         shown.api_key = Some("<redacted>".into());
+    }
+    if shown.llm_api_key.is_some() {
+        shown.llm_api_key = Some("<redacted>".into());
     }
     Ok(toml::to_string(&shown)?)
 }

@@ -12,6 +12,7 @@
 pub mod config;
 pub mod config_file;
 pub mod engine;
+pub mod llm;
 pub mod memory;
 pub mod metrics;
 pub mod model_loop;

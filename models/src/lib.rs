@@ -4,6 +4,7 @@
 
 #![warn(missing_docs)]
 
+pub mod cascade;
 mod context;
 mod echo;
 pub mod kyutai_stt;
@@ -22,7 +23,7 @@ pub use model::*;
 pub use transcribe::*;
 
 /// Names accepted by [`load`].
-pub const MODEL_NAMES: &[&str] = &["echo", "moshi"];
+pub const MODEL_NAMES: &[&str] = &["echo", "moshi", "cascade"];
 
 /// What `--model`, `--model-dir`, `--device` … say.
 #[derive(Clone, Debug, Default)]
@@ -52,6 +53,9 @@ pub fn load(name: &str, opts: &LoadOptions) -> Result<Box<dyn DuplexModel>, Mode
             })?;
             Ok(Box::new(moshi::MoshiModel::load(dir, &opts.moshi)?))
         }
+        "cascade" => Err(ModelError::Failed(
+            "the cascade is built by the server, with the LLM client of --llm-url".into(),
+        )),
         other => Err(ModelError::UnknownModel {
             name: other.to_string(),
             available: MODEL_NAMES.join(", "),

@@ -83,12 +83,24 @@ pub struct StepOutput {
     pub text: String,
     /// A piece of a tool call made this step (models with [`ModelInfo::tools`]).
     pub tool_call: Option<ToolCallDelta>,
+    /// The answer failed (the model's session goes on): the response ends `failed` with
+    /// this error. Comes with `end_of_turn`.
+    pub failed: Option<AnswerFailure>,
     /// The model finished its answer with this step.
     pub end_of_turn: bool,
     /// Autonomous models only: this frame belongs to the model's own speech. The plugin
     /// applies its own hysteresis, so a `false` after `true` means the model fell silent
     /// and is listening. Always `false` for request/response models.
     pub speaking: bool,
+}
+
+/// Why an answer failed, for the client: a stable code and a message.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AnswerFailure {
+    /// Stable snake_case code (`llm_unavailable`, `llm_error`, …).
+    pub code: String,
+    /// What happened, for a person.
+    pub message: String,
 }
 
 impl StepOutput {
@@ -98,6 +110,7 @@ impl StepOutput {
         self.audio.is_empty()
             && self.text.is_empty()
             && self.tool_call.is_none()
+            && self.failed.is_none()
             && !self.end_of_turn
     }
 }

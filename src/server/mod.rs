@@ -458,10 +458,30 @@ async fn start_model(args: &ServeArgs) -> anyhow::Result<ModelLoop> {
         },
         echo_slots: args.model_slots,
     };
+    if args.model == "cascade" {
+        return start_cascade(args);
+    }
     let name = args.model.clone();
     // Loading may map gigabytes of weights: keep it off the async workers.
     let model = tokio::task::spawn_blocking(move || duet_models::load(&name, &opts)).await??;
     Ok(ModelLoop::spawn(model, &args.device)?)
+}
+
+/// The cascade on the remote LLM of `--llm-url`.
+fn start_cascade(args: &ServeArgs) -> anyhow::Result<ModelLoop> {
+    let url = args.llm_url.clone().ok_or_else(|| {
+        anyhow::anyhow!("--model cascade needs --llm-url (an OpenAI-compatible base URL)")
+    })?;
+    let cfg = crate::llm::LlmConfig {
+        url,
+        model: args.llm_model.clone(),
+        api_key: args.llm_api_key.clone(),
+        timeout: std::time::Duration::from_secs(args.llm_timeout_secs.max(1)),
+    };
+    let llm = crate::llm::RemoteLlm::new(cfg, tokio::runtime::Handle::current())?;
+    let slots = args.model_slots.unwrap_or(256);
+    let model = duet_models::cascade::CascadeModel::new(Box::new(llm), slots);
+    Ok(ModelLoop::spawn(Box::new(model), &args.device)?)
 }
 
 /// Loads the VAD and transcription models named by `--vad-model-dir` and

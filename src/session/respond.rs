@@ -286,7 +286,12 @@ impl Session {
             return;
         }
         let over_limit = self.stream_active(&out);
-        if out.end_of_turn {
+        if let Some(failure) = out.failed {
+            // The answer failed, not the session: the response ends failed, the error
+            // follows it, and the session goes on.
+            self.fail_response(&failure.code, &failure.message);
+            self.error(ErrorPayload::server(&failure.code, failure.message));
+        } else if out.end_of_turn {
             self.finish(ResponseStatus::Completed, None);
         } else if over_limit {
             self.stop_incomplete();

@@ -5,6 +5,7 @@
 
 pub mod browser;
 pub mod external;
+pub mod llm;
 pub mod moshi;
 pub mod process;
 

@@ -210,6 +210,7 @@ impl MoshiModel {
             audio: pcm,
             text,
             tool_call: None,
+            failed: None,
             end_of_turn: false,
             speaking: slot.speaking,
         }

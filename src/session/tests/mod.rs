@@ -116,6 +116,7 @@ impl DuplexModel for Scripted {
                 audio: vec![if range.is_some() { LEVEL } else { 0.0 }; FRAME],
                 text: range.map(|r| Self::piece(n, r)).unwrap_or_default(),
                 tool_call: None,
+                failed: None,
                 end_of_turn: false,
                 speaking: range.is_some(),
             }));

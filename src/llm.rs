@@ -1,0 +1,314 @@
+//! The cascade's remote LLM: any OpenAI-compatible server (vLLM, llama.cpp, Ollama, OpenAI
+//! behind a plain-HTTP proxy) at `--llm-url`, asked with a streaming `POST /chat/completions`
+//! on pooled connections. Each answer runs as a task on the server's runtime and hands what
+//! it reads to the model loop through a channel; dropping the answer aborts the task, which
+//! closes the upstream request (a barge-in stops the LLM at once). The upstream key stays
+//! here: it is never sent to a client.
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use duet_models::cascade::{
+    ChatRequest, ChunkReader, Llm, LlmEvent, LlmStream, SseDecoder, LLM_ERROR, LLM_UNAVAILABLE,
+};
+use duet_models::AnswerFailure;
+use http_body_util::{BodyExt, Full};
+use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
+use hyper::Uri;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+
+/// The most an answer may hold (bytes of streamed text and arguments): a runaway upstream
+/// fails its answer instead of filling memory.
+pub const MAX_ANSWER_BYTES: usize = 1 << 20;
+/// The most of an error body kept for the message.
+const MAX_ERROR_BODY: usize = 2048;
+
+/// Where and how to reach the LLM.
+#[derive(Clone, Debug)]
+pub struct LlmConfig {
+    /// Base URL (`http://host:port/v1`); `/chat/completions` is appended.
+    pub url: String,
+    /// The `model` every request names.
+    pub model: String,
+    /// Sent as `Authorization: Bearer …` when set.
+    pub api_key: Option<String>,
+    /// Longest wait for the response head, and between two pieces of the stream.
+    pub timeout: Duration,
+}
+
+/// A remote LLM (see the module docs).
+pub struct RemoteLlm {
+    client: Client<HttpConnector, Full<Bytes>>,
+    endpoint: Uri,
+    cfg: LlmConfig,
+    runtime: tokio::runtime::Handle,
+}
+
+impl RemoteLlm {
+    /// A client for `cfg`, running its requests on `runtime`. Refuses a URL it cannot use.
+    pub fn new(cfg: LlmConfig, runtime: tokio::runtime::Handle) -> anyhow::Result<Self> {
+        let endpoint = chat_endpoint(&cfg.url)?;
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(cfg.timeout));
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(90))
+            .pool_max_idle_per_host(64)
+            .build(connector);
+        Ok(Self {
+            client,
+            endpoint,
+            cfg,
+            runtime,
+        })
+    }
+}
+
+/// `{url}/chat/completions`, for an `http://` base URL.
+pub fn chat_endpoint(url: &str) -> anyhow::Result<Uri> {
+    let base = url.trim_end_matches('/');
+    let uri: Uri = format!("{base}/chat/completions")
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--llm-url {url:?} is not a URL: {e}"))?;
+    match uri.scheme_str() {
+        Some("http") if uri.host().is_some() => Ok(uri),
+        Some("https") => anyhow::bail!(
+            "--llm-url {url:?}: https upstreams are not supported yet; put a plain-HTTP proxy (or the LLM server) on this host"
+        ),
+        _ => anyhow::bail!("--llm-url {url:?} must be an http:// URL with a host"),
+    }
+}
+
+impl Llm for RemoteLlm {
+    fn start(&self, request: ChatRequest) -> Box<dyn LlmStream> {
+        let (tx, rx) = mpsc::channel();
+        let body = request.body(&self.cfg.model, true).to_string();
+        let call = Call {
+            client: self.client.clone(),
+            endpoint: self.endpoint.clone(),
+            api_key: self.cfg.api_key.clone(),
+            timeout: self.cfg.timeout,
+            tx,
+        };
+        let task = self.runtime.spawn(call.run(body));
+        Box::new(RemoteAnswer {
+            rx,
+            task: task.abort_handle(),
+        })
+    }
+}
+
+/// An answer's end of the channel; dropping it aborts the request.
+struct RemoteAnswer {
+    rx: mpsc::Receiver<LlmEvent>,
+    task: tokio::task::AbortHandle,
+}
+
+impl Drop for RemoteAnswer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl LlmStream for RemoteAnswer {
+    fn poll(&mut self, out: &mut Vec<LlmEvent>) {
+        out.extend(self.rx.try_iter());
+    }
+}
+
+/// One request in flight.
+struct Call {
+    client: Client<HttpConnector, Full<Bytes>>,
+    endpoint: Uri,
+    api_key: Option<String>,
+    timeout: Duration,
+    tx: mpsc::Sender<LlmEvent>,
+}
+
+fn failure(code: &str, message: String) -> LlmEvent {
+    LlmEvent::Failed(AnswerFailure {
+        code: code.into(),
+        message,
+    })
+}
+
+impl Call {
+    async fn run(self, body: String) {
+        let outcome = self.stream(body).await;
+        if let Err(ev) = outcome {
+            let _ = self.tx.send(ev);
+        }
+    }
+
+    /// Sends the request and forwards the answer; `Err` is the failure to report.
+    async fn stream(&self, body: String) -> Result<(), LlmEvent> {
+        let mut req = hyper::Request::post(self.endpoint.clone())
+            .header(CONTENT_TYPE, "application/json")
+            .header(ACCEPT, "text/event-stream");
+        if let Some(key) = &self.api_key {
+            req = req.header(AUTHORIZATION, format!("Bearer {key}"));
+        }
+        let req = req
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|e| failure(LLM_ERROR, format!("could not build the LLM request: {e}")))?;
+        let secs = self.timeout.as_secs_f32();
+        let resp = match tokio::time::timeout(self.timeout, self.client.request(req)).await {
+            Err(_) => {
+                return Err(failure(
+                    LLM_UNAVAILABLE,
+                    format!("the LLM did not answer within {secs} s"),
+                ))
+            }
+            Ok(Err(e)) => {
+                return Err(failure(
+                    LLM_UNAVAILABLE,
+                    format!("the LLM is unreachable: {}", root_cause(&e)),
+                ))
+            }
+            Ok(Ok(r)) => r,
+        };
+        let status = resp.status();
+        let mut body = resp.into_body();
+        if !status.is_success() {
+            let text = read_some(&mut body, self.timeout).await;
+            return Err(failure(
+                LLM_ERROR,
+                format!(
+                    "the LLM answered HTTP {}: {}",
+                    status.as_u16(),
+                    error_message(&text)
+                ),
+            ));
+        }
+        let (mut sse, mut reader) = (SseDecoder::new(), ChunkReader::new());
+        let (mut datas, mut events, mut bytes) = (Vec::new(), Vec::new(), 0usize);
+        loop {
+            let frame = match tokio::time::timeout(self.timeout, body.frame()).await {
+                Err(_) => {
+                    return Err(failure(
+                        LLM_UNAVAILABLE,
+                        format!("the LLM went quiet for {secs} s mid-answer"),
+                    ))
+                }
+                Ok(None) if reader.is_done() => return Ok(()),
+                Ok(None) => {
+                    return Err(failure(
+                        LLM_UNAVAILABLE,
+                        "the LLM closed the answer before its end".into(),
+                    ))
+                }
+                Ok(Some(Err(e))) => {
+                    return Err(failure(
+                        LLM_UNAVAILABLE,
+                        format!("the LLM's answer broke off: {e}"),
+                    ))
+                }
+                Ok(Some(Ok(frame))) => frame,
+            };
+            let Some(data) = frame.data_ref() else {
+                continue;
+            };
+            bytes += data.len();
+            if bytes > MAX_ANSWER_BYTES {
+                return Err(failure(
+                    LLM_ERROR,
+                    format!("the LLM's answer passed {MAX_ANSWER_BYTES} bytes"),
+                ));
+            }
+            sse.push(data, &mut datas)
+                .map_err(|e| failure(LLM_ERROR, e.to_string()))?;
+            for d in datas.drain(..) {
+                reader.read(&d, &mut events);
+            }
+            for ev in events.drain(..) {
+                if self.tx.send(ev).is_err() {
+                    return Ok(()); // the answer was dropped
+                }
+            }
+            if reader.is_done() {
+                // Read to the end of the body so the connection goes back to the pool.
+                drain(&mut body, self.timeout).await;
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// Reads what is left of a finished answer's body (a stream's last chunk), a little at most.
+async fn drain(body: &mut hyper::body::Incoming, timeout: Duration) {
+    let mut left = MAX_ERROR_BODY;
+    while let Ok(Some(Ok(frame))) = tokio::time::timeout(timeout, body.frame()).await {
+        let n = frame.data_ref().map_or(0, |d| d.len());
+        if n > left {
+            return;
+        }
+        left -= n;
+    }
+}
+
+/// The innermost error's text (hyper's outer errors say only "client error (Connect)").
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cur = e;
+    while let Some(next) = cur.source() {
+        cur = next;
+    }
+    cur.to_string()
+}
+
+/// Up to [`MAX_ERROR_BODY`] bytes of a body, as text.
+async fn read_some(body: &mut hyper::body::Incoming, timeout: Duration) -> String {
+    let mut buf = Vec::new();
+    while buf.len() < MAX_ERROR_BODY {
+        match tokio::time::timeout(timeout, body.frame()).await {
+            Ok(Some(Ok(f))) => {
+                if let Some(d) = f.data_ref() {
+                    buf.extend_from_slice(d);
+                }
+            }
+            _ => break,
+        }
+    }
+    buf.truncate(MAX_ERROR_BODY);
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// An error body's message: OpenAI's `{"error":{"message"}}`, else the text itself.
+fn error_message(text: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(text)
+        .ok()
+        .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
+        .unwrap_or_else(|| text.trim().chars().take(300).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_endpoint_is_the_base_url_and_chat_completions() {
+        assert_eq!(
+            chat_endpoint("http://127.0.0.1:8000/v1/")
+                .unwrap()
+                .to_string(),
+            "http://127.0.0.1:8000/v1/chat/completions"
+        );
+        assert!(chat_endpoint("https://api.example/v1")
+            .unwrap_err()
+            .to_string()
+            .contains("https"));
+        assert!(chat_endpoint("localhost:8000").is_err());
+        assert!(chat_endpoint("not a url").is_err());
+    }
+
+    #[test]
+    fn error_bodies_give_their_message() {
+        assert_eq!(
+            error_message(r#"{"error":{"message":"model not found"}}"#),
+            "model not found"
+        );
+        assert_eq!(error_message("  Bad Gateway\n"), "Bad Gateway");
+    }
+}

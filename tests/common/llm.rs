@@ -1,0 +1,197 @@
+//! A scripted OpenAI-compatible LLM server on loopback, for the cascade's tests: each
+//! `POST …/chat/completions` takes the next scripted reply (streamed chat chunks, an HTTP
+//! error, or silence) and its JSON body is recorded. Keep-alive, so pooled connections are
+//! exercised as a real server would.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// One scripted reply.
+#[derive(Clone, Debug)]
+pub enum Reply {
+    /// `200` and these SSE `data` payloads, `gap` apart, then the end of the stream.
+    Stream { data: Vec<String>, gap: Duration },
+    /// This status and body.
+    Status(u16, String),
+    /// Reads the request and never answers.
+    Hang,
+}
+
+impl Reply {
+    /// A streamed text answer in `pieces`, then `[DONE]`.
+    pub fn text(pieces: &[&str]) -> Self {
+        let mut data: Vec<String> = pieces
+            .iter()
+            .map(|p| json!({"choices":[{"index":0,"delta":{"content":p}}]}).to_string())
+            .collect();
+        data.push(json!({"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}).to_string());
+        data.push("[DONE]".into());
+        Self::Stream {
+            data,
+            gap: Duration::from_millis(5),
+        }
+    }
+
+    /// A streamed call of `name` with `arguments` cut in `pieces` pieces, then `[DONE]`.
+    pub fn call(call_id: &str, name: &str, arguments: &str, pieces: usize) -> Self {
+        let mut data = vec![
+            json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,
+            "id":call_id,"type":"function","function":{"name":name,"arguments":""}}]}}]})
+            .to_string(),
+        ];
+        let chars: Vec<char> = arguments.chars().collect();
+        for part in chars.chunks(chars.len().div_ceil(pieces.max(1)).max(1)) {
+            let part: String = part.iter().collect();
+            data.push(
+                json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,
+                "function":{"arguments":part}}]}}]})
+                .to_string(),
+            );
+        }
+        data.push(
+            json!({"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}).to_string(),
+        );
+        data.push("[DONE]".into());
+        Self::Stream {
+            data,
+            gap: Duration::from_millis(5),
+        }
+    }
+}
+
+/// The running server: its base URL, and what it received.
+#[derive(Clone)]
+pub struct ScriptedLlm {
+    pub url: String,
+    pub replies: Arc<Mutex<VecDeque<Reply>>>,
+    /// Request bodies, in order.
+    pub requests: Arc<Mutex<Vec<Value>>>,
+    /// `Authorization` headers, in order.
+    pub auth: Arc<Mutex<Vec<Option<String>>>>,
+    /// Connections accepted.
+    pub connections: Arc<Mutex<usize>>,
+}
+
+impl ScriptedLlm {
+    /// Starts on a free loopback port with `replies`.
+    pub async fn start(replies: Vec<Reply>) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr: SocketAddr = listener.local_addr().expect("addr");
+        let llm = Self {
+            url: format!("http://{addr}/v1"),
+            replies: Arc::new(Mutex::new(replies.into())),
+            requests: Arc::default(),
+            auth: Arc::default(),
+            connections: Arc::default(),
+        };
+        let server = llm.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                *server.connections.lock().unwrap() += 1;
+                tokio::spawn(server.clone().serve(stream));
+            }
+        });
+        llm
+    }
+
+    /// Adds replies.
+    pub fn push(&self, replies: impl IntoIterator<Item = Reply>) {
+        self.replies.lock().unwrap().extend(replies);
+    }
+
+    /// The request bodies so far.
+    pub fn requests(&self) -> Vec<Value> {
+        self.requests.lock().unwrap().clone()
+    }
+
+    async fn serve(self, mut stream: TcpStream) {
+        let mut buf = Vec::new();
+        loop {
+            let Some((head, body)) = read_request(&mut stream, &mut buf).await else {
+                return;
+            };
+            let auth = head
+                .lines()
+                .find_map(|l| {
+                    l.strip_prefix("authorization: ")
+                        .or_else(|| l.strip_prefix("Authorization: "))
+                })
+                .map(str::to_string);
+            self.auth.lock().unwrap().push(auth);
+            self.requests
+                .lock()
+                .unwrap()
+                .push(serde_json::from_slice(&body).unwrap_or(Value::Null));
+            let reply = self.replies.lock().unwrap().pop_front();
+            let ok = match reply {
+                Some(Reply::Stream { data, gap }) => stream_reply(&mut stream, &data, gap).await,
+                Some(Reply::Status(code, body)) => {
+                    let head = format!("HTTP/1.1 {code} Scripted\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n", body.len());
+                    stream.write_all(head.as_bytes()).await.is_ok()
+                        && stream.write_all(body.as_bytes()).await.is_ok()
+                }
+                Some(Reply::Hang) | None => {
+                    // Wait until the client gives up (or the test ends).
+                    let mut sink = [0u8; 64];
+                    while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
+                    return;
+                }
+            };
+            if !ok {
+                return;
+            }
+        }
+    }
+}
+
+/// Reads one request: its head (lowercase-insensitive as sent) and its body.
+async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<(String, Vec<u8>)> {
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+            let len = head
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("content-length")
+                        .then(|| v.trim().parse().ok())?
+                })
+                .unwrap_or(0usize);
+            while buf.len() < end + 4 + len {
+                let mut chunk = [0u8; 8192];
+                let n = stream.read(&mut chunk).await.ok().filter(|&n| n > 0)?;
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            let body = buf[end + 4..end + 4 + len].to_vec();
+            buf.drain(..end + 4 + len);
+            return Some((head, body));
+        }
+        let mut chunk = [0u8; 8192];
+        let n = stream.read(&mut chunk).await.ok().filter(|&n| n > 0)?;
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// `200` with the SSE events as chunks; `false` when the client went away.
+async fn stream_reply(stream: &mut TcpStream, data: &[String], gap: Duration) -> bool {
+    let head =
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+    if stream.write_all(head.as_bytes()).await.is_err() {
+        return false;
+    }
+    for d in data {
+        let event = format!("data: {d}\n\n");
+        let chunk = format!("{:x}\r\n{event}\r\n", event.len());
+        if stream.write_all(chunk.as_bytes()).await.is_err() {
+            return false;
+        }
+        tokio::time::sleep(gap).await;
+    }
+    stream.write_all(b"0\r\n\r\n").await.is_ok()
+}
