@@ -65,6 +65,8 @@ fn example_value(arg: &clap::Arg) -> String {
         ("transcription_model_dir", None) => "\"/srv/models/whisper-tiny.en\"".into(),
         ("transcription_streams", None) => "256".into(),
         ("memory_budget_mib", None) => "16384".into(),
+        ("llm_url", None) => "\"http://127.0.0.1:8000/v1\"".into(),
+        ("llm_api_key", None) => "\"change-me\"".into(),
         (other, None) => panic!("no example value for {other}"),
     }
 }
