@@ -39,18 +39,18 @@ pub struct LlmConfig {
     pub timeout: Duration,
 }
 
-/// A remote LLM (see the module docs).
-pub struct RemoteLlm {
+/// The upstream LLM server: one pooled HTTP client, shared by the cascade's answers and
+/// the `/v1/chat/completions` proxy.
+#[derive(Clone)]
+pub struct Upstream {
     client: Client<HttpConnector, Full<Bytes>>,
-    endpoint: Uri,
     cfg: LlmConfig,
-    runtime: tokio::runtime::Handle,
 }
 
-impl RemoteLlm {
-    /// A client for `cfg`, running its requests on `runtime`. Refuses a URL it cannot use.
-    pub fn new(cfg: LlmConfig, runtime: tokio::runtime::Handle) -> anyhow::Result<Self> {
-        let endpoint = chat_endpoint(&cfg.url)?;
+impl Upstream {
+    /// A client for `cfg`. Refuses a URL it cannot use.
+    pub fn new(cfg: LlmConfig) -> anyhow::Result<Self> {
+        chat_endpoint(&cfg.url)?;
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(cfg.timeout));
@@ -58,12 +58,66 @@ impl RemoteLlm {
             .pool_idle_timeout(Duration::from_secs(90))
             .pool_max_idle_per_host(64)
             .build(connector);
-        Ok(Self {
-            client,
-            endpoint,
-            cfg,
-            runtime,
-        })
+        Ok(Self { client, cfg })
+    }
+
+    /// Its configuration.
+    pub fn config(&self) -> &LlmConfig {
+        &self.cfg
+    }
+
+    /// `POST {url}{path}` with a JSON `body` and the server's key, waiting at most the
+    /// timeout for the response head.
+    pub async fn post(
+        &self,
+        path: &str,
+        body: Bytes,
+        accept: &str,
+    ) -> Result<hyper::Response<hyper::body::Incoming>, UpstreamError> {
+        let uri: Uri = format!("{}{path}", self.cfg.url.trim_end_matches('/'))
+            .parse()
+            .map_err(|e| UpstreamError::Unavailable(format!("bad upstream URL: {e}")))?;
+        let mut req = hyper::Request::post(uri)
+            .header(CONTENT_TYPE, "application/json")
+            .header(ACCEPT, accept);
+        if let Some(key) = &self.cfg.api_key {
+            req = req.header(AUTHORIZATION, format!("Bearer {key}"));
+        }
+        let req = req
+            .body(Full::new(body))
+            .map_err(|e| UpstreamError::Unavailable(format!("could not build the request: {e}")))?;
+        match tokio::time::timeout(self.cfg.timeout, self.client.request(req)).await {
+            Err(_) => Err(UpstreamError::Timeout(self.cfg.timeout)),
+            Ok(Err(e)) => Err(UpstreamError::Unavailable(format!(
+                "the LLM is unreachable: {}",
+                root_cause(&e)
+            ))),
+            Ok(Ok(r)) => Ok(r),
+        }
+    }
+}
+
+/// Why an upstream request got no response.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    /// No response head within the timeout.
+    #[error("the LLM did not answer within {} s", .0.as_secs_f32())]
+    Timeout(Duration),
+    /// Could not connect or send.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// A remote LLM for the cascade (see the module docs).
+pub struct RemoteLlm {
+    upstream: Upstream,
+    runtime: tokio::runtime::Handle,
+}
+
+impl RemoteLlm {
+    /// The cascade's LLM on `upstream`, running its requests on `runtime`.
+    pub fn new(upstream: Upstream, runtime: tokio::runtime::Handle) -> Self {
+        Self { upstream, runtime }
     }
 }
 
@@ -85,12 +139,9 @@ pub fn chat_endpoint(url: &str) -> anyhow::Result<Uri> {
 impl Llm for RemoteLlm {
     fn start(&self, request: ChatRequest) -> Box<dyn LlmStream> {
         let (tx, rx) = mpsc::channel();
-        let body = request.body(&self.cfg.model, true).to_string();
+        let body = request.body(&self.upstream.cfg.model, true).to_string();
         let call = Call {
-            client: self.client.clone(),
-            endpoint: self.endpoint.clone(),
-            api_key: self.cfg.api_key.clone(),
-            timeout: self.cfg.timeout,
+            upstream: self.upstream.clone(),
             tx,
         };
         let task = self.runtime.spawn(call.run(body));
@@ -121,10 +172,7 @@ impl LlmStream for RemoteAnswer {
 
 /// One request in flight.
 struct Call {
-    client: Client<HttpConnector, Full<Bytes>>,
-    endpoint: Uri,
-    api_key: Option<String>,
-    timeout: Duration,
+    upstream: Upstream,
     tx: mpsc::Sender<LlmEvent>,
 }
 
@@ -145,35 +193,17 @@ impl Call {
 
     /// Sends the request and forwards the answer; `Err` is the failure to report.
     async fn stream(&self, body: String) -> Result<(), LlmEvent> {
-        let mut req = hyper::Request::post(self.endpoint.clone())
-            .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, "text/event-stream");
-        if let Some(key) = &self.api_key {
-            req = req.header(AUTHORIZATION, format!("Bearer {key}"));
-        }
-        let req = req
-            .body(Full::new(Bytes::from(body)))
-            .map_err(|e| failure(LLM_ERROR, format!("could not build the LLM request: {e}")))?;
-        let secs = self.timeout.as_secs_f32();
-        let resp = match tokio::time::timeout(self.timeout, self.client.request(req)).await {
-            Err(_) => {
-                return Err(failure(
-                    LLM_UNAVAILABLE,
-                    format!("the LLM did not answer within {secs} s"),
-                ))
-            }
-            Ok(Err(e)) => {
-                return Err(failure(
-                    LLM_UNAVAILABLE,
-                    format!("the LLM is unreachable: {}", root_cause(&e)),
-                ))
-            }
-            Ok(Ok(r)) => r,
-        };
+        let timeout = self.upstream.cfg.timeout;
+        let secs = timeout.as_secs_f32();
+        let resp = self
+            .upstream
+            .post("/chat/completions", Bytes::from(body), "text/event-stream")
+            .await
+            .map_err(|e| failure(LLM_UNAVAILABLE, e.to_string()))?;
         let status = resp.status();
         let mut body = resp.into_body();
         if !status.is_success() {
-            let text = read_some(&mut body, self.timeout).await;
+            let text = read_some(&mut body, timeout).await;
             return Err(failure(
                 LLM_ERROR,
                 format!(
@@ -186,7 +216,7 @@ impl Call {
         let (mut sse, mut reader) = (SseDecoder::new(), ChunkReader::new());
         let (mut datas, mut events, mut bytes) = (Vec::new(), Vec::new(), 0usize);
         loop {
-            let frame = match tokio::time::timeout(self.timeout, body.frame()).await {
+            let frame = match tokio::time::timeout(timeout, body.frame()).await {
                 Err(_) => {
                     return Err(failure(
                         LLM_UNAVAILABLE,
@@ -230,7 +260,7 @@ impl Call {
             }
             if reader.is_done() {
                 // Read to the end of the body so the connection goes back to the pool.
-                drain(&mut body, self.timeout).await;
+                drain(&mut body, timeout).await;
                 return Ok(());
             }
         }
@@ -259,7 +289,7 @@ fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
 }
 
 /// Up to [`MAX_ERROR_BODY`] bytes of a body, as text.
-async fn read_some(body: &mut hyper::body::Incoming, timeout: Duration) -> String {
+pub async fn read_some(body: &mut hyper::body::Incoming, timeout: Duration) -> String {
     let mut buf = Vec::new();
     while buf.len() < MAX_ERROR_BODY {
         match tokio::time::timeout(timeout, body.frame()).await {
@@ -276,7 +306,7 @@ async fn read_some(body: &mut hyper::body::Incoming, timeout: Duration) -> Strin
 }
 
 /// An error body's message: OpenAI's `{"error":{"message"}}`, else the text itself.
-fn error_message(text: &str) -> String {
+pub fn error_message(text: &str) -> String {
     serde_json::from_str::<serde_json::Value>(text)
         .ok()
         .and_then(|v| v["error"]["message"].as_str().map(str::to_string))

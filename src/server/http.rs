@@ -16,7 +16,7 @@ use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
 use super::auth::{authorized, presented};
 use super::error::ApiError;
 use super::secrets::{lookup, Credential};
-use super::{calls, pool, secrets, ws, AppState};
+use super::{calls, chat, pool, secrets, ws, AppState};
 
 /// The demo page: plain files, embedded in the binary (no build step).
 const INDEX_HTML: &str = include_str!("../../web/index.html");
@@ -51,6 +51,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/realtime/calls", post(calls::create))
         .route("/v1/realtime/client_secrets", post(secrets::create))
         .route("/v1/usage", get(pool::usage))
+        .route("/v1/chat/completions", post(chat::completions))
+        .route("/v1/responses", post(chat::responses))
         .route("/v1/pool", get(pool::pool))
         .route("/v1/realtime/calls/{id}/hangup", post(calls::hangup))
         .route(

@@ -5,6 +5,7 @@
 mod admission;
 mod auth;
 mod calls;
+mod chat;
 mod directory;
 mod error;
 mod http;
@@ -94,6 +95,8 @@ pub struct AppState {
     pub websockets: Arc<AtomicUsize>,
     /// The server-wide memory account (`--memory-budget-mib`).
     pub memory: Arc<crate::memory::MemoryAccount>,
+    /// The LLM of `--llm-url`, for the cascade and `/v1/chat/completions`.
+    pub llm: Option<crate::llm::Upstream>,
 }
 
 /// The speech-understanding models beside the duplex model.
@@ -157,6 +160,7 @@ impl AppState {
         model: ModelLoop,
         engines: EnginePool,
         speech: Speech,
+        llm: Option<crate::llm::Upstream>,
     ) -> Arc<Self> {
         let memory = crate::memory::MemoryAccount::new(budget_bytes(args));
         let limits = Limits {
@@ -188,6 +192,7 @@ impl AppState {
             speech,
             websockets: Arc::default(),
             memory: memory.clone(),
+            llm,
             engines,
             calls: CallRegistry::default(),
             next_call_key: AtomicU64::new(1),
@@ -349,7 +354,8 @@ pub async fn start(args: &ServeArgs) -> anyhow::Result<Server> {
 /// a background task until [`Server::drain`].
 pub async fn start_on(args: &ServeArgs, sockets: Sockets) -> anyhow::Result<Server> {
     check_auth(args)?;
-    let model = start_model(args).await?;
+    let llm = upstream(args)?;
+    let model = start_model(args, llm.clone()).await?;
     let speech = start_speech(args).await?;
     let engine_cfg = EngineConfig {
         public_ip: args.public_ip,
@@ -360,7 +366,7 @@ pub async fn start_on(args: &ServeArgs, sockets: Sockets) -> anyhow::Result<Serv
     let udp_addrs = engines.local_addrs();
     let listener = sockets.http;
     let addr = listener.local_addr()?;
-    let state = AppState::new(args, model, engines, speech);
+    let state = AppState::new(args, model, engines, speech, llm);
     let limits = HttpLimits {
         max_connections: args.max_connections,
         head_timeout: Duration::from_secs(args.http_head_timeout_secs.max(1)),
@@ -443,7 +449,24 @@ fn log_memory_budget(args: &ServeArgs) {
     }
 }
 
-async fn start_model(args: &ServeArgs) -> anyhow::Result<ModelLoop> {
+/// The LLM of `--llm-url`, when one is given.
+fn upstream(args: &ServeArgs) -> anyhow::Result<Option<crate::llm::Upstream>> {
+    let Some(url) = args.llm_url.clone() else {
+        return Ok(None);
+    };
+    let cfg = crate::llm::LlmConfig {
+        url,
+        model: args.llm_model.clone(),
+        api_key: args.llm_api_key.clone(),
+        timeout: std::time::Duration::from_secs(args.llm_timeout_secs.max(1)),
+    };
+    Ok(Some(crate::llm::Upstream::new(cfg)?))
+}
+
+async fn start_model(
+    args: &ServeArgs,
+    llm: Option<crate::llm::Upstream>,
+) -> anyhow::Result<ModelLoop> {
     let device = duet_models::moshi::DeviceSpec::parse(&args.device).map_err(anyhow::Error::msg)?;
     let moshi_defaults = duet_models::moshi::MoshiOptions::default();
     let opts = duet_models::LoadOptions {
@@ -459,7 +482,7 @@ async fn start_model(args: &ServeArgs) -> anyhow::Result<ModelLoop> {
         echo_slots: args.model_slots,
     };
     if args.model == "cascade" {
-        return start_cascade(args);
+        return start_cascade(args, llm);
     }
     let name = args.model.clone();
     // Loading may map gigabytes of weights: keep it off the async workers.
@@ -468,17 +491,11 @@ async fn start_model(args: &ServeArgs) -> anyhow::Result<ModelLoop> {
 }
 
 /// The cascade on the remote LLM of `--llm-url`.
-fn start_cascade(args: &ServeArgs) -> anyhow::Result<ModelLoop> {
-    let url = args.llm_url.clone().ok_or_else(|| {
+fn start_cascade(args: &ServeArgs, llm: Option<crate::llm::Upstream>) -> anyhow::Result<ModelLoop> {
+    let upstream = llm.ok_or_else(|| {
         anyhow::anyhow!("--model cascade needs --llm-url (an OpenAI-compatible base URL)")
     })?;
-    let cfg = crate::llm::LlmConfig {
-        url,
-        model: args.llm_model.clone(),
-        api_key: args.llm_api_key.clone(),
-        timeout: std::time::Duration::from_secs(args.llm_timeout_secs.max(1)),
-    };
-    let llm = crate::llm::RemoteLlm::new(cfg, tokio::runtime::Handle::current())?;
+    let llm = crate::llm::RemoteLlm::new(upstream, tokio::runtime::Handle::current());
     let slots = args.model_slots.unwrap_or(256);
     let model = duet_models::cascade::CascadeModel::new(Box::new(llm), slots);
     Ok(ModelLoop::spawn(Box::new(model), &args.device)?)

@@ -23,12 +23,37 @@ pub enum Opened {
     Call,
 }
 
+/// One proxied LLM request (`/v1/chat/completions`, `/v1/responses`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LlmCall {
+    /// `2xx`, `429` (apart from the other 4xx), `4xx`, `5xx`, or `unavailable`.
+    pub outcome: &'static str,
+    /// Tokens the upstream reported.
+    pub prompt_tokens: u64,
+    /// Tokens the upstream reported.
+    pub completion_tokens: u64,
+}
+
+impl LlmCall {
+    /// The outcome of an upstream HTTP status.
+    pub fn outcome_of(status: u16) -> &'static str {
+        match status {
+            200..=299 => "2xx",
+            429 => "429",
+            400..=499 => "4xx",
+            _ => "5xx",
+        }
+    }
+}
+
 /// Usage accounting.
 pub trait UsageLedger: Send + Sync {
     /// The sink a session opened with `credential` counts into.
     fn sink(&self, credential: &str) -> Arc<dyn UsageSink>;
     /// Counts a session or call opened with `credential`.
     fn opened(&self, credential: &str, what: Opened);
+    /// Counts a proxied LLM request made with `credential`.
+    fn llm(&self, credential: &str, call: LlmCall);
     /// `{since, total, credentials: {id: {...}}}`.
     fn report(&self) -> Value;
 }
@@ -43,6 +68,9 @@ struct Counters {
     text_tokens: AtomicU64,
     responses: Mutex<BTreeMap<&'static str, u64>>,
     errors: Mutex<BTreeMap<String, u64>>,
+    llm_requests: Mutex<BTreeMap<&'static str, u64>>,
+    llm_prompt_tokens: AtomicU64,
+    llm_completion_tokens: AtomicU64,
 }
 
 impl UsageSink for Counters {
@@ -81,6 +109,9 @@ struct Figures {
     text_tokens: u64,
     responses: BTreeMap<String, u64>,
     errors: BTreeMap<String, u64>,
+    llm_requests: BTreeMap<String, u64>,
+    llm_prompt_tokens: u64,
+    llm_completion_tokens: u64,
 }
 
 impl Figures {
@@ -100,6 +131,13 @@ impl Figures {
                 *self.errors.entry(k.clone()).or_default() += v;
             }
         }
+        if let Ok(m) = c.llm_requests.lock() {
+            for (k, v) in m.iter() {
+                *self.llm_requests.entry((*k).to_string()).or_default() += v;
+            }
+        }
+        self.llm_prompt_tokens += c.llm_prompt_tokens.load(Ordering::Relaxed);
+        self.llm_completion_tokens += c.llm_completion_tokens.load(Ordering::Relaxed);
     }
 
     fn json(&self) -> Value {
@@ -112,6 +150,11 @@ impl Figures {
             "audio_out_seconds": secs(self.audio_out),
             "text_tokens": self.text_tokens,
             "errors": self.errors,
+            "llm": {
+                "requests": self.llm_requests,
+                "prompt_tokens": self.llm_prompt_tokens,
+                "completion_tokens": self.llm_completion_tokens,
+            },
         })
     }
 }
@@ -160,6 +203,17 @@ impl UsageLedger for LocalUsage {
         };
     }
 
+    fn llm(&self, credential: &str, call: LlmCall) {
+        let c = self.counters(credential);
+        if let Ok(mut m) = c.llm_requests.lock() {
+            *m.entry(call.outcome).or_default() += 1;
+        }
+        c.llm_prompt_tokens
+            .fetch_add(call.prompt_tokens, Ordering::Relaxed);
+        c.llm_completion_tokens
+            .fetch_add(call.completion_tokens, Ordering::Relaxed);
+    }
+
     fn report(&self) -> Value {
         let mut total = Figures::default();
         let mut per = serde_json::Map::new();
@@ -197,6 +251,22 @@ mod tests {
             text_tokens: 3,
         });
         a.record(UsageEvent::Error("invalid_value".into()));
+        u.llm(
+            "cred_a",
+            LlmCall {
+                outcome: LlmCall::outcome_of(429),
+                prompt_tokens: 0,
+                completion_tokens: 0,
+            },
+        );
+        u.llm(
+            "cred_a",
+            LlmCall {
+                outcome: LlmCall::outcome_of(200),
+                prompt_tokens: 12,
+                completion_tokens: 5,
+            },
+        );
         let r = u.report();
         assert_eq!(r["since"], 7);
         assert_eq!(r["total"]["sessions"], 1);
@@ -207,6 +277,9 @@ mod tests {
         assert_eq!(a["responses"]["completed"], 1);
         assert_eq!(a["text_tokens"], 3);
         assert_eq!(a["errors"]["invalid_value"], 1);
+        assert_eq!(a["llm"]["requests"], json!({"2xx": 1, "429": 1}));
+        assert_eq!(a["llm"]["prompt_tokens"], 12);
+        assert_eq!(r["total"]["llm"]["completion_tokens"], 5);
         assert_eq!(r["credentials"]["server"]["calls"], 0);
     }
 }
