@@ -10,6 +10,7 @@ mod echo;
 pub mod kyutai_stt;
 mod model;
 pub mod moshi;
+pub mod piper;
 pub mod silero;
 #[cfg(test)]
 mod test_util;
