@@ -150,6 +150,12 @@ pub struct ServeArgs {
     #[arg(long, env = "DUET_LLM_API_KEY", hide_env_values = true)]
     pub llm_api_key: Option<String>,
 
+    /// The cascade's voice: a Piper voice directory (`<voice>.onnx`, `<voice>.onnx.json` and
+    /// `libonnxruntime.so`, as `scripts/install-models DIR` writes DIR/piper-en_US-joe-medium).
+    /// Without it the cascade answers in text only. Needs the `espeak-ng` program.
+    #[arg(long, env = "DUET_TTS_MODEL_DIR")]
+    pub tts_model_dir: Option<PathBuf>,
+
     /// Longest wait for the LLM's first response and between two pieces of its stream;
     /// past it the answer fails with `llm_unavailable`.
     #[arg(long, env = "DUET_LLM_TIMEOUT_SECS", default_value_t = 30)]

@@ -128,6 +128,11 @@ pub fn problems(args: &ServeArgs) -> Vec<String> {
             "model: unknown model {other:?} (echo, moshi or cascade)"
         )),
     }
+    if let Some(dir) = &args.tts_model_dir {
+        if let Err(e) = duet_models::piper::VoiceFiles::find(dir) {
+            p.push(format!("tts_model_dir: {e}"));
+        }
+    }
     if args.llm_timeout_secs == 0 {
         p.push("llm_timeout_secs: must be at least 1".into());
     }

@@ -345,6 +345,8 @@ mod tests {
             input: vec![ContextItem::User(TurnInput::Audio(Arc::from(pcm)))],
             tools: Vec::new(),
             tool_choice: ToolChoice::Auto,
+            voice: "alloy".into(),
+            speed: 1.0,
         };
         m.request(slot, req).unwrap();
         let (audio, text, steps) = run(&mut m, slot, 200);
@@ -364,6 +366,8 @@ mod tests {
             input: vec![ContextItem::User(TurnInput::Audio(Arc::from(voiced(1.0))))],
             tools: Vec::new(),
             tool_choice: ToolChoice::Auto,
+            voice: "alloy".into(),
+            speed: 1.0,
         };
         m.request(slot, req).unwrap();
         let silence = vec![0.0; FRAME];
@@ -397,6 +401,8 @@ mod tests {
             input: vec![ContextItem::User(TurnInput::Text("hello there".into()))],
             tools: Vec::new(),
             tool_choice: ToolChoice::Auto,
+            voice: "alloy".into(),
+            speed: 1.0,
         };
         m.request(slot, req).unwrap();
         let (audio, text, steps) = run(&mut m, slot, 50);
@@ -415,6 +421,8 @@ mod tests {
             input: vec![ContextItem::User(TurnInput::Text("hi".into()))],
             tools: Vec::new(),
             tool_choice: ToolChoice::Auto,
+            voice: "alloy".into(),
+            speed: 1.0,
         };
         m.request(slot, req).unwrap();
         let (audio, text, _) = run(&mut m, slot, 200);
@@ -435,6 +443,8 @@ mod tests {
             ])))],
             tools: Vec::new(),
             tool_choice: ToolChoice::Auto,
+            voice: "alloy".into(),
+            speed: 1.0,
         };
         m.request(slot, req).unwrap();
         let (audio, text, _) = run(&mut m, slot, 400);
@@ -446,6 +456,8 @@ mod tests {
             input: vec![],
             tools: Vec::new(),
             tool_choice: ToolChoice::Auto,
+            voice: "alloy".into(),
+            speed: 1.0,
         };
         m.request(slot, req).unwrap();
         assert_eq!(run(&mut m, slot, 400).1, "I did not hear anything.");
@@ -463,6 +475,8 @@ mod tests {
             input: vec![ContextItem::User(TurnInput::Text("x".into()))],
             tools: Vec::new(),
             tool_choice: ToolChoice::Auto,
+            voice: "alloy".into(),
+            speed: 1.0,
         };
         m.request(a, req).unwrap();
         let silence = vec![0.0; FRAME];

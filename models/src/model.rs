@@ -57,6 +57,10 @@ pub enum Request {
         tools: Vec<Tool>,
         /// Whether it must call one.
         tool_choice: ToolChoice,
+        /// The voice to speak with (`audio.output.voice`; models with one voice ignore it).
+        voice: String,
+        /// Speaking rate, 0.25–1.5 (`audio.output.speed`; 1: the voice's own).
+        speed: f32,
     },
     /// Stop the current answer immediately; nothing more of it may be produced.
     Cancel,

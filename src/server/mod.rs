@@ -482,7 +482,7 @@ async fn start_model(
         echo_slots: args.model_slots,
     };
     if args.model == "cascade" {
-        return start_cascade(args, llm);
+        return start_cascade(args, llm).await;
     }
     let name = args.model.clone();
     // Loading may map gigabytes of weights: keep it off the async workers.
@@ -491,13 +491,29 @@ async fn start_model(
 }
 
 /// The cascade on the remote LLM of `--llm-url`.
-fn start_cascade(args: &ServeArgs, llm: Option<crate::llm::Upstream>) -> anyhow::Result<ModelLoop> {
+async fn start_cascade(
+    args: &ServeArgs,
+    llm: Option<crate::llm::Upstream>,
+) -> anyhow::Result<ModelLoop> {
     let upstream = llm.ok_or_else(|| {
         anyhow::anyhow!("--model cascade needs --llm-url (an OpenAI-compatible base URL)")
     })?;
     let llm = crate::llm::RemoteLlm::new(upstream, tokio::runtime::Handle::current());
+    let speaker: Option<Box<dyn duet_models::cascade::Speaker>> = match args.tts_model_dir.clone() {
+        Some(dir) => {
+            let voice =
+                tokio::task::spawn_blocking(move || duet_models::piper::PiperVoice::load(&dir))
+                    .await??;
+            tracing::info!(voice = voice.name(), "cascade voice loaded");
+            Some(Box::new(voice))
+        }
+        None => {
+            tracing::warn!("--model cascade without --tts-model-dir: answers in text only");
+            None
+        }
+    };
     let slots = args.model_slots.unwrap_or(256);
-    let model = duet_models::cascade::CascadeModel::new(Box::new(llm), slots);
+    let model = duet_models::cascade::CascadeModel::new(Box::new(llm), speaker, slots)?;
     Ok(ModelLoop::spawn(Box::new(model), &args.device)?)
 }
 

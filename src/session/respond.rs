@@ -53,6 +53,8 @@ impl Session {
             input: ask.input,
             tools: ask.tools,
             tool_choice: ask.tool_choice,
+            voice: voice_name(&active.response.audio.output.voice),
+            speed: self.cfg.audio.output.speed as f32,
         };
         self.begin(active, Some(request), false);
         Ok(())
@@ -463,6 +465,18 @@ impl Session {
             item: Box::new(item),
         });
         self.emit_evicted(evicted);
+    }
+}
+
+/// A voice's name: the string, or a custom voice's `id`.
+fn voice_name(voice: &Value) -> String {
+    match voice {
+        Value::String(s) => s.clone(),
+        other => other
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
     }
 }
 

@@ -4,15 +4,18 @@
 //! calls. Turn-based: the session's server VAD ends the user's turn, its transcriber fills in
 //! what was said, and a [`Request::Respond`] carries the whole conversation.
 //!
-//! Speech synthesis is not part of it yet: an answer asked for in audio fails at once with
-//! [`TTS_UNAVAILABLE`] (the session goes on); text answers and tool calls work.
+//! Spoken answers: the words are cut into clauses as they arrive and each is synthesized on a
+//! worker thread ([`speech`]) while the LLM goes on; a cascade started without a voice
+//! answers audio requests with [`TTS_UNAVAILABLE`] (the session goes on).
 
+mod answer;
 pub mod chat;
+pub mod speech;
 pub mod sse;
 
-use std::collections::VecDeque;
-
+use answer::{Answer, Voice};
 pub use chat::{ChatRequest, ChunkReader};
+pub use speech::{Speaker, SpeechWorker};
 pub use sse::SseDecoder;
 
 use crate::model::*;
@@ -21,8 +24,10 @@ use crate::model::*;
 pub const LLM_UNAVAILABLE: &str = "llm_unavailable";
 /// The LLM answered with an error (an HTTP error status, or an error in its stream).
 pub const LLM_ERROR: &str = "llm_error";
-/// An answer in audio was asked of a cascade without speech synthesis.
+/// An answer in audio was asked of a cascade without a voice (`--tts-model-dir`).
 pub const TTS_UNAVAILABLE: &str = "tts_unavailable";
+/// Speech synthesis failed for a clause of the answer.
+pub const TTS_ERROR: &str = "tts_error";
 
 /// Samples per step: 20 ms at 24 kHz.
 const FRAME: usize = 480;
@@ -52,25 +57,29 @@ pub trait LlmStream: Send {
     fn poll(&mut self, out: &mut Vec<LlmEvent>);
 }
 
-/// An answer in progress in one slot.
-struct Answer {
-    /// None once nothing more can come (or nothing was asked: a refusal queued below).
-    stream: Option<Box<dyn LlmStream>>,
-    pending: VecDeque<LlmEvent>,
-}
-
 /// The cascade model. See the module docs.
 pub struct CascadeModel {
     info: ModelInfo,
     llm: Box<dyn Llm>,
+    speech: Option<SpeechWorker>,
     slots: Vec<Option<Option<Answer>>>,
     scratch: Vec<LlmEvent>,
+    answers: u64,
 }
 
 impl CascadeModel {
-    /// A cascade on `llm`, serving up to `max_slots` sessions.
-    pub fn new(llm: Box<dyn Llm>, max_slots: usize) -> Self {
-        Self {
+    /// A cascade on `llm` that speaks with `speaker` (none: text answers only), serving up
+    /// to `max_slots` sessions.
+    pub fn new(
+        llm: Box<dyn Llm>,
+        speaker: Option<Box<dyn Speaker>>,
+        max_slots: usize,
+    ) -> Result<Self, ModelError> {
+        let speech = speaker
+            .map(SpeechWorker::start)
+            .transpose()
+            .map_err(|e| ModelError::Failed(format!("starting the speech thread: {e}")))?;
+        Ok(Self {
             info: ModelInfo {
                 name: "cascade".into(),
                 frame_samples: FRAME,
@@ -79,9 +88,11 @@ impl CascadeModel {
                 tools: true,
             },
             llm,
+            speech,
             slots: Vec::new(),
             scratch: Vec::new(),
-        }
+            answers: 0,
+        })
     }
 
     fn slot_mut(&mut self, slot: SlotId) -> Result<&mut Option<Answer>, ModelError> {
@@ -91,40 +102,27 @@ impl CascadeModel {
             .ok_or(ModelError::UnknownSlot(slot))
     }
 
-    /// The answer's next step: its pending words together, or one tool call's pieces
-    /// together, or its end.
-    fn next_output(answer: &mut Answer) -> (StepOutput, bool) {
-        let mut out = StepOutput::default();
-        while let Some(ev) = answer.pending.front_mut() {
-            match ev {
-                LlmEvent::Text(t) if out.tool_call.is_none() => {
-                    out.text.push_str(t);
-                    answer.pending.pop_front();
+    /// Hands synthesized clauses to their answers (those of dropped answers are dropped).
+    fn collect_speech(&mut self) {
+        let Some(worker) = &self.speech else { return };
+        for spoken in worker.take() {
+            let answer = self
+                .slots
+                .get_mut(spoken.slot)
+                .and_then(Option::as_mut)
+                .and_then(Option::as_mut);
+            if let Some(a) = answer.filter(|a| a.id == spoken.answer) {
+                if let Some(v) = &mut a.voice {
+                    v.ready(spoken.index, spoken.audio);
                 }
-                LlmEvent::ToolCall(d) if out.text.is_empty() => match &mut out.tool_call {
-                    None => {
-                        out.tool_call = Some(std::mem::take(d));
-                        answer.pending.pop_front();
-                    }
-                    Some(call) if call.call_id == d.call_id => {
-                        call.arguments.push_str(&d.arguments);
-                        answer.pending.pop_front();
-                    }
-                    Some(_) => break,
-                },
-                LlmEvent::Done => {
-                    out.end_of_turn = true;
-                    return (out, true);
-                }
-                LlmEvent::Failed(f) => {
-                    out.failed = Some(std::mem::take(f));
-                    out.end_of_turn = true;
-                    return (out, true);
-                }
-                _ => break,
             }
         }
-        (out, false)
+    }
+
+    fn set_live(&self, slot: SlotId, answer: Option<u64>) {
+        if let Some(w) = &self.speech {
+            w.set_live(slot, answer);
+        }
     }
 }
 
@@ -156,44 +154,54 @@ impl DuplexModel for CascadeModel {
     }
 
     fn request(&mut self, slot: SlotId, request: Request) -> Result<(), ModelError> {
+        self.slot_mut(slot)?;
+        self.answers += 1;
+        let id = self.answers;
         let answer = match request {
             Request::Respond {
                 modality: OutputModality::Audio,
                 ..
-            } => Some(Answer {
-                stream: None,
-                pending: VecDeque::from([LlmEvent::Failed(AnswerFailure {
+            } if self.speech.is_none() => Some(Answer::failing(
+                id,
+                AnswerFailure {
                     code: TTS_UNAVAILABLE.into(),
-                    message: "this cascade has no speech synthesis yet: ask for \
-                              output_modalities [\"text\"]"
+                    message: "this cascade has no voice: start the server with --tts-model-dir \
+                              (or ask for output_modalities [\"text\"])"
                         .into(),
-                })]),
-            }),
+                },
+            )),
             Request::Respond {
+                modality,
                 instructions,
                 input,
                 tools,
                 tool_choice,
+                speed,
                 ..
-            } => Some(Answer {
-                stream: Some(self.llm.start(ChatRequest::new(
-                    &instructions,
-                    &input,
-                    tools,
-                    tool_choice,
-                ))),
-                pending: VecDeque::new(),
-            }),
+            } => {
+                let request = ChatRequest::new(&instructions, &input, tools, tool_choice);
+                let voice = (modality == OutputModality::Audio).then(|| Voice::new(speed));
+                Some(Answer::new(id, Some(self.llm.start(request)), voice))
+            }
             Request::Cancel => None,
         };
+        self.set_live(slot, answer.as_ref().map(|a| a.id));
         *self.slot_mut(slot)? = answer;
         Ok(())
     }
 
     fn step(&mut self, batch: &[StepInput<'_>], out: &mut Vec<Result<StepOutput, ModelError>>) {
+        self.collect_speech();
         for input in batch {
             let mut scratch = std::mem::take(&mut self.scratch);
-            let result = self.slot_mut(input.slot).map(|state| {
+            let worker = self.speech.as_ref();
+            let slot = self
+                .slots
+                .get_mut(input.slot)
+                .and_then(Option::as_mut)
+                .ok_or(ModelError::UnknownSlot(input.slot));
+            let mut ended = false;
+            let result = slot.map(|state| {
                 let Some(answer) = state else {
                     return StepOutput::default();
                 };
@@ -201,12 +209,16 @@ impl DuplexModel for CascadeModel {
                     stream.poll(&mut scratch);
                     answer.pending.extend(scratch.drain(..));
                 }
-                let (output, ended) = Self::next_output(answer);
-                if ended {
+                let (output, end) = answer.step(input.slot, worker);
+                if end {
                     *state = None;
+                    ended = true;
                 }
                 output
             });
+            if ended {
+                self.set_live(input.slot, None);
+            }
             self.scratch = scratch;
             out.push(result);
         }

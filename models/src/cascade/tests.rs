@@ -1,5 +1,6 @@
 use super::*;
 use crate::{ContextItem, TurnInput};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -41,6 +42,8 @@ fn respond(modality: OutputModality) -> Request {
         input: vec![ContextItem::User(TurnInput::Text("time?".into()))],
         tools: Vec::new(),
         tool_choice: ToolChoice::Auto,
+        voice: "alloy".into(),
+        speed: 1.0,
     }
 }
 
@@ -71,7 +74,7 @@ fn an_answer_streams_its_words_then_ends() {
         LlmEvent::Text("ten.".into()),
         LlmEvent::Done,
     ]);
-    let mut m = CascadeModel::new(Box::new(llm.clone()), 4);
+    let mut m = CascadeModel::new(Box::new(llm.clone()), None, 4).unwrap();
     let slot = m.open_slot().unwrap();
     m.request(slot, respond(OutputModality::Text)).unwrap();
     let out = steps(&mut m, slot, 4);
@@ -87,7 +90,7 @@ fn an_answer_streams_its_words_then_ends() {
 #[test]
 fn call_pieces_come_together_and_words_never_share_a_step_with_a_call() {
     let llm = ScriptedLlm::default();
-    let mut m = CascadeModel::new(Box::new(llm.clone()), 4);
+    let mut m = CascadeModel::new(Box::new(llm.clone()), None, 4).unwrap();
     let slot = m.open_slot().unwrap();
     m.request(slot, respond(OutputModality::Text)).unwrap();
     // Everything arrives before the first step (a fast upstream).
@@ -121,7 +124,7 @@ fn cancel_and_close_drop_the_upstream_answer() {
         vec![LlmEvent::Text("a".into()); 10],
         vec![LlmEvent::Text("b".into()); 10],
     ]);
-    let mut m = CascadeModel::new(Box::new(llm.clone()), 4);
+    let mut m = CascadeModel::new(Box::new(llm.clone()), None, 4).unwrap();
     let slot = m.open_slot().unwrap();
     m.request(slot, respond(OutputModality::Text)).unwrap();
     steps(&mut m, slot, 2);
@@ -143,7 +146,7 @@ fn failures_end_the_answer_and_audio_is_refused_without_speech_synthesis() {
             code: LLM_UNAVAILABLE.into(),
             message: "connection refused".into(),
         })]);
-    let mut m = CascadeModel::new(Box::new(llm.clone()), 1);
+    let mut m = CascadeModel::new(Box::new(llm.clone()), None, 1).unwrap();
     let slot = m.open_slot().unwrap();
     assert!(matches!(m.open_slot(), Err(ModelError::SlotsExhausted(1))));
     m.request(slot, respond(OutputModality::Text)).unwrap();
@@ -158,4 +161,86 @@ fn failures_end_the_answer_and_audio_is_refused_without_speech_synthesis() {
         1,
         "no LLM request for audio"
     );
+}
+
+/// A voice whose clause audio is 10 samples per character of text.
+struct Counting;
+
+impl Speaker for Counting {
+    fn speak(&mut self, text: &str, _speed: f32) -> Result<Vec<f32>, ModelError> {
+        Ok(vec![0.5; text.len() * 10])
+    }
+}
+
+/// Steps until the answer ends (or `max` steps), sleeping a little so the speech thread runs.
+fn until_end(m: &mut CascadeModel, slot: SlotId, max: usize) -> Vec<StepOutput> {
+    let mut outs = Vec::new();
+    for _ in 0..max {
+        let o = steps(m, slot, 1).pop().unwrap();
+        let end = o.end_of_turn;
+        outs.push(o);
+        if end {
+            return outs;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    panic!(
+        "no end in {max} steps: {:?}",
+        outs.iter()
+            .map(|o| (o.audio.len(), o.text.clone()))
+            .collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_spoken_answer_plays_each_clause_with_its_words() {
+    let llm = ScriptedLlm::default();
+    llm.scripts.lock().unwrap().push_back(vec![
+        LlmEvent::Text("Sure, it is ".into()),
+        LlmEvent::Text("ten o'clock. Anything".into()),
+        LlmEvent::Text(" else?".into()),
+        LlmEvent::Done,
+    ]);
+    let mut m = CascadeModel::new(Box::new(llm.clone()), Some(Box::new(Counting)), 2).unwrap();
+    let slot = m.open_slot().unwrap();
+    m.request(slot, respond(OutputModality::Audio)).unwrap();
+    let outs = until_end(&mut m, slot, 500);
+    let clauses = ["Sure, it is ten o'clock.", "Anything else?"];
+    let total: usize = outs.iter().map(|o| o.audio.len()).sum();
+    assert_eq!(total, clauses.iter().map(|c| c.len() * 10).sum::<usize>());
+    assert!(outs.iter().all(|o| o.audio.len() <= FRAME));
+    // Each clause's words go out with its first audio; a clause that ends mid-frame lets
+    // the next one fill the frame when it is ready.
+    let text: String = outs.iter().map(|o| o.text.as_str()).collect();
+    assert_eq!(text, "Sure, it is ten o'clock. Anything else?");
+    let first = outs.iter().position(|o| !o.audio.is_empty()).unwrap();
+    assert!(
+        outs[first].text.starts_with("Sure"),
+        "{:?}",
+        outs[first].text
+    );
+    assert!(outs[..first].iter().all(|o| o.text.is_empty()));
+}
+
+#[test]
+fn a_cancelled_spoken_answer_stops_and_the_next_one_speaks() {
+    let llm = ScriptedLlm::default();
+    llm.scripts.lock().unwrap().extend([
+        vec![
+            LlmEvent::Text("A long first answer that goes on. And on. And on.".into()),
+            LlmEvent::Done,
+        ],
+        vec![LlmEvent::Text("Second.".into()), LlmEvent::Done],
+    ]);
+    let mut m = CascadeModel::new(Box::new(llm.clone()), Some(Box::new(Counting)), 2).unwrap();
+    let slot = m.open_slot().unwrap();
+    m.request(slot, respond(OutputModality::Audio)).unwrap();
+    steps(&mut m, slot, 3);
+    m.request(slot, Request::Cancel).unwrap();
+    assert!(steps(&mut m, slot, 3).iter().all(StepOutput::is_empty));
+    m.request(slot, respond(OutputModality::Audio)).unwrap();
+    let outs = until_end(&mut m, slot, 500);
+    let text: String = outs.iter().map(|o| o.text.as_str()).collect();
+    assert_eq!(text, "Second.", "nothing of the cancelled answer");
+    assert_eq!(outs.iter().map(|o| o.audio.len()).sum::<usize>(), 70);
 }

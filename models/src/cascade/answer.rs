@@ -1,0 +1,182 @@
+//! One answer in a cascade slot: what the LLM streams, turned into step outputs. A text
+//! answer passes the words on as they come; a spoken one cuts them into clauses, has each
+//! synthesized, and plays the audio 20 ms a step, each clause's words going out with its
+//! first audio (the transcript follows the audio that carries it). Tool calls go out as
+//! they come in either.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use super::speech::{Clauses, SpeechWorker};
+use super::{LlmEvent, LlmStream, FRAME, TTS_ERROR};
+use crate::{AnswerFailure, SlotId, StepOutput};
+
+/// A spoken answer's voice state.
+#[derive(Default)]
+pub(super) struct Voice {
+    clauses: Clauses,
+    speed: f32,
+    /// The text of every clause queued for synthesis, by index.
+    texts: Vec<String>,
+    /// Synthesized clauses not yet playing.
+    ready: BTreeMap<u32, Result<Vec<f32>, String>>,
+    /// The next clause to play.
+    next: u32,
+    /// The clause playing.
+    playing: VecDeque<f32>,
+}
+
+impl Voice {
+    pub(super) fn new(speed: f32) -> Self {
+        Self {
+            speed,
+            ..Self::default()
+        }
+    }
+
+    /// A synthesized clause arrived.
+    pub(super) fn ready(&mut self, index: u32, audio: Result<Vec<f32>, String>) {
+        self.ready.insert(index, audio);
+    }
+}
+
+/// An answer in progress.
+pub(super) struct Answer {
+    /// Its number, to match synthesized clauses to it.
+    pub(super) id: u64,
+    /// None once nothing more can come (or nothing was asked: a refusal queued below).
+    pub(super) stream: Option<Box<dyn LlmStream>>,
+    pub(super) pending: VecDeque<LlmEvent>,
+    /// Spoken answers: the clauses and their audio.
+    pub(super) voice: Option<Voice>,
+    /// The LLM's answer is complete.
+    llm_done: bool,
+}
+
+impl Answer {
+    pub(super) fn new(id: u64, stream: Option<Box<dyn LlmStream>>, voice: Option<Voice>) -> Self {
+        Self {
+            id,
+            stream,
+            pending: VecDeque::new(),
+            voice,
+            llm_done: false,
+        }
+    }
+
+    /// An answer that fails at once.
+    pub(super) fn failing(id: u64, failure: AnswerFailure) -> Self {
+        let mut a = Self::new(id, None, None);
+        a.pending.push_back(LlmEvent::Failed(failure));
+        a
+    }
+
+    /// This step's output; `true` when the answer ended with it.
+    pub(super) fn step(
+        &mut self,
+        slot: SlotId,
+        worker: Option<&SpeechWorker>,
+    ) -> (StepOutput, bool) {
+        let mut out = StepOutput::default();
+        if let Some(failure) = self.take_events(&mut out, slot, worker) {
+            out.failed = Some(failure);
+            out.end_of_turn = true;
+            return (out, true);
+        }
+        let Some(voice) = &mut self.voice else {
+            out.end_of_turn = self.llm_done;
+            return (out, self.llm_done);
+        };
+        // A whole frame when there is audio for one, the next clause starting right after
+        // the last ends (its words with its first audio).
+        while out.audio.len() < FRAME {
+            if voice.playing.is_empty() {
+                let Some(audio) = voice.ready.remove(&voice.next) else {
+                    break;
+                };
+                match audio {
+                    Ok(samples) => voice.playing.extend(samples),
+                    Err(e) => {
+                        out.failed = Some(AnswerFailure {
+                            code: TTS_ERROR.into(),
+                            message: format!("speech synthesis failed: {e}"),
+                        });
+                        out.end_of_turn = true;
+                        return (out, true);
+                    }
+                }
+                let text = &voice.texts[voice.next as usize];
+                if voice.next > 0 {
+                    out.text.push(' ');
+                }
+                out.text.push_str(text);
+                voice.next += 1;
+                continue;
+            }
+            let n = voice.playing.len().min(FRAME - out.audio.len());
+            out.audio.extend(voice.playing.drain(..n));
+        }
+        let ended =
+            self.llm_done && voice.playing.is_empty() && voice.next as usize == voice.texts.len();
+        out.end_of_turn = ended;
+        (out, ended)
+    }
+
+    /// Applies what the LLM sent: words (to the output, or to the clauses of a spoken
+    /// answer), one tool call's pieces, the end. Returns a failure.
+    fn take_events(
+        &mut self,
+        out: &mut StepOutput,
+        slot: SlotId,
+        worker: Option<&SpeechWorker>,
+    ) -> Option<AnswerFailure> {
+        while let Some(ev) = self.pending.front_mut() {
+            match ev {
+                LlmEvent::Text(t) => {
+                    if out.tool_call.is_some() {
+                        break;
+                    }
+                    match &mut self.voice {
+                        Some(v) => {
+                            for clause in v.clauses.push(t) {
+                                queue(v, worker, slot, self.id, clause);
+                            }
+                        }
+                        None => out.text.push_str(t),
+                    }
+                }
+                LlmEvent::ToolCall(d) => {
+                    if !out.text.is_empty() {
+                        break;
+                    }
+                    match &mut out.tool_call {
+                        None => out.tool_call = Some(std::mem::take(d)),
+                        Some(call) if call.call_id == d.call_id => {
+                            call.arguments.push_str(&d.arguments)
+                        }
+                        Some(_) => break,
+                    }
+                }
+                LlmEvent::Done => {
+                    self.llm_done = true;
+                    self.stream = None;
+                    if let Some(v) = &mut self.voice {
+                        if let Some(rest) = v.clauses.finish() {
+                            queue(v, worker, slot, self.id, rest);
+                        }
+                    }
+                }
+                LlmEvent::Failed(f) => return Some(std::mem::take(f)),
+            }
+            self.pending.pop_front();
+        }
+        None
+    }
+}
+
+fn queue(v: &mut Voice, worker: Option<&SpeechWorker>, slot: SlotId, answer: u64, clause: String) {
+    let index = v.texts.len() as u32;
+    if let Some(w) = worker {
+        w.speak(slot, answer, index, clause.clone(), v.speed);
+    }
+    v.texts.push(clause);
+}

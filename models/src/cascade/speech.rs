@@ -1,0 +1,249 @@
+//! The cascade's voice: the answer's words cut into clauses as they arrive ([`Clauses`]),
+//! each clause synthesized on a worker thread ([`SpeechWorker`]) while the LLM goes on, so
+//! the model loop's 20 ms steps never wait for synthesis.
+
+use std::collections::HashMap;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread;
+
+use crate::{ModelError, SlotId};
+
+/// Something that speaks text: 24 kHz samples for `text` at `speed`.
+pub trait Speaker: Send {
+    /// Speaks `text` (one clause or more).
+    fn speak(&mut self, text: &str, speed: f32) -> Result<Vec<f32>, ModelError>;
+}
+
+impl Speaker for crate::piper::PiperVoice {
+    fn speak(&mut self, text: &str, speed: f32) -> Result<Vec<f32>, ModelError> {
+        crate::piper::PiperVoice::speak(self, text, speed)
+    }
+}
+
+/// The shortest first clause cut at a comma (characters): the first audio comes early.
+const FIRST_CLAUSE: usize = 12;
+/// The shortest later clause cut at a comma: fewer, longer pieces sound more natural.
+const CLAUSE: usize = 40;
+/// The longest clause held without any punctuation (bytes): cut at the last space before it.
+const LONGEST: usize = 160;
+
+/// Cuts streamed text into clauses: at a sentence's end always, at `,` `;` `:` once a clause
+/// is long enough, at a space once one is very long.
+#[derive(Debug, Default)]
+pub struct Clauses {
+    buf: String,
+    cut_any: bool,
+}
+
+impl Clauses {
+    /// Adds text; returns the clauses it completed.
+    pub fn push(&mut self, text: &str) -> Vec<String> {
+        self.buf.push_str(text);
+        let mut out = Vec::new();
+        while let Some(at) = self.cut_point() {
+            let clause: String = self.buf.drain(..at).collect();
+            self.cut_any = true;
+            if clause.chars().any(char::is_alphanumeric) {
+                out.push(clause.trim().to_string());
+            }
+        }
+        out
+    }
+
+    /// The rest, at the end of the answer.
+    pub fn finish(&mut self) -> Option<String> {
+        let rest = std::mem::take(&mut self.buf);
+        rest.chars()
+            .any(char::is_alphanumeric)
+            .then(|| rest.trim().to_string())
+    }
+
+    /// Where the next clause ends (a byte index past its punctuation and the space after).
+    fn cut_point(&self) -> Option<usize> {
+        let min = if self.cut_any { CLAUSE } else { FIRST_CLAUSE };
+        let chars: Vec<(usize, char)> = self.buf.char_indices().collect();
+        let mut last_space = None;
+        for (n, w) in chars.windows(2).enumerate() {
+            let ((_, c), (next_at, next)) = (w[0], w[1]);
+            if !next.is_whitespace() {
+                continue;
+            }
+            if next_at <= LONGEST {
+                last_space = Some(next_at + next.len_utf8());
+            }
+            let sentence = matches!(c, '.' | '!' | '?');
+            let pause = matches!(c, ',' | ';' | ':') && n + 1 >= min;
+            if sentence || pause {
+                return Some(next_at + next.len_utf8());
+            }
+        }
+        if self.buf.len() > LONGEST {
+            return last_space;
+        }
+        None
+    }
+}
+
+/// A clause to synthesize for one answer.
+struct Job {
+    slot: SlotId,
+    answer: u64,
+    index: u32,
+    text: String,
+    speed: f32,
+}
+
+/// A synthesized clause.
+pub struct Spoken {
+    /// The slot it is for.
+    pub slot: SlotId,
+    /// The answer it is for (a newer answer on the slot makes it stale).
+    pub answer: u64,
+    /// Its place in the answer.
+    pub index: u32,
+    /// Its samples, or why synthesis failed.
+    pub audio: Result<Vec<f32>, String>,
+}
+
+/// A thread that synthesizes clauses in order, skipping those of answers that were dropped.
+pub struct SpeechWorker {
+    jobs: mpsc::Sender<Job>,
+    done: mpsc::Receiver<Spoken>,
+    /// The live answer of each slot: a job for any other is skipped.
+    live: Arc<Mutex<HashMap<SlotId, u64>>>,
+}
+
+impl SpeechWorker {
+    /// Starts the thread with `speaker`.
+    pub fn start(mut speaker: Box<dyn Speaker>) -> std::io::Result<Self> {
+        let (jobs, rx) = mpsc::channel::<Job>();
+        let (tx, done) = mpsc::channel();
+        let live: Arc<Mutex<HashMap<SlotId, u64>>> = Arc::default();
+        let alive = live.clone();
+        thread::Builder::new()
+            .name("cascade-tts".into())
+            .spawn(move || {
+                for job in rx {
+                    let current = alive.lock().map(|m| m.get(&job.slot) == Some(&job.answer));
+                    if !current.unwrap_or(false) {
+                        continue;
+                    }
+                    let audio = speaker
+                        .speak(&job.text, job.speed)
+                        .map_err(|e| e.to_string());
+                    let spoken = Spoken {
+                        slot: job.slot,
+                        answer: job.answer,
+                        index: job.index,
+                        audio,
+                    };
+                    if tx.send(spoken).is_err() {
+                        return;
+                    }
+                }
+            })?;
+        Ok(Self { jobs, done, live })
+    }
+
+    /// Marks `answer` as the slot's live one (`None`: none), so older jobs are skipped.
+    pub fn set_live(&self, slot: SlotId, answer: Option<u64>) {
+        if let Ok(mut m) = self.live.lock() {
+            match answer {
+                Some(a) => m.insert(slot, a),
+                None => m.remove(&slot),
+            };
+        }
+    }
+
+    /// Queues a clause.
+    pub fn speak(&self, slot: SlotId, answer: u64, index: u32, text: String, speed: f32) {
+        let _ = self.jobs.send(Job {
+            slot,
+            answer,
+            index,
+            text,
+            speed,
+        });
+    }
+
+    /// What was synthesized since the last call.
+    pub fn take(&self) -> impl Iterator<Item = Spoken> + '_ {
+        self.done.try_iter()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all(pieces: &[&str]) -> Vec<String> {
+        let mut c = Clauses::default();
+        let mut out: Vec<String> = pieces.iter().flat_map(|p| c.push(p)).collect();
+        out.extend(c.finish());
+        out
+    }
+
+    #[test]
+    fn clauses_end_at_sentences_and_long_enough_pauses() {
+        assert_eq!(
+            all(&[
+                "Sure",
+                ", here",
+                " it is. It's ten",
+                " o'clock, give or take a minute, in London",
+                " now"
+            ]),
+            [
+                "Sure, here it is.",
+                "It's ten o'clock, give or take a minute,",
+                "in London now"
+            ]
+        );
+        // The first clause may be short; a pause comes out once the clause is long enough.
+        assert_eq!(
+            all(&["Well, hello there, friend. A much longer sentence follows here, with a pause, and more words after it."]),
+            [
+                "Well, hello there,",
+                "friend.",
+                "A much longer sentence follows here, with a pause,",
+                "and more words after it."
+            ]
+        );
+        assert!(all(&[" ... "]).is_empty());
+        let long = "word ".repeat(60);
+        let cut = all(&[&long]);
+        assert!(
+            cut.len() >= 2 && cut.iter().all(|c| c.len() <= LONGEST + 5),
+            "{cut:?}"
+        );
+    }
+
+    struct Echo;
+    impl Speaker for Echo {
+        fn speak(&mut self, text: &str, _speed: f32) -> Result<Vec<f32>, ModelError> {
+            Ok(vec![0.1; text.len()])
+        }
+    }
+
+    #[test]
+    fn the_worker_speaks_live_answers_and_skips_dropped_ones() {
+        let w = SpeechWorker::start(Box::new(Echo)).unwrap();
+        w.set_live(0, Some(1));
+        w.speak(0, 7, 0, "stale".into(), 1.0);
+        w.speak(0, 1, 0, "abc".into(), 1.0);
+        w.speak(0, 1, 1, "de".into(), 1.0);
+        let mut got = Vec::new();
+        for _ in 0..200 {
+            got.extend(
+                w.take()
+                    .map(|s| (s.answer, s.index, s.audio.unwrap().len())),
+            );
+            if got.len() == 2 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert_eq!(got, [(1, 0, 3), (1, 1, 2)]);
+    }
+}
