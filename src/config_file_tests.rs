@@ -67,6 +67,7 @@ fn example_value(arg: &clap::Arg) -> String {
         ("memory_budget_mib", None) => "16384".into(),
         ("llm_url", None) => "\"http://127.0.0.1:8000/v1\"".into(),
         ("llm_api_key", None) => "\"change-me\"".into(),
+        ("tts_model_dir", None) => "\"/srv/models/piper-en_US-joe-medium\"".into(),
         (other, None) => panic!("no example value for {other}"),
     }
 }
