@@ -141,10 +141,12 @@ fn the_example_uncommented_is_a_valid_configuration() {
     assert_eq!(a.cors_origins, vec!["https://app.example.com".to_string()]);
     // The example's model directories are placeholders: checked, and only they are missing.
     let (dirs, others): (Vec<String>, Vec<String>) = problems(&a).into_iter().partition(|p| {
-        p.starts_with("vad_model_dir:") || p.starts_with("transcription_model_dir:")
+        p.starts_with("vad_model_dir:")
+            || p.starts_with("transcription_model_dir:")
+            || p.starts_with("tts_model_dir:")
     });
     assert!(others.is_empty(), "{others:?}");
-    assert_eq!(dirs.len(), 2, "{dirs:?}");
+    assert_eq!(dirs.len(), 3, "{dirs:?}");
 }
 
 #[test]
