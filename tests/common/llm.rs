@@ -76,6 +76,8 @@ pub struct ScriptedLlm {
     pub auth: Arc<Mutex<Vec<Option<String>>>>,
     /// Connections accepted.
     pub connections: Arc<Mutex<usize>>,
+    /// When a client closed a stream before its end.
+    pub closed: Arc<Mutex<Vec<std::time::Instant>>>,
 }
 
 impl ScriptedLlm {
@@ -89,6 +91,7 @@ impl ScriptedLlm {
             requests: Arc::default(),
             auth: Arc::default(),
             connections: Arc::default(),
+            closed: Arc::default(),
         };
         let server = llm.clone();
         tokio::spawn(async move {
@@ -130,7 +133,13 @@ impl ScriptedLlm {
                 .push(serde_json::from_slice(&body).unwrap_or(Value::Null));
             let reply = self.replies.lock().unwrap().pop_front();
             let ok = match reply {
-                Some(Reply::Stream { data, gap }) => stream_reply(&mut stream, &data, gap).await,
+                Some(Reply::Stream { data, gap }) => {
+                    let done = stream_reply(&mut stream, &data, gap).await;
+                    if !done {
+                        self.closed.lock().unwrap().push(std::time::Instant::now());
+                    }
+                    done
+                }
                 Some(Reply::Status(code, body)) => {
                     let head = format!("HTTP/1.1 {code} Scripted\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n", body.len());
                     stream.write_all(head.as_bytes()).await.is_ok()
@@ -191,7 +200,14 @@ async fn stream_reply(stream: &mut TcpStream, data: &[String], gap: Duration) ->
         if stream.write_all(chunk.as_bytes()).await.is_err() {
             return false;
         }
-        tokio::time::sleep(gap).await;
+        // Waits `gap`, noticing at once a client that closes the connection.
+        let mut probe = [0u8; 64];
+        tokio::select! {
+            _ = tokio::time::sleep(gap) => {}
+            n = stream.read(&mut probe) => if !matches!(n, Ok(n) if n > 0) {
+                return false;
+            },
+        }
     }
     stream.write_all(b"0\r\n\r\n").await.is_ok()
 }

@@ -1,0 +1,122 @@
+//! Barge-in over the cascade's spoken answer, on the real models (Silero VAD, Whisper
+//! tiny.en, the Piper voice) with a scripted LLM that streams a long answer slowly: a voice
+//! over the answer cancels it (`turn_detected`), the LLM's stream is closed within 100 ms of
+//! `speech_started`, no audio of the answer follows, and the next request's context holds
+//! only the part of the answer that went out.
+
+mod common;
+use common::llm::{Reply, ScriptedLlm};
+use common::*;
+use duet_client::speech::{espeak, models_dir};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+fn long_answer() -> Reply {
+    let words =
+        "Once upon a time there was a lighthouse keeper who lived alone on a rock far out at sea. \
+        Every night he climbed the stairs and lit the lamp. Ships passed safely in the dark. \
+        One stormy winter the lamp went out and he had to find a way to light it again.";
+    let data = words
+        .split_inclusive(' ')
+        .map(|w| json!({"choices":[{"index":0,"delta":{"content":w}}]}).to_string())
+        .chain(["[DONE]".to_string()])
+        .collect();
+    Reply::Stream {
+        data,
+        gap: Duration::from_millis(60),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_voice_over_the_answer_stops_it_and_the_llm() {
+    let llm = ScriptedLlm::start(vec![long_answer(), Reply::text(&["Okay."])]).await;
+    let voice = models_dir()
+        .join("piper-en_US-joe-medium")
+        .display()
+        .to_string();
+    let addr = speech_server(
+        true,
+        &[
+            "--model",
+            "cascade",
+            "--llm-url",
+            &llm.url,
+            "--tts-model-dir",
+            &voice,
+        ],
+    )
+    .await;
+    let mut c = Client::connect_url(&format!("ws://{addr}/v1/realtime?model=cascade"), &[])
+        .await
+        .expect("connects");
+    c.send(json!({"type":"session.update","session":{"type":"realtime",
+        "audio":{"input":{"transcription":{"model":"whisper-1"}}}}}))
+        .await;
+    c.until("session.updated").await;
+    let mut question = silence(0.3);
+    question.extend(espeak("Tell me a story."));
+    question.extend(silence(1.0));
+    c.append(&question).await;
+    // The answer is under way: a second of it, then a voice over it.
+    c.until("response.output_audio.delta").await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let mut stop = espeak("Stop please.");
+    stop.extend(silence(1.2));
+    c.append(&stop).await;
+    let started = loop {
+        let ev = c.next().await;
+        if ev["type"] == "input_audio_buffer.speech_started" {
+            break Instant::now();
+        }
+    };
+    let done = c.until("response.done").await;
+    assert_eq!(done["response"]["status"], "cancelled", "{done}");
+    assert_eq!(
+        done["response"]["status_details"]["reason"],
+        "turn_detected"
+    );
+    let cancelled = done["response"]["id"].clone();
+    // The upstream stream was closed, within 100 ms of speech_started.
+    let closed = *llm
+        .closed
+        .lock()
+        .unwrap()
+        .first()
+        .expect("the LLM stream was closed");
+    let after = closed.saturating_duration_since(started);
+    eprintln!(
+        "LLM stream closed {} ms after speech_started reached the client",
+        after.as_millis()
+    );
+    assert!(after <= Duration::from_millis(100), "{after:?}");
+    // No audio of the cancelled answer after its response.done; the next turn answers.
+    let next = c.until("response.done").await;
+    let done_at = c
+        .log
+        .iter()
+        .position(|e| e["type"] == "response.done" && e["response"]["id"] == cancelled)
+        .unwrap();
+    let late = c.log[done_at..]
+        .iter()
+        .filter(|e: &&Value| {
+            e["type"] == "response.output_audio.delta" && e["response_id"] == cancelled
+        })
+        .count();
+    assert_eq!(late, 0);
+    assert_eq!(next["response"]["status"], "completed", "{next}");
+    // The next request's context: the story only as far as it went out.
+    let second = &llm.requests()[1]["messages"];
+    let said = second
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "assistant")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .expect("the heard part of the answer");
+    eprintln!("heard part: {said:?}");
+    assert!(said.starts_with("Once upon a time"), "{said:?}");
+    assert!(
+        !said.contains("stormy winter"),
+        "the unheard end reached the LLM: {said:?}"
+    );
+}
