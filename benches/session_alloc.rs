@@ -162,6 +162,7 @@ fn main() {
                 transcriber: None,
                 can_transcribe: false,
                 model_tools: false,
+                model_reads_text: false,
                 vad_model: None,
                 transcription_session: false,
                 memory: None,

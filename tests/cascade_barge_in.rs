@@ -2,7 +2,8 @@
 //! tiny.en, the Piper voice) with a scripted LLM that streams a long answer slowly: a voice
 //! over the answer cancels it (`turn_detected`), the LLM's stream is closed within 100 ms of
 //! `speech_started`, no audio of the answer follows, and the next request's context holds
-//! only the part of the answer that went out.
+//! only the part of the answer that went out. The client never asks for transcription: the
+//! cascade's sessions transcribe for the LLM anyway.
 
 mod common;
 use common::llm::{Reply, ScriptedLlm};
@@ -49,10 +50,7 @@ async fn a_voice_over_the_answer_stops_it_and_the_llm() {
     let mut c = Client::connect_url(&format!("ws://{addr}/v1/realtime?model=cascade"), &[])
         .await
         .expect("connects");
-    c.send(json!({"type":"session.update","session":{"type":"realtime",
-        "audio":{"input":{"transcription":{"model":"whisper-1"}}}}}))
-        .await;
-    c.until("session.updated").await;
+    // No input transcription asked for: the cascade transcribes for its LLM all the same.
     let mut question = silence(0.3);
     question.extend(espeak("Tell me a story."));
     question.extend(silence(1.0));
@@ -104,6 +102,9 @@ async fn a_voice_over_the_answer_stops_it_and_the_llm() {
         .count();
     assert_eq!(late, 0);
     assert_eq!(next["response"]["status"], "completed", "{next}");
+    // The question reached the LLM as words, though the client asked for no transcripts.
+    let first = llm.requests()[0]["messages"].to_string().to_lowercase();
+    assert!(first.contains("story"), "{first}");
     // The next request's context: the story only as far as it went out.
     let second = &llm.requests()[1]["messages"];
     let said = second

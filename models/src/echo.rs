@@ -64,6 +64,7 @@ impl EchoModel {
                 max_slots: slots.max(1),
                 autonomous: false,
                 tools: false,
+                reads_text: false,
             },
             slots: Vec::new(),
         }

@@ -21,6 +21,9 @@ pub struct ModelInfo {
     /// The model can call tools ([`StepOutput::tool_call`]). A session refuses tools for a
     /// model that cannot, rather than accept them and never call one.
     pub tools: bool,
+    /// The model reads user turns as words (the cascade): a session transcribes its user's
+    /// audio for it whether or not the client asked for transcripts.
+    pub reads_text: bool,
 }
 
 impl ModelInfo {

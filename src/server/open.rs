@@ -66,6 +66,7 @@ pub async fn open_session(
         transcriber: None,
         can_transcribe: state.speech.transcriber.is_some(),
         model_tools: info.tools,
+        model_reads_text: info.reads_text,
         vad_model: state.speech.vad.clone(),
         transcription_session: initial.transcription,
         memory: Some(memory),

@@ -59,6 +59,8 @@ pub struct Session {
     pub(super) can_transcribe: bool,
     /// The model can call tools.
     pub(super) model_tools: bool,
+    /// The model reads user turns as words: user audio is always transcribed.
+    pub(super) model_reads_text: bool,
     pub(super) epoch: Epoch,
     pub(super) active: Option<ActiveResponse>,
     pub(super) view: PlaybackView,
@@ -122,6 +124,7 @@ impl Session {
             pending: None,
             can_transcribe: p.can_transcribe,
             model_tools: p.model_tools,
+            model_reads_text: p.model_reads_text,
             epoch: Epoch::default(),
             active: None,
             view: PlaybackView::default(),

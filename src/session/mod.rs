@@ -377,6 +377,8 @@ pub struct SessionParams {
     pub can_transcribe: bool,
     /// The model can call tools.
     pub model_tools: bool,
+    /// The model reads user turns as words: user audio is always transcribed.
+    pub model_reads_text: bool,
     /// Silero VAD for server VAD (none: the energy detector).
     pub vad_model: Option<duet_models::silero::SileroVad>,
     /// Opens as a transcription session (`?intent=transcription`).

@@ -116,9 +116,12 @@ fn logprobs(list: Vec<TokenLogprob>, wanted: bool) -> Option<Vec<LogProb>> {
 
 impl Session {
     /// Whether committed items are transcribed: asked for (`audio.input.transcription`, or
-    /// a transcription session) — with or without a transcriber to do it.
+    /// a transcription session), or needed by a model that reads words — with or without a
+    /// transcriber to do it.
     pub(super) fn wants_transcripts(&self) -> bool {
-        self.cfg.is_transcription() || self.cfg.audio.input.transcription.is_some()
+        self.cfg.is_transcription()
+            || self.cfg.audio.input.transcription.is_some()
+            || self.model_reads_text
     }
 
     fn wants_logprobs(&self) -> bool {

@@ -86,6 +86,7 @@ impl CascadeModel {
                 max_slots: max_slots.max(1),
                 autonomous: false,
                 tools: true,
+                reads_text: true,
             },
             llm,
             speech,

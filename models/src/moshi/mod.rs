@@ -276,6 +276,7 @@ impl MoshiModel {
                 max_slots: opts.max_slots,
                 autonomous: true,
                 tools: false,
+                reads_text: false,
             },
             cfg,
             device,

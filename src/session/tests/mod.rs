@@ -54,6 +54,7 @@ impl Scripted {
                 max_slots: 4,
                 autonomous: true,
                 tools: false,
+                reads_text: false,
             },
             speech,
             clocks: Vec::new(),
@@ -375,6 +376,7 @@ fn harness(setup: Setup) -> Harness {
         }),
         can_transcribe: false,
         model_tools: model.info().tools,
+        model_reads_text: model.info().reads_text,
         vad_model: None,
         transcription_session: setup.transcription_session,
         memory: setup.memory.map(|budget| {

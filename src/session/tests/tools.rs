@@ -23,6 +23,7 @@ impl ToolScript {
                 max_slots: 1,
                 autonomous: false,
                 tools: true,
+                reads_text: false,
             },
             requests,
             script: Vec::new(),
