@@ -6,8 +6,8 @@
 //! cascade's sessions transcribe for the LLM anyway.
 
 mod common;
-use common::llm::{Reply, ScriptedLlm};
 use common::*;
+use duet_client::scripted_llm::{Reply, ScriptedLlm};
 use duet_client::speech::{espeak, models_dir};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};

@@ -6,8 +6,8 @@
 
 mod common;
 use base64::Engine;
-use common::llm::{Reply, ScriptedLlm};
 use common::*;
+use duet_client::scripted_llm::{Reply, ScriptedLlm};
 use duet_client::speech::{espeak, models_dir, word_errors};
 use duet_models::moshi::DeviceSpec;
 use duet_models::{TranscribeInput, TranscribeOutput};

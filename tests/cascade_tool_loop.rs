@@ -4,8 +4,8 @@
 //! failures end the response `failed` with a clear error and the session goes on.
 
 mod common;
-use common::llm::{Reply, ScriptedLlm};
 use common::*;
+use duet_client::scripted_llm::{Reply, ScriptedLlm};
 use serde_json::{json, Value};
 use std::time::Duration;
 

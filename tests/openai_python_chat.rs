@@ -6,7 +6,7 @@
 mod common;
 
 use common::external;
-use common::llm::{Reply, ScriptedLlm};
+use duet_client::scripted_llm::{Reply, ScriptedLlm};
 use serde_json::json;
 use std::time::Duration;
 

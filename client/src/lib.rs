@@ -12,5 +12,6 @@ pub mod impair;
 pub mod load;
 pub mod poll;
 pub mod rtc;
+pub mod scripted_llm;
 pub mod speech;
 pub mod ws_load;

@@ -5,7 +5,6 @@
 
 pub mod browser;
 pub mod external;
-pub mod llm;
 pub mod moshi;
 pub mod process;
 

@@ -1,4 +1,4 @@
-//! A scripted OpenAI-compatible LLM server on loopback, for the cascade's tests: each
+//! A scripted OpenAI-compatible LLM server on loopback, for the cascade's tests and benches: each
 //! `POST …/chat/completions` takes the next scripted reply (streamed chat chunks, an HTTP
 //! error, or silence) and its JSON body is recorded. Keep-alive, so pooled connections are
 //! exercised as a real server would.
@@ -16,7 +16,12 @@ use tokio::net::{TcpListener, TcpStream};
 #[derive(Clone, Debug)]
 pub enum Reply {
     /// `200` and these SSE `data` payloads, `gap` apart, then the end of the stream.
-    Stream { data: Vec<String>, gap: Duration },
+    Stream {
+        /// The events' `data`.
+        data: Vec<String>,
+        /// The wait after each.
+        gap: Duration,
+    },
     /// This status and body.
     Status(u16, String),
     /// Reads the request and never answers.
@@ -68,7 +73,9 @@ impl Reply {
 /// The running server: its base URL, and what it received.
 #[derive(Clone)]
 pub struct ScriptedLlm {
+    /// `http://127.0.0.1:PORT/v1`.
     pub url: String,
+    /// Replies not yet given.
     pub replies: Arc<Mutex<VecDeque<Reply>>>,
     /// Request bodies, in order.
     pub requests: Arc<Mutex<Vec<Value>>>,
@@ -78,6 +85,10 @@ pub struct ScriptedLlm {
     pub connections: Arc<Mutex<usize>>,
     /// When a client closed a stream before its end.
     pub closed: Arc<Mutex<Vec<std::time::Instant>>>,
+    /// When each request arrived (its body read).
+    pub received: Arc<Mutex<Vec<std::time::Instant>>>,
+    /// A reply for every request once the scripted ones are given (none: hang).
+    pub default_reply: Arc<Mutex<Option<Reply>>>,
 }
 
 impl ScriptedLlm {
@@ -92,6 +103,8 @@ impl ScriptedLlm {
             auth: Arc::default(),
             connections: Arc::default(),
             closed: Arc::default(),
+            received: Arc::default(),
+            default_reply: Arc::default(),
         };
         let server = llm.clone();
         tokio::spawn(async move {
@@ -127,11 +140,20 @@ impl ScriptedLlm {
                 })
                 .map(str::to_string);
             self.auth.lock().unwrap().push(auth);
+            self.received
+                .lock()
+                .unwrap()
+                .push(std::time::Instant::now());
             self.requests
                 .lock()
                 .unwrap()
                 .push(serde_json::from_slice(&body).unwrap_or(Value::Null));
-            let reply = self.replies.lock().unwrap().pop_front();
+            let reply = self
+                .replies
+                .lock()
+                .unwrap()
+                .pop_front()
+                .or_else(|| self.default_reply.lock().unwrap().clone());
             let ok = match reply {
                 Some(Reply::Stream { data, gap }) => {
                     let done = stream_reply(&mut stream, &data, gap).await;

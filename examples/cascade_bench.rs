@@ -1,0 +1,210 @@
+//! Voice-to-voice latency of the cascade on this machine: a question spoken by espeak-ng is
+//! sent in real time (20 ms chunks) to `--model cascade` with the real speech models (Silero
+//! VAD, Whisper tiny.en, the Piper voice) and a fast scripted OpenAI-compatible LLM on
+//! loopback (its first token at once), over WebSocket; the time from the end of the speech
+//! to the first answer audio is measured, and broken down from the events' arrival times.
+//! Several sessions at once show where the 2 cores run out.
+//!
+//! ```sh
+//! scripts/install-models /tmp/duet-models
+//! cargo run --release --example cascade_bench -- --models /tmp/duet-models --rounds 8 --sessions 1,2,4
+//! ```
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use clap::Parser;
+use duet_client::scripted_llm::{Reply, ScriptedLlm};
+use duet_client::speech::{espeak, silence};
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use tokio_tungstenite::tungstenite::Message;
+
+struct Args {
+    models: std::path::PathBuf,
+    rounds: usize,
+    sessions: Vec<usize>,
+}
+
+fn args() -> anyhow::Result<Args> {
+    let mut a = Args {
+        models: duet_client::speech::models_dir(),
+        rounds: 8,
+        sessions: vec![1, 2, 4],
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let value = it
+            .next()
+            .ok_or_else(|| anyhow::anyhow!("{flag} needs a value"))?;
+        match flag.as_str() {
+            "--models" => a.models = value.into(),
+            "--rounds" => a.rounds = value.parse()?,
+            "--sessions" => {
+                a.sessions = value.split(',').map(str::parse).collect::<Result<_, _>>()?
+            }
+            other => anyhow::bail!("unknown flag {other}"),
+        }
+    }
+    Ok(a)
+}
+
+/// When each stage was seen in one turn, from the end of the speech.
+#[derive(Default)]
+struct Turn {
+    stages: HashMap<&'static str, Duration>,
+}
+
+const STAGES: [(&str, &str); 5] = [
+    (
+        "input_audio_buffer.speech_stopped",
+        "VAD release (incl. 500 ms silence)",
+    ),
+    (
+        "conversation.item.input_audio_transcription.completed",
+        "transcript",
+    ),
+    ("response.created", "response created"),
+    (
+        "response.output_audio_transcript.delta",
+        "first clause's words",
+    ),
+    ("response.output_audio.delta", "first answer audio"),
+];
+
+/// One session's turns: speaks the question `rounds` times, each after the last answer.
+async fn session(
+    addr: std::net::SocketAddr,
+    question: &[f32],
+    speech_end: usize,
+    rounds: usize,
+) -> anyhow::Result<Vec<Turn>> {
+    let url = format!("ws://{addr}/v1/realtime?model=cascade");
+    let (ws, _) = tokio_tungstenite::connect_async(url).await?;
+    let (mut tx, mut rx) = ws.split();
+    let mut turns = Vec::new();
+    for _ in 0..rounds {
+        let chunks: Vec<String> = question
+            .chunks(480)
+            .map(|c| {
+                let bytes: Vec<u8> = c.iter().flat_map(|&s| ((s * 32767.0) as i16).to_le_bytes()).collect();
+                json!({"type":"input_audio_buffer.append","audio":base64::engine::general_purpose::STANDARD.encode(bytes)}).to_string()
+            })
+            .collect();
+        let start = Instant::now();
+        let end = start + Duration::from_secs_f64(speech_end as f64 / 24_000.0);
+        let writer = async {
+            let mut tick = tokio::time::interval(Duration::from_millis(20));
+            for c in chunks {
+                tick.tick().await;
+                tx.send(Message::Text(c.into())).await?;
+            }
+            anyhow::Ok(())
+        };
+        let reader = async {
+            let mut turn = Turn::default();
+            while let Some(msg) = rx.next().await {
+                let Message::Text(t) = msg? else { continue };
+                let ev: Value = serde_json::from_str(&t)?;
+                let kind = ev["type"].as_str().unwrap_or_default().to_string();
+                if let Some((k, _)) = STAGES.iter().find(|(k, _)| *k == kind) {
+                    turn.stages
+                        .entry(k)
+                        .or_insert_with(|| Instant::now().saturating_duration_since(end));
+                }
+                if kind == "response.done" {
+                    break;
+                }
+            }
+            anyhow::Ok(turn)
+        };
+        let (w, turn) = tokio::join!(writer, reader);
+        w?;
+        turns.push(turn?);
+    }
+    Ok(turns)
+}
+
+fn percentile(v: &mut [Duration], p: f64) -> Duration {
+    v.sort();
+    v[((v.len() - 1) as f64 * p).round() as usize]
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    let a = args()?;
+    let llm = ScriptedLlm::start(Vec::new()).await;
+    *llm.default_reply.lock().unwrap() =
+        Some(Reply::text(&["It is ten o'clock. ", "Have a nice day."]));
+    let dir = |d: &str| a.models.join(d).display().to_string();
+    let argv = [
+        "serve",
+        "--port",
+        "0",
+        "--model",
+        "cascade",
+        "--llm-url",
+        &llm.url,
+        "--vad-model-dir",
+        &dir("silero-vad"),
+        "--transcription-model-dir",
+        &dir("whisper-tiny.en"),
+        "--tts-model-dir",
+        &dir("piper-en_US-joe-medium"),
+    ];
+    let server = duet::server::start(&duet::config::ServeArgs::parse_from(argv)).await?;
+    let addr = server.addr;
+    for _ in 0..500 {
+        if duet_client::http::request(addr, "GET", "/ready", &[], "")
+            .await?
+            .status
+            == 200
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut question = silence(0.3);
+    question.extend(espeak("What time is it?"));
+    let speech_end = question.len();
+    question.extend(silence(1.5));
+    println!("cascade voice-to-voice: speech end → stage (p50 / p99 ms), {} rounds per session, fast scripted LLM", a.rounds);
+    println!();
+    print!("| sessions |");
+    for (_, name) in STAGES {
+        print!(" {name} |");
+    }
+    println!("\n|---|{}", "---|".repeat(STAGES.len()));
+    for &n in &a.sessions {
+        let runs = (0..n).map(|i| {
+            let q = question.clone();
+            async move {
+                tokio::time::sleep(Duration::from_millis(137 * i as u64)).await;
+                session(addr, &q, speech_end, a.rounds).await
+            }
+        });
+        let all: Vec<Turn> = futures_util::future::join_all(runs)
+            .await
+            .into_iter()
+            .collect::<anyhow::Result<Vec<_>>>()?
+            .into_iter()
+            .flatten()
+            .collect();
+        print!("| {n} |");
+        for (k, _) in STAGES {
+            let mut v: Vec<Duration> = all
+                .iter()
+                .filter_map(|t| t.stages.get(k).copied())
+                .collect();
+            if v.is_empty() {
+                print!(" — |");
+                continue;
+            }
+            let (p50, p99) = (percentile(&mut v, 0.5), percentile(&mut v, 0.99));
+            print!(" {} / {} |", p50.as_millis(), p99.as_millis());
+        }
+        println!();
+    }
+    Ok(())
+}
