@@ -182,6 +182,12 @@ pub struct ServeArgs {
     #[arg(long, env = "DUET_MODEL_SEED")]
     pub model_seed: Option<u64>,
 
+    /// A directory made by `scripts/install-models DIR`: each standard model directory in it
+    /// (`silero-vad`, `whisper-tiny.en`, `piper-en_US-joe-medium`) is used for the flag that
+    /// was not given (`--vad-model-dir`, `--transcription-model-dir`, `--tts-model-dir`).
+    #[arg(long, env = "DUET_MODELS_DIR")]
+    pub models_dir: Option<PathBuf>,
+
     /// Directory with Silero VAD (`silero_vad_16k.safetensors`, made by
     /// `scripts/install-models DIR` as `DIR/silero-vad`): server VAD then detects speech, not
     /// loudness. Without it the energy detector runs.
@@ -388,6 +394,25 @@ pub struct ServeArgs {
     /// Duplex extension: seconds before --max-session-secs that `session.expiring` is sent.
     #[arg(long, env = "DUET_EXPIRY_WARNING_SECS", default_value_t = 60)]
     pub expiry_warning_secs: u64,
+}
+
+impl ServeArgs {
+    /// Fills the model directory flags that were not given from `--models-dir`, for each
+    /// standard subdirectory that exists there.
+    pub fn apply_models_dir(&mut self) {
+        let Some(root) = self.models_dir.clone() else {
+            return;
+        };
+        let pick = |slot: &mut Option<PathBuf>, name: &str| {
+            let dir = root.join(name);
+            if slot.is_none() && dir.is_dir() {
+                *slot = Some(dir);
+            }
+        };
+        pick(&mut self.vad_model_dir, "silero-vad");
+        pick(&mut self.transcription_model_dir, "whisper-tiny.en");
+        pick(&mut self.tts_model_dir, "piper-en_US-joe-medium");
+    }
 }
 
 #[cfg(test)]

@@ -25,6 +25,17 @@ const SERVE_LIKE: &[&str] = &["serve", "check-config"];
 /// the layer under the flags and the environment. Clap's own errors (and `--help`) exit as
 /// clap does; a bad file is an error naming it.
 pub fn parse(argv: Vec<OsString>) -> anyhow::Result<Cli> {
+    let mut cli = parse_args(argv)?;
+    match &mut cli.command {
+        crate::config::Command::Serve(a) | crate::config::Command::CheckConfig(a) => {
+            a.apply_models_dir()
+        }
+        _ => {}
+    }
+    Ok(cli)
+}
+
+fn parse_args(argv: Vec<OsString>) -> anyhow::Result<Cli> {
     let matches = Cli::command().get_matches_from(argv.clone());
     let Some((name, sub)) = matches.subcommand() else {
         return Ok(Cli::from_arg_matches(&matches)?);
@@ -127,6 +138,9 @@ pub fn problems(args: &ServeArgs) -> Vec<String> {
         other => p.push(format!(
             "model: unknown model {other:?} (echo, moshi or cascade)"
         )),
+    }
+    if let Some(dir) = args.models_dir.as_ref().filter(|d| !d.is_dir()) {
+        p.push(format!("models_dir: {} is not a directory", dir.display()));
     }
     if let Some(dir) = &args.tts_model_dir {
         if let Err(e) = duet_models::piper::VoiceFiles::find(dir) {

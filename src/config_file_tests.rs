@@ -68,6 +68,7 @@ fn example_value(arg: &clap::Arg) -> String {
         ("llm_url", None) => "\"http://127.0.0.1:8000/v1\"".into(),
         ("llm_api_key", None) => "\"change-me\"".into(),
         ("tts_model_dir", None) => "\"/srv/models/piper-en_US-joe-medium\"".into(),
+        ("models_dir", None) => "\"/srv/models\"".into(),
         (other, None) => panic!("no example value for {other}"),
     }
 }
@@ -126,6 +127,39 @@ fn serve_with(path: &Path, flags: &[&str]) -> anyhow::Result<ServeArgs> {
 }
 
 #[test]
+fn models_dir_fills_the_model_flags_not_given() {
+    let root = std::env::temp_dir().join(format!("duet-models-dir-{}", std::process::id()));
+    for d in ["silero-vad", "piper-en_US-joe-medium"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    let root_s = root.display().to_string();
+    let cli = parse(
+        [
+            "duet",
+            "serve",
+            "--models-dir",
+            &root_s,
+            "--tts-model-dir",
+            "/elsewhere/voice",
+        ]
+        .map(OsString::from)
+        .to_vec(),
+    )
+    .unwrap();
+    let Command::Serve(a) = cli.command else {
+        panic!("serve")
+    };
+    assert_eq!(a.vad_model_dir, Some(root.join("silero-vad")));
+    assert_eq!(a.transcription_model_dir, None, "absent: left unset");
+    assert_eq!(
+        a.tts_model_dir,
+        Some(PathBuf::from("/elsewhere/voice")),
+        "given: kept"
+    );
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
 fn the_example_uncommented_is_a_valid_configuration() {
     let text = std::fs::read_to_string(example_path()).expect("example");
     let keys: String = text
@@ -144,9 +178,10 @@ fn the_example_uncommented_is_a_valid_configuration() {
         p.starts_with("vad_model_dir:")
             || p.starts_with("transcription_model_dir:")
             || p.starts_with("tts_model_dir:")
+            || p.starts_with("models_dir:")
     });
     assert!(others.is_empty(), "{others:?}");
-    assert_eq!(dirs.len(), 3, "{dirs:?}");
+    assert_eq!(dirs.len(), 4, "{dirs:?}");
 }
 
 #[test]
