@@ -8,7 +8,7 @@
 mod common;
 use common::*;
 use duet_client::scripted_llm::{Reply, ScriptedLlm};
-use duet_client::speech::{espeak, models_dir};
+use duet_client::speech::espeak;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -31,25 +31,7 @@ fn long_answer() -> Reply {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_voice_over_the_answer_stops_it_and_the_llm() {
     let llm = ScriptedLlm::start(vec![long_answer(), Reply::text(&["Okay."])]).await;
-    let voice = models_dir()
-        .join("piper-en_US-joe-medium")
-        .display()
-        .to_string();
-    let addr = speech_server(
-        true,
-        &[
-            "--model",
-            "cascade",
-            "--llm-url",
-            &llm.url,
-            "--tts-model-dir",
-            &voice,
-        ],
-    )
-    .await;
-    let mut c = Client::connect_url(&format!("ws://{addr}/v1/realtime?model=cascade"), &[])
-        .await
-        .expect("connects");
+    let mut c = cascade_speech_client(&llm.url).await;
     // No input transcription asked for: the cascade transcribes for its LLM all the same.
     let mut question = silence(0.3);
     question.extend(espeak("Tell me a story."));

@@ -10,70 +10,21 @@ use common::*;
 use duet_client::scripted_llm::{Reply, ScriptedLlm};
 use duet_client::speech::{espeak, models_dir, word_errors};
 use duet_models::moshi::DeviceSpec;
-use duet_models::{TranscribeInput, TranscribeOutput};
 use serde_json::json;
 
 const ANSWER: [&str; 3] = ["It is ten ", "o'clock in the morning. ", "Have a nice day."];
 
 /// What Whisper tiny.en hears in `pcm` (24 kHz).
 fn hear(pcm: &[f32]) -> String {
-    let mut t = duet_models::load_transcriber(
-        &models_dir().join("whisper-tiny.en"),
-        &DeviceSpec::Cpu,
-        Some(1),
-    )
-    .expect("whisper");
-    let stream = t.open_stream().unwrap();
-    let mut out = Vec::new();
-    for chunk in pcm.chunks(480) {
-        t.step(
-            &[TranscribeInput {
-                stream,
-                pcm: chunk,
-                end: false,
-                logprobs: false,
-            }],
-            &mut out,
-        );
-    }
-    out.clear();
-    t.step(
-        &[TranscribeInput {
-            stream,
-            pcm: &[],
-            end: true,
-            logprobs: false,
-        }],
-        &mut out,
-    );
-    match out.pop().unwrap().unwrap() {
-        TranscribeOutput::Completed { text, .. } => text,
-        other => panic!("{other:?}"),
-    }
+    let dir = models_dir().join("whisper-tiny.en");
+    let mut t = duet_models::load_transcriber(&dir, &DeviceSpec::Cpu, Some(1)).expect("whisper");
+    duet_models::transcribe_clip(t.as_mut(), pcm).expect("a transcript")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_spoken_question_gets_a_spoken_answer() {
     let llm = ScriptedLlm::start(vec![Reply::text(&ANSWER)]).await;
-    let voice = models_dir()
-        .join("piper-en_US-joe-medium")
-        .display()
-        .to_string();
-    let addr = speech_server(
-        true,
-        &[
-            "--model",
-            "cascade",
-            "--llm-url",
-            &llm.url,
-            "--tts-model-dir",
-            &voice,
-        ],
-    )
-    .await;
-    let mut c = Client::connect_url(&format!("ws://{addr}/v1/realtime?model=cascade"), &[])
-        .await
-        .expect("connects");
+    let mut c = cascade_speech_client(&llm.url).await;
     c.send(json!({"type":"session.update","session":{"type":"realtime",
         "instructions":"You tell the time.",
         "audio":{"input":{"transcription":{"model":"whisper-1"}}}}}))

@@ -107,6 +107,43 @@ pub trait Transcriber: Send {
     }
 }
 
+/// Transcribes one clip (24 kHz) on its own stream, pushed 20 ms at a time as the
+/// transcription loop pushes live audio: the text, or the error.
+pub fn transcribe_clip(t: &mut dyn Transcriber, pcm: &[f32]) -> Result<String, ModelError> {
+    let stream = t.open_stream()?;
+    let mut out = Vec::new();
+    for chunk in pcm.chunks(480) {
+        out.clear();
+        t.step(
+            &[TranscribeInput {
+                stream,
+                pcm: chunk,
+                end: false,
+                logprobs: false,
+            }],
+            &mut out,
+        );
+    }
+    out.clear();
+    t.step(
+        &[TranscribeInput {
+            stream,
+            pcm: &[],
+            end: true,
+            logprobs: false,
+        }],
+        &mut out,
+    );
+    t.close_stream(stream);
+    match out.pop() {
+        Some(Ok(TranscribeOutput::Completed { text, .. })) => Ok(text),
+        Some(Err(e)) => Err(e),
+        other => Err(ModelError::Failed(format!(
+            "no transcript at the end: {other:?}"
+        ))),
+    }
+}
+
 /// The first free slot of `slots`, or [`ModelError::SlotsExhausted`] when all are taken.
 pub(crate) fn free_slot<T>(slots: &[Option<T>]) -> Result<usize, ModelError> {
     slots

@@ -17,7 +17,7 @@ use candle::Device;
 use duet_client::speech::{models_dir, word_errors};
 use duet_models::piper::PiperVoice;
 use duet_models::whisper::WhisperTranscriber;
-use duet_models::{TranscribeInput, TranscribeOutput, Transcriber, MODEL_SAMPLE_RATE};
+use duet_models::{transcribe_clip, MODEL_SAMPLE_RATE};
 
 const SENTENCES: [&str; 4] = [
     "The quick brown fox jumps over the lazy dog.",
@@ -26,37 +26,6 @@ const SENTENCES: [&str; 4] = [
     "Thank you very much for your help.",
 ];
 const MAX_WER: f64 = 0.25;
-
-/// What Whisper hears in `pcm` (24 kHz), pushed as the transcription loop pushes it.
-fn hear(t: &mut WhisperTranscriber, pcm: &[f32]) -> String {
-    let stream = t.open_stream().unwrap();
-    let mut out = Vec::new();
-    for chunk in pcm.chunks(480) {
-        out.clear();
-        let input = TranscribeInput {
-            stream,
-            pcm: chunk,
-            end: false,
-            logprobs: false,
-        };
-        t.step(&[input], &mut out);
-    }
-    out.clear();
-    t.step(
-        &[TranscribeInput {
-            stream,
-            pcm: &[],
-            end: true,
-            logprobs: false,
-        }],
-        &mut out,
-    );
-    t.close_stream(stream);
-    match out.pop().unwrap().unwrap() {
-        TranscribeOutput::Completed { text, .. } => text,
-        other => panic!("no completion: {other:?}"),
-    }
-}
 
 #[test]
 fn whisper_hears_what_the_piper_voice_says() {
@@ -82,7 +51,7 @@ fn whisper_hears_what_the_piper_voice_says() {
         spoken += secs;
         spent += took;
         pcm.splice(0..0, vec![0.0; 7_200]);
-        let heard = hear(&mut whisper, &pcm);
+        let heard = transcribe_clip(&mut whisper, &pcm).unwrap();
         let (e, n) = word_errors(sentence, &heard);
         errors += e;
         total += n;

@@ -35,6 +35,27 @@ pub async fn speech_server(silero: bool, extra: &[&str]) -> SocketAddr {
     server(&args).await
 }
 
+/// A WebSocket session on `--model cascade` with the real speech models and the Piper voice
+/// of [`duet_client::speech::models_dir`], its LLM at `llm_url`.
+pub async fn cascade_speech_client(llm_url: &str) -> Client {
+    let voice = duet_client::speech::models_dir()
+        .join("piper-en_US-joe-medium")
+        .display()
+        .to_string();
+    let flags = [
+        "--model",
+        "cascade",
+        "--llm-url",
+        llm_url,
+        "--tts-model-dir",
+        &voice,
+    ];
+    let addr = speech_server(true, &flags).await;
+    Client::connect_url(&format!("ws://{addr}/v1/realtime?model=cascade"), &[])
+        .await
+        .expect("connects")
+}
+
 /// Starts a server on 127.0.0.1 with a free port and extra `duet serve` flags.
 pub async fn server(extra: &[&str]) -> SocketAddr {
     start(extra).await.addr
