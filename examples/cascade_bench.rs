@@ -137,7 +137,10 @@ async fn main() -> anyhow::Result<()> {
     let llm = ScriptedLlm::start(Vec::new()).await;
     *llm.default_reply.lock().unwrap() =
         Some(Reply::text(&["It is ten o'clock. ", "Have a nice day."]));
-    let models = a.models.clone().unwrap_or_else(duet_client::speech::models_dir);
+    let models = a
+        .models
+        .clone()
+        .unwrap_or_else(duet_client::speech::models_dir);
     let dir = |d: &str| models.join(d).display().to_string();
     let argv = [
         "serve",
