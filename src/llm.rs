@@ -23,6 +23,8 @@ use hyper_util::rt::TokioExecutor;
 /// The most an answer may hold (bytes of streamed text and arguments): a runaway upstream
 /// fails its answer instead of filling memory.
 pub const MAX_ANSWER_BYTES: usize = 1 << 20;
+/// The longest wait for the rest of a finished answer's body (its last chunk).
+const DRAIN_WAIT: Duration = Duration::from_millis(200);
 /// The most of an error body kept for the message.
 const MAX_ERROR_BODY: usize = 2048;
 
@@ -253,14 +255,17 @@ impl Call {
             for d in datas.drain(..) {
                 reader.read(&d, &mut events);
             }
+            if reader.is_done() {
+                // Read to the end of the body before the answer ends (its end drops this
+                // task), so that the connection goes back to the pool.
+                drain(&mut body, DRAIN_WAIT.min(timeout)).await;
+            }
             for ev in events.drain(..) {
                 if self.tx.send(ev).is_err() {
                     return Ok(()); // the answer was dropped
                 }
             }
             if reader.is_done() {
-                // Read to the end of the body so the connection goes back to the pool.
-                drain(&mut body, timeout).await;
                 return Ok(());
             }
         }

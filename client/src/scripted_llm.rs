@@ -216,11 +216,14 @@ async fn stream_reply(stream: &mut TcpStream, data: &[String], gap: Duration) ->
     if stream.write_all(head.as_bytes()).await.is_err() {
         return false;
     }
-    for d in data {
+    for (i, d) in data.iter().enumerate() {
         let event = format!("data: {d}\n\n");
         let chunk = format!("{:x}\r\n{event}\r\n", event.len());
         if stream.write_all(chunk.as_bytes()).await.is_err() {
             return false;
+        }
+        if i + 1 == data.len() {
+            break; // the end follows the last event at once, as real servers send it
         }
         // Waits `gap`, noticing at once a client that closes the connection.
         let mut probe = [0u8; 64];
