@@ -175,8 +175,10 @@ impl Answer {
 
 fn queue(v: &mut Voice, worker: Option<&SpeechWorker>, slot: SlotId, answer: u64, clause: String) {
     let index = v.texts.len() as u32;
-    if let Some(w) = worker {
-        w.speak(slot, answer, index, clause.clone(), v.speed);
+    let queued = worker.is_some_and(|w| w.speak(slot, answer, index, clause.clone(), v.speed));
+    if !queued {
+        // No speech thread to say it: the clause fails, and with it the answer.
+        v.ready(index, Err("the speech thread is gone".into()));
     }
     v.texts.push(clause);
 }

@@ -129,9 +129,15 @@ impl SpeechWorker {
                     if !current.unwrap_or(false) {
                         continue;
                     }
-                    let audio = speaker
-                        .speak(&job.text, job.speed)
-                        .map_err(|e| e.to_string());
+                    // A voice that panics fails its clause, not the thread (and every answer
+                    // after it).
+                    let spoken = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        speaker.speak(&job.text, job.speed)
+                    }));
+                    let audio = match spoken {
+                        Ok(result) => result.map_err(|e| e.to_string()),
+                        Err(_) => Err("the voice panicked".to_string()),
+                    };
                     let spoken = Spoken {
                         slot: job.slot,
                         answer: job.answer,
@@ -156,15 +162,17 @@ impl SpeechWorker {
         }
     }
 
-    /// Queues a clause.
-    pub fn speak(&self, slot: SlotId, answer: u64, index: u32, text: String, speed: f32) {
-        let _ = self.jobs.send(Job {
-            slot,
-            answer,
-            index,
-            text,
-            speed,
-        });
+    /// Queues a clause; `false` when the speech thread is gone.
+    pub fn speak(&self, slot: SlotId, answer: u64, index: u32, text: String, speed: f32) -> bool {
+        self.jobs
+            .send(Job {
+                slot,
+                answer,
+                index,
+                text,
+                speed,
+            })
+            .is_ok()
     }
 
     /// What was synthesized since the last call.
@@ -222,6 +230,7 @@ mod tests {
     struct Echo;
     impl Speaker for Echo {
         fn speak(&mut self, text: &str, _speed: f32) -> Result<Vec<f32>, ModelError> {
+            assert!(text != "panic", "a voice bug");
             Ok(vec![0.1; text.len()])
         }
     }
@@ -245,5 +254,17 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         assert_eq!(got, [(1, 0, 3), (1, 1, 2)]);
+        // A panicking voice fails its clause; the thread goes on.
+        assert!(w.speak(0, 1, 2, "panic".into(), 1.0));
+        assert!(w.speak(0, 1, 3, "ok".into(), 1.0));
+        let mut got = Vec::new();
+        for _ in 0..200 {
+            got.extend(w.take().map(|s| (s.index, s.audio.is_ok())));
+            if got.len() == 2 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert_eq!(got, [(2, false), (3, true)]);
     }
 }
