@@ -50,3 +50,45 @@ async fn demo_page_shows_your_words() {
     .await;
     let _ = std::fs::remove_file(path);
 }
+
+/// The demo page as an assistant: `--model cascade` with the Piper voice and a scripted LLM
+/// that calls the page's `get_time` tool; the page sends its instructions and tool, answers
+/// the call with the browser's time through the tool loop, and shows the call and the
+/// spoken answer. Saves `tests/artifacts/demo-assistant.png`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_page_runs_its_tool_for_the_cascade() {
+    use duet_client::scripted_llm::{Reply, ScriptedLlm};
+    let llm = ScriptedLlm::start(vec![
+        Reply::call("call_page", "get_time", "{}", 1),
+        Reply::text(&["It is ten ", "o'clock."]),
+    ])
+    .await;
+    let voice = duet_client::speech::models_dir()
+        .join("piper-en_US-joe-medium")
+        .display()
+        .to_string();
+    let flags = [
+        "--model",
+        "cascade",
+        "--llm-url",
+        &llm.url,
+        "--tts-model-dir",
+        &voice,
+    ];
+    let addr = common::server(&flags).await;
+    // A quiet microphone: the typed question is the only turn.
+    let path = std::env::temp_dir().join(format!("duet-demo-quiet-{}.wav", std::process::id()));
+    let quiet = duet_client::speech::silence(40.0);
+    std::fs::write(&path, duet_client::speech::wav(&quiet, 24_000)).expect("write");
+    let mic = path.display().to_string();
+    common::browser::run_demo(addr, &["--scenario", "assistant", "--mic-wav", &mic]).await;
+    let _ = std::fs::remove_file(path);
+    let r = llm.requests();
+    assert_eq!(r[0]["messages"][0]["content"], "You tell the time.");
+    let last = r[1]["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["role"], "tool", "{last}");
+    assert!(
+        last["content"].as_str().unwrap().contains("time_zone"),
+        "{last}"
+    );
+}

@@ -22,6 +22,7 @@ import { hangup, teardown } from './session.js';
 import { connectWebRtc, restartIce } from './rtc.js';
 import { connectWebSocket } from './ws.js';
 import { interruptPlayback } from './playback.js';
+import { watchInstructions } from './agent.js';
 
 // ---------------------------------------------------------------------------------------
 // Connect / disconnect.
@@ -117,6 +118,7 @@ $('settings').addEventListener('submit', (e) => {
   if (!conn) connect();
 });
 el.mic.addEventListener('change', () => { switchMic(el.mic.value).catch(showError); });
+watchInstructions(() => conn !== null && duet.state === 'connected');
 el.aec.addEventListener('change', () => { switchMic(el.mic.value).catch(showError); });
 el.composer.addEventListener('submit', (e) => {
   e.preventDefault();

@@ -5,6 +5,7 @@ import { now, el, duet, conn } from './state.js';
 import { setActivity, showNotice, bubbles, bubble, setBubbleText, addBadge, newTurn, firstAudio, renderTurns, speechSecs } from './ui.js';
 import { logEvent, send } from './log.js';
 import { interruptPlayback } from './playback.js';
+import { assistantSession, runToolCalls } from './agent.js';
 
 // The model has nothing more to say for now (response.done, response.listen).
 function backToListening(c) {
@@ -29,6 +30,7 @@ function onSession(ev) {
         type: 'realtime',
         audio: { input: { transcription: { model: 'whisper-1' } } },
         include: ['input_audio_buffer.speech_probability'],
+        ...assistantSession(ev.session && ev.session.model),
       },
     });
   }
@@ -155,6 +157,7 @@ function onResponseDone(ev, c) {
     }
   }
   backToListening(c);
+  runToolCalls(r);
 }
 
 // Duplex extension: the model started speaking by itself / fell silent.

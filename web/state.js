@@ -21,7 +21,7 @@ export const el = {
   turns: $('turns'), latencySummary: $('latency-summary'), notice: $('notice'),
   transcript: $('transcript'), composer: $('composer'), text: $('text'), send: $('send'),
   levels: $('levels'), log: $('log'), eventCount: $('event-count'), follow: $('follow'), audio: $('remote-audio'),
-  clearLog: $('clear-log'), clearTranscript: $('clear-transcript'),
+  clearLog: $('clear-log'), clearTranscript: $('clear-transcript'), instructions: $('instructions'),
 };
 
 // ---------------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ const INDEX_HTML: &str = include_str!("../../web/index.html");
 const JS: &str = "text/javascript; charset=utf-8";
 /// The demo page's other files: (name, content type, body).
 const WEB_FILES: &[(&str, &str, &str)] = &[
+    ("agent.js", JS, include_str!("../../web/agent.js")),
     ("app.js", JS, include_str!("../../web/app.js")),
     ("audio.js", JS, include_str!("../../web/audio.js")),
     ("events.js", JS, include_str!("../../web/events.js")),

@@ -60,11 +60,11 @@ function parseArgs(argv) {
     else if (a === '--mic-wav') opts.micWav = val();
     else if (a === '--expect-words') opts.words = val().split(/\s+/).filter(Boolean);
     else if (a === '-h' || a === '--help') {
-      console.log('usage: node demo.mjs --url http://127.0.0.1:PORT/ [--chromium PATH] [--artifacts DIR] [--timeout SECS] [--no-websocket] [--scenario echo|moshi|speech] [--mic-wav FILE --expect-words "w1 w2"]');
+      console.log('usage: node demo.mjs --url http://127.0.0.1:PORT/ [--chromium PATH] [--artifacts DIR] [--timeout SECS] [--no-websocket] [--scenario echo|moshi|speech|assistant] [--mic-wav FILE --expect-words "w1 w2"]');
       process.exit(0);
     } else fail(`unknown argument ${a}`);
   }
-  if (!['echo', 'moshi', 'speech'].includes(opts.scenario)) fail(`--scenario must be echo, moshi or speech, not ${opts.scenario}`);
+  if (!['echo', 'moshi', 'speech', 'assistant'].includes(opts.scenario)) fail(`--scenario must be echo, moshi, speech or assistant, not ${opts.scenario}`);
   if (opts.scenario === 'speech' && (!opts.micWav || !opts.words)) fail('--scenario speech needs --mic-wav FILE and --expect-words');
   return opts;
 }
@@ -366,6 +366,43 @@ async function speechScenario(page, opts) {
   return { heard, latencyMs: Math.round(completed.t - stopped.t) };
 }
 
+async function assistantScenario(page, opts) {
+  step('assistant: instructions, connect, a typed question the cascade answers with a tool');
+  await page.goto(opts.url, { waitUntil: 'load', timeout: 10000 });
+  await until(page, 'window.duet', () => !!window.duet, null, 5000);
+  await page.fill('[data-testid="instructions"]', 'You tell the time.');
+  await page.click('[data-testid="connect"]');
+  await until(page, 'state "connected"', () => window.duet.state === 'connected' || (window.duet.state === 'failed' && 'failed'), null, 10000)
+    .then((v) => ok(v === true, 'state is connected', v));
+  const update = await waitEvent(page, 'session.update', { dir: 'out' }, 5000);
+  const s = update.event.session;
+  ok(s.instructions === 'You tell the time.', 'the page sends the instructions', s.instructions);
+  ok((s.tools || []).map((t) => t.name).join() === 'get_time', 'the page offers its get_time tool to the cascade', s.tools);
+  const updated = await waitEvent(page, 'session.updated', {}, 5000);
+  ok((updated.event.session.tools || []).length === 1, 'the session has the tool', updated.event.session.tools);
+
+  await page.fill('[data-testid="text"]', 'What time is it?');
+  await page.click('[data-testid="send"]');
+  const call = await waitEvent(page, 'response.function_call_arguments.done', {}, 15000);
+  ok(call.event.name === 'get_time', 'the model calls get_time', call.event);
+  const output = await waitEvent(page, 'conversation.item.create', { dir: 'out', since: call.t, where: { 'item.type': 'function_call_output' } }, 5000);
+  const result = JSON.parse(output.event.item.output);
+  ok(output.event.item.call_id === call.event.call_id && typeof result.time === 'string' && typeof result.time_zone === 'string',
+    "the page answers the call with the browser's time", result);
+  await waitEvent(page, 'response.create', { dir: 'out', since: output.t }, 5000);
+  const done = await waitEvent(page, 'response.done', { since: output.t, where: { 'response.status': 'completed' } }, 20000);
+  const said = done.event.response.output[0].content[0].transcript;
+  ok(said === "It is ten o'clock.", 'the assistant answers from the tool result', said);
+  const transcript = await page.locator('[data-testid="transcript"]').innerText();
+  ok(transcript.includes('get_time() →'), 'the conversation shows the tool call', transcript.slice(0, 400));
+  ok(transcript.includes("It is ten o'clock."), "the conversation shows the assistant's words", transcript.slice(0, 400));
+  mkdirSync(opts.artifacts, { recursive: true });
+  const shot = join(opts.artifacts, 'demo-assistant.png');
+  await page.screenshot({ path: shot, fullPage: true });
+  console.log(`  screenshot: ${shot}`);
+  return { toolResult: result };
+}
+
 async function websocketScenario(page, opts) {
   step('WebSocket: open the page, pick the fallback, connect');
   await page.goto(opts.url, { waitUntil: 'load', timeout: 10000 });
@@ -544,6 +581,8 @@ async function main() {
       summary.moshi = await moshiScenario(page, opts, requests);
     } else if (opts.scenario === 'speech') {
       summary.speech = await speechScenario(page, opts);
+    } else if (opts.scenario === 'assistant') {
+      summary.assistant = await assistantScenario(page, opts);
     } else {
       summary.webrtc = await webrtcScenario(page, opts, requests);
     }
@@ -555,7 +594,9 @@ async function main() {
     }
     const pageErrors = consoleLines.filter((l) => l.startsWith('[pageerror]'));
     ok(pageErrors.length === 0, 'no uncaught page errors', pageErrors);
-    if (summary.speech) {
+    if (summary.assistant) {
+      console.log(`PASS: ${results.length} checks in ${elapsed()}; the page answered get_time with ${JSON.stringify(summary.assistant.toolResult)}`);
+    } else if (summary.speech) {
       console.log(`PASS: ${results.length} checks in ${elapsed()}; heard ${JSON.stringify(summary.speech.heard)}, transcript ${summary.speech.latencyMs} ms after speech_stopped`);
     } else if (summary.moshi) {
       console.log(`PASS: ${results.length} checks in ${elapsed()}; the model spoke ${summary.moshi.speakMs} ms after session.created, ${summary.moshi.speaks} response.speak`);
