@@ -19,19 +19,7 @@ async fn agents_realtime_runs_a_tool_and_a_handoff() {
         Reply::text(&["Hola."]),
     ])
     .await;
-    let voice = duet_client::speech::models_dir()
-        .join("piper-en_US-joe-medium")
-        .display()
-        .to_string();
-    let flags = [
-        "--model",
-        "cascade",
-        "--llm-url",
-        &llm.url,
-        "--tts-model-dir",
-        &voice,
-    ];
-    let addr = common::server(&flags).await;
+    let addr = common::cascade_server(&llm.url, false).await;
     external::run_agents_node("tools_ws.mjs", addr).await;
 
     let r = llm.requests();

@@ -63,19 +63,7 @@ async fn demo_page_runs_its_tool_for_the_cascade() {
         Reply::text(&["It is ten ", "o'clock."]),
     ])
     .await;
-    let voice = duet_client::speech::models_dir()
-        .join("piper-en_US-joe-medium")
-        .display()
-        .to_string();
-    let flags = [
-        "--model",
-        "cascade",
-        "--llm-url",
-        &llm.url,
-        "--tts-model-dir",
-        &voice,
-    ];
-    let addr = common::server(&flags).await;
+    let addr = common::cascade_server(&llm.url, false).await;
     // A quiet microphone: the typed question is the only turn.
     let path = std::env::temp_dir().join(format!("duet-demo-quiet-{}.wav", std::process::id()));
     let quiet = duet_client::speech::silence(40.0);

@@ -35,9 +35,9 @@ pub async fn speech_server(silero: bool, extra: &[&str]) -> SocketAddr {
     server(&args).await
 }
 
-/// A WebSocket session on `--model cascade` with the real speech models and the Piper voice
-/// of [`duet_client::speech::models_dir`], its LLM at `llm_url`.
-pub async fn cascade_speech_client(llm_url: &str) -> Client {
+/// A server on `--model cascade` with the Piper voice of [`duet_client::speech::models_dir`]
+/// (and its Silero VAD and Whisper tiny.en when `speech`), its LLM at `llm_url`.
+pub async fn cascade_server(llm_url: &str, speech: bool) -> SocketAddr {
     let voice = duet_client::speech::models_dir()
         .join("piper-en_US-joe-medium")
         .display()
@@ -50,7 +50,16 @@ pub async fn cascade_speech_client(llm_url: &str) -> Client {
         "--tts-model-dir",
         &voice,
     ];
-    let addr = speech_server(true, &flags).await;
+    if speech {
+        speech_server(true, &flags).await
+    } else {
+        server(&flags).await
+    }
+}
+
+/// A WebSocket session on [`cascade_server`] with the real speech models.
+pub async fn cascade_speech_client(llm_url: &str) -> Client {
+    let addr = cascade_server(llm_url, true).await;
     Client::connect_url(&format!("ws://{addr}/v1/realtime?model=cascade"), &[])
         .await
         .expect("connects")

@@ -32,6 +32,18 @@ const C = new Checks();
 const F = C.figures;
 const ev = new EventLog();
 
+/** After event index `from`: the model's call, then the spoken answer that follows it. */
+async function callThenAnswer(from) {
+  const call = await ev.waitFor('response.function_call_arguments.done', { from, timeout: 10_000 });
+  const answer = await ev.waitFor('response.done', {
+    from: call.index + 2,
+    pred: (e) => (e.response.output ?? []).some((o) => o.type === 'message'),
+    timeout: 15_000,
+  });
+  const said = answer.ev.response.output.find((o) => o.type === 'message').content[0].transcript;
+  return { call: call.ev, said };
+}
+
 async function scenario() {
   const sdkErrors = [];
   const toolArgs = [];
@@ -86,30 +98,18 @@ async function scenario() {
   console.log('== b. a tool call');
   const b0 = ev.length;
   session.sendMessage('What time is it in UTC?');
-  const call = await ev.waitFor('response.function_call_arguments.done', { from: b0, timeout: 10_000 });
-  C.check(call.ev.name === 'get_time', 'b. the model calls get_time', call.ev.name);
-  const answer = await ev.waitFor('response.done', {
-    from: call.index + 2,
-    pred: (e) => (e.response.output ?? []).some((o) => o.type === 'message'),
-    timeout: 15_000,
-  });
+  const { call, said } = await callThenAnswer(b0);
+  C.check(call.name === 'get_time', 'b. the model calls get_time', call.name);
   C.check(JSON.stringify(toolArgs) === '["UTC"]', "b. the SDK ran the tool with the model's arguments", JSON.stringify(toolArgs));
-  const said = answer.ev.response.output.find((o) => o.type === 'message').content[0].transcript;
   C.check(said === "It is ten o'clock.", 'b. the answer speaks from the tool result', JSON.stringify(said));
   C.check(audioBytes > 24_000, 'b. the answer is audio (the SDK got at least 0.5 s)', `${audioBytes} bytes`);
 
   console.log('== c. a handoff');
   const c0 = ev.length;
   session.sendMessage('Please switch to Spanish.');
-  const handoff = await ev.waitFor('response.function_call_arguments.done', { from: c0, timeout: 10_000 });
-  C.check(handoff.ev.name === 'transfer_to_Spanish', 'c. the model calls the handoff tool', handoff.ev.name);
-  const hola = await ev.waitFor('response.done', {
-    from: handoff.index + 2,
-    pred: (e) => (e.response.output ?? []).some((o) => o.type === 'message'),
-    timeout: 15_000,
-  });
+  const { call: handoff, said: hablo } = await callThenAnswer(c0);
+  C.check(handoff.name === 'transfer_to_Spanish', 'c. the model calls the handoff tool', handoff.name);
   C.check(handoffTo === 'Spanish', 'c. the SDK handed off to the Spanish agent', String(handoffTo));
-  const hablo = hola.ev.response.output.find((o) => o.type === 'message').content[0].transcript;
   C.check(hablo === 'Hola.', 'c. the Spanish agent answers', JSON.stringify(hablo));
   await sleep(200);
   checkWholeRun(C, ev, sdkErrors);
