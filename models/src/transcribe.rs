@@ -152,6 +152,24 @@ pub(crate) fn free_slot<T>(slots: &[Option<T>]) -> Result<usize, ModelError> {
         .ok_or(ModelError::SlotsExhausted(slots.len()))
 }
 
+/// Takes the first free slot of `slots` for `fresh` state, growing the list up to `max`
+/// slots; [`ModelError::SlotsExhausted`] when all `max` are taken.
+pub(crate) fn take_slot<T>(
+    slots: &mut Vec<Option<T>>,
+    max: usize,
+    fresh: T,
+) -> Result<usize, ModelError> {
+    if let Some(free) = slots.iter().position(Option::is_none) {
+        slots[free] = Some(fresh);
+        return Ok(free);
+    }
+    if slots.len() >= max {
+        return Err(ModelError::SlotsExhausted(max));
+    }
+    slots.push(Some(fresh));
+    Ok(slots.len() - 1)
+}
+
 /// Frees slot `i` (nothing when there is no such slot).
 pub(crate) fn clear_slot<T>(slots: &mut [Option<T>], i: usize) {
     if let Some(s) = slots.get_mut(i) {

@@ -137,15 +137,7 @@ impl DuplexModel for CascadeModel {
     }
 
     fn open_slot(&mut self) -> Result<SlotId, ModelError> {
-        if let Some(free) = self.slots.iter().position(Option::is_none) {
-            self.slots[free] = Some(None);
-            return Ok(free);
-        }
-        if self.slots.len() >= self.info.max_slots {
-            return Err(ModelError::SlotsExhausted(self.info.max_slots));
-        }
-        self.slots.push(Some(None));
-        Ok(self.slots.len() - 1)
+        crate::transcribe::take_slot(&mut self.slots, self.info.max_slots, None)
     }
 
     fn close_slot(&mut self, slot: SlotId) {
