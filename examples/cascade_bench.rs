@@ -131,16 +131,11 @@ fn percentile(v: &mut [Duration], p: f64) -> Duration {
     v[((v.len() - 1) as f64 * p).round() as usize]
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() -> anyhow::Result<()> {
-    let a = args()?;
-    let llm = ScriptedLlm::start(Vec::new()).await;
-    *llm.default_reply.lock().unwrap() =
-        Some(Reply::text(&["It is ten o'clock. ", "Have a nice day."]));
-    let models = a
-        .models
-        .clone()
-        .unwrap_or_else(duet_client::speech::models_dir);
+/// A cascade server with the real models in `models` and `llm` as its LLM; ready.
+async fn start_server(
+    models: &std::path::Path,
+    llm: &ScriptedLlm,
+) -> anyhow::Result<std::net::SocketAddr> {
     let dir = |d: &str| models.join(d).display().to_string();
     let argv = [
         "serve",
@@ -158,20 +153,21 @@ async fn main() -> anyhow::Result<()> {
         &dir("piper-en_US-joe-medium"),
     ];
     let server = duet::server::start(&duet::config::ServeArgs::parse_from(argv)).await?;
-    let addr = server.addr;
     for _ in 0..500 {
-        if duet_client::http::request(addr, "GET", "/ready", &[], "")
-            .await?
-            .status
-            == 200
-        {
+        let ready = duet_client::http::request(server.addr, "GET", "/ready", &[], "").await?;
+        if ready.status == 200 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    Ok(server.addr)
+}
+
+/// The question in real-time chunks, and where its voiced speech ends (espeak-ng pads its
+/// clips: the end is the last sample above -40 dBFS).
+fn question() -> (Vec<f32>, usize) {
     let mut question = silence(0.3);
     let spoken = espeak("What time is it?");
-    // The speech ends at its last sample above -40 dBFS (espeak-ng pads its clips).
     let voiced = spoken
         .iter()
         .rposition(|s| s.abs() > 0.01)
@@ -179,6 +175,39 @@ async fn main() -> anyhow::Result<()> {
     question.extend(&spoken[..voiced]);
     let speech_end = question.len();
     question.extend(silence(1.5));
+    (question, speech_end)
+}
+
+/// One table row: each stage's p50 / p99 over `turns`.
+fn row(sessions: usize, turns: &[Turn]) -> String {
+    let mut out = format!("| {sessions} |");
+    for (k, _) in STAGES {
+        let mut v: Vec<Duration> = turns
+            .iter()
+            .filter_map(|t| t.stages.get(k).copied())
+            .collect();
+        if v.is_empty() {
+            out.push_str(" — |");
+            continue;
+        }
+        let (p50, p99) = (percentile(&mut v, 0.5), percentile(&mut v, 0.99));
+        out.push_str(&format!(" {} / {} |", p50.as_millis(), p99.as_millis()));
+    }
+    out
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    let a = args()?;
+    let llm = ScriptedLlm::start(Vec::new()).await;
+    *llm.default_reply.lock().unwrap() =
+        Some(Reply::text(&["It is ten o'clock. ", "Have a nice day."]));
+    let models = a
+        .models
+        .clone()
+        .unwrap_or_else(duet_client::speech::models_dir);
+    let addr = start_server(&models, &llm).await?;
+    let (question, speech_end) = question();
     // One turn first, not counted: the models' first runs are slower.
     session(addr, &question, speech_end, 1).await?;
     println!(
@@ -186,11 +215,11 @@ async fn main() -> anyhow::Result<()> {
         a.rounds
     );
     println!();
-    print!("| sessions |");
-    for (_, name) in STAGES {
-        print!(" {name} |");
-    }
-    println!("\n|---|{}", "---|".repeat(STAGES.len()));
+    let names: String = STAGES
+        .iter()
+        .map(|(_, name)| format!(" {name} |"))
+        .collect();
+    println!("| sessions |{names}\n|---|{}", "---|".repeat(STAGES.len()));
     for &n in &a.sessions {
         let runs = (0..n).map(|i| {
             let q = question.clone();
@@ -206,20 +235,7 @@ async fn main() -> anyhow::Result<()> {
             .into_iter()
             .flatten()
             .collect();
-        print!("| {n} |");
-        for (k, _) in STAGES {
-            let mut v: Vec<Duration> = all
-                .iter()
-                .filter_map(|t| t.stages.get(k).copied())
-                .collect();
-            if v.is_empty() {
-                print!(" — |");
-                continue;
-            }
-            let (p50, p99) = (percentile(&mut v, 0.5), percentile(&mut v, 0.99));
-            print!(" {} / {} |", p50.as_millis(), p99.as_millis());
-        }
-        println!();
+        println!("{}", row(n, &all));
     }
     Ok(())
 }

@@ -112,10 +112,8 @@ fn kind(a: &clap::Arg) -> Kind {
     }
 }
 
-/// Everything `duet check-config` checks beyond what the flags' parsers did: the model and
-/// its files, the device, the auth rules, addresses and ranges. Each problem is one line
-/// naming its key.
-pub fn problems(args: &ServeArgs) -> Vec<String> {
+/// The model, its files and the other model directories, the device.
+fn model_problems(args: &ServeArgs) -> Vec<String> {
     let mut p = Vec::new();
     match args.model.as_str() {
         "echo" => {}
@@ -147,9 +145,6 @@ pub fn problems(args: &ServeArgs) -> Vec<String> {
             p.push(format!("tts_model_dir: {e}"));
         }
     }
-    if args.llm_timeout_secs == 0 {
-        p.push("llm_timeout_secs: must be at least 1".into());
-    }
     if let Some(dir) = &args.vad_model_dir {
         if let Err(e) = duet_models::silero::SileroVad::load(dir) {
             p.push(format!("vad_model_dir: {e}"));
@@ -163,6 +158,14 @@ pub fn problems(args: &ServeArgs) -> Vec<String> {
     if let Err(e) = duet_models::moshi::DeviceSpec::parse(&args.device) {
         p.push(format!("device: {e}"));
     }
+    p
+}
+
+/// Everything `duet check-config` checks beyond what the flags' parsers did: the model and
+/// its files, the device, the auth rules, addresses and ranges. Each problem is one line
+/// naming its key.
+pub fn problems(args: &ServeArgs) -> Vec<String> {
+    let mut p = model_problems(args);
     if let Err(e) = crate::server::check_auth(args) {
         p.push(format!("api_key: {e}"));
     }
@@ -178,6 +181,7 @@ pub fn problems(args: &ServeArgs) -> Vec<String> {
         }
     };
     at_least(&mut p, "max_sessions", args.max_sessions as u64, 1);
+    at_least(&mut p, "llm_timeout_secs", args.llm_timeout_secs, 1);
     at_least(&mut p, "max_session_secs", args.max_session_secs, 1);
     at_least(&mut p, "session_idle_secs", args.session_idle_secs, 1);
     at_least(&mut p, "max_outbound_mib", args.max_outbound_mib as u64, 1);

@@ -14,6 +14,7 @@ use duet_models::cascade::{
 };
 use duet_models::AnswerFailure;
 use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
 use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use hyper::Uri;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -187,16 +188,18 @@ fn failure(code: &str, message: String) -> LlmEvent {
 
 impl Call {
     async fn run(self, body: String) {
-        let outcome = self.stream(body).await;
+        let outcome = match self.open(body).await {
+            Ok(answer) => self.forward(answer).await,
+            Err(e) => Err(e),
+        };
         if let Err(ev) = outcome {
             let _ = self.tx.send(ev);
         }
     }
 
-    /// Sends the request and forwards the answer; `Err` is the failure to report.
-    async fn stream(&self, body: String) -> Result<(), LlmEvent> {
+    /// Sends the request; the answer's body, or the failure to report.
+    async fn open(&self, body: String) -> Result<Incoming, LlmEvent> {
         let timeout = self.upstream.cfg.timeout;
-        let secs = timeout.as_secs_f32();
         let resp = self
             .upstream
             .post("/chat/completions", Bytes::from(body), "text/event-stream")
@@ -204,84 +207,128 @@ impl Call {
             .map_err(|e| failure(LLM_UNAVAILABLE, e.to_string()))?;
         let status = resp.status();
         let mut body = resp.into_body();
-        if !status.is_success() {
-            let text = read_some(&mut body, timeout).await;
-            return Err(failure(
-                LLM_ERROR,
-                format!(
-                    "the LLM answered HTTP {}: {}",
-                    status.as_u16(),
-                    error_message(&text)
-                ),
-            ));
+        if status.is_success() {
+            return Ok(body);
         }
-        let (mut sse, mut reader) = (SseDecoder::new(), ChunkReader::new());
-        let (mut datas, mut events, mut bytes) = (Vec::new(), Vec::new(), 0usize);
+        let text = read_up_to(&mut body, timeout, MAX_ERROR_BODY)
+            .await
+            .map(|(bytes, _)| String::from_utf8_lossy(&bytes).into_owned())
+            .unwrap_or_default();
+        Err(failure(
+            LLM_ERROR,
+            format!(
+                "the LLM answered HTTP {}: {}",
+                status.as_u16(),
+                error_message(&text)
+            ),
+        ))
+    }
+
+    /// Reads the streamed answer and hands on what it says until its end; `Err` is the
+    /// failure to report.
+    async fn forward(&self, mut body: Incoming) -> Result<(), LlmEvent> {
+        let timeout = self.upstream.cfg.timeout;
+        let mut reading = Reading::default();
+        let mut events = Vec::new();
         loop {
-            let frame = match tokio::time::timeout(timeout, body.frame()).await {
-                Err(_) => {
-                    return Err(failure(
-                        LLM_UNAVAILABLE,
-                        format!("the LLM went quiet for {secs} s mid-answer"),
-                    ))
-                }
-                Ok(None) if reader.is_done() => return Ok(()),
+            let data = match next_data(&mut body, timeout).await {
+                Ok(Some(data)) => data,
+                Ok(None) if reading.chunks.is_done() => return Ok(()),
                 Ok(None) => {
-                    return Err(failure(
-                        LLM_UNAVAILABLE,
-                        "the LLM closed the answer before its end".into(),
-                    ))
+                    let closed = "the LLM closed the answer before its end";
+                    return Err(failure(LLM_UNAVAILABLE, closed.into()));
                 }
-                Ok(Some(Err(e))) => {
-                    return Err(failure(
-                        LLM_UNAVAILABLE,
-                        format!("the LLM's answer broke off: {e}"),
-                    ))
-                }
-                Ok(Some(Ok(frame))) => frame,
+                Err(e) => return Err(failure(LLM_UNAVAILABLE, format!("the LLM's answer {e}"))),
             };
-            let Some(data) = frame.data_ref() else {
-                continue;
-            };
-            bytes += data.len();
-            if bytes > MAX_ANSWER_BYTES {
-                return Err(failure(
-                    LLM_ERROR,
-                    format!("the LLM's answer passed {MAX_ANSWER_BYTES} bytes"),
-                ));
-            }
-            sse.push(data, &mut datas)
-                .map_err(|e| failure(LLM_ERROR, e.to_string()))?;
-            for d in datas.drain(..) {
-                reader.read(&d, &mut events);
-            }
-            if reader.is_done() {
+            reading.read(&data, &mut events)?;
+            let done = reading.chunks.is_done();
+            if done {
                 // Read to the end of the body before the answer ends (its end drops this
                 // task), so that the connection goes back to the pool.
-                drain(&mut body, DRAIN_WAIT.min(timeout)).await;
+                let _ = read_up_to(&mut body, DRAIN_WAIT.min(timeout), MAX_ERROR_BODY).await;
             }
             for ev in events.drain(..) {
                 if self.tx.send(ev).is_err() {
                     return Ok(()); // the answer was dropped
                 }
             }
-            if reader.is_done() {
+            if done {
                 return Ok(());
             }
         }
     }
 }
 
-/// Reads what is left of a finished answer's body (a stream's last chunk), a little at most.
-async fn drain(body: &mut hyper::body::Incoming, timeout: Duration) {
-    let mut left = MAX_ERROR_BODY;
-    while let Ok(Some(Ok(frame))) = tokio::time::timeout(timeout, body.frame()).await {
-        let n = frame.data_ref().map_or(0, |d| d.len());
-        if n > left {
-            return;
+/// A streamed answer being read: its events, their chunks, the bytes so far.
+#[derive(Default)]
+struct Reading {
+    sse: SseDecoder,
+    chunks: ChunkReader,
+    datas: Vec<String>,
+    bytes: usize,
+}
+
+impl Reading {
+    /// Reads the body's next bytes into `events`.
+    fn read(&mut self, data: &[u8], events: &mut Vec<LlmEvent>) -> Result<(), LlmEvent> {
+        self.bytes += data.len();
+        if self.bytes > MAX_ANSWER_BYTES {
+            let why = format!("the LLM's answer passed {MAX_ANSWER_BYTES} bytes");
+            return Err(failure(LLM_ERROR, why));
         }
-        left -= n;
+        self.sse
+            .push(data, &mut self.datas)
+            .map_err(|e| failure(LLM_ERROR, e.to_string()))?;
+        for d in self.datas.drain(..) {
+            self.chunks.read(&d, events);
+        }
+        Ok(())
     }
+}
+
+/// Why a body's next bytes did not come.
+#[derive(Debug, thiserror::Error)]
+pub enum BodyError {
+    /// Nothing within the timeout.
+    #[error("went quiet for {} s", .0.as_secs_f32())]
+    Quiet(Duration),
+    /// The connection failed.
+    #[error("broke off: {0}")]
+    Broken(String),
+}
+
+/// The next bytes of `body` within `timeout` (`Ok(None)` at its end).
+pub async fn next_data(body: &mut Incoming, timeout: Duration) -> Result<Option<Bytes>, BodyError> {
+    loop {
+        match tokio::time::timeout(timeout, body.frame()).await {
+            Err(_) => return Err(BodyError::Quiet(timeout)),
+            Ok(None) => return Ok(None),
+            Ok(Some(Err(e))) => return Err(BodyError::Broken(e.to_string())),
+            Ok(Some(Ok(frame))) => {
+                if let Ok(data) = frame.into_data() {
+                    return Ok(Some(data));
+                }
+            }
+        }
+    }
+}
+
+/// Reads `body` to its end or until it holds `limit` bytes, each piece within `timeout`: the
+/// bytes (at most `limit`) and whether they are the whole body.
+pub async fn read_up_to(
+    body: &mut Incoming,
+    timeout: Duration,
+    limit: usize,
+) -> Result<(Vec<u8>, bool), BodyError> {
+    let mut buf = Vec::new();
+    while let Some(data) = next_data(body, timeout).await? {
+        buf.extend_from_slice(&data);
+        if buf.len() > limit {
+            buf.truncate(limit);
+            return Ok((buf, false));
+        }
+    }
+    Ok((buf, true))
 }
 
 /// The innermost error's text (hyper's outer errors say only "client error (Connect)").
@@ -293,25 +340,8 @@ fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
     cur.to_string()
 }
 
-/// Up to [`MAX_ERROR_BODY`] bytes of a body, as text.
-pub async fn read_some(body: &mut hyper::body::Incoming, timeout: Duration) -> String {
-    let mut buf = Vec::new();
-    while buf.len() < MAX_ERROR_BODY {
-        match tokio::time::timeout(timeout, body.frame()).await {
-            Ok(Some(Ok(f))) => {
-                if let Some(d) = f.data_ref() {
-                    buf.extend_from_slice(d);
-                }
-            }
-            _ => break,
-        }
-    }
-    buf.truncate(MAX_ERROR_BODY);
-    String::from_utf8_lossy(&buf).into_owned()
-}
-
 /// An error body's message: OpenAI's `{"error":{"message"}}`, else the text itself.
-pub fn error_message(text: &str) -> String {
+fn error_message(text: &str) -> String {
     serde_json::from_str::<serde_json::Value>(text)
         .ok()
         .and_then(|v| v["error"]["message"].as_str().map(str::to_string))

@@ -20,7 +20,7 @@ use super::error::ApiError;
 use super::secrets::{credential, Cred, Credential};
 use super::usage::{LlmCall, UsageLedger};
 use super::AppState;
-use crate::llm::{Upstream, UpstreamError};
+use crate::llm::{read_up_to, Upstream, UpstreamError};
 
 /// The largest request body.
 const MAX_REQUEST: usize = 4 << 20;
@@ -143,40 +143,26 @@ async fn answer_body(
     usage: Counted,
     upstream: &Upstream,
 ) -> Result<Bytes, ApiError> {
-    let mut buf = Vec::new();
-    loop {
-        let frame = tokio::time::timeout(upstream.config().timeout, body.frame()).await;
-        match frame {
-            Ok(Some(Ok(f))) => {
-                if let Some(d) = f.data_ref() {
-                    if buf.len() + d.len() > MAX_ANSWER {
-                        usage.record(LlmCall {
-                            outcome: "unavailable",
-                            ..LlmCall::default()
-                        });
-                        return Err(ApiError::new(
-                            StatusCode::BAD_GATEWAY,
-                            "llm_error",
-                            format!("the LLM's answer passed {MAX_ANSWER} bytes"),
-                        ));
-                    }
-                    buf.extend_from_slice(d);
-                }
-            }
-            Ok(None) => break,
-            Ok(Some(Err(_))) | Err(_) => {
-                usage.record(LlmCall {
-                    outcome: "unavailable",
-                    ..LlmCall::default()
-                });
-                return Err(ApiError::new(
-                    StatusCode::BAD_GATEWAY,
-                    "llm_unavailable",
-                    "the LLM's answer broke off",
-                ));
-            }
+    let unavailable = |code: &str, message: String| {
+        usage.record(LlmCall {
+            outcome: "unavailable",
+            ..LlmCall::default()
+        });
+        ApiError::new(StatusCode::BAD_GATEWAY, code, message)
+    };
+    let buf = match read_up_to(&mut body, upstream.config().timeout, MAX_ANSWER).await {
+        Ok((buf, true)) => buf,
+        Ok((_, false)) => {
+            let why = format!("the LLM's answer passed {MAX_ANSWER} bytes");
+            return Err(unavailable("llm_error", why));
         }
-    }
+        Err(e) => {
+            return Err(unavailable(
+                "llm_unavailable",
+                format!("the LLM's answer {e}"),
+            ))
+        }
+    };
     let (prompt_tokens, completion_tokens) = serde_json::from_slice::<Value>(&buf)
         .map(|v| tokens(&v))
         .unwrap_or_default();

@@ -129,28 +129,34 @@ impl Session {
         }
     }
 
-    /// Opens the response's message item (when it was deferred): the output item, its
-    /// place in the conversation and its content part.
-    pub(super) fn open_message(&mut self) {
+    /// Opens the response's message item (at once, or when a deferred one's model first
+    /// speaks or writes): the output item, its place in the conversation, `response.speak`
+    /// when an autonomous model is already `speaking` it, and its content part.
+    pub(super) fn open_message(&mut self, speaking: bool) {
         let Some(a) = self.active.as_mut() else {
             return;
         };
         a.open_message();
         let empty = a.empty_item();
-        let (response_id, output_index) = (a.response.id.clone(), a.at().output_index);
-        let (in_conversation, item_id, part) = (a.in_conversation, a.item_id.clone(), a.at());
-        let content = a.part();
+        let (response_id, at) = (a.response.id.clone(), a.at());
+        let (in_conversation, item_id) = (a.in_conversation, a.item_id.clone());
         self.emit(ServerEventBody::ResponseOutputItemAdded {
             response_id,
-            output_index,
+            output_index: at.output_index,
             item: Box::new(empty.clone()),
         });
         if in_conversation {
             self.add_response_item(&item_id, empty);
         }
-        self.emit(ServerEventBody::ResponseContentPartAdded {
-            at: part,
-            part: content,
-        });
+        if speaking {
+            self.floor.speak_deadline = None;
+            let (id, epoch) = (self.cfg.id.clone(), self.epoch);
+            if let Some(speak) = self.active.as_mut().map(|a| a.speak(&id, epoch)) {
+                self.emit(speak);
+            }
+        }
+        if let Some(part) = self.active.as_ref().map(|a| a.part()) {
+            self.emit(ServerEventBody::ResponseContentPartAdded { at, part });
+        }
     }
 }

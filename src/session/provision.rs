@@ -82,9 +82,7 @@ impl Session {
             slot: self.model.is_none() && !cfg.is_transcription(),
             transcriber: self.transcripts.lacks_port()
                 && self.can_transcribe
-                && (cfg.is_transcription()
-                    || cfg.audio.input.transcription.is_some()
-                    || self.model_reads_text),
+                && self.transcribes(cfg),
         }
     }
 

@@ -188,29 +188,12 @@ impl Session {
         self.emit(ServerEventBody::ResponseCreated {
             response: Box::new(active.response.clone()),
         });
-        if !active.defer_message {
-            active.open_message();
-            let empty = active.empty_item();
-            self.emit(ServerEventBody::ResponseOutputItemAdded {
-                response_id: active.response.id.clone(),
-                output_index: 0,
-                item: Box::new(empty.clone()),
-            });
-            if active.in_conversation {
-                self.add_response_item(&active.item_id, empty);
-            }
-            if speaking {
-                self.floor.speak_deadline = None;
-                let speak = active.speak(&self.cfg.id, self.epoch);
-                self.emit(speak);
-            }
-            self.emit(ServerEventBody::ResponseContentPartAdded {
-                at: active.at(),
-                part: active.part(),
-            });
-        }
+        let defer = active.defer_message;
         self.timers.vad_idle = None;
         self.active = Some(active);
+        if !defer {
+            self.open_message(speaking);
+        }
         if let Some(request) = request {
             self.request_model(request);
         }
@@ -322,7 +305,7 @@ impl Session {
         };
         if a.message_index.is_none() && a.speaks(out) {
             self.close_call(ItemStatus::Completed);
-            self.open_message();
+            self.open_message(false);
         }
         let sink = self.transport.sink();
         let Some(a) = self.active.as_mut() else {

@@ -119,9 +119,12 @@ impl Session {
     /// a transcription session), or needed by a model that reads words — with or without a
     /// transcriber to do it.
     pub(super) fn wants_transcripts(&self) -> bool {
-        self.cfg.is_transcription()
-            || self.cfg.audio.input.transcription.is_some()
-            || self.model_reads_text
+        self.transcribes(&self.cfg)
+    }
+
+    /// Whether a session configured as `cfg` transcribes its committed items.
+    pub(super) fn transcribes(&self, cfg: &crate::protocol::SessionConfig) -> bool {
+        cfg.is_transcription() || cfg.audio.input.transcription.is_some() || self.model_reads_text
     }
 
     fn wants_logprobs(&self) -> bool {
