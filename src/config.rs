@@ -73,6 +73,26 @@ pub enum LogFormat {
     Json,
 }
 
+/// How the embedded LLM holds its weights.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LlmWeights {
+    /// Dequantized to f16 at load.
+    F16,
+    /// As the GGUF file has them.
+    Quantized,
+}
+
+impl LlmWeights {
+    /// The model crate's name for it.
+    pub fn format(self) -> duet_models::llama::WeightFormat {
+        match self {
+            LlmWeights::F16 => duet_models::llama::WeightFormat::F16,
+            LlmWeights::Quantized => duet_models::llama::WeightFormat::Quantized,
+        }
+    }
+}
+
 /// `auto`, `on` or `off`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -150,6 +170,26 @@ pub struct ServeArgs {
     #[arg(long, env = "DUET_LLM_API_KEY", hide_env_values = true)]
     pub llm_api_key: Option<String>,
 
+    /// The cascade's embedded LLM, used when --llm-url is not given: a directory with one
+    /// GGUF chat model (Llama architecture, ChatML template), as `scripts/install-models DIR`
+    /// writes DIR/smollm2-135m-instruct. It also serves `POST /v1/chat/completions`.
+    #[arg(long, env = "DUET_LLM_MODEL_DIR")]
+    pub llm_model_dir: Option<PathBuf>,
+
+    /// How the embedded LLM holds its weights: `f16` (dequantized at load: twice the memory
+    /// of the file, and faster on CPUs) or `quantized` (as the file has them).
+    #[arg(long, env = "DUET_LLM_WEIGHTS", value_enum, default_value = "f16")]
+    pub llm_weights: LlmWeights,
+
+    /// The embedded LLM's longest answer, in tokens, when a request does not say.
+    #[arg(long, env = "DUET_LLM_MAX_TOKENS", default_value_t = 256)]
+    pub llm_max_tokens: usize,
+
+    /// KV cache the embedded LLM keeps between turns (so a turn prefills only its new
+    /// words), in MiB over all conversations; the least recently used goes first.
+    #[arg(long, env = "DUET_LLM_CACHE_MIB", default_value_t = 256)]
+    pub llm_cache_mib: usize,
+
     /// The cascade's voice: a Piper voice directory (`<voice>.onnx`, `<voice>.onnx.json` and
     /// `libonnxruntime.so`, as `scripts/install-models DIR` writes DIR/piper-en_US-joe-medium).
     /// Without it the cascade answers in text only. Needs the `espeak-ng` program.
@@ -183,8 +223,9 @@ pub struct ServeArgs {
     pub model_seed: Option<u64>,
 
     /// A directory made by `scripts/install-models DIR`: each standard model directory in it
-    /// (`silero-vad`, `whisper-tiny.en`, `piper-en_US-joe-medium`) is used for the flag that
-    /// was not given (`--vad-model-dir`, `--transcription-model-dir`, `--tts-model-dir`).
+    /// (`silero-vad`, `whisper-tiny.en`, `piper-en_US-joe-medium`, `smollm2-135m-instruct`)
+    /// is used for the flag that was not given (`--vad-model-dir`,
+    /// `--transcription-model-dir`, `--tts-model-dir`, `--llm-model-dir`).
     #[arg(long, env = "DUET_MODELS_DIR")]
     pub models_dir: Option<PathBuf>,
 
@@ -412,6 +453,7 @@ impl ServeArgs {
         pick(&mut self.vad_model_dir, "silero-vad");
         pick(&mut self.transcription_model_dir, "whisper-tiny.en");
         pick(&mut self.tts_model_dir, "piper-en_US-joe-medium");
+        pick(&mut self.llm_model_dir, "smollm2-135m-instruct");
     }
 }
 

@@ -69,6 +69,7 @@ fn example_value(arg: &clap::Arg) -> String {
         ("llm_api_key", None) => "\"change-me\"".into(),
         ("tts_model_dir", None) => "\"/srv/models/piper-en_US-joe-medium\"".into(),
         ("models_dir", None) => "\"/srv/models\"".into(),
+        ("llm_model_dir", None) => "\"/srv/models/smollm2-135m-instruct\"".into(),
         (other, None) => panic!("no example value for {other}"),
     }
 }

@@ -5,7 +5,7 @@
 //! closes the upstream request (a barge-in stops the LLM at once). The upstream key stays
 //! here: it is never sent to a client.
 
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -40,6 +40,24 @@ pub struct LlmConfig {
     pub api_key: Option<String>,
     /// Longest wait for the response head, and between two pieces of the stream.
     pub timeout: Duration,
+}
+
+/// The server's LLM: the remote one of `--llm-url`, or the embedded one of `--llm-model-dir`.
+#[derive(Clone)]
+pub enum LlmBackend {
+    /// An OpenAI-compatible server.
+    Remote(Upstream),
+    /// A GGUF model run here (see `duet_models::llama`).
+    Embedded(Embedded),
+}
+
+/// The embedded LLM and its name.
+#[derive(Clone)]
+pub struct Embedded {
+    /// The engine (shared by the cascade and `/v1/chat/completions`).
+    pub llm: Arc<duet_models::llama::EmbeddedLlm>,
+    /// The model's name in answers (its directory's name).
+    pub name: String,
 }
 
 /// The upstream LLM server: one pooled HTTP client, shared by the cascade's answers and

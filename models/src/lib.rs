@@ -8,6 +8,7 @@ pub mod cascade;
 mod context;
 mod echo;
 pub mod kyutai_stt;
+pub mod llama;
 mod model;
 pub mod moshi;
 pub mod piper;

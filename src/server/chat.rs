@@ -1,5 +1,6 @@
 //! `POST /v1/chat/completions` and `POST /v1/responses` on the server's own address and auth,
-//! proxied to the LLM of `--llm-url`: the request's `model` is overwritten with
+//! answered by the embedded LLM of `--llm-model-dir` (chat completions only, see
+//! [`super::chat_local`]) or proxied to the LLM of `--llm-url`: the request's `model` is overwritten with
 //! `--llm-model`, the upstream key stays here, streaming (SSE) passes through as it comes,
 //! and each request is counted in `/v1/usage` (by outcome, 429 apart from the other 4xx, and
 //! the tokens the upstream reports). Only the server key may use them: client secrets are
@@ -20,7 +21,7 @@ use super::error::ApiError;
 use super::secrets::{credential, Cred, Credential};
 use super::usage::{LlmCall, UsageLedger};
 use super::AppState;
-use crate::llm::{read_up_to, Upstream, UpstreamError};
+use crate::llm::{read_up_to, LlmBackend, Upstream, UpstreamError};
 
 /// The largest request body.
 const MAX_REQUEST: usize = 4 << 20;
@@ -54,18 +55,32 @@ async fn proxy(
             "the LLM endpoints need the server's API key (client secrets open realtime sessions only)",
         ));
     }
-    let Some(upstream) = &state.llm else {
+    let Some(backend) = &state.llm else {
         return Err(ApiError::new(
             StatusCode::NOT_IMPLEMENTED,
             "llm_not_configured",
-            "no LLM is configured: start the server with --llm-url",
+            "no LLM is configured: start the server with --llm-url or --llm-model-dir",
         ));
     };
-    let (body, stream) = request_body(req, upstream).await?;
     let usage = Counted {
         ledger: state.usage.clone(),
         credential: cred.usage_id(),
     };
+    let upstream = match backend {
+        LlmBackend::Remote(upstream) => upstream,
+        LlmBackend::Embedded(_) if path == "/responses" => {
+            return Err(ApiError::new(
+                StatusCode::NOT_IMPLEMENTED,
+                "llm_responses_unsupported",
+                "the embedded LLM serves /v1/chat/completions only",
+            ))
+        }
+        LlmBackend::Embedded(embedded) => {
+            let body = read_request(req).await?;
+            return super::chat_local::serve(embedded, usage, body).await;
+        }
+    };
+    let (body, stream) = request_body(req, upstream).await?;
     let accept = if stream {
         "text/event-stream"
     } else {
@@ -115,11 +130,16 @@ async fn proxy(
     Ok(out)
 }
 
+/// The request body, up to [`MAX_REQUEST`] bytes.
+async fn read_request(req: Request) -> Result<Bytes, ApiError> {
+    axum::body::to_bytes(req.into_body(), MAX_REQUEST)
+        .await
+        .map_err(|e| ApiError::body(&e, MAX_REQUEST, "request body"))
+}
+
 /// The request body with `model` overwritten, and whether it asks for a stream.
 async fn request_body(req: Request, upstream: &Upstream) -> Result<(Bytes, bool), ApiError> {
-    let bytes = axum::body::to_bytes(req.into_body(), MAX_REQUEST)
-        .await
-        .map_err(|e| ApiError::body(&e, MAX_REQUEST, "request body"))?;
+    let bytes = read_request(req).await?;
     let mut body: Value = serde_json::from_slice(&bytes)
         .map_err(|e| ApiError::bad_request("invalid_json", format!("the body is not JSON: {e}")))?;
     let Some(obj) = body.as_object_mut() else {
@@ -184,14 +204,14 @@ fn tokens(v: &Value) -> (u64, u64) {
     )
 }
 
-/// Where a proxied request is counted.
-struct Counted {
+/// Where an LLM request is counted.
+pub(super) struct Counted {
     ledger: Arc<dyn UsageLedger>,
     credential: String,
 }
 
 impl Counted {
-    fn record(&self, call: LlmCall) {
+    pub(super) fn record(&self, call: LlmCall) {
         self.ledger.llm(&self.credential, call);
     }
 }

@@ -6,6 +6,7 @@ mod admission;
 mod auth;
 mod calls;
 mod chat;
+mod chat_local;
 mod directory;
 mod error;
 mod http;
@@ -95,8 +96,9 @@ pub struct AppState {
     pub websockets: Arc<AtomicUsize>,
     /// The server-wide memory account (`--memory-budget-mib`).
     pub memory: Arc<crate::memory::MemoryAccount>,
-    /// The LLM of `--llm-url`, for the cascade and `/v1/chat/completions`.
-    pub llm: Option<crate::llm::Upstream>,
+    /// The LLM of `--llm-url` or `--llm-model-dir`, for the cascade and
+    /// `/v1/chat/completions`.
+    pub llm: Option<crate::llm::LlmBackend>,
 }
 
 /// The speech-understanding models beside the duplex model.
@@ -160,7 +162,7 @@ impl AppState {
         model: ModelLoop,
         engines: EnginePool,
         speech: Speech,
-        llm: Option<crate::llm::Upstream>,
+        llm: Option<crate::llm::LlmBackend>,
     ) -> Arc<Self> {
         let memory = crate::memory::MemoryAccount::new(budget_bytes(args));
         let limits = Limits {
@@ -354,7 +356,7 @@ pub async fn start(args: &ServeArgs) -> anyhow::Result<Server> {
 /// a background task until [`Server::drain`].
 pub async fn start_on(args: &ServeArgs, sockets: Sockets) -> anyhow::Result<Server> {
     check_auth(args)?;
-    let llm = upstream(args)?;
+    let llm = llm_backend(args).await?;
     let model = start_model(args, llm.clone()).await?;
     let speech = start_speech(args).await?;
     let engine_cfg = EngineConfig {
@@ -449,23 +451,58 @@ fn log_memory_budget(args: &ServeArgs) {
     }
 }
 
-/// The LLM of `--llm-url`, when one is given.
-fn upstream(args: &ServeArgs) -> anyhow::Result<Option<crate::llm::Upstream>> {
-    let Some(url) = args.llm_url.clone() else {
+/// The LLM of `--llm-url`, or else the embedded one of `--llm-model-dir`, when either is
+/// given.
+async fn llm_backend(args: &ServeArgs) -> anyhow::Result<Option<crate::llm::LlmBackend>> {
+    if let Some(url) = args.llm_url.clone() {
+        let cfg = crate::llm::LlmConfig {
+            url,
+            model: args.llm_model.clone(),
+            api_key: args.llm_api_key.clone(),
+            timeout: std::time::Duration::from_secs(args.llm_timeout_secs.max(1)),
+        };
+        let upstream = crate::llm::Upstream::new(cfg)?;
+        return Ok(Some(crate::llm::LlmBackend::Remote(upstream)));
+    }
+    let Some(dir) = args.llm_model_dir.clone() else {
         return Ok(None);
     };
-    let cfg = crate::llm::LlmConfig {
-        url,
-        model: args.llm_model.clone(),
-        api_key: args.llm_api_key.clone(),
-        timeout: std::time::Duration::from_secs(args.llm_timeout_secs.max(1)),
+    let device = duet_models::moshi::DeviceSpec::parse(&args.device).map_err(anyhow::Error::msg)?;
+    let options = duet_models::llama::LlamaOptions {
+        format: args.llm_weights.format(),
+        max_tokens: args.llm_max_tokens.max(1),
+        cache_bytes: args.llm_cache_mib << 20,
+        seed: args
+            .model_seed
+            .unwrap_or(duet_models::llama::LlamaOptions::default().seed),
+        ..Default::default()
     };
-    Ok(Some(crate::llm::Upstream::new(cfg)?))
+    let name = dir
+        .file_name()
+        .map_or_else(|| "embedded".into(), |n| n.to_string_lossy().into_owned());
+    let started = std::time::Instant::now();
+    let llm = tokio::task::spawn_blocking(move || {
+        let loaded = duet_models::llama::LoadedLlama::load(&dir, options.format, &device.open()?)?;
+        duet_models::llama::EmbeddedLlm::start(loaded, options)
+    })
+    .await??;
+    tracing::info!(
+        model = %name,
+        context = llm.context(),
+        load_ms = started.elapsed().as_millis() as u64,
+        "embedded LLM loaded"
+    );
+    Ok(Some(crate::llm::LlmBackend::Embedded(
+        crate::llm::Embedded {
+            llm: std::sync::Arc::new(llm),
+            name,
+        },
+    )))
 }
 
 async fn start_model(
     args: &ServeArgs,
-    llm: Option<crate::llm::Upstream>,
+    llm: Option<crate::llm::LlmBackend>,
 ) -> anyhow::Result<ModelLoop> {
     let device = duet_models::moshi::DeviceSpec::parse(&args.device).map_err(anyhow::Error::msg)?;
     let moshi_defaults = duet_models::moshi::MoshiOptions::default();
@@ -490,15 +527,23 @@ async fn start_model(
     Ok(ModelLoop::spawn(model, &args.device)?)
 }
 
-/// The cascade on the remote LLM of `--llm-url`.
+/// The cascade on the remote LLM of `--llm-url` or the embedded one of `--llm-model-dir`.
 async fn start_cascade(
     args: &ServeArgs,
-    llm: Option<crate::llm::Upstream>,
+    llm: Option<crate::llm::LlmBackend>,
 ) -> anyhow::Result<ModelLoop> {
-    let upstream = llm.ok_or_else(|| {
-        anyhow::anyhow!("--model cascade needs --llm-url (an OpenAI-compatible base URL)")
-    })?;
-    let llm = crate::llm::RemoteLlm::new(upstream, tokio::runtime::Handle::current());
+    let llm: Box<dyn duet_models::cascade::Llm> = match llm {
+        Some(crate::llm::LlmBackend::Remote(upstream)) => Box::new(crate::llm::RemoteLlm::new(
+            upstream,
+            tokio::runtime::Handle::current(),
+        )),
+        Some(crate::llm::LlmBackend::Embedded(e)) => Box::new(e.llm),
+        None => anyhow::bail!(
+            "--model cascade needs an LLM: --llm-url (an OpenAI-compatible base URL) or \
+             --llm-model-dir (a GGUF chat model; scripts/install-models DIR writes \
+             DIR/smollm2-135m-instruct)"
+        ),
+    };
     let speaker: Option<Box<dyn duet_models::cascade::Speaker>> = match args.tts_model_dir.clone() {
         Some(dir) => {
             let voice =
@@ -513,7 +558,7 @@ async fn start_cascade(
         }
     };
     let slots = args.model_slots.unwrap_or(256);
-    let model = duet_models::cascade::CascadeModel::new(Box::new(llm), speaker, slots)?;
+    let model = duet_models::cascade::CascadeModel::new(llm, speaker, slots)?;
     Ok(ModelLoop::spawn(Box::new(model), &args.device)?)
 }
 

@@ -165,6 +165,7 @@ impl Answer {
                         }
                     }
                 }
+                LlmEvent::Usage { .. } => {}
                 LlmEvent::Failed(f) => return Some(std::mem::take(f)),
             }
             self.pending.pop_front();

@@ -16,6 +16,10 @@ pub struct ChatRequest {
     pub tools: Vec<Tool>,
     /// Whether it must call one.
     pub tool_choice: ToolChoice,
+    /// Longest answer, in tokens (the LLM's default when unset).
+    pub max_tokens: Option<u32>,
+    /// Sampling temperature (the LLM's default when unset).
+    pub temperature: Option<f32>,
 }
 
 impl ChatRequest {
@@ -30,6 +34,8 @@ impl ChatRequest {
             messages: messages(instructions, items),
             tools,
             tool_choice,
+            max_tokens: None,
+            temperature: None,
         }
     }
 
@@ -39,6 +45,12 @@ impl ChatRequest {
         body.insert("model".into(), json!(model));
         body.insert("messages".into(), Value::Array(self.messages.clone()));
         body.insert("stream".into(), json!(stream));
+        if let Some(n) = self.max_tokens {
+            body.insert("max_tokens".into(), json!(n));
+        }
+        if let Some(t) = self.temperature {
+            body.insert("temperature".into(), json!(t));
+        }
         if !self.tools.is_empty() {
             let tools: Vec<Value> = self.tools.iter().map(tool_json).collect();
             body.insert("tools".into(), Value::Array(tools));

@@ -39,6 +39,15 @@ pub enum LlmEvent {
     Text(String),
     /// A piece of a tool call.
     ToolCall(ToolCallDelta),
+    /// Tokens the answer took (an embedded LLM says so just before [`LlmEvent::Done`]).
+    Usage {
+        /// Tokens of the prompt.
+        prompt_tokens: usize,
+        /// Tokens of the answer.
+        completion_tokens: usize,
+        /// Prompt tokens whose keys and values were kept from an earlier answer.
+        cached_tokens: usize,
+    },
     /// The answer is complete.
     Done,
     /// The answer failed; nothing more comes.
@@ -49,6 +58,13 @@ pub enum LlmEvent {
 pub trait Llm: Send + Sync {
     /// Starts an answer. Never blocks: the answer arrives on the stream.
     fn start(&self, request: ChatRequest) -> Box<dyn LlmStream>;
+}
+
+/// A shared LLM (the server's embedded one serves the cascade and `/v1/chat/completions`).
+impl<T: Llm + ?Sized> Llm for std::sync::Arc<T> {
+    fn start(&self, request: ChatRequest) -> Box<dyn LlmStream> {
+        (**self).start(request)
+    }
 }
 
 /// One answer on its way. Dropping it cancels the answer (the upstream request is closed).

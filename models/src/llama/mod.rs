@@ -1,0 +1,511 @@
+//! The embedded LLM: a Llama-architecture GGUF chat model (SmolLM2-135M-Instruct by default)
+//! run by candle on a thread of its own, behind the cascade's [`Llm`] port, so the cascade
+//! needs no server beside Duet.
+//!
+//! - The tokenizer and the chat template come from the GGUF ([`tokenizer`], [`template`]);
+//!   tools are offered and parsed in the Hermes `<tool_call>` format.
+//! - Each answer keeps its KV cache when it ends; the next request that starts with the same
+//!   tokens (the next turn of that conversation: the same prompt plus the answer plus the
+//!   new words) copies that prefix and prefills only what is new. The kept caches are
+//!   bounded in bytes (least recently used dropped first).
+//! - Answers in flight take turns a step at a time (a prefill chunk, or one token), so one
+//!   long prompt does not stall every other conversation. Dropping an answer's stream
+//!   cancels it before its next step.
+
+pub mod model;
+pub mod template;
+pub mod tokenizer;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
+use std::sync::Arc;
+use std::time::Instant;
+
+use candle::quantized::gguf_file;
+use candle::{Device, Tensor};
+use candle_transformers::generation::{LogitsProcessor, Sampling};
+
+use crate::cascade::{ChatRequest, Llm, LlmEvent, LlmStream, LLM_ERROR, LLM_UNAVAILABLE};
+use crate::{AnswerFailure, ModelError};
+pub use model::{KvCache, Llama, WeightFormat};
+use template::{ChatMl, Prompt, ToolCallParser};
+pub use tokenizer::Tokenizer;
+
+/// The failure code of a conversation that cannot fit the model's context even with its
+/// oldest messages left out (OpenAI's code for it).
+pub const CONTEXT_LENGTH_EXCEEDED: &str = "context_length_exceeded";
+
+/// Prompt tokens run in one step (a longer prompt takes several, between other answers').
+const PREFILL_CHUNK: usize = 128;
+/// Recent tokens the repetition penalty looks at.
+const PENALTY_WINDOW: usize = 64;
+/// A cached prefix shorter than this is not worth copying.
+const MIN_REUSE: usize = 8;
+
+/// How the embedded LLM runs.
+#[derive(Clone, Debug)]
+pub struct LlamaOptions {
+    /// How the weights are held.
+    pub format: WeightFormat,
+    /// Tokens an answer may have when the request does not say.
+    pub max_tokens: usize,
+    /// Bytes of KV cache kept for later turns, over all conversations.
+    pub cache_bytes: usize,
+    /// Sampling temperature when the request does not say; 0 is greedy (deterministic).
+    pub temperature: f64,
+    /// Penalty on tokens of the last 64 (1.0: none); small models loop without it.
+    pub repeat_penalty: f32,
+    /// Seed of the sampler (answer n uses seed + n).
+    pub seed: u64,
+}
+
+impl Default for LlamaOptions {
+    fn default() -> Self {
+        Self {
+            format: WeightFormat::F16,
+            max_tokens: 256,
+            cache_bytes: 256 << 20,
+            temperature: 0.0,
+            repeat_penalty: 1.1,
+            seed: 299_792_458,
+        }
+    }
+}
+
+/// The GGUF file of a model directory: the one `*.gguf` in it.
+pub fn find_gguf(dir: &Path) -> Result<PathBuf, ModelError> {
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| ModelError::Failed(format!("reading {}: {e}", dir.display())))?;
+    let mut found: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "gguf"))
+        .collect();
+    match found.len() {
+        1 => Ok(found.remove(0)),
+        0 => Err(ModelError::Failed(format!(
+            "{} has no .gguf file (scripts/install-models DIR writes DIR/smollm2-135m-instruct)",
+            dir.display()
+        ))),
+        n => Err(ModelError::Failed(format!(
+            "{} has {n} .gguf files; keep one",
+            dir.display()
+        ))),
+    }
+}
+
+/// A loaded model: weights, tokenizer and template.
+pub struct LoadedLlama {
+    /// The weights.
+    pub model: Llama,
+    /// The tokenizer of the GGUF.
+    pub tokenizer: Tokenizer,
+    /// The chat template.
+    pub template: ChatMl,
+    /// `general.name`, or the file name.
+    pub name: String,
+}
+
+fn strings(md: &std::collections::HashMap<String, gguf_file::Value>, key: &str) -> Vec<String> {
+    match md.get(key) {
+        Some(gguf_file::Value::Array(items)) => items
+            .iter()
+            .map(|v| v.to_string().cloned().unwrap_or_default())
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+impl LoadedLlama {
+    /// Loads the model of a directory with one `.gguf` file.
+    pub fn load(dir: &Path, format: WeightFormat, device: &Device) -> Result<Self, ModelError> {
+        let path = find_gguf(dir)?;
+        let fail = |e: String| ModelError::Failed(format!("{}: {e}", path.display()));
+        let mut file =
+            std::io::BufReader::new(std::fs::File::open(&path).map_err(|e| fail(e.to_string()))?);
+        let content = gguf_file::Content::read(&mut file).map_err(|e| fail(e.to_string()))?;
+        let md = &content.metadata;
+        let text = |k: &str| md.get(k).and_then(|v| v.to_string().ok()).cloned();
+        let types: Vec<i32> = match md.get("tokenizer.ggml.token_type") {
+            Some(gguf_file::Value::Array(items)) => {
+                items.iter().map(|v| v.to_i32().unwrap_or(1)).collect()
+            }
+            _ => Vec::new(),
+        };
+        let tokens = strings(md, "tokenizer.ggml.tokens");
+        if tokens.is_empty() {
+            return Err(fail("no tokenizer.ggml.tokens".into()));
+        }
+        let tokenizer = Tokenizer::new(
+            &text("tokenizer.ggml.model").unwrap_or_default(),
+            &tokens,
+            &types,
+            &strings(md, "tokenizer.ggml.merges"),
+        )
+        .map_err(|e| fail(e.to_string()))?;
+        let template = ChatMl::new(&tokenizer, text("tokenizer.chat_template").as_deref())
+            .ok_or_else(|| fail("the model's chat template is not ChatML (<|im_start|>)".into()))?;
+        let name = text("general.name").unwrap_or_else(|| {
+            path.file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        });
+        let model =
+            Llama::load(&content, &mut file, format, device).map_err(|e| fail(e.to_string()))?;
+        Ok(Self {
+            model,
+            tokenizer,
+            template,
+            name,
+        })
+    }
+}
+
+/// One answer's request to the engine thread.
+struct Job {
+    request: ChatRequest,
+    events: Sender<LlmEvent>,
+    cancelled: Arc<AtomicBool>,
+}
+
+/// The embedded LLM. See the module docs.
+pub struct EmbeddedLlm {
+    jobs: Sender<Job>,
+    name: String,
+    context: usize,
+}
+
+impl EmbeddedLlm {
+    /// Starts the engine thread on a loaded model.
+    pub fn start(loaded: LoadedLlama, options: LlamaOptions) -> Result<Self, ModelError> {
+        let (tx, rx) = mpsc::channel();
+        let name = loaded.name.clone();
+        let context = loaded.model.shape().context;
+        std::thread::Builder::new()
+            .name("duet-llm".into())
+            .spawn(move || Engine::new(loaded, options).run(rx))
+            .map_err(|e| ModelError::Failed(format!("starting the LLM thread: {e}")))?;
+        Ok(Self {
+            jobs: tx,
+            name,
+            context,
+        })
+    }
+
+    /// The model's name (`general.name` of the GGUF).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The model's context, in tokens.
+    pub fn context(&self) -> usize {
+        self.context
+    }
+}
+
+/// An answer's stream: the engine's events, in order.
+struct EmbeddedStream {
+    events: Receiver<LlmEvent>,
+    cancelled: Arc<AtomicBool>,
+    ended: bool,
+}
+
+impl LlmStream for EmbeddedStream {
+    fn poll(&mut self, out: &mut Vec<LlmEvent>) {
+        while !self.ended {
+            match self.events.try_recv() {
+                Ok(ev) => {
+                    self.ended = matches!(ev, LlmEvent::Done | LlmEvent::Failed(_));
+                    out.push(ev);
+                }
+                Err(TryRecvError::Empty) => return,
+                Err(TryRecvError::Disconnected) => {
+                    self.ended = true;
+                    out.push(LlmEvent::Failed(AnswerFailure {
+                        code: LLM_UNAVAILABLE.into(),
+                        message: "the embedded LLM stopped".into(),
+                    }));
+                }
+            }
+        }
+    }
+}
+
+impl Drop for EmbeddedStream {
+    fn drop(&mut self) {
+        self.cancelled.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Llm for EmbeddedLlm {
+    fn start(&self, request: ChatRequest) -> Box<dyn LlmStream> {
+        let (tx, rx) = mpsc::channel();
+        let cancelled = Arc::new(AtomicBool::new(false));
+        let _ = self.jobs.send(Job {
+            request,
+            events: tx,
+            cancelled: cancelled.clone(),
+        });
+        Box::new(EmbeddedStream {
+            events: rx,
+            cancelled,
+            ended: false,
+        })
+    }
+}
+
+/// A kept KV cache and the tokens it holds.
+struct Kept {
+    tokens: Vec<u32>,
+    cache: KvCache,
+    used: Instant,
+}
+
+/// An answer being computed.
+struct Running {
+    job: Job,
+    cache: KvCache,
+    /// Every token in the cache, then the one sampled next.
+    tokens: Vec<u32>,
+    /// Prompt tokens still to run.
+    todo: Vec<u32>,
+    prompt_tokens: usize,
+    /// Prompt tokens taken from a kept cache.
+    cached: usize,
+    generated: usize,
+    max_tokens: usize,
+    logits: Option<Tensor>,
+    sampler: LogitsProcessor,
+    text: tokenizer::TextStream,
+    parser: ToolCallParser,
+    /// Set when the answer is over (sent its last event, or was cancelled).
+    over: bool,
+}
+
+struct Engine {
+    llm: LoadedLlama,
+    options: LlamaOptions,
+    kept: Vec<Kept>,
+    answers: u64,
+}
+
+fn common_prefix(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+impl Engine {
+    fn new(llm: LoadedLlama, options: LlamaOptions) -> Self {
+        Self {
+            llm,
+            options,
+            kept: Vec::new(),
+            answers: 0,
+        }
+    }
+
+    fn run(mut self, jobs: Receiver<Job>) {
+        let mut running: Vec<Running> = Vec::new();
+        loop {
+            if running.is_empty() {
+                match jobs.recv() {
+                    Ok(job) => self.admit(job, &mut running),
+                    Err(_) => return, // the server is gone
+                }
+            }
+            while let Ok(job) = jobs.try_recv() {
+                self.admit(job, &mut running);
+            }
+            for r in &mut running {
+                if r.job.cancelled.load(Ordering::Relaxed) {
+                    r.over = true;
+                    continue;
+                }
+                if let Err(message) = self.step(r) {
+                    r.over = true;
+                    let _ = r.job.events.send(LlmEvent::Failed(AnswerFailure {
+                        code: LLM_ERROR.into(),
+                        message,
+                    }));
+                }
+            }
+            let (over, going): (Vec<_>, Vec<_>) = running.into_iter().partition(|r| r.over);
+            running = going;
+            for r in over {
+                self.keep(r.tokens, r.cache);
+            }
+        }
+    }
+
+    /// Renders the job's prompt and finds the longest kept prefix of it.
+    fn admit(&mut self, job: Job, running: &mut Vec<Running>) {
+        self.answers += 1;
+        let req = &job.request;
+        let context = self.llm.model.shape().context;
+        let max_tokens = req
+            .max_tokens
+            .map_or(self.options.max_tokens, |n| n as usize)
+            .clamp(1, context / 2);
+        let prompt = self.llm.template.render(
+            &self.llm.tokenizer,
+            &req.messages,
+            &req.tools,
+            &req.tool_choice,
+            context - max_tokens,
+        );
+        let Prompt {
+            tokens,
+            answer_prefix,
+            ..
+        } = match prompt {
+            Ok(p) => p,
+            Err(message) => {
+                let _ = job.events.send(LlmEvent::Failed(AnswerFailure {
+                    code: CONTEXT_LENGTH_EXCEEDED.into(),
+                    message,
+                }));
+                return;
+            }
+        };
+        // The longest kept prefix, leaving at least one token to run for the logits.
+        let best = self
+            .kept
+            .iter_mut()
+            .map(|k| (common_prefix(&k.tokens, &tokens).min(tokens.len() - 1), k))
+            .max_by_key(|(n, _)| *n);
+        let cache = match best {
+            Some((n, kept)) if n >= MIN_REUSE => {
+                kept.used = Instant::now();
+                kept.cache.prefix(n).unwrap_or_default()
+            }
+            _ => KvCache::default(),
+        };
+        let reused = cache.len();
+        let temperature = req.temperature.map_or(self.options.temperature, f64::from);
+        let sampling = if temperature <= 0.0 {
+            Sampling::ArgMax
+        } else {
+            Sampling::TopP {
+                p: 0.9,
+                temperature,
+            }
+        };
+        let seed = self.options.seed.wrapping_add(self.answers);
+        let mut parser = ToolCallParser::new(format!("{:x}_", self.answers));
+        let mut early = Vec::new();
+        let _ = parser.push(&answer_prefix, &mut early); // opens the forced call
+        running.push(Running {
+            prompt_tokens: tokens.len(),
+            cached: reused,
+            todo: tokens[reused..].to_vec(),
+            tokens: tokens[..reused].to_vec(),
+            cache,
+            generated: 0,
+            max_tokens,
+            logits: None,
+            sampler: LogitsProcessor::from_sampling(seed, sampling),
+            text: tokenizer::TextStream::default(),
+            parser,
+            over: false,
+            job,
+        });
+    }
+
+    /// One step of an answer: a prefill chunk, or one token.
+    fn step(&self, r: &mut Running) -> Result<(), String> {
+        let model = &self.llm.model;
+        if !r.todo.is_empty() {
+            let n = r.todo.len().min(PREFILL_CHUNK);
+            let chunk: Vec<u32> = r.todo.drain(..n).collect();
+            let logits = model
+                .forward(&chunk, &mut r.cache)
+                .map_err(|e| e.to_string())?;
+            r.tokens.extend_from_slice(&chunk);
+            r.logits = Some(logits);
+            return Ok(());
+        }
+        let Some(logits) = r.logits.take() else {
+            return Err("no logits to sample".into());
+        };
+        let logits = if self.options.repeat_penalty != 1.0 {
+            let from = r
+                .tokens
+                .len()
+                .saturating_sub(PENALTY_WINDOW)
+                .max(r.prompt_tokens);
+            candle_transformers::utils::apply_repeat_penalty(
+                &logits,
+                self.options.repeat_penalty,
+                &r.tokens[from..],
+            )
+            .map_err(|e| e.to_string())?
+        } else {
+            logits
+        };
+        let next = r.sampler.sample(&logits).map_err(|e| e.to_string())?;
+        let stop = self.llm.template.stops().contains(&next)
+            || self.llm.tokenizer.token_bytes(next).is_empty();
+        let mut events = Vec::new();
+        if !stop {
+            r.generated += 1;
+            let piece = r.text.push(&self.llm.tokenizer, next);
+            r.parser.push(&piece, &mut events)?;
+        }
+        let full = r.generated >= r.max_tokens || r.cache.len() + 1 >= model.shape().context;
+        if stop || full {
+            r.parser.finish(&mut events)?;
+            events.push(LlmEvent::Usage {
+                prompt_tokens: r.prompt_tokens,
+                completion_tokens: r.generated,
+                cached_tokens: r.cached,
+            });
+            events.push(LlmEvent::Done);
+            r.over = true;
+        }
+        for ev in events {
+            if r.job.events.send(ev).is_err() {
+                r.over = true; // nobody listens any more
+            }
+        }
+        if !r.over {
+            r.logits = Some(
+                model
+                    .forward(&[next], &mut r.cache)
+                    .map_err(|e| e.to_string())?,
+            );
+            r.tokens.push(next);
+        }
+        Ok(())
+    }
+
+    /// Keeps an answer's cache for a later turn, within the byte budget.
+    fn keep(&mut self, tokens: Vec<u32>, cache: KvCache) {
+        let n = cache.len().min(tokens.len());
+        if n < MIN_REUSE {
+            return;
+        }
+        // A kept cache this one extends is no longer needed.
+        self.kept.retain(|k| {
+            !(k.tokens.len() <= n && common_prefix(&k.tokens, &tokens) == k.tokens.len())
+        });
+        let mut tokens = tokens;
+        tokens.truncate(n);
+        self.kept.push(Kept {
+            tokens,
+            cache,
+            used: Instant::now(),
+        });
+        while self.kept_bytes() > self.options.cache_bytes && !self.kept.is_empty() {
+            let oldest = (0..self.kept.len())
+                .min_by_key(|&i| self.kept[i].used)
+                .unwrap_or(0);
+            self.kept.swap_remove(oldest);
+        }
+    }
+
+    fn kept_bytes(&self) -> usize {
+        self.kept.iter().map(|k| k.cache.bytes()).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests;

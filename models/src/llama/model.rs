@@ -1,0 +1,347 @@
+//! A Llama-architecture decoder (SmolLM2, Llama 3.2, TinyLlama…) from a GGUF file, with the
+//! KV cache outside the weights: one [`KvCache`] per conversation, so a turn prefills only
+//! what is new, a cache can be cut back to a common prefix, and many conversations share one
+//! set of weights. Grouped-query attention runs without copying keys and values.
+
+use candle::quantized::{gguf_file, GgmlDType, QMatMul, QTensor};
+use candle::{DType, Device, Module, Tensor};
+use candle_transformers::quantized_nn::RmsNorm;
+
+/// How the weight matrices are held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WeightFormat {
+    /// Dequantized to f16 at load (twice the memory of Q4/Q8, faster on the CPU without
+    /// `-C target-cpu`: half-precision matmuls pick their SIMD path at run time).
+    F16,
+    /// As the file has them (Q4_1, Q8_0…): least memory; candle's quantized kernels pick
+    /// AVX2 only when the binary is built for it.
+    Quantized,
+}
+
+/// The shape of the model, from the GGUF metadata.
+#[derive(Clone, Debug)]
+#[allow(missing_docs)] // the usual names of a transformer's dimensions
+pub struct Shape {
+    pub layers: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub embedding: usize,
+    /// The longest sequence the model was trained on.
+    pub context: usize,
+    pub vocab: usize,
+}
+
+struct Layer {
+    wq: QMatMul,
+    wk: QMatMul,
+    wv: QMatMul,
+    wo: QMatMul,
+    gate: QMatMul,
+    down: QMatMul,
+    up: QMatMul,
+    attn_norm: RmsNorm,
+    ffn_norm: RmsNorm,
+}
+
+/// The weights. See the module docs.
+pub struct Llama {
+    shape: Shape,
+    embed: candle_nn::Embedding,
+    layers: Vec<Layer>,
+    norm: RmsNorm,
+    output: QMatMul,
+    cos: Tensor,
+    sin: Tensor,
+    device: Device,
+}
+
+/// The keys and values of one conversation's tokens so far, for every layer.
+#[derive(Debug, Default)]
+pub struct KvCache {
+    /// Per layer: keys and values, `(kv_heads, capacity, head_dim)`, the first `len` used.
+    kv: Vec<(Tensor, Tensor)>,
+    len: usize,
+    capacity: usize,
+}
+
+impl KvCache {
+    /// Tokens held.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes allocated (capacity, not only what is used).
+    pub fn bytes(&self) -> usize {
+        self.kv
+            .iter()
+            .map(|(k, v)| (k.elem_count() + v.elem_count()) * 4)
+            .sum()
+    }
+
+    /// Forgets every token after the first `len`.
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+
+    /// A copy of the first `len` tokens, in storage of its own sized to them (the copy can
+    /// grow without touching this one).
+    pub fn prefix(&self, len: usize) -> candle::Result<KvCache> {
+        let len = len.min(self.len);
+        if len == 0 {
+            return Ok(KvCache::default());
+        }
+        let mut kv = Vec::with_capacity(self.kv.len());
+        for (k, v) in &self.kv {
+            kv.push((
+                k.narrow(1, 0, len)?.contiguous()?.copy()?,
+                v.narrow(1, 0, len)?.contiguous()?.copy()?,
+            ));
+        }
+        Ok(KvCache {
+            kv,
+            len,
+            capacity: len,
+        })
+    }
+
+    /// Makes room for `extra` more tokens (growing by doubling, so appends stay amortised).
+    fn reserve(&mut self, shape: &Shape, extra: usize, device: &Device) -> candle::Result<()> {
+        let need = self.len + extra;
+        if need <= self.capacity && self.kv.len() == shape.layers {
+            return Ok(());
+        }
+        let capacity = need
+            .max(self.capacity * 2)
+            .max(64)
+            .min(shape.context.max(need));
+        let mut kv = Vec::with_capacity(shape.layers);
+        for layer in 0..shape.layers {
+            let dims = (shape.kv_heads, capacity, shape.head_dim);
+            let (k, v) = (
+                Tensor::zeros(dims, DType::F32, device)?,
+                Tensor::zeros(dims, DType::F32, device)?,
+            );
+            if self.len > 0 {
+                let (old_k, old_v) = &self.kv[layer];
+                k.slice_set(&old_k.narrow(1, 0, self.len)?.contiguous()?, 1, 0)?;
+                v.slice_set(&old_v.narrow(1, 0, self.len)?.contiguous()?, 1, 0)?;
+            }
+            kv.push((k, v));
+        }
+        self.kv = kv;
+        self.capacity = capacity;
+        Ok(())
+    }
+}
+
+fn matmul(q: QTensor, format: WeightFormat, device: &Device) -> candle::Result<QMatMul> {
+    let dequantize = matches!(q.dtype(), GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16)
+        || format == WeightFormat::F16;
+    Ok(if dequantize {
+        QMatMul::TensorF16(q.dequantize_f16(device)?)
+    } else {
+        QMatMul::QTensor(std::sync::Arc::new(q))
+    })
+}
+
+impl Llama {
+    /// Loads the weights of a `general.architecture = "llama"` GGUF.
+    pub fn load<R: std::io::Read + std::io::Seek>(
+        content: &gguf_file::Content,
+        reader: &mut R,
+        format: WeightFormat,
+        device: &Device,
+    ) -> candle::Result<Self> {
+        let md = |key: &str| {
+            content
+                .metadata
+                .get(key)
+                .ok_or_else(|| candle::Error::Msg(format!("the GGUF has no {key}")))
+        };
+        let arch = md("general.architecture")?.to_string()?.clone();
+        if arch != "llama" {
+            candle::bail!("general.architecture is {arch:?}; only \"llama\" is supported");
+        }
+        let u = |key: &str| -> candle::Result<usize> { Ok(md(key)?.to_u32()? as usize) };
+        let heads = u("llama.attention.head_count")?;
+        if heads == 0 {
+            candle::bail!("llama.attention.head_count is 0");
+        }
+        let embedding = u("llama.embedding_length")?;
+        let eps = md("llama.attention.layer_norm_rms_epsilon")?.to_f32()? as f64;
+        let rope_base = md("llama.rope.freq_base")
+            .and_then(|v| v.to_f32())
+            .unwrap_or(10_000.0);
+        let context = u("llama.context_length").unwrap_or(4096).clamp(256, 32_768);
+        let tensor = |name: &str, reader: &mut R| content.tensor(reader, name, device);
+        let embed_q = tensor("token_embd.weight", reader)?;
+        let vocab = embed_q.shape().dims()[0];
+        let embed = embed_q.dequantize(device)?;
+        let output = match tensor("output.weight", reader) {
+            Ok(t) => t,
+            Err(_) => embed_q, // tied embeddings
+        };
+        let mut layers = Vec::new();
+        for i in 0..u("llama.block_count")? {
+            let mut get = |name: &str| tensor(&format!("blk.{i}.{name}.weight"), reader);
+            let mut mm = |name: &str| matmul(get(name)?, format, device);
+            let (wq, wk, wv, wo) = (
+                mm("attn_q")?,
+                mm("attn_k")?,
+                mm("attn_v")?,
+                mm("attn_output")?,
+            );
+            let (gate, down, up) = (mm("ffn_gate")?, mm("ffn_down")?, mm("ffn_up")?);
+            layers.push(Layer {
+                wq,
+                wk,
+                wv,
+                wo,
+                gate,
+                down,
+                up,
+                attn_norm: RmsNorm::from_qtensor(get("attn_norm")?, eps)?,
+                ffn_norm: RmsNorm::from_qtensor(get("ffn_norm")?, eps)?,
+            });
+        }
+        let shape = Shape {
+            layers: layers.len(),
+            heads,
+            kv_heads: u("llama.attention.head_count_kv").unwrap_or(heads),
+            head_dim: embedding / heads,
+            embedding,
+            context,
+            vocab,
+        };
+        if shape.kv_heads == 0 || !shape.heads.is_multiple_of(shape.kv_heads) {
+            candle::bail!(
+                "{} heads do not group over {} KV heads",
+                heads,
+                shape.kv_heads
+            );
+        }
+        let half = shape.head_dim / 2;
+        let theta: Vec<f32> = (0..half)
+            .map(|i| 1.0 / rope_base.powf(2.0 * i as f32 / shape.head_dim as f32))
+            .collect();
+        let positions = Tensor::arange(0, context as u32, device)?
+            .to_dtype(DType::F32)?
+            .reshape((context, 1))?;
+        let angles =
+            positions.matmul(&Tensor::new(theta.as_slice(), device)?.reshape((1, half))?)?;
+        Ok(Self {
+            embed: candle_nn::Embedding::new(embed, embedding),
+            layers,
+            norm: RmsNorm::from_qtensor(tensor("output_norm.weight", reader)?, eps)?,
+            output: matmul(output, format, device)?,
+            cos: angles.cos()?,
+            sin: angles.sin()?,
+            shape,
+            device: device.clone(),
+        })
+    }
+
+    /// The model's shape.
+    pub fn shape(&self) -> &Shape {
+        &self.shape
+    }
+
+    /// Runs `tokens` after what `cache` holds and returns the logits that follow the last
+    /// one (`vocab` f32). The tokens join the cache.
+    pub fn forward(&self, tokens: &[u32], cache: &mut KvCache) -> candle::Result<Tensor> {
+        let t = tokens.len();
+        let start = cache.len;
+        if t == 0 {
+            candle::bail!("nothing to run");
+        }
+        if start + t > self.shape.context {
+            candle::bail!(
+                "{} tokens pass the model's context of {}",
+                start + t,
+                self.shape.context
+            );
+        }
+        cache.reserve(&self.shape, t, &self.device)?;
+        let s = &self.shape;
+        let total = start + t;
+        let rep = s.heads / s.kv_heads;
+        let cos = self.cos.narrow(0, start, t)?;
+        let sin = self.sin.narrow(0, start, t)?;
+        // Row (r, i) of a query group is position start + i: it sees keys 0..=start + i.
+        let mask = if t > 1 {
+            let m: Vec<f32> = (0..t)
+                .flat_map(|i| {
+                    (0..total).map(move |j| {
+                        if j > start + i {
+                            f32::NEG_INFINITY
+                        } else {
+                            0.0
+                        }
+                    })
+                })
+                .collect();
+            Some(Tensor::from_vec(m, (1, 1, t, total), &self.device)?)
+        } else {
+            None
+        };
+        let ids = Tensor::new(tokens, &self.device)?.unsqueeze(0)?;
+        let mut x = self.embed.forward(&ids)?; // (1, t, embedding)
+        for (layer, (k_cache, v_cache)) in self.layers.iter().zip(cache.kv.iter()) {
+            let h = layer.attn_norm.forward(&x)?;
+            let q = layer
+                .wq
+                .forward(&h)?
+                .reshape((1, t, s.heads, s.head_dim))?
+                .transpose(1, 2)?
+                .contiguous()?;
+            let k = layer
+                .wk
+                .forward(&h)?
+                .reshape((1, t, s.kv_heads, s.head_dim))?
+                .transpose(1, 2)?
+                .contiguous()?;
+            let v = layer
+                .wv
+                .forward(&h)?
+                .reshape((t, s.kv_heads, s.head_dim))?
+                .transpose(0, 1)?
+                .contiguous()?;
+            let q = candle_nn::rotary_emb::rope_i(&q, &cos, &sin)?;
+            let k = candle_nn::rotary_emb::rope_i(&k, &cos, &sin)?.squeeze(0)?;
+            k_cache.slice_set(&k, 1, start)?;
+            v_cache.slice_set(&v, 1, start)?;
+            let keys = k_cache.narrow(1, 0, total)?; // (kv_heads, total, head_dim)
+            let values = v_cache.narrow(1, 0, total)?;
+            // The query heads that share a KV head, stacked: (kv_heads, rep * t, head_dim).
+            let q = q.reshape((s.kv_heads, rep * t, s.head_dim))?;
+            let att = (q.matmul(&keys.t()?)? / (s.head_dim as f64).sqrt())?;
+            let att = match &mask {
+                Some(m) => att
+                    .reshape((s.kv_heads, rep, t, total))?
+                    .broadcast_add(m)?
+                    .reshape((s.kv_heads, rep * t, total))?,
+                None => att,
+            };
+            let att = candle_nn::ops::softmax_last_dim(&att)?;
+            let y = att
+                .matmul(&values)? // (kv_heads, rep * t, head_dim) = (heads, t, head_dim)
+                .reshape((s.heads, t, s.head_dim))?
+                .transpose(0, 1)?
+                .reshape((1, t, s.embedding))?;
+            x = (layer.wo.forward(&y)? + x)?;
+            let h = layer.ffn_norm.forward(&x)?;
+            let ffn = (candle_nn::ops::silu(&layer.gate.forward(&h)?)? * layer.up.forward(&h)?)?;
+            x = (layer.down.forward(&ffn)? + x)?;
+        }
+        cache.len = total;
+        let last = x.narrow(1, t - 1, 1)?;
+        let logits = self.output.forward(&self.norm.forward(&last)?)?;
+        logits.flatten_all()?.to_dtype(DType::F32)
+    }
+}

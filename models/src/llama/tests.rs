@@ -1,0 +1,331 @@
+use std::time::{Duration, Instant};
+
+use candle::quantized::{gguf_file, GgmlDType, QTensor};
+use candle::{Device, Tensor};
+use serde_json::json;
+
+use super::*;
+use crate::ToolChoice;
+
+const EMBED: usize = 64;
+const HEADS: usize = 4;
+const KV_HEADS: usize = 2;
+const FFN: usize = 128;
+const LAYERS: usize = 2;
+
+/// Writes a tiny seeded Llama GGUF (byte-level vocabulary, ChatML tokens) into `dir`.
+pub(crate) fn tiny_gguf(dir: &Path) {
+    let dev = Device::Cpu;
+    let chars = tokenizer::byte_chars();
+    let mut tokens: Vec<String> = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    tokens.extend(chars.iter().map(|c| c.to_string()));
+    let merges = ["h e", "l l", "he ll", "Ġ w"];
+    tokens.extend(merges.iter().map(|m| m.replace(' ', "")));
+    let mut types = vec![1i32; tokens.len()];
+    types[..3].fill(3);
+    let vocab = tokens.len();
+
+    let mut seed = 7u64;
+    let mut rand = |rows: usize, cols: usize, scale: f32| {
+        let data: Vec<f32> = (0..rows * cols)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                ((seed % 2001) as f32 / 1000.0 - 1.0) * scale
+            })
+            .collect();
+        Tensor::from_vec(data, (rows, cols), &dev).unwrap()
+    };
+    let q8 = |t: Tensor| QTensor::quantize(&t, GgmlDType::Q8_0).unwrap();
+    let f32t = |t: Tensor| QTensor::quantize(&t, GgmlDType::F32).unwrap();
+    let ones = |n: usize| Tensor::ones(n, candle::DType::F32, &dev).unwrap();
+    let head_dim = EMBED / HEADS;
+    let mut named: Vec<(String, QTensor)> = vec![
+        ("token_embd.weight".into(), q8(rand(vocab, EMBED, 0.5))),
+        ("output_norm.weight".into(), f32t(ones(EMBED))),
+    ];
+    for i in 0..LAYERS {
+        let p = |n: &str| format!("blk.{i}.{n}.weight");
+        named.push((p("attn_q"), q8(rand(EMBED, EMBED, 0.2))));
+        named.push((p("attn_k"), q8(rand(KV_HEADS * head_dim, EMBED, 0.2))));
+        named.push((p("attn_v"), q8(rand(KV_HEADS * head_dim, EMBED, 0.2))));
+        named.push((p("attn_output"), q8(rand(EMBED, EMBED, 0.2))));
+        named.push((p("ffn_gate"), q8(rand(FFN, EMBED, 0.2))));
+        named.push((p("ffn_up"), q8(rand(FFN, EMBED, 0.2))));
+        named.push((p("ffn_down"), q8(rand(EMBED, FFN, 0.2))));
+        named.push((p("attn_norm"), f32t(ones(EMBED))));
+        named.push((p("ffn_norm"), f32t(ones(EMBED))));
+    }
+    use gguf_file::Value as V;
+    let strs = |v: &[String]| V::Array(v.iter().map(|s| V::String(s.clone())).collect());
+    let merges: Vec<String> = merges.iter().map(|s| s.to_string()).collect();
+    let md: Vec<(&str, V)> = vec![
+        ("general.architecture", V::String("llama".into())),
+        ("general.name", V::String("tiny".into())),
+        ("llama.block_count", V::U32(LAYERS as u32)),
+        ("llama.context_length", V::U32(512)),
+        ("llama.embedding_length", V::U32(EMBED as u32)),
+        ("llama.attention.head_count", V::U32(HEADS as u32)),
+        ("llama.attention.head_count_kv", V::U32(KV_HEADS as u32)),
+        ("llama.rope.freq_base", V::F32(10_000.0)),
+        ("llama.attention.layer_norm_rms_epsilon", V::F32(1e-5)),
+        ("llama.rope.dimension_count", V::U32(head_dim as u32)),
+        ("tokenizer.ggml.model", V::String("gpt2".into())),
+        ("tokenizer.ggml.tokens", strs(&tokens)),
+        (
+            "tokenizer.ggml.token_type",
+            V::Array(types.iter().map(|&t| V::I32(t)).collect()),
+        ),
+        ("tokenizer.ggml.merges", strs(&merges)),
+        (
+            "tokenizer.chat_template",
+            V::String(
+                "{{ '<|im_start|>system\nYou are tiny.<|im_end|>\n' }}{{'<|im_start|>'}}".into(),
+            ),
+        ),
+    ];
+    let md: Vec<(&str, &V)> = md.iter().map(|(k, v)| (*k, v)).collect();
+    let tensors: Vec<(&str, &QTensor)> = named.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let mut f = std::fs::File::create(dir.join("tiny.gguf")).unwrap();
+    gguf_file::write(&mut f, &md, &tensors).unwrap();
+}
+
+fn load(format: WeightFormat) -> (tempfile::TempDir, LoadedLlama) {
+    let dir = tempfile::tempdir().unwrap();
+    tiny_gguf(dir.path());
+    let llm = LoadedLlama::load(dir.path(), format, &Device::Cpu).unwrap();
+    (dir, llm)
+}
+
+fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
+    (a - b)
+        .unwrap()
+        .abs()
+        .unwrap()
+        .max_all()
+        .unwrap()
+        .to_scalar::<f32>()
+        .unwrap()
+}
+
+fn prompt(n: usize) -> Vec<u32> {
+    (0..n as u32).map(|i| 3 + (i * 37) % 250).collect()
+}
+
+#[test]
+fn a_prompt_run_in_pieces_gives_the_logits_of_one_pass() {
+    for format in [WeightFormat::Quantized, WeightFormat::F16] {
+        let (_dir, llm) = load(format);
+        let tokens = prompt(45);
+        let mut whole = KvCache::default();
+        let all = llm.model.forward(&tokens, &mut whole).unwrap();
+        let mut pieces = KvCache::default();
+        llm.model.forward(&tokens[..17], &mut pieces).unwrap();
+        llm.model.forward(&tokens[17..40], &mut pieces).unwrap();
+        let mut last = None;
+        for t in &tokens[40..] {
+            last = Some(llm.model.forward(&[*t], &mut pieces).unwrap());
+        }
+        assert_eq!(pieces.len(), 45);
+        let d = max_diff(&all, &last.unwrap());
+        assert!(d < 1e-3, "{format:?}: logits differ by {d}");
+        // A prefix copy continues exactly as the original would.
+        let mut copy = whole.prefix(30).unwrap();
+        let again = llm.model.forward(&tokens[30..], &mut copy).unwrap();
+        assert!(max_diff(&all, &again) < 1e-3);
+        assert_eq!(
+            whole.len(),
+            45,
+            "copying a prefix leaves the original alone"
+        );
+    }
+}
+
+#[test]
+fn the_logits_match_candles_own_quantized_llama() {
+    let dir = tempfile::tempdir().unwrap();
+    tiny_gguf(dir.path());
+    let path = dir.path().join("tiny.gguf");
+    let mut f = std::fs::File::open(&path).unwrap();
+    let content = gguf_file::Content::read(&mut f).unwrap();
+    let mut theirs = candle_transformers::models::quantized_llama::ModelWeights::from_gguf(
+        content,
+        &mut f,
+        &Device::Cpu,
+    )
+    .unwrap();
+    let (_d, ours) = load(WeightFormat::Quantized);
+    let tokens = prompt(20);
+    let input = Tensor::new(tokens.as_slice(), &Device::Cpu)
+        .unwrap()
+        .unsqueeze(0)
+        .unwrap();
+    let expected = theirs.forward(&input, 0).unwrap().flatten_all().unwrap();
+    let got = ours
+        .model
+        .forward(&tokens, &mut KvCache::default())
+        .unwrap();
+    let d = max_diff(&expected, &got);
+    assert!(d < 1e-3, "differs from candle's quantized_llama by {d}");
+}
+
+fn collect(stream: &mut Box<dyn LlmStream>) -> Vec<LlmEvent> {
+    let mut out = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        stream.poll(&mut out);
+        if matches!(out.last(), Some(LlmEvent::Done | LlmEvent::Failed(_))) {
+            return out;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    panic!("no end: {out:?}");
+}
+
+fn request(messages: Vec<serde_json::Value>, max_tokens: u32) -> ChatRequest {
+    ChatRequest {
+        messages,
+        tools: Vec::new(),
+        tool_choice: ToolChoice::Auto,
+        max_tokens: Some(max_tokens),
+        temperature: None,
+    }
+}
+
+fn usage(events: &[LlmEvent]) -> (usize, usize) {
+    events
+        .iter()
+        .find_map(|e| match e {
+            LlmEvent::Usage {
+                prompt_tokens,
+                completion_tokens,
+                ..
+            } => Some((*prompt_tokens, *completion_tokens)),
+            _ => None,
+        })
+        .expect("a usage event")
+}
+
+fn cached(events: &[LlmEvent]) -> usize {
+    events
+        .iter()
+        .find_map(|e| match e {
+            LlmEvent::Usage { cached_tokens, .. } => Some(*cached_tokens),
+            _ => None,
+        })
+        .unwrap()
+}
+
+fn answer_text(events: &[LlmEvent]) -> String {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            LlmEvent::Text(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn the_next_turn_prefills_only_what_is_new() {
+    let (_dir, llm) = load(WeightFormat::F16);
+    let engine = EmbeddedLlm::start(llm, LlamaOptions::default()).unwrap();
+    let first = vec![json!({"role": "user", "content": "hello world"})];
+    let events = collect(&mut engine.start(request(first.clone(), 6)));
+    assert!(matches!(events.last(), Some(LlmEvent::Done)), "{events:?}");
+    let (prompt_tokens, completion) = usage(&events);
+    assert!(completion <= 6);
+    assert_eq!(cached(&events), 0);
+    // The same conversation one turn on: the first turn's prompt is reused from the cache.
+    let mut next = first;
+    next.push(json!({"role": "assistant", "content": answer_text(&events)}));
+    next.push(json!({"role": "user", "content": "and again"}));
+    let events = collect(&mut engine.start(request(next, 4)));
+    let reused = cached(&events);
+    assert!(
+        reused >= prompt_tokens,
+        "reused {reused} of the first turn's {prompt_tokens} prompt tokens"
+    );
+    assert!(usage(&events).0 > reused);
+}
+
+#[test]
+fn a_dropped_stream_stops_its_answer_and_others_go_on() {
+    let (_dir, llm) = load(WeightFormat::F16);
+    let engine = EmbeddedLlm::start(llm, LlamaOptions::default()).unwrap();
+    let long = engine.start(request(
+        vec![json!({"role": "user", "content": "hello"})],
+        200,
+    ));
+    drop(long);
+    let events = collect(&mut engine.start(request(
+        vec![json!({"role": "user", "content": "hello"})],
+        3,
+    )));
+    assert!(matches!(events.last(), Some(LlmEvent::Done)));
+    assert!(usage(&events).1 <= 3);
+}
+
+#[test]
+fn a_conversation_too_long_for_the_context_drops_its_oldest_turns() {
+    let (_dir, llm) = load(WeightFormat::F16);
+    let engine = EmbeddedLlm::start(llm, LlamaOptions::default()).unwrap();
+    let mut messages = vec![json!({"role": "system", "content": "Be brief."})];
+    for i in 0..40 {
+        messages.push(json!({"role": "user", "content": format!("message number {i} is here")}));
+    }
+    let events = collect(&mut engine.start(request(messages, 8)));
+    assert!(matches!(events.last(), Some(LlmEvent::Done)), "{events:?}");
+    let (prompt_tokens, _) = usage(&events);
+    assert!(prompt_tokens <= 512 - 8, "{prompt_tokens}");
+    // One message alone longer than the context fails clearly.
+    let huge = "x ".repeat(600);
+    let events =
+        collect(&mut engine.start(request(vec![json!({"role": "system", "content": huge})], 8)));
+    assert!(
+        matches!(events.last(), Some(LlmEvent::Failed(f)) if f.code == CONTEXT_LENGTH_EXCEEDED && f.message.contains("tokens")),
+        "{events:?}"
+    );
+}
+
+#[test]
+fn the_template_keeps_the_models_default_system_message() {
+    let (_dir, llm) = load(WeightFormat::F16);
+    let p = llm
+        .template
+        .render(
+            &llm.tokenizer,
+            &[json!({"role": "user", "content": "hi"})],
+            &[],
+            &ToolChoice::Auto,
+            512,
+        )
+        .unwrap();
+    let text = llm.tokenizer.decode(&p.tokens);
+    assert_eq!(text, "system\nYou are tiny.\nuser\nhi\nassistant\n");
+    // Forcing a named tool opens its call in the answer.
+    let tool = crate::Tool {
+        name: "get_time".into(),
+        description: "now".into(),
+        parameters: "{}".into(),
+    };
+    let p = llm
+        .template
+        .render(
+            &llm.tokenizer,
+            &[json!({"role": "user", "content": "hi"})],
+            &[tool],
+            &ToolChoice::Function("get_time".into()),
+            4096,
+        )
+        .unwrap();
+    assert_eq!(
+        p.answer_prefix,
+        "<tool_call>\n{\"name\": \"get_time\", \"arguments\": "
+    );
+    assert!(llm.tokenizer.decode(&p.tokens).contains("<tools>"));
+}

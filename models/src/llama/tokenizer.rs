@@ -1,0 +1,374 @@
+//! The byte-level BPE tokenizer of a GGUF chat model (`tokenizer.ggml.model = "gpt2"`),
+//! rebuilt from the file's vocabulary and merges: GPT-2's pre-tokenizer with digits split one
+//! by one (SmolLM2's `smollm` pre-tokenizer), then the merges by rank. Control tokens
+//! (`<|im_start|>`, …) are only ever produced by the chat template, never from text, so a
+//! user who types `<|im_end|>` gets the characters, not the token.
+
+use std::collections::HashMap;
+
+/// Why a GGUF's tokenizer cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenizerError {
+    /// A key is missing or has the wrong type.
+    #[error("the GGUF tokenizer has no usable {0}")]
+    Missing(&'static str),
+    /// A tokenizer other than byte-level BPE.
+    #[error("tokenizer.ggml.model is {0:?}; only byte-level BPE (\"gpt2\") is supported")]
+    Unsupported(String),
+    /// The vocabulary spells no bytes at all.
+    #[error("the vocabulary has no byte-level tokens")]
+    NoBytes,
+}
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct Tokenizer {
+    /// Each token's bytes.
+    bytes: Vec<Vec<u8>>,
+    /// Control tokens by text.
+    control: HashMap<String, u32>,
+    /// The token of each single byte (a few control bytes have none in some vocabularies:
+    /// like the model's own tokenizer, encoding leaves them out).
+    byte_token: [Option<u32>; 256],
+    /// (left, right) → (rank, merged token).
+    merges: HashMap<(u32, u32), (u32, u32)>,
+}
+
+/// GPT-2's reversible map from bytes to printable characters (the vocabulary's spelling).
+pub(crate) fn byte_chars() -> [char; 256] {
+    let mut out = ['\0'; 256];
+    let mut n = 0u32;
+    for b in 0..=255u8 {
+        let printable = (b'!'..=b'~').contains(&b) || (0xA1..=0xAC).contains(&b) || b >= 0xAE;
+        out[b as usize] = if printable {
+            char::from(b)
+        } else {
+            n += 1;
+            char::from_u32(255 + n).unwrap_or('\0')
+        };
+    }
+    out
+}
+
+impl Tokenizer {
+    /// Builds the tokenizer from the vocabulary (`tokens`, in the byte-level spelling), each
+    /// token's type (3 = control) and the merges (`"left right"`, best first).
+    pub fn new(
+        model: &str,
+        tokens: &[String],
+        types: &[i32],
+        merges: &[String],
+    ) -> Result<Self, TokenizerError> {
+        if model != "gpt2" {
+            return Err(TokenizerError::Unsupported(model.to_string()));
+        }
+        let chars = byte_chars();
+        let byte_of: HashMap<char, u8> = (0..=255u8).map(|b| (chars[b as usize], b)).collect();
+        let mut ids: HashMap<&str, u32> = HashMap::with_capacity(tokens.len());
+        let mut control = HashMap::new();
+        let mut bytes = Vec::with_capacity(tokens.len());
+        for (id, token) in tokens.iter().enumerate() {
+            let id = id as u32;
+            ids.insert(token, id);
+            if types.get(id as usize) == Some(&3) {
+                control.insert(token.clone(), id);
+                bytes.push(Vec::new()); // control tokens print nothing
+            } else {
+                bytes.push(
+                    token
+                        .chars()
+                        .map(|c| byte_of.get(&c).copied().unwrap_or(b'?'))
+                        .collect(),
+                );
+            }
+        }
+        let mut byte_token = [None; 256];
+        for b in 0..=255u8 {
+            let spelled = chars[b as usize].to_string();
+            byte_token[b as usize] = ids.get(spelled.as_str()).copied();
+        }
+        if byte_token.iter().all(Option::is_none) {
+            return Err(TokenizerError::NoBytes);
+        }
+        let mut table = HashMap::with_capacity(merges.len());
+        for (rank, merge) in merges.iter().enumerate() {
+            let Some((left, right)) = merge.split_once(' ') else {
+                continue;
+            };
+            let joined = format!("{left}{right}");
+            if let (Some(&l), Some(&r), Some(&m)) =
+                (ids.get(left), ids.get(right), ids.get(joined.as_str()))
+            {
+                table.entry((l, r)).or_insert((rank as u32, m));
+            }
+        }
+        Ok(Self {
+            bytes,
+            control,
+            byte_token,
+            merges: table,
+        })
+    }
+
+    /// Tokens in the vocabulary.
+    pub fn vocab_size(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// The control token spelled `text` (`<|im_start|>`), if the vocabulary has it.
+    pub fn control(&self, text: &str) -> Option<u32> {
+        self.control.get(text).copied()
+    }
+
+    /// The bytes a token stands for (none for control tokens).
+    pub fn token_bytes(&self, id: u32) -> &[u8] {
+        self.bytes.get(id as usize).map_or(&[], Vec::as_slice)
+    }
+
+    /// Encodes plain text (control tokens spelled in it stay text) onto `out`.
+    pub fn encode_into(&self, text: &str, out: &mut Vec<u32>) {
+        let mut word = Vec::new();
+        for piece in pre_tokenize(text) {
+            word.clear();
+            word.extend(piece.bytes().filter_map(|b| self.byte_token[b as usize]));
+            self.merge(&mut word);
+            out.extend_from_slice(&word);
+        }
+    }
+
+    /// Encodes plain text.
+    pub fn encode(&self, text: &str) -> Vec<u32> {
+        let mut out = Vec::new();
+        self.encode_into(text, &mut out);
+        out
+    }
+
+    /// Applies the merges to one pre-tokenized word, best-ranked pair first.
+    fn merge(&self, word: &mut Vec<u32>) {
+        while word.len() > 1 {
+            let best = word
+                .windows(2)
+                .enumerate()
+                .filter_map(|(i, w)| self.merges.get(&(w[0], w[1])).map(|&(r, m)| (r, i, m)))
+                .min();
+            let Some((_, at, merged)) = best else {
+                return;
+            };
+            // Merge every occurrence of this pair, left to right.
+            let (l, r) = (word[at], word[at + 1]);
+            let mut i = 0;
+            let mut next = Vec::with_capacity(word.len());
+            while i < word.len() {
+                if i + 1 < word.len() && word[i] == l && word[i + 1] == r {
+                    next.push(merged);
+                    i += 2;
+                } else {
+                    next.push(word[i]);
+                    i += 1;
+                }
+            }
+            *word = next;
+        }
+    }
+
+    /// Decodes tokens to text (invalid UTF-8 replaced).
+    pub fn decode(&self, ids: &[u32]) -> String {
+        let bytes: Vec<u8> = ids
+            .iter()
+            .flat_map(|&id| self.token_bytes(id).iter().copied())
+            .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+}
+
+/// Turns a stream of tokens into text, holding back the bytes of a character that a later
+/// token completes.
+#[derive(Debug, Default)]
+pub struct TextStream {
+    pending: Vec<u8>,
+}
+
+impl TextStream {
+    /// The text that `id` completes (possibly empty).
+    pub fn push(&mut self, tokenizer: &Tokenizer, id: u32) -> String {
+        self.pending.extend_from_slice(tokenizer.token_bytes(id));
+        let valid = match std::str::from_utf8(&self.pending) {
+            Ok(s) => s.len(),
+            Err(e) if e.error_len().is_none() => e.valid_up_to(), // a character still open
+            Err(_) => {
+                let s = String::from_utf8_lossy(&self.pending).into_owned();
+                self.pending.clear();
+                return s;
+            }
+        };
+        let text = String::from_utf8_lossy(&self.pending[..valid]).into_owned();
+        self.pending.drain(..valid);
+        text
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Class {
+    Letter,
+    Number,
+    Space,
+    Other,
+}
+
+fn class(c: char) -> Class {
+    if c.is_alphabetic() {
+        Class::Letter
+    } else if c.is_numeric() {
+        Class::Number
+    } else if c.is_whitespace() {
+        Class::Space
+    } else {
+        Class::Other
+    }
+}
+
+/// Splits text into the words BPE merges within: digits one by one, then GPT-2's pattern
+/// `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`.
+pub fn pre_tokenize(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (i, c) in text.char_indices() {
+        if c.is_numeric() {
+            if start < i {
+                gpt2_split(&text[start..i], &mut out);
+            }
+            out.push(&text[i..i + c.len_utf8()]);
+            start = i + c.len_utf8();
+        }
+    }
+    if start < text.len() {
+        gpt2_split(&text[start..], &mut out);
+    }
+    out
+}
+
+fn gpt2_split<'a>(text: &'a str, out: &mut Vec<&'a str>) {
+    let chars: Vec<(usize, char)> = text.char_indices().collect();
+    let at = |k: usize| chars.get(k).map(|&(_, c)| c);
+    let offset = |k: usize| chars.get(k).map_or(text.len(), |&(i, _)| i);
+    let run = |mut k: usize, cls: Class| {
+        while at(k).is_some_and(|c| class(c) == cls) {
+            k += 1;
+        }
+        k
+    };
+    let mut k = 0;
+    while k < chars.len() {
+        let c = chars[k].1;
+        let end = if c == '\'' {
+            let next: String = (1..=2).filter_map(|d| at(k + d)).collect();
+            if ["re", "ve", "ll"].iter().any(|s| next.starts_with(s)) {
+                Some(k + 3)
+            } else if next.starts_with(['s', 't', 'm', 'd']) {
+                Some(k + 2)
+            } else {
+                None
+            }
+        } else {
+            None
+        };
+        let end = end.unwrap_or_else(|| {
+            let (lead, first) = if c == ' ' {
+                match at(k + 1) {
+                    Some(n) if class(n) != Class::Space => (1, class(n)),
+                    _ => (0, Class::Space),
+                }
+            } else {
+                (0, class(c))
+            };
+            match first {
+                Class::Space => {
+                    let end = run(k, Class::Space);
+                    // `\s+(?!\S)`: leave the last space to the word that follows.
+                    if end < chars.len() && end - k > 1 {
+                        end - 1
+                    } else {
+                        end
+                    }
+                }
+                cls => run(k + lead, cls),
+            }
+        });
+        out.push(&text[offset(k)..offset(end)]);
+        k = end;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pre_tokenizer_splits_as_gpt2_with_single_digits() {
+        assert_eq!(pre_tokenize("Hello, world!"), ["Hello", ",", " world", "!"]);
+        assert_eq!(
+            pre_tokenize("I have 1234 apples\n\n  and  two\tpears."),
+            [
+                "I", " have", " ", "1", "2", "3", "4", " apples", "\n\n ", " and", " ", " two",
+                "\t", "pears", "."
+            ]
+        );
+        assert_eq!(
+            pre_tokenize("you'll we've I'm"),
+            ["you", "'ll", " we", "'ve", " I", "'m"]
+        );
+        assert_eq!(pre_tokenize("  lead"), [" ", " lead"]);
+        assert_eq!(pre_tokenize("trail   "), ["trail", "   "]);
+        assert_eq!(pre_tokenize("a ?!b"), ["a", " ?!", "b"]);
+    }
+
+    #[test]
+    fn byte_chars_are_a_bijection() {
+        let chars = byte_chars();
+        let set: std::collections::HashSet<char> = chars.iter().copied().collect();
+        assert_eq!(set.len(), 256);
+        assert_eq!(chars[b' ' as usize], 'Ġ');
+        assert_eq!(chars[b'\n' as usize], 'Ċ');
+    }
+
+    /// A toy vocabulary: all bytes, then merges that build "hello" and " world".
+    fn toy() -> Tokenizer {
+        let chars = byte_chars();
+        let mut tokens: Vec<String> = vec!["<|im_start|>".into()];
+        tokens.extend((0..=255u8).map(|b| chars[b as usize].to_string()));
+        let merges = [
+            "h e", "l l", "he ll", "hell o", "Ġ w", "o r", "Ġw or", "Ġwor l", "Ġworl d",
+        ];
+        for m in merges {
+            tokens.push(m.replace(' ', ""));
+        }
+        let mut types = vec![1; tokens.len()];
+        types[0] = 3;
+        let merges: Vec<String> = merges.iter().map(|s| s.to_string()).collect();
+        Tokenizer::new("gpt2", &tokens, &types, &merges).unwrap()
+    }
+
+    #[test]
+    fn merges_apply_by_rank_and_decode_round_trips() {
+        let t = toy();
+        let ids = t.encode("hello world");
+        assert_eq!(t.decode(&ids), "hello world");
+        assert_eq!(ids.len(), 2, "{ids:?}");
+        assert_eq!(t.control("<|im_start|>"), Some(0));
+        // Spelled in text, a control token is just characters.
+        let typed = t.encode("<|im_start|>");
+        assert!(!typed.contains(&0));
+        assert_eq!(t.decode(&typed), "<|im_start|>");
+        assert_eq!(t.decode(&t.encode("Ünïcödé 東京 🙂")), "Ünïcödé 東京 🙂");
+    }
+
+    #[test]
+    fn text_stream_holds_back_a_split_character() {
+        let t = toy();
+        let ids = t.encode("é🙂");
+        assert_eq!(ids.len(), 6); // byte tokens: 2 + 4
+        let mut s = TextStream::default();
+        let out: Vec<String> = ids.iter().map(|&id| s.push(&t, id)).collect();
+        assert_eq!(out, ["", "é", "", "", "", "🙂"]);
+    }
+}
