@@ -273,12 +273,16 @@ impl ToolCallParser {
     }
 
     fn call(&mut self, body: &str) -> Result<LlmEvent, String> {
-        let v: Value = serde_json::from_str(body.trim())
-            .map_err(|e| format!("the model wrote a tool call that is not JSON ({e})"))?;
+        let body = body.trim();
+        // Small models close their JSON badly: read the first value after each key.
+        let v: Value = serde_json::from_str(body).unwrap_or_else(|_| {
+            json!({"name": value_after(body, "\"name\""),
+                   "arguments": value_after(body, "\"arguments\"")})
+        });
         let name = v["name"]
             .as_str()
             .filter(|n| !n.is_empty())
-            .ok_or("the model wrote a tool call without a name")?;
+            .ok_or_else(|| format!("the model wrote a tool call without a name: {body:?}"))?;
         let arguments = match &v["arguments"] {
             Value::String(s) => s.clone(),
             Value::Null => "{}".into(),
@@ -291,6 +295,22 @@ impl ToolCallParser {
             arguments,
         }))
     }
+}
+
+/// The first JSON value after `key:` in `text` (Null when there is none).
+fn value_after(text: &str, key: &str) -> Value {
+    let Some(at) = text.find(key) else {
+        return Value::Null;
+    };
+    let rest = text[at + key.len()..].trim_start();
+    let Some(rest) = rest.strip_prefix(':') else {
+        return Value::Null;
+    };
+    serde_json::Deserializer::from_str(rest)
+        .into_iter::<Value>()
+        .next()
+        .and_then(Result::ok)
+        .unwrap_or(Value::Null)
 }
 
 #[cfg(test)]
@@ -351,6 +371,14 @@ mod tests {
         let out = run(&["<tool_call>{\"name\": \"f\", \"arguments\": {}}"]).unwrap();
         assert!(matches!(&out[0], LlmEvent::ToolCall(c) if c.name == "f" && c.arguments == "{}"));
         assert!(run(&["<tool_call>not json</tool_call>"]).is_err());
+        // A call whose JSON is closed badly still gives its name and arguments.
+        let out =
+            run(&["<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1} \"x\"</tool_call>"])
+                .unwrap();
+        assert!(
+            matches!(&out[0], LlmEvent::ToolCall(c) if c.name == "f" && c.arguments == r#"{"a":1}"#),
+            "{out:?}"
+        );
     }
 
     #[test]
