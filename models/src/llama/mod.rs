@@ -17,9 +17,9 @@ pub mod template;
 pub mod tokenizer;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use candle::quantized::gguf_file;
@@ -161,6 +161,27 @@ impl LoadedLlama {
     }
 }
 
+/// What the engine has done since it started (for `/metrics` and tests).
+#[derive(Debug, Default)]
+pub struct LlmStats {
+    /// Answers asked for.
+    pub answers: AtomicU64,
+    /// Answers whose stream was dropped before they ended (barge-in, a client gone).
+    pub cancelled: AtomicU64,
+    /// Prompt tokens run through the model (not those taken from a kept cache).
+    pub prefill_tokens: AtomicU64,
+    /// Prompt tokens taken from a kept cache.
+    pub cached_tokens: AtomicU64,
+    /// Answer tokens generated.
+    pub completion_tokens: AtomicU64,
+    /// Answers in progress now.
+    pub running: AtomicUsize,
+    /// Bytes of KV cache kept for later turns now.
+    pub kept_bytes: AtomicUsize,
+    /// When the engine last stopped a cancelled answer.
+    pub last_cancel: Mutex<Option<Instant>>,
+}
+
 /// One answer's request to the engine thread.
 struct Job {
     request: ChatRequest,
@@ -173,6 +194,7 @@ pub struct EmbeddedLlm {
     jobs: Sender<Job>,
     name: String,
     context: usize,
+    stats: Arc<LlmStats>,
 }
 
 impl EmbeddedLlm {
@@ -181,15 +203,23 @@ impl EmbeddedLlm {
         let (tx, rx) = mpsc::channel();
         let name = loaded.name.clone();
         let context = loaded.model.shape().context;
+        let stats = Arc::new(LlmStats::default());
+        let engine = Engine::new(loaded, options, stats.clone());
         std::thread::Builder::new()
             .name("duet-llm".into())
-            .spawn(move || Engine::new(loaded, options).run(rx))
+            .spawn(move || engine.run(rx))
             .map_err(|e| ModelError::Failed(format!("starting the LLM thread: {e}")))?;
         Ok(Self {
             jobs: tx,
             name,
             context,
+            stats,
         })
+    }
+
+    /// What the engine has done.
+    pub fn stats(&self) -> &LlmStats {
+        &self.stats
     }
 
     /// The model's name (`general.name` of the GGUF).
@@ -287,6 +317,7 @@ struct Engine {
     options: LlamaOptions,
     kept: Vec<Kept>,
     answers: u64,
+    stats: Arc<LlmStats>,
 }
 
 fn common_prefix(a: &[u32], b: &[u32]) -> usize {
@@ -294,12 +325,13 @@ fn common_prefix(a: &[u32], b: &[u32]) -> usize {
 }
 
 impl Engine {
-    fn new(llm: LoadedLlama, options: LlamaOptions) -> Self {
+    fn new(llm: LoadedLlama, options: LlamaOptions, stats: Arc<LlmStats>) -> Self {
         Self {
             llm,
             options,
             kept: Vec::new(),
             answers: 0,
+            stats,
         }
     }
 
@@ -318,6 +350,10 @@ impl Engine {
             for r in &mut running {
                 if r.job.cancelled.load(Ordering::Relaxed) {
                     r.over = true;
+                    self.stats.cancelled.fetch_add(1, Ordering::Relaxed);
+                    if let Ok(mut at) = self.stats.last_cancel.lock() {
+                        *at = Some(Instant::now());
+                    }
                     continue;
                 }
                 if let Err(message) = self.step(r) {
@@ -333,12 +369,17 @@ impl Engine {
             for r in over {
                 self.keep(r.tokens, r.cache);
             }
+            self.stats.running.store(running.len(), Ordering::Relaxed);
+            self.stats
+                .kept_bytes
+                .store(self.kept_bytes(), Ordering::Relaxed);
         }
     }
 
     /// Renders the job's prompt and finds the longest kept prefix of it.
     fn admit(&mut self, job: Job, running: &mut Vec<Running>) {
         self.answers += 1;
+        self.stats.answers.fetch_add(1, Ordering::Relaxed);
         let req = &job.request;
         let context = self.llm.model.shape().context;
         let max_tokens = req
@@ -380,6 +421,10 @@ impl Engine {
             _ => KvCache::default(),
         };
         let reused = cache.len();
+        let s = &self.stats;
+        s.cached_tokens.fetch_add(reused as u64, Ordering::Relaxed);
+        s.prefill_tokens
+            .fetch_add((tokens.len() - reused) as u64, Ordering::Relaxed);
         let temperature = req.temperature.map_or(self.options.temperature, f64::from);
         let sampling = if temperature <= 0.0 {
             Sampling::ArgMax
@@ -447,6 +492,7 @@ impl Engine {
         let mut events = Vec::new();
         if !stop {
             r.generated += 1;
+            self.stats.completion_tokens.fetch_add(1, Ordering::Relaxed);
             let piece = r.text.push(&self.llm.tokenizer, next);
             r.parser.push(&piece, &mut events)?;
         }
