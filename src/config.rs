@@ -185,6 +185,13 @@ pub struct ServeArgs {
     #[arg(long, env = "DUET_LLM_MAX_TOKENS", default_value_t = 256)]
     pub llm_max_tokens: usize,
 
+    /// Longest conversation the embedded LLM answers on, in tokens (prompt and answer; the
+    /// oldest messages are left out beyond it; the model's own context when that is
+    /// smaller). Each answer in progress holds a KV cache this long at most (SmolLM2-135M:
+    /// 46 KiB a token, 92 MiB at 2048); 8 answers run at once, later ones wait.
+    #[arg(long, env = "DUET_LLM_CONTEXT", default_value_t = 2048)]
+    pub llm_context: usize,
+
     /// KV cache the embedded LLM keeps between turns (so a turn prefills only its new
     /// words), in MiB over all conversations; the least recently used goes first.
     #[arg(long, env = "DUET_LLM_CACHE_MIB", default_value_t = 256)]

@@ -125,17 +125,27 @@ fn model_problems(args: &ServeArgs) -> Vec<String> {
                 }
             }
         },
-        "cascade" => match &args.llm_url {
-            None => p.push("llm_url: required with model = \"cascade\"".into()),
-            Some(url) => {
-                if let Err(e) = crate::llm::chat_endpoint(url) {
-                    p.push(format!("llm_url: {e}"));
-                }
-            }
-        },
+        "cascade" if args.llm_url.is_none() && args.llm_model_dir.is_none() => p.push(
+            "llm_url: required with model = \"cascade\" (or llm_model_dir, an embedded LLM)".into(),
+        ),
+        "cascade" => {}
         other => p.push(format!(
             "model: unknown model {other:?} (echo, moshi or cascade)"
         )),
+    }
+    if let Some(url) = &args.llm_url {
+        if let Err(e) = crate::llm::chat_endpoint(url) {
+            p.push(format!("llm_url: {e}"));
+        }
+    }
+    if let Some(dir) = args
+        .llm_model_dir
+        .as_ref()
+        .filter(|_| args.llm_url.is_none())
+    {
+        if let Err(e) = duet_models::llama::find_gguf(dir) {
+            p.push(format!("llm_model_dir: {e}"));
+        }
     }
     if let Some(dir) = args.models_dir.as_ref().filter(|d| !d.is_dir()) {
         p.push(format!("models_dir: {} is not a directory", dir.display()));

@@ -452,6 +452,60 @@ fn bump(map: &Mutex<BTreeMap<String, u64>>, key: &str) {
     }
 }
 
+/// The embedded LLM's counters (`--llm-model-dir`).
+pub fn render_llm(out: &mut String, stats: &duet_models::llama::LlmStats) {
+    use std::sync::atomic::Ordering::Relaxed;
+    for (name, kind, help, v) in [
+        (
+            "duet_llm_answers_total",
+            "counter",
+            "Answers asked of the embedded LLM.",
+            stats.answers.load(Relaxed),
+        ),
+        (
+            "duet_llm_cancelled_total",
+            "counter",
+            "Answers of the embedded LLM stopped before their end (barge-in, a client gone).",
+            stats.cancelled.load(Relaxed),
+        ),
+        (
+            "duet_llm_prefill_tokens_total",
+            "counter",
+            "Prompt tokens the embedded LLM ran.",
+            stats.prefill_tokens.load(Relaxed),
+        ),
+        (
+            "duet_llm_cached_tokens_total",
+            "counter",
+            "Prompt tokens taken from the KV cache kept between turns.",
+            stats.cached_tokens.load(Relaxed),
+        ),
+        (
+            "duet_llm_completion_tokens_total",
+            "counter",
+            "Tokens the embedded LLM generated.",
+            stats.completion_tokens.load(Relaxed),
+        ),
+        (
+            "duet_llm_running",
+            "gauge",
+            "Answers of the embedded LLM in progress.",
+            stats.running.load(Relaxed) as u64,
+        ),
+        (
+            "duet_llm_kept_cache_bytes",
+            "gauge",
+            "KV cache bytes kept between turns (--llm-cache-mib).",
+            stats.kept_bytes.load(Relaxed) as u64,
+        ),
+    ] {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -523,59 +577,5 @@ mod tests {
             assert_eq!(Exact::index(low), i);
             assert_eq!(Exact::index(low + width - 1), i);
         }
-    }
-}
-
-/// The embedded LLM's counters (`--llm-model-dir`).
-pub fn render_llm(out: &mut String, stats: &duet_models::llama::LlmStats) {
-    use std::sync::atomic::Ordering::Relaxed;
-    for (name, kind, help, v) in [
-        (
-            "duet_llm_answers_total",
-            "counter",
-            "Answers asked of the embedded LLM.",
-            stats.answers.load(Relaxed),
-        ),
-        (
-            "duet_llm_cancelled_total",
-            "counter",
-            "Answers of the embedded LLM stopped before their end (barge-in, a client gone).",
-            stats.cancelled.load(Relaxed),
-        ),
-        (
-            "duet_llm_prefill_tokens_total",
-            "counter",
-            "Prompt tokens the embedded LLM ran.",
-            stats.prefill_tokens.load(Relaxed),
-        ),
-        (
-            "duet_llm_cached_tokens_total",
-            "counter",
-            "Prompt tokens taken from the KV cache kept between turns.",
-            stats.cached_tokens.load(Relaxed),
-        ),
-        (
-            "duet_llm_completion_tokens_total",
-            "counter",
-            "Tokens the embedded LLM generated.",
-            stats.completion_tokens.load(Relaxed),
-        ),
-        (
-            "duet_llm_running",
-            "gauge",
-            "Answers of the embedded LLM in progress.",
-            stats.running.load(Relaxed) as u64,
-        ),
-        (
-            "duet_llm_kept_cache_bytes",
-            "gauge",
-            "KV cache bytes kept between turns (--llm-cache-mib).",
-            stats.kept_bytes.load(Relaxed) as u64,
-        ),
-    ] {
-        let _ = writeln!(
-            out,
-            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
-        );
     }
 }

@@ -472,6 +472,7 @@ async fn llm_backend(args: &ServeArgs) -> anyhow::Result<Option<crate::llm::LlmB
         format: args.llm_weights.format(),
         max_tokens: args.llm_max_tokens.max(1),
         cache_bytes: args.llm_cache_mib << 20,
+        context: args.llm_context,
         seed: args
             .model_seed
             .unwrap_or(duet_models::llama::LlamaOptions::default().seed),

@@ -54,6 +54,11 @@ pub struct LlamaOptions {
     pub cache_bytes: usize,
     /// Sampling temperature when the request does not say; 0 is greedy (deterministic).
     pub temperature: f64,
+    /// Longest conversation an answer runs on, in tokens (prompt and answer; the oldest
+    /// messages are left out beyond it); the model's own context when larger.
+    pub context: usize,
+    /// Answers computed at once (each holds its KV cache); later ones wait their turn.
+    pub max_running: usize,
     /// Penalty on tokens of the last 64 (1.0: none); small models loop without it.
     pub repeat_penalty: f32,
     /// Seed of the sampler (answer n uses seed + n).
@@ -66,6 +71,8 @@ impl Default for LlamaOptions {
             format: WeightFormat::F16,
             max_tokens: 256,
             cache_bytes: 256 << 20,
+            context: 2048,
+            max_running: 8,
             temperature: 0.0,
             repeat_penalty: 1.1,
             seed: 299_792_458,
@@ -337,14 +344,22 @@ impl Engine {
 
     fn run(mut self, jobs: Receiver<Job>) {
         let mut running: Vec<Running> = Vec::new();
+        let mut waiting: std::collections::VecDeque<Job> = Default::default();
+        let max_running = self.options.max_running.max(1);
         loop {
-            if running.is_empty() {
+            if running.is_empty() && waiting.is_empty() {
                 match jobs.recv() {
-                    Ok(job) => self.admit(job, &mut running),
+                    Ok(job) => waiting.push_back(job),
                     Err(_) => return, // the server is gone
                 }
             }
-            while let Ok(job) = jobs.try_recv() {
+            waiting.extend(jobs.try_iter());
+            // Answers cancelled while they waited never start.
+            waiting.retain(|j| !j.cancelled.load(Ordering::Relaxed));
+            while running.len() < max_running {
+                let Some(job) = waiting.pop_front() else {
+                    break;
+                };
                 self.admit(job, &mut running);
             }
             for r in &mut running {
@@ -381,7 +396,12 @@ impl Engine {
         self.answers += 1;
         self.stats.answers.fetch_add(1, Ordering::Relaxed);
         let req = &job.request;
-        let context = self.llm.model.shape().context;
+        let context = self
+            .llm
+            .model
+            .shape()
+            .context
+            .min(self.options.context.max(64));
         let max_tokens = req
             .max_tokens
             .map_or(self.options.max_tokens, |n| n as usize)
@@ -496,7 +516,8 @@ impl Engine {
             let piece = r.text.push(&self.llm.tokenizer, next);
             r.parser.push(&piece, &mut events)?;
         }
-        let full = r.generated >= r.max_tokens || r.cache.len() + 1 >= model.shape().context;
+        let context = model.shape().context.min(self.options.context.max(64));
+        let full = r.generated >= r.max_tokens || r.cache.len() + 1 >= context;
         if stop || full {
             r.parser.finish(&mut events)?;
             events.push(LlmEvent::Usage {

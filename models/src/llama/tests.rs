@@ -1,3 +1,4 @@
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use candle::quantized::{gguf_file, GgmlDType, QTensor};
@@ -328,4 +329,20 @@ fn the_template_keeps_the_models_default_system_message() {
         "<tool_call>\n{\"name\": \"get_time\", \"arguments\": "
     );
     assert!(llm.tokenizer.decode(&p.tokens).contains("<tools>"));
+}
+
+#[test]
+fn answers_beyond_the_running_cap_wait_their_turn() {
+    let (_dir, llm) = load(WeightFormat::F16);
+    let options = LlamaOptions {
+        max_running: 1,
+        ..LlamaOptions::default()
+    };
+    let engine = EmbeddedLlm::start(llm, options).unwrap();
+    let ask = |text: &str, n| request(vec![json!({"role": "user", "content": text})], n);
+    let mut first = engine.start(ask("hello", 50));
+    let mut second = engine.start(ask("world", 4));
+    assert!(matches!(collect(&mut first).last(), Some(LlmEvent::Done)));
+    assert!(matches!(collect(&mut second).last(), Some(LlmEvent::Done)));
+    assert_eq!(engine.stats().answers.load(Ordering::Relaxed), 2);
 }
