@@ -3,11 +3,14 @@
 //! VAD, Whisper tiny.en, the Piper voice) and a fast scripted OpenAI-compatible LLM on
 //! loopback (its first token at once), over WebSocket; the time from the end of the speech
 //! to the first answer audio is measured, and broken down from the events' arrival times.
-//! Several sessions at once show where the 2 cores run out.
+//! Several sessions at once show where the 2 cores run out. With `--llm embedded` the LLM is
+//! the embedded SmolLM2-135M-Instruct instead (answers capped at 40 tokens), so the LLM's
+//! own time is in the figures.
 //!
 //! ```sh
 //! scripts/install-models /tmp/duet-models
 //! cargo run --release --example cascade_bench -- --models /tmp/duet-models --rounds 8 --sessions 1,2,4
+//! cargo run --release --example cascade_bench -- --models /tmp/duet-models --llm embedded
 //! ```
 
 use std::collections::HashMap;
@@ -25,6 +28,8 @@ struct Args {
     models: Option<std::path::PathBuf>,
     rounds: usize,
     sessions: Vec<usize>,
+    /// `scripted` (a fast scripted LLM on loopback) or `embedded` (SmolLM2 in the server).
+    llm: String,
 }
 
 fn args() -> anyhow::Result<Args> {
@@ -32,6 +37,7 @@ fn args() -> anyhow::Result<Args> {
         models: None,
         rounds: 8,
         sessions: vec![1, 2, 4],
+        llm: "scripted".into(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -41,6 +47,7 @@ fn args() -> anyhow::Result<Args> {
         match flag.as_str() {
             "--models" => a.models = Some(value.into()),
             "--rounds" => a.rounds = value.parse()?,
+            "--llm" if value == "scripted" || value == "embedded" => a.llm = value,
             "--sessions" => {
                 a.sessions = value.split(',').map(str::parse).collect::<Result<_, _>>()?
             }
@@ -131,27 +138,33 @@ fn percentile(v: &mut [Duration], p: f64) -> Duration {
     v[((v.len() - 1) as f64 * p).round() as usize]
 }
 
-/// A cascade server with the real models in `models` and `llm` as its LLM; ready.
+/// A cascade server with the real models in `models` and `llm` as its LLM (none: the
+/// embedded one); ready.
 async fn start_server(
     models: &std::path::Path,
-    llm: &ScriptedLlm,
+    llm: Option<&ScriptedLlm>,
 ) -> anyhow::Result<std::net::SocketAddr> {
     let dir = |d: &str| models.join(d).display().to_string();
-    let argv = [
-        "serve",
-        "--port",
-        "0",
-        "--model",
-        "cascade",
-        "--llm-url",
-        &llm.url,
-        "--vad-model-dir",
-        &dir("silero-vad"),
-        "--transcription-model-dir",
-        &dir("whisper-tiny.en"),
-        "--tts-model-dir",
-        &dir("piper-en_US-joe-medium"),
-    ];
+    let mut argv: Vec<String> = ["serve", "--port", "0", "--model", "cascade"]
+        .map(String::from)
+        .to_vec();
+    match llm {
+        Some(llm) => argv.extend(["--llm-url".into(), llm.url.clone()]),
+        None => argv.extend([
+            "--llm-model-dir".into(),
+            dir("smollm2-135m-instruct"),
+            "--llm-max-tokens".into(),
+            "40".into(),
+        ]),
+    }
+    argv.extend([
+        "--vad-model-dir".into(),
+        dir("silero-vad"),
+        "--transcription-model-dir".into(),
+        dir("whisper-tiny.en"),
+        "--tts-model-dir".into(),
+        dir("piper-en_US-joe-medium"),
+    ]);
     let server = duet::server::start(&duet::config::ServeArgs::parse_from(argv)).await?;
     for _ in 0..500 {
         let ready = duet_client::http::request(server.addr, "GET", "/ready", &[], "").await?;
@@ -206,12 +219,18 @@ async fn main() -> anyhow::Result<()> {
         .models
         .clone()
         .unwrap_or_else(duet_client::speech::models_dir);
-    let addr = start_server(&models, &llm).await?;
+    let embedded = a.llm == "embedded";
+    let addr = start_server(&models, (!embedded).then_some(&llm)).await?;
     let (question, speech_end) = question();
     // One turn first, not counted: the models' first runs are slower.
     session(addr, &question, speech_end, 1).await?;
+    let which = if embedded {
+        "the embedded SmolLM2-135M-Instruct (f16, answers of at most 40 tokens)"
+    } else {
+        "a fast scripted LLM"
+    };
     println!(
-        "cascade voice-to-voice: end of the voiced speech → each stage seen by the client (p50 / p99 ms), {} rounds per session, a fast scripted LLM",
+        "cascade voice-to-voice: end of the voiced speech → each stage seen by the client (p50 / p99 ms), {} rounds per session, {which}",
         a.rounds
     );
     println!();

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# GPU benchmarks of the Moshi model loop (models/examples/moshi_bench.rs) and of Kyutai STT's
-# batched transcriber (models/examples/stt_bench.rs), built here and run on a GPU machine.
+# GPU benchmarks of the Moshi model loop (models/examples/moshi_bench.rs), of Kyutai STT's
+# batched transcriber (models/examples/stt_bench.rs) and of the cascade's embedded LLM
+# (models/examples/llm_bench.rs, SmolLM2-135M's shape with random weights), built here and run
+# on a GPU machine.
 # See "Benchmarks" in README.md.
 #
 #   scripts/gpu-bench.sh build   on a machine with Rust and no GPU: fetch NVIDIA's CUDA 13.0
 #                                compiler from PyPI into .cuda/toolkit, make link stubs for the
-#                                driver and CUDA libraries, build `moshi_bench` and `stt_bench`
+#                                driver and CUDA libraries, build `moshi_bench`, `stt_bench`, `llm_bench`
 #                                with `--features cuda` in target/cuda, strip and xz them into
 #                                .gpu-bench/
 #   scripts/gpu-bench.sh run [moshi_bench args]
@@ -13,7 +15,8 @@
 #                                driver's and the pip `nvidia-*` CUDA libraries, run the tiny
 #                                sanity check, the full-size Moshiko benchmark (extra args are
 #                                appended to it) and the full-size Kyutai STT 1B benchmark
-#                                (random weights), log to ${OUT:-.gpu-bench}
+#                                (random weights) and the embedded LLM (random weights, SmolLM2-135M's
+#                                shape), log to ${OUT:-.gpu-bench}
 #   scripts/gpu-bench.sh         `run` where a GPU is visible (building first if there is no
 #                                binary and cargo exists), else `build`
 #
@@ -36,7 +39,7 @@ CUDA="$TOOLKIT/nvidia/cu13" # the wheels' layout: bin/nvcc, include/, lib/, nvvm
 ART="$ROOT/.gpu-bench"
 CUDA_TARGET="$ROOT/target/cuda"
 BIN_NAME=moshi_bench
-BINS=(moshi_bench stt_bench)
+BINS=(moshi_bench stt_bench llm_bench)
 
 say() { echo "gpu-bench: $*" >&2; }
 die() {
@@ -208,9 +211,10 @@ unpacked() {
 
 run_all() {
     local deadline=$((SECONDS + ${GPU_BENCH_SECONDS:-530}))
-    local bin stt
+    local bin stt llm
     bin="$(unpacked "$BIN_NAME")"
     stt="$(unpacked stt_bench)"
+    llm="$(unpacked llm_bench)"
     [[ -f "$ART/BUILD-INFO.txt" ]] && sed 's/^/# /' "$ART/BUILD-INFO.txt"
 
     local dirs
@@ -227,11 +231,14 @@ run_all() {
     echo "# $(timeout 30 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,compute_cap --format=csv,noheader 2>&1 | head -n1)"
 
     local status=0
-    step() { # step SECONDS [--stt] ARGS...: one benchmark run under a timeout, within the deadline
+    step() { # step SECONDS [--stt|--llm] ARGS...: one benchmark run under a timeout, within the deadline
         local limit=$1 left=$((deadline - SECONDS)) exe=$bin
         shift
         if [[ ${1:-} == --stt ]]; then
             exe=$stt
+            shift
+        elif [[ ${1:-} == --llm ]]; then
+            exe=$llm
             shift
         fi
         ((limit > left)) && limit=$left
@@ -252,6 +259,9 @@ run_all() {
     step 360 --device cuda:0 --config moshiko --sessions 1,4,16,32,64 --steps 100 --depformer both --check "$@"
     # Kyutai STT 1B, full size with random weights: streams per 80 ms step.
     step 150 --stt --random-full-size --device cuda:0 --streams 1,16,64,128
+    # The cascade's embedded LLM (SmolLM2-135M's shape and format, random weights): prefill
+    # and decode tokens per second, Q4_1 and f16. The voice (ONNX Runtime) stays on the CPU.
+    step 60 --llm --random-full-size --device cuda:0 --rounds 3
     # Does a session joining stall the others? (skipped if the run above spent the budget)
     step 90 --device cuda:0 --config moshiko --sessions 32 --steps 40 --churn
     echo
@@ -260,8 +270,8 @@ run_all() {
 }
 
 run() {
-    if [[ ! -f "$ART/stt_bench.xz" && ! -x "$ART/stt_bench" ]]; then
-        command -v cargo >/dev/null || die "no $ART/stt_bench.xz and no cargo to build it"
+    if [[ ! -f "$ART/llm_bench.xz" && ! -x "$ART/llm_bench" ]]; then
+        command -v cargo >/dev/null || die "no $ART/llm_bench.xz and no cargo to build it"
         build
     fi
     local out="${OUT:-$ART}"

@@ -13,6 +13,7 @@
 //!   cancels it before its next step.
 
 pub mod model;
+pub mod random;
 pub mod template;
 pub mod tokenizer;
 

@@ -1,98 +1,16 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use candle::quantized::{gguf_file, GgmlDType, QTensor};
+use candle::quantized::gguf_file;
 use candle::{Device, Tensor};
 use serde_json::json;
 
 use super::*;
 use crate::ToolChoice;
 
-const EMBED: usize = 64;
-const HEADS: usize = 4;
-const KV_HEADS: usize = 2;
-const FFN: usize = 128;
-const LAYERS: usize = 2;
-
 /// Writes a tiny seeded Llama GGUF (byte-level vocabulary, ChatML tokens) into `dir`.
 pub(crate) fn tiny_gguf(dir: &Path) {
-    let dev = Device::Cpu;
-    let chars = tokenizer::byte_chars();
-    let mut tokens: Vec<String> = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    tokens.extend(chars.iter().map(|c| c.to_string()));
-    let merges = ["h e", "l l", "he ll", "Ġ w"];
-    tokens.extend(merges.iter().map(|m| m.replace(' ', "")));
-    let mut types = vec![1i32; tokens.len()];
-    types[..3].fill(3);
-    let vocab = tokens.len();
-
-    let mut seed = 7u64;
-    let mut rand = |rows: usize, cols: usize, scale: f32| {
-        let data: Vec<f32> = (0..rows * cols)
-            .map(|_| {
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
-                ((seed % 2001) as f32 / 1000.0 - 1.0) * scale
-            })
-            .collect();
-        Tensor::from_vec(data, (rows, cols), &dev).unwrap()
-    };
-    let q8 = |t: Tensor| QTensor::quantize(&t, GgmlDType::Q8_0).unwrap();
-    let f32t = |t: Tensor| QTensor::quantize(&t, GgmlDType::F32).unwrap();
-    let ones = |n: usize| Tensor::ones(n, candle::DType::F32, &dev).unwrap();
-    let head_dim = EMBED / HEADS;
-    let mut named: Vec<(String, QTensor)> = vec![
-        ("token_embd.weight".into(), q8(rand(vocab, EMBED, 0.5))),
-        ("output_norm.weight".into(), f32t(ones(EMBED))),
-    ];
-    for i in 0..LAYERS {
-        let p = |n: &str| format!("blk.{i}.{n}.weight");
-        named.push((p("attn_q"), q8(rand(EMBED, EMBED, 0.2))));
-        named.push((p("attn_k"), q8(rand(KV_HEADS * head_dim, EMBED, 0.2))));
-        named.push((p("attn_v"), q8(rand(KV_HEADS * head_dim, EMBED, 0.2))));
-        named.push((p("attn_output"), q8(rand(EMBED, EMBED, 0.2))));
-        named.push((p("ffn_gate"), q8(rand(FFN, EMBED, 0.2))));
-        named.push((p("ffn_up"), q8(rand(FFN, EMBED, 0.2))));
-        named.push((p("ffn_down"), q8(rand(EMBED, FFN, 0.2))));
-        named.push((p("attn_norm"), f32t(ones(EMBED))));
-        named.push((p("ffn_norm"), f32t(ones(EMBED))));
-    }
-    use gguf_file::Value as V;
-    let strs = |v: &[String]| V::Array(v.iter().map(|s| V::String(s.clone())).collect());
-    let merges: Vec<String> = merges.iter().map(|s| s.to_string()).collect();
-    let md: Vec<(&str, V)> = vec![
-        ("general.architecture", V::String("llama".into())),
-        ("general.name", V::String("tiny".into())),
-        ("llama.block_count", V::U32(LAYERS as u32)),
-        ("llama.context_length", V::U32(512)),
-        ("llama.embedding_length", V::U32(EMBED as u32)),
-        ("llama.attention.head_count", V::U32(HEADS as u32)),
-        ("llama.attention.head_count_kv", V::U32(KV_HEADS as u32)),
-        ("llama.rope.freq_base", V::F32(10_000.0)),
-        ("llama.attention.layer_norm_rms_epsilon", V::F32(1e-5)),
-        ("llama.rope.dimension_count", V::U32(head_dim as u32)),
-        ("tokenizer.ggml.model", V::String("gpt2".into())),
-        ("tokenizer.ggml.tokens", strs(&tokens)),
-        (
-            "tokenizer.ggml.token_type",
-            V::Array(types.iter().map(|&t| V::I32(t)).collect()),
-        ),
-        ("tokenizer.ggml.merges", strs(&merges)),
-        (
-            "tokenizer.chat_template",
-            V::String(
-                "{{ '<|im_start|>system\nYou are tiny.<|im_end|>\n' }}{{'<|im_start|>'}}".into(),
-            ),
-        ),
-    ];
-    let md: Vec<(&str, &V)> = md.iter().map(|(k, v)| (*k, v)).collect();
-    let tensors: Vec<(&str, &QTensor)> = named.iter().map(|(k, v)| (k.as_str(), v)).collect();
-    let mut f = std::fs::File::create(dir.join("tiny.gguf")).unwrap();
-    gguf_file::write(&mut f, &md, &tensors).unwrap();
+    random::write_random_gguf(dir, &random::RandomShape::tiny(), 7).unwrap();
 }
 
 fn load(format: WeightFormat) -> (tempfile::TempDir, LoadedLlama) {
@@ -150,7 +68,7 @@ fn a_prompt_run_in_pieces_gives_the_logits_of_one_pass() {
 fn the_logits_match_candles_own_quantized_llama() {
     let dir = tempfile::tempdir().unwrap();
     tiny_gguf(dir.path());
-    let path = dir.path().join("tiny.gguf");
+    let path = dir.path().join("random.gguf");
     let mut f = std::fs::File::open(&path).unwrap();
     let content = gguf_file::Content::read(&mut f).unwrap();
     let mut theirs = candle_transformers::models::quantized_llama::ModelWeights::from_gguf(
