@@ -248,6 +248,13 @@ pub struct ServeArgs {
     #[arg(long, env = "DUET_VAD_MIN_SPEECH_MS", default_value_t = 100)]
     pub vad_min_speech_ms: u32,
 
+    /// Models that read words (the cascade): after this much silence inside a server-VAD
+    /// turn, in milliseconds, the audio so far is transcribed and the answer started before
+    /// the silence window confirms the turn; its output is held back, played at once when
+    /// the turn is confirmed with the same words, discarded if the user goes on. 0: never.
+    #[arg(long, env = "DUET_SPECULATIVE_START_MS", default_value_t = 200)]
+    pub speculative_start_ms: u32,
+
     /// Directory with a transcription model: Whisper converted by `duet convert-whisper`
     /// (`scripts/install-models DIR` makes `DIR/whisper-tiny.en`), or Kyutai STT's candle
     /// release. Enables `audio.input.transcription` and transcription sessions.

@@ -271,6 +271,7 @@ pub struct Metrics {
     errors: Mutex<BTreeMap<String, u64>>,
     resumes: Mutex<BTreeMap<String, u64>>,
     expiries: Mutex<BTreeMap<String, u64>>,
+    speculations: Mutex<BTreeMap<String, u64>>,
 }
 
 /// The process's metrics.
@@ -298,6 +299,7 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     errors: Mutex::new(BTreeMap::new()),
     resumes: Mutex::new(BTreeMap::new()),
     expiries: Mutex::new(BTreeMap::new()),
+    speculations: Mutex::new(BTreeMap::new()),
 }
 });
 
@@ -320,6 +322,11 @@ pub fn render_memory(out: &mut String, limit: u64, used: u64) {
 }
 
 impl Metrics {
+    /// Counts a speculative start by outcome.
+    pub fn speculation(&self, outcome: &str) {
+        bump(&self.speculations, outcome);
+    }
+
     /// Counts an error event by code.
     pub fn error(&self, code: &str) {
         bump(&self.errors, code);
@@ -417,6 +424,12 @@ impl Metrics {
                 "Opted-in sessions whose lease ran out, by reason.",
                 "reason",
                 &self.expiries,
+            ),
+            (
+                "duet_speculative_starts_total",
+                "Answers started before the turn was confirmed (--speculative-start-ms), by outcome: started, adopted, abandoned.",
+                "outcome",
+                &self.speculations,
             ),
         ] {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");

@@ -316,6 +316,16 @@ impl Vad {
         self.detector.silence_began
     }
 
+    /// Inside an utterance, the samples of silence since the voice last was heard (0
+    /// outside one).
+    pub fn trailing_silence(&self) -> u64 {
+        if self.detector.in_speech {
+            self.detector.silence_run
+        } else {
+            0
+        }
+    }
+
     /// Whether the detector is inside an utterance.
     pub fn in_speech(&self) -> bool {
         self.detector.in_speech

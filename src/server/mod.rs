@@ -175,6 +175,7 @@ impl AppState {
             journal_age: Duration::from_secs(args.resume_journal_secs),
             expiry_warning: Duration::from_secs(args.expiry_warning_secs),
             vad_min_speech_ms: args.vad_min_speech_ms,
+            speculative_ms: args.speculative_start_ms,
             ..Limits::default()
         };
         Arc::new(Self {

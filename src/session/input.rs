@@ -188,6 +188,33 @@ impl InputState {
         }
     }
 
+    /// Whether a server-VAD turn is under way.
+    pub(super) fn in_turn(&self) -> bool {
+        self.speech_item.is_some()
+    }
+
+    /// Whether server VAD answers each turn it ends (`create_response`).
+    pub(super) fn creates_responses(&self) -> bool {
+        self.turn
+            .as_ref()
+            .is_some_and(TurnDetection::create_response)
+    }
+
+    /// Under server VAD: whether the detector is inside an utterance, and the samples of
+    /// silence since the voice was last heard in it.
+    pub(super) fn silence(&self) -> Option<(bool, u64)> {
+        let turns = self.vad.as_ref()?;
+        Some((turns.vad.in_speech(), turns.vad.trailing_silence()))
+    }
+
+    /// The buffered (uncommitted) audio.
+    pub(super) fn buffered(&self) -> Vec<i16> {
+        self.buffer
+            .range(self.buffer.start(), self.clock())
+            .copied()
+            .collect()
+    }
+
     /// A copy of the buffered audio from input-clock position `at` on, as f32.
     pub(super) fn buffer_from(&self, at: u64) -> Arc<[f32]> {
         self.buffer
@@ -341,6 +368,7 @@ impl Session {
                 VadEvent::SpeechStopped { at_sample } => self.speech_stopped(at_sample + offset),
             }
         }
+        self.speculate();
         self.input.trim_idle();
         report.map_or(Ok(()), Err)
     }
@@ -390,6 +418,7 @@ impl Session {
     }
 
     fn speech_started(&mut self, at: u64) {
+        self.abandon_speculation();
         self.timers.vad_idle = None;
         let item_id = ids::item_id();
         self.input.drop_before(at);
@@ -423,7 +452,9 @@ impl Session {
             audio_end_ms: ms(at),
             item_id: item_id.clone(),
         });
+        self.confirm_speculation();
         if self.commit(item_id, at).is_err() {
+            self.abandon_speculation();
             return;
         }
         // An autonomous model decides itself when to answer: `create_response` does not
@@ -519,6 +550,7 @@ impl Session {
 
     /// `input_audio_buffer.clear`.
     pub(super) fn clear_input(&mut self) {
+        self.abandon_speculation();
         self.input.buffer.clear();
         self.input.reset_speech();
         self.transcribe_abandon();

@@ -84,6 +84,8 @@ pub struct Session {
     pub(super) memory: Option<super::SessionMemory>,
     /// Bytes of its own buffers charged to the meter (see `memory`).
     pub(super) metered: u64,
+    /// An answer started before its turn was confirmed (see `speculate`).
+    pub(super) speculation: Option<super::speculate::Speculation>,
 }
 
 impl Session {
@@ -138,6 +140,7 @@ impl Session {
             transcripts: super::transcripts::Transcripts::new(p.transcriber),
             memory: p.memory,
             metered: 0,
+            speculation: None,
         }
     }
 

@@ -29,6 +29,7 @@ mod provision;
 mod respond;
 mod response;
 mod signals;
+mod speculate;
 mod subscribers;
 #[cfg(test)]
 mod tests;
@@ -143,6 +144,9 @@ pub struct Limits {
     /// Silero VAD: voiced input in a row, in ms, before speech starts (a turn or a
     /// barge-in); `--vad-min-speech-ms`.
     pub vad_min_speech_ms: u32,
+    /// Models that read words: silence inside a turn, in ms, after which the answer starts
+    /// before the turn is confirmed (0: never); `--speculative-start-ms`.
+    pub speculative_ms: u32,
 }
 
 impl Default for Limits {
@@ -161,6 +165,7 @@ impl Default for Limits {
             journal_age: Duration::from_secs(60),
             expiry_warning: Duration::from_secs(60),
             vad_min_speech_ms: 100,
+            speculative_ms: 0,
         }
     }
 }

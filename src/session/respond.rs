@@ -26,7 +26,7 @@ const CONTEXT_AUDIO_TURNS: usize = 4;
 /// What a response asks the model, besides its output modality.
 pub(super) struct Ask {
     instructions: String,
-    input: Vec<ContextItem>,
+    pub(super) input: Vec<ContextItem>,
     tools: Vec<Tool>,
     tool_choice: ToolChoice,
 }
@@ -43,11 +43,29 @@ impl Session {
             self.begin(active, None, false);
             return Ok(());
         }
+        let request = self.respond_request(&active, ask);
+        // An answer started before the turn was confirmed, to the same words: it plays now.
+        if let Some(held) = self.take_speculative_answer(&request) {
+            self.begin(active, None, false);
+            for out in held {
+                if self.active.is_none() {
+                    break;
+                }
+                self.on_model_output(out);
+            }
+            return Ok(());
+        }
+        self.begin(active, Some(request), false);
+        Ok(())
+    }
+
+    /// What a response asks the model.
+    pub(super) fn respond_request(&self, active: &ActiveResponse, ask: Ask) -> Request {
         let modality = match active.modality {
             Modality::Audio => OutputModality::Audio,
             Modality::Text => OutputModality::Text,
         };
-        let request = Request::Respond {
+        Request::Respond {
             modality,
             instructions: ask.instructions,
             input: ask.input,
@@ -55,9 +73,7 @@ impl Session {
             tool_choice: ask.tool_choice,
             voice: voice_name(&active.response.audio.output.voice),
             speed: self.cfg.audio.output.speed as f32,
-        };
-        self.begin(active, Some(request), false);
-        Ok(())
+        }
     }
 
     /// Validates `response.create` parameters into a response (not yet started) and what it
@@ -267,7 +283,9 @@ impl Session {
             return self.on_autonomous_output(out);
         }
         if self.active.is_none() {
-            tracing::debug!(session = %self.cfg.id, "model output without a response; dropped");
+            if !self.hold_speculative(out) {
+                tracing::debug!(session = %self.cfg.id, "model output without a response; dropped");
+            }
             return;
         }
         let over_limit = self.stream_active(&out);

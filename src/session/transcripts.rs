@@ -65,6 +65,23 @@ impl Transcripts {
         self.port = Some(port);
     }
 
+    /// Whether whole utterances can be sent (a transcriber that is not streaming).
+    pub(super) fn can_send_whole(&self) -> bool {
+        self.port.as_ref().is_some_and(|p| !p.streaming())
+    }
+
+    /// Sends a whole utterance under `id` (a speculation's, not an item's).
+    pub(super) fn send_whole(&self, id: Arc<str>, pcm: Arc<[f32]>) {
+        if let Some(port) = &self.port {
+            port.send(id, pcm, true, false);
+        }
+    }
+
+    /// An item whose transcript will come (from a speculation's transcription).
+    pub(super) fn expect(&mut self, item_id: Arc<str>) {
+        self.remember(item_id);
+    }
+
     /// When a deferred request must go anyway.
     pub(super) fn deadline(&self) -> Option<Instant> {
         self.deferred.as_ref().map(|d| d.deadline)
@@ -169,6 +186,9 @@ impl Session {
             return;
         }
         let logprobs = self.wants_logprobs();
+        if self.transcripts.port.is_some() && self.adopt_transcription(&Arc::from(item_id)) {
+            return; // the speculation's transcription is this item's
+        }
         let Some(port) = &self.transcripts.port else {
             self.emit(ServerEventBody::InputAudioTranscriptionFailed {
                 item_id: item_id.to_string(),
@@ -207,6 +227,10 @@ impl Session {
     /// What the transcriber answered.
     pub fn on_transcript(&mut self, ev: TranscriptEvent, now: Instant) {
         self.now = now;
+        let Some(ev) = self.on_speculative_transcript(ev) else {
+            self.after_send();
+            return;
+        };
         let TranscriptEvent { item_id, output } = ev;
         let Some(delta_sent) = self.transcripts.delta_sent(&item_id) else {
             return;

@@ -123,6 +123,8 @@ pub struct Client {
     ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
     /// Every event received so far, in order.
     pub log: Vec<Value>,
+    /// When each event of `log` arrived.
+    pub arrived: Vec<std::time::Instant>,
     /// Index of the next event `next` returns.
     cursor: usize,
 }
@@ -178,6 +180,7 @@ impl Client {
         Ok(Self {
             ws,
             log: Vec::new(),
+            arrived: Vec::new(),
             cursor: 0,
         })
     }
@@ -235,6 +238,7 @@ impl Client {
                     );
                     assert_nulls_allowed(&v);
                     self.log.push(v.clone());
+                    self.arrived.push(std::time::Instant::now());
                     return Some(v);
                 }
                 Message::Close(_) => return None,
@@ -254,6 +258,7 @@ impl Client {
                 Message::Text(t) => {
                     let v: Value = serde_json::from_str(t.as_str()).expect("server sends JSON");
                     self.log.push(v);
+                    self.arrived.push(std::time::Instant::now());
                 }
                 Message::Close(frame) => {
                     return frame.map(|f| (u16::from(f.code), f.reason.to_string()))
@@ -311,6 +316,30 @@ impl Client {
             self.send(json!({"type": "input_audio_buffer.append", "audio": pcm_b64(chunk)}))
                 .await;
         }
+    }
+
+    /// Appends 24 kHz samples in real time, as a microphone would: 20 ms events on an
+    /// absolute 20 ms grid, reading the events that arrive meanwhile (into the log, for
+    /// `next`, with their arrival times).
+    pub async fn append_live(&mut self, samples: &[f32]) {
+        let start = tokio::time::Instant::now();
+        for (i, chunk) in samples.chunks(480).enumerate() {
+            self.send(json!({"type": "input_audio_buffer.append", "audio": pcm_b64(chunk)}))
+                .await;
+            let due = start + Duration::from_millis(20 * (i as u64 + 1));
+            loop {
+                let now = tokio::time::Instant::now();
+                if now >= due || self.recv(due - now).await.is_none() {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// When the first event of type `kind` arrived.
+    pub fn arrival_of(&self, kind: &str) -> Option<std::time::Instant> {
+        let i = self.log.iter().position(|e| e["type"] == kind)?;
+        self.arrived.get(i).copied()
     }
 
     /// Sets manual turns (`turn_detection: null`) and waits for `session.updated`.

@@ -1,0 +1,295 @@
+//! Speculative starts, for models that read words (the cascade): when the user has been
+//! silent for `--speculative-start-ms` inside a server-VAD turn, the audio so far is
+//! transcribed and the model is asked to answer it before the silence window confirms the
+//! turn. What the model answers is held back here, never sent. When `speech_stopped`
+//! confirms the turn, the committed item takes the speculation's transcript (the audio it
+//! adds is the silence), and the response that follows adopts the speculative answer when its
+//! request has the same words (the same instructions, tools and context): the held output
+//! plays at once. When the voice comes back first, or the request differs (the conversation
+//! changed meanwhile), the speculative answer is cancelled and discarded.
+//!
+//! What it saves is the transcription and the model's first words after the silence window
+//! (`cascade_bench`, README "Cascade: voice to voice"); what it costs is a transcription and
+//! an answer started in vain whenever the user pauses that long mid-sentence.
+
+use std::sync::Arc;
+
+use duet_models::{ContextItem, Request, StepOutput, TranscribeOutput, TurnInput};
+
+use super::audio_io::to_f32;
+use super::{Epoch, Session, TranscriptEvent};
+
+/// Audio a held answer may hold before it is given up (10 s at 24 kHz, 960 KB as f32).
+const MAX_HELD_SAMPLES: usize = 240_000;
+/// Text it may hold (bytes).
+const MAX_HELD_TEXT: usize = 64 << 10;
+
+/// A turn being answered before it is confirmed.
+pub(super) struct Speculation {
+    /// Its transcription's id (not a conversation item).
+    id: Arc<str>,
+    /// The silence (samples) seen after the last append: it only grows until a voiced
+    /// window resets it.
+    silence: u64,
+    /// Seconds of audio it transcribed.
+    seconds: f64,
+    /// What the transcriber heard, once it answered.
+    transcript: Option<String>,
+    /// The model request sent on it, and the epoch it went under.
+    request: Option<(Epoch, Request)>,
+    /// The model's output, held back.
+    held: Vec<StepOutput>,
+    held_samples: usize,
+    held_text: usize,
+    /// `speech_stopped` confirmed the turn: the committed item takes its transcript.
+    confirmed: bool,
+    /// The item that took its transcription before the transcript came.
+    adopted_by: Option<Arc<str>>,
+}
+
+/// Whether two answer requests have the same words: equal but for the audio of user turns
+/// that carry a transcript (the speculation heard less trailing silence than the item).
+fn same_words(a: &Request, b: &Request) -> bool {
+    fn words(r: &Request) -> Request {
+        let mut r = r.clone();
+        if let Request::Respond { input, .. } = &mut r {
+            for item in input.iter_mut() {
+                if let ContextItem::User(TurnInput::Transcribed { audio, .. }) = item {
+                    *audio = Arc::from([]);
+                }
+            }
+        }
+        r
+    }
+    words(a) == words(b)
+}
+
+impl Session {
+    /// Whether this session may start answers early now.
+    fn may_speculate(&self) -> bool {
+        self.limits.speculative_ms > 0
+            && self.model_reads_text
+            && !self.floor.autonomous
+            && !self.cfg.is_transcription()
+            && self.active.is_none()
+            && self.input.in_turn()
+            && self.input.creates_responses()
+            && self.transcripts.can_send_whole()
+    }
+
+    /// After each append: starts a speculation once the user has been silent long enough
+    /// inside a turn, and gives it up when the voice comes back.
+    pub(super) fn speculate(&mut self) {
+        let Some((in_speech, silence)) = self.input.silence() else {
+            return;
+        };
+        match &mut self.speculation {
+            Some(s) if s.confirmed || s.adopted_by.is_some() => {}
+            Some(s) => {
+                if !in_speech || silence < s.silence {
+                    self.abandon_speculation(); // the voice came back (or the turn reset)
+                } else {
+                    s.silence = silence;
+                }
+            }
+            None => {
+                let wait = u64::from(self.limits.speculative_ms) * super::ledger::SAMPLES_PER_MS;
+                if in_speech && silence >= wait && self.may_speculate() {
+                    self.start_speculation(silence);
+                }
+            }
+        }
+    }
+
+    fn start_speculation(&mut self, silence: u64) {
+        let audio = self.input.buffered();
+        let id: Arc<str> = Arc::from(format!("spec_{}", crate::protocol::ids::item_id()));
+        self.transcripts.send_whole(id.clone(), to_f32(&audio));
+        self.speculation = Some(Speculation {
+            id,
+            silence,
+            seconds: audio.len() as f64 / f64::from(super::audio_io::RATE),
+            transcript: None,
+            request: None,
+            held: Vec::new(),
+            held_samples: 0,
+            held_text: 0,
+            confirmed: false,
+            adopted_by: None,
+        });
+        crate::metrics::METRICS.speculation("started");
+    }
+
+    /// Gives the speculation up: its answer (if asked) is cancelled and its output dropped.
+    pub(super) fn abandon_speculation(&mut self) {
+        let Some(s) = self.speculation.take() else {
+            return;
+        };
+        if s.adopted_by.is_some() {
+            // Its transcription belongs to an item now: keep routing it there.
+            self.speculation = Some(s);
+            return;
+        }
+        if matches!(&s.request, Some((epoch, _)) if *epoch == self.epoch) && self.active.is_none() {
+            self.fence_model();
+        }
+        crate::metrics::METRICS.speculation("abandoned");
+    }
+
+    /// A transcript for the speculation (`ev.item_id` is its id): asks the model, or hands
+    /// the transcript to the item that took it. Returns `ev` when it is not the speculation's.
+    pub(super) fn on_speculative_transcript(
+        &mut self,
+        ev: TranscriptEvent,
+    ) -> Option<TranscriptEvent> {
+        if self.speculation.as_ref().is_none_or(|s| s.id != ev.item_id) {
+            return Some(ev);
+        }
+        let text = match &ev.output {
+            Ok(TranscribeOutput::Completed { text, .. }) => text.trim().to_string(),
+            Ok(_) => return None, // deltas: an utterance transcriber sends none
+            Err(_) => String::new(),
+        };
+        let adopted = self.speculation.as_ref().and_then(|s| s.adopted_by.clone());
+        if let Some(item_id) = adopted {
+            // The item was committed first: this is its transcript.
+            self.speculation = None;
+            return Some(TranscriptEvent {
+                item_id,
+                output: ev.output,
+            });
+        }
+        if text.is_empty() || !self.may_speculate() {
+            self.abandon_speculation();
+            return None;
+        }
+        let request = match self.prepare(Default::default()) {
+            Ok((active, mut ask)) => {
+                ask.input.push(ContextItem::User(TurnInput::Transcribed {
+                    audio: Arc::from([]),
+                    transcript: text.clone(),
+                }));
+                self.respond_request(&active, ask)
+            }
+            Err(_) => return None,
+        };
+        self.model_request(self.epoch, request.clone());
+        if let Some(s) = &mut self.speculation {
+            s.transcript = Some(text);
+            s.request = Some((self.epoch, request));
+        }
+        None
+    }
+
+    /// `speech_stopped` confirmed the turn.
+    pub(super) fn confirm_speculation(&mut self) {
+        if let Some(s) = &mut self.speculation {
+            s.confirmed = true;
+        }
+    }
+
+    /// The confirmed turn's item `item_id` was committed: it takes the speculation's
+    /// transcription (true), or nothing was speculated and it is transcribed as usual.
+    pub(super) fn adopt_transcription(&mut self, item_id: &Arc<str>) -> bool {
+        let Some(s) = self.speculation.as_mut().filter(|s| s.confirmed) else {
+            self.abandon_speculation(); // a commit of another kind: start over
+            return false;
+        };
+        match s.transcript.clone() {
+            Some(text) => {
+                let seconds = s.seconds;
+                self.transcripts.expect(item_id.clone());
+                self.on_transcript(
+                    TranscriptEvent {
+                        item_id: item_id.clone(),
+                        output: Ok(TranscribeOutput::Completed {
+                            text,
+                            logprobs: Vec::new(),
+                            audio_seconds: seconds,
+                        }),
+                    },
+                    self.now,
+                );
+            }
+            None => {
+                s.adopted_by = Some(item_id.clone());
+                self.transcripts.expect(item_id.clone());
+            }
+        }
+        true
+    }
+
+    /// The model's output while no response is active: held when it answers the
+    /// speculation (true), else dropped by the caller.
+    pub(super) fn hold_speculative(&mut self, out: StepOutput) -> bool {
+        let epoch = self.epoch;
+        let Some(s) = self.speculation.as_mut() else {
+            return false;
+        };
+        if !matches!(&s.request, Some((e, _)) if *e == epoch) {
+            return false;
+        }
+        s.held_samples += out.audio.len();
+        s.held_text += out.text.len();
+        s.held.push(out);
+        if s.held_samples > MAX_HELD_SAMPLES || s.held_text > MAX_HELD_TEXT {
+            self.abandon_speculation();
+        }
+        true
+    }
+
+    /// A response is about to ask the model `request`: when the speculation asked the same,
+    /// its answer is adopted (returns the held output, to play now; the request is not sent
+    /// again). Otherwise the speculation is given up.
+    pub(super) fn take_speculative_answer(&mut self, request: &Request) -> Option<Vec<StepOutput>> {
+        let s = self.speculation.take()?;
+        if s.adopted_by.is_some() {
+            self.speculation = Some(s);
+            return None;
+        }
+        match &s.request {
+            Some((epoch, asked)) if *epoch == self.epoch && same_words(asked, request) => {
+                crate::metrics::METRICS.speculation("adopted");
+                Some(s.held)
+            }
+            _ => {
+                self.speculation = Some(s);
+                self.abandon_speculation();
+                None
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use duet_models::{OutputModality, ToolChoice};
+
+    fn respond(words: &str, audio: &[f32]) -> Request {
+        Request::Respond {
+            modality: OutputModality::Audio,
+            instructions: "Be brief.".into(),
+            input: vec![ContextItem::User(TurnInput::Transcribed {
+                audio: Arc::from(audio),
+                transcript: words.into(),
+            })],
+            tools: Vec::new(),
+            tool_choice: ToolChoice::Auto,
+            voice: "alloy".into(),
+            speed: 1.0,
+        }
+    }
+
+    #[test]
+    fn requests_with_the_same_words_match_whatever_their_audio() {
+        assert!(same_words(
+            &respond("What time is it?", &[0.1; 10]),
+            &respond("What time is it?", &[0.2; 30])
+        ));
+        assert!(!same_words(
+            &respond("What time is it?", &[]),
+            &respond("What time is it now?", &[])
+        ));
+    }
+}
