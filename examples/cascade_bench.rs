@@ -11,6 +11,7 @@
 //! scripts/install-models /tmp/duet-models
 //! cargo run --release --example cascade_bench -- --models /tmp/duet-models --rounds 8 --sessions 1,2,4
 //! cargo run --release --example cascade_bench -- --models /tmp/duet-models --llm embedded
+//! cargo run --release --example cascade_bench -- --models /tmp/duet-models --speculative-start-ms 0
 //! ```
 
 use std::collections::HashMap;
@@ -30,6 +31,8 @@ struct Args {
     sessions: Vec<usize>,
     /// `scripted` (a fast scripted LLM on loopback) or `embedded` (SmolLM2 in the server).
     llm: String,
+    /// `--speculative-start-ms` of the server (0: off).
+    speculative_ms: String,
 }
 
 fn args() -> anyhow::Result<Args> {
@@ -38,6 +41,7 @@ fn args() -> anyhow::Result<Args> {
         rounds: 8,
         sessions: vec![1, 2, 4],
         llm: "scripted".into(),
+        speculative_ms: "200".into(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -48,6 +52,7 @@ fn args() -> anyhow::Result<Args> {
             "--models" => a.models = Some(value.into()),
             "--rounds" => a.rounds = value.parse()?,
             "--llm" if value == "scripted" || value == "embedded" => a.llm = value,
+            "--speculative-start-ms" => a.speculative_ms = value.parse::<u32>()?.to_string(),
             "--sessions" => {
                 a.sessions = value.split(',').map(str::parse).collect::<Result<_, _>>()?
             }
@@ -143,11 +148,13 @@ fn percentile(v: &mut [Duration], p: f64) -> Duration {
 async fn start_server(
     models: &std::path::Path,
     llm: Option<&ScriptedLlm>,
+    speculative_ms: &str,
 ) -> anyhow::Result<std::net::SocketAddr> {
     let dir = |d: &str| models.join(d).display().to_string();
     let mut argv: Vec<String> = ["serve", "--port", "0", "--model", "cascade"]
         .map(String::from)
         .to_vec();
+    argv.extend(["--speculative-start-ms".into(), speculative_ms.into()]);
     match llm {
         Some(llm) => argv.extend(["--llm-url".into(), llm.url.clone()]),
         None => argv.extend([
@@ -220,7 +227,7 @@ async fn main() -> anyhow::Result<()> {
         .clone()
         .unwrap_or_else(duet_client::speech::models_dir);
     let embedded = a.llm == "embedded";
-    let addr = start_server(&models, (!embedded).then_some(&llm)).await?;
+    let addr = start_server(&models, (!embedded).then_some(&llm), &a.speculative_ms).await?;
     let (question, speech_end) = question();
     // One turn first, not counted: the models' first runs are slower.
     session(addr, &question, speech_end, 1).await?;
@@ -230,8 +237,8 @@ async fn main() -> anyhow::Result<()> {
         "a fast scripted LLM"
     };
     println!(
-        "cascade voice-to-voice: end of the voiced speech → each stage seen by the client (p50 / p99 ms), {} rounds per session, {which}",
-        a.rounds
+        "cascade voice-to-voice: end of the voiced speech → each stage seen by the client (p50 / p99 ms), {} rounds per session, {which}, --speculative-start-ms {}",
+        a.rounds, a.speculative_ms
     );
     println!();
     let names: String = STAGES

@@ -363,6 +363,26 @@ mod tests {
     }
 
     #[test]
+    fn any_text_round_trips_and_pieces_cover_it() {
+        let t = toy();
+        let alphabet: Vec<char> = "ab Z9 0'sllve\n\t\r  .,!?-é東🙂\u{0}\u{7f}\u{a0}\u{2028}ʼ"
+            .chars()
+            .collect();
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..2_000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let len = (seed % 24) as usize;
+            let text: String = (0..len)
+                .map(|i| alphabet[((seed >> (i % 8 * 8)) as usize + i * 7) % alphabet.len()])
+                .collect();
+            assert_eq!(pre_tokenize(&text).concat(), text, "{text:?}");
+            assert_eq!(t.decode(&t.encode(&text)), text, "{text:?}");
+        }
+    }
+
+    #[test]
     fn text_stream_holds_back_a_split_character() {
         let t = toy();
         let ids = t.encode("é🙂");
