@@ -46,6 +46,23 @@ fn speeds(llm: &LoadedLlama, prompt: &[u32], decode: usize) -> (f64, f64) {
     (prefill, decode as f64 / t.elapsed().as_secs_f64())
 }
 
+/// `n` conversations decoding together, a token each per pass (`forward_many`): tokens per
+/// second over all of them.
+fn batched_decode(llm: &LoadedLlama, prompt: &[u32], n: usize, steps: usize) -> f64 {
+    let mut caches: Vec<KvCache> = (0..n).map(|_| KvCache::default()).collect();
+    for c in &mut caches {
+        llm.model.forward(prompt, c).expect("prefill");
+    }
+    let t = Instant::now();
+    for step in 0..steps {
+        let token = [prompt[step % prompt.len()]];
+        let mut seqs: Vec<(&[u32], &mut KvCache)> =
+            caches.iter_mut().map(|c| (&token[..], c)).collect();
+        llm.model.forward_many(&mut seqs).expect("decode");
+    }
+    (n * steps) as f64 / t.elapsed().as_secs_f64()
+}
+
 /// Time to the first token of the answer to `messages`.
 fn first_token(llm: &EmbeddedLlm, messages: Vec<serde_json::Value>) -> (Duration, usize, String) {
     let t = Instant::now();
@@ -134,6 +151,21 @@ fn main() {
             median(d)
         );
     }
+
+    let llm = LoadedLlama::load(&dir, WeightFormat::F16, &device).expect("load");
+    let prompt = llm.tokenizer.encode(PROMPT);
+    println!();
+    println!("| conversations decoding together (f16) | tokens/s over all | per conversation |");
+    println!("|---|---|---|");
+    for n in [1, 2, 4, 8] {
+        let total = median(
+            (0..rounds)
+                .map(|_| batched_decode(&llm, &prompt, n, 32))
+                .collect(),
+        );
+        println!("| {n} | {total:.0} | {:.1} |", total / n as f64);
+    }
+    drop(llm);
 
     if let Some(tmp) = random {
         let _ = std::fs::remove_dir_all(tmp);

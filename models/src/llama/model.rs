@@ -247,6 +247,11 @@ impl Llama {
         })
     }
 
+    /// The device it runs on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
     /// The model's shape.
     pub fn shape(&self) -> &Shape {
         &self.shape
@@ -255,93 +260,142 @@ impl Llama {
     /// Runs `tokens` after what `cache` holds and returns the logits that follow the last
     /// one (`vocab` f32). The tokens join the cache.
     pub fn forward(&self, tokens: &[u32], cache: &mut KvCache) -> candle::Result<Tensor> {
-        let t = tokens.len();
-        let start = cache.len;
-        if t == 0 {
-            candle::bail!("nothing to run");
-        }
-        if start + t > self.shape.context {
-            candle::bail!(
-                "{} tokens pass the model's context of {}",
-                start + t,
-                self.shape.context
-            );
-        }
-        cache.reserve(&self.shape, t, &self.device)?;
+        let mut out = self.forward_many(&mut [(tokens, cache)])?;
+        Ok(out.remove(0))
+    }
+
+    /// [`Llama::forward`] for several conversations in one pass: their tokens go through
+    /// the weight matrices together (one read of the weights for all of them: decoding
+    /// several answers a token each costs little more than one), and attention runs on each
+    /// conversation's own cache. Returns each one's logits, in order.
+    pub fn forward_many(&self, seqs: &mut [(&[u32], &mut KvCache)]) -> candle::Result<Vec<Tensor>> {
         let s = &self.shape;
-        let total = start + t;
         let rep = s.heads / s.kv_heads;
-        let cos = self.cos.narrow(0, start, t)?;
-        let sin = self.sin.narrow(0, start, t)?;
+        // Per conversation: its first row in the batch, its length and where it starts.
+        let mut rows = Vec::with_capacity(seqs.len());
+        let mut ids = Vec::new();
+        for (tokens, cache) in seqs.iter_mut() {
+            let (t, start) = (tokens.len(), cache.len);
+            if t == 0 {
+                candle::bail!("nothing to run");
+            }
+            if start + t > s.context {
+                candle::bail!(
+                    "{} tokens pass the model's context of {}",
+                    start + t,
+                    s.context
+                );
+            }
+            cache.reserve(s, t, &self.device)?;
+            rows.push((ids.len(), t, start));
+            ids.extend_from_slice(tokens);
+        }
+        let n = ids.len();
         // Row (r, i) of a query group is position start + i: it sees keys 0..=start + i.
-        let mask = if t > 1 {
-            let m: Vec<f32> = (0..t)
-                .flat_map(|i| {
-                    (0..total).map(move |j| {
-                        if j > start + i {
-                            f32::NEG_INFINITY
-                        } else {
-                            0.0
-                        }
+        let masks = rows
+            .iter()
+            .map(|&(_, t, start)| {
+                if t == 1 {
+                    return Ok(None);
+                }
+                let total = start + t;
+                let m: Vec<f32> = (0..t)
+                    .flat_map(|i| {
+                        (0..total).map(move |j| {
+                            if j > start + i {
+                                f32::NEG_INFINITY
+                            } else {
+                                0.0
+                            }
+                        })
                     })
-                })
-                .collect();
-            Some(Tensor::from_vec(m, (1, 1, t, total), &self.device)?)
-        } else {
-            None
-        };
-        let ids = Tensor::new(tokens, &self.device)?.unsqueeze(0)?;
-        let mut x = self.embed.forward(&ids)?; // (1, t, embedding)
-        for (layer, (k_cache, v_cache)) in self.layers.iter().zip(cache.kv.iter()) {
+                    .collect();
+                Tensor::from_vec(m, (1, 1, t, total), &self.device).map(Some)
+            })
+            .collect::<candle::Result<Vec<_>>>()?;
+        let ids = Tensor::new(ids.as_slice(), &self.device)?.unsqueeze(0)?;
+        let mut x = self.embed.forward(&ids)?; // (1, n, embedding)
+        for (li, layer) in self.layers.iter().enumerate() {
             let h = layer.attn_norm.forward(&x)?;
-            let q = layer
-                .wq
-                .forward(&h)?
-                .reshape((1, t, s.heads, s.head_dim))?
-                .transpose(1, 2)?
-                .contiguous()?;
-            let k = layer
-                .wk
-                .forward(&h)?
-                .reshape((1, t, s.kv_heads, s.head_dim))?
-                .transpose(1, 2)?
-                .contiguous()?;
-            let v = layer
-                .wv
-                .forward(&h)?
-                .reshape((t, s.kv_heads, s.head_dim))?
-                .transpose(0, 1)?
-                .contiguous()?;
-            let q = candle_nn::rotary_emb::rope_i(&q, &cos, &sin)?;
-            let k = candle_nn::rotary_emb::rope_i(&k, &cos, &sin)?.squeeze(0)?;
-            k_cache.slice_set(&k, 1, start)?;
-            v_cache.slice_set(&v, 1, start)?;
-            let keys = k_cache.narrow(1, 0, total)?; // (kv_heads, total, head_dim)
-            let values = v_cache.narrow(1, 0, total)?;
-            // The query heads that share a KV head, stacked: (kv_heads, rep * t, head_dim).
-            let q = q.reshape((s.kv_heads, rep * t, s.head_dim))?;
-            let att = (q.matmul(&keys.t()?)? / (s.head_dim as f64).sqrt())?;
-            let att = match &mask {
-                Some(m) => att
-                    .reshape((s.kv_heads, rep, t, total))?
-                    .broadcast_add(m)?
-                    .reshape((s.kv_heads, rep * t, total))?,
-                None => att,
+            let (q_all, k_all, v_all) = (
+                layer.wq.forward(&h)?,
+                layer.wk.forward(&h)?,
+                layer.wv.forward(&h)?,
+            );
+            let mut ys = Vec::with_capacity(seqs.len());
+            for (si, &(row, t, start)) in rows.iter().enumerate() {
+                let total = start + t;
+                let (k_cache, v_cache) = &seqs[si].1.kv[li];
+                let cos = self.cos.narrow(0, start, t)?;
+                let sin = self.sin.narrow(0, start, t)?;
+                let q = q_all
+                    .narrow(1, row, t)?
+                    .reshape((1, t, s.heads, s.head_dim))?
+                    .transpose(1, 2)?
+                    .contiguous()?;
+                let k = k_all
+                    .narrow(1, row, t)?
+                    .reshape((1, t, s.kv_heads, s.head_dim))?
+                    .transpose(1, 2)?
+                    .contiguous()?;
+                let v = v_all
+                    .narrow(1, row, t)?
+                    .reshape((t, s.kv_heads, s.head_dim))?
+                    .transpose(0, 1)?
+                    .contiguous()?;
+                let q = candle_nn::rotary_emb::rope_i(&q, &cos, &sin)?;
+                let k = candle_nn::rotary_emb::rope_i(&k, &cos, &sin)?.squeeze(0)?;
+                k_cache.slice_set(&k, 1, start)?;
+                v_cache.slice_set(&v, 1, start)?;
+                let keys = k_cache.narrow(1, 0, total)?; // (kv_heads, total, head_dim)
+                let values = v_cache.narrow(1, 0, total)?;
+                // The query heads that share a KV head, stacked: (kv_heads, rep * t, head_dim).
+                let q = q.reshape((s.kv_heads, rep * t, s.head_dim))?;
+                let att = (q.matmul(&keys.t()?)? / (s.head_dim as f64).sqrt())?;
+                let att = match &masks[si] {
+                    Some(m) => att
+                        .reshape((s.kv_heads, rep, t, total))?
+                        .broadcast_add(m)?
+                        .reshape((s.kv_heads, rep * t, total))?,
+                    None => att,
+                };
+                let att = candle_nn::ops::softmax_last_dim(&att)?;
+                ys.push(
+                    att.matmul(&values)? // (kv_heads, rep * t, head_dim) = (heads, t, head_dim)
+                        .reshape((s.heads, t, s.head_dim))?
+                        .transpose(0, 1)?
+                        .reshape((1, t, s.embedding))?,
+                );
+            }
+            let y = if ys.len() == 1 {
+                ys.remove(0)
+            } else {
+                Tensor::cat(&ys, 1)?
             };
-            let att = candle_nn::ops::softmax_last_dim(&att)?;
-            let y = att
-                .matmul(&values)? // (kv_heads, rep * t, head_dim) = (heads, t, head_dim)
-                .reshape((s.heads, t, s.head_dim))?
-                .transpose(0, 1)?
-                .reshape((1, t, s.embedding))?;
             x = (layer.wo.forward(&y)? + x)?;
             let h = layer.ffn_norm.forward(&x)?;
             let ffn = (candle_nn::ops::silu(&layer.gate.forward(&h)?)? * layer.up.forward(&h)?)?;
             x = (layer.down.forward(&ffn)? + x)?;
         }
-        cache.len = total;
-        let last = x.narrow(1, t - 1, 1)?;
-        let logits = self.output.forward(&self.norm.forward(&last)?)?;
-        logits.flatten_all()?.to_dtype(DType::F32)
+        debug_assert_eq!(x.dim(1)?, n);
+        // Each conversation's last row, through the output head together.
+        let last: Vec<Tensor> = rows
+            .iter()
+            .map(|&(row, t, _)| x.narrow(1, row + t - 1, 1))
+            .collect::<candle::Result<_>>()?;
+        let last = if last.len() == 1 {
+            last[0].clone()
+        } else {
+            Tensor::cat(&last, 1)?
+        };
+        let logits = self
+            .output
+            .forward(&self.norm.forward(&last)?)?
+            .to_dtype(DType::F32)?
+            .squeeze(0)?; // (conversations, vocab)
+        for ((_, cache), &(_, t, start)) in seqs.iter_mut().zip(&rows) {
+            cache.len = start + t;
+        }
+        (0..rows.len()).map(|i| logits.get(i)).collect()
     }
 }

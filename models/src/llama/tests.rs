@@ -65,6 +65,45 @@ fn a_prompt_run_in_pieces_gives_the_logits_of_one_pass() {
 }
 
 #[test]
+fn conversations_run_together_give_the_logits_they_give_alone() {
+    for format in [WeightFormat::Quantized, WeightFormat::F16] {
+        let (_dir, llm) = load(format);
+        let m = &llm.model;
+        // Three conversations at different lengths: one prefilling, two decoding.
+        let (a, b, c) = (prompt(9), prompt(20), prompt(33));
+        let (mut ca, mut cb, mut cc) = (KvCache::default(), KvCache::default(), KvCache::default());
+        m.forward(&b[..19], &mut cb).unwrap();
+        m.forward(&c[..32], &mut cc).unwrap();
+        let alone: Vec<Tensor> = {
+            let (mut xa, mut xb, mut xc) = (
+                ca.prefix(0).unwrap(),
+                cb.prefix(19).unwrap(),
+                cc.prefix(32).unwrap(),
+            );
+            vec![
+                m.forward(&a, &mut xa).unwrap(),
+                m.forward(&b[19..], &mut xb).unwrap(),
+                m.forward(&c[32..], &mut xc).unwrap(),
+            ]
+        };
+        let together = m
+            .forward_many(&mut [(&a[..], &mut ca), (&b[19..], &mut cb), (&c[32..], &mut cc)])
+            .unwrap();
+        assert_eq!((ca.len(), cb.len(), cc.len()), (9, 20, 33));
+        // f16 matmuls round differently with more rows (one f16 ulp of the logits).
+        let tolerance = if format == WeightFormat::F16 {
+            1e-2
+        } else {
+            1e-3
+        };
+        for (x, y) in alone.iter().zip(&together) {
+            let d = max_diff(x, y);
+            assert!(d < tolerance, "{format:?}: differs by {d}");
+        }
+    }
+}
+
+#[test]
 fn the_logits_match_candles_own_quantized_llama() {
     let dir = tempfile::tempdir().unwrap();
     tiny_gguf(dir.path());
