@@ -32,6 +32,7 @@ pub const SESSION_RATE: u32 = 24_000;
 
 pub mod adpcm;
 pub mod call_audio;
+pub mod dtmf;
 pub mod frames;
 pub mod g711;
 pub mod jitter;

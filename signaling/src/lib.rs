@@ -12,6 +12,7 @@ pub mod sdp;
 pub mod stun;
 #[doc(hidden)]
 pub mod testutil;
+pub mod webhook;
 
 pub use call::{AnswerConfig, Call, CallError, CallEvent, SendError, Transmit, SEND_BUFFER_BYTES};
 pub use sdp::{
