@@ -20,8 +20,7 @@ pub mod tokenizer;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::Arc;
 
 use candle::quantized::gguf_file;
 use candle::{Device, Tensor};
@@ -186,8 +185,6 @@ pub struct LlmStats {
     pub running: AtomicUsize,
     /// Bytes of KV cache kept for later turns now.
     pub kept_bytes: AtomicUsize,
-    /// When the engine last stopped a cancelled answer.
-    pub last_cancel: Mutex<Option<Instant>>,
 }
 
 /// One answer's request to the engine thread.
@@ -296,7 +293,8 @@ impl Llm for EmbeddedLlm {
 struct Kept {
     tokens: Vec<u32>,
     cache: KvCache,
-    used: Instant,
+    /// The answer count when it was last used (least recently used goes first).
+    used: u64,
 }
 
 /// An answer being computed.
@@ -379,9 +377,6 @@ impl Engine {
                 if r.job.cancelled.load(Ordering::Relaxed) {
                     r.over = true;
                     self.stats.cancelled.fetch_add(1, Ordering::Relaxed);
-                    if let Ok(mut at) = self.stats.last_cancel.lock() {
-                        *at = Some(Instant::now());
-                    }
                     continue;
                 }
                 match self.next_input(r) {
@@ -449,7 +444,7 @@ impl Engine {
             .max_by_key(|(n, _)| *n);
         let cache = match best {
             Some((n, kept)) if n >= MIN_REUSE => {
-                kept.used = Instant::now();
+                kept.used = self.answers;
                 kept.cache.prefix(n).unwrap_or_default()
             }
             _ => KvCache::default(),
@@ -605,7 +600,7 @@ impl Engine {
         self.kept.push(Kept {
             tokens,
             cache,
-            used: Instant::now(),
+            used: self.answers,
         });
         while self.kept_bytes() > self.options.cache_bytes && !self.kept.is_empty() {
             let oldest = (0..self.kept.len())
