@@ -150,6 +150,81 @@ fn matmul(q: QTensor, format: WeightFormat, device: &Device) -> candle::Result<Q
     })
 }
 
+/// What the GGUF metadata says of the model: its shape (the vocabulary still 0: the
+/// embedding tensor tells), the RMS-norm epsilon and the rope base.
+fn metadata(content: &gguf_file::Content) -> candle::Result<(Shape, f64, f32)> {
+    let md = |key: &str| {
+        content
+            .metadata
+            .get(key)
+            .ok_or_else(|| candle::Error::Msg(format!("the GGUF has no {key}")))
+    };
+    let arch = md("general.architecture")?.to_string()?.clone();
+    if arch != "llama" {
+        candle::bail!("general.architecture is {arch:?}; only \"llama\" is supported");
+    }
+    let u = |key: &str| -> candle::Result<usize> { Ok(md(key)?.to_u32()? as usize) };
+    let heads = u("llama.attention.head_count")?;
+    if heads == 0 {
+        candle::bail!("llama.attention.head_count is 0");
+    }
+    let embedding = u("llama.embedding_length")?;
+    let shape = Shape {
+        layers: u("llama.block_count")?,
+        heads,
+        kv_heads: u("llama.attention.head_count_kv").unwrap_or(heads),
+        head_dim: embedding / heads,
+        embedding,
+        context: u("llama.context_length").unwrap_or(4096).clamp(256, 32_768),
+        vocab: 0,
+    };
+    if shape.kv_heads == 0 || !shape.heads.is_multiple_of(shape.kv_heads) {
+        candle::bail!(
+            "{heads} heads do not group over {} KV heads",
+            shape.kv_heads
+        );
+    }
+    let eps = md("llama.attention.layer_norm_rms_epsilon")?.to_f32()? as f64;
+    let rope_base = md("llama.rope.freq_base")
+        .and_then(|v| v.to_f32())
+        .unwrap_or(10_000.0);
+    Ok((shape, eps, rope_base))
+}
+
+/// The rope angles of every position: (cos, sin), each `(context, head_dim / 2)`.
+fn rope_table(shape: &Shape, base: f32, device: &Device) -> candle::Result<(Tensor, Tensor)> {
+    let half = shape.head_dim / 2;
+    let theta: Vec<f32> = (0..half)
+        .map(|i| 1.0 / base.powf(2.0 * i as f32 / shape.head_dim as f32))
+        .collect();
+    let positions = Tensor::arange(0, shape.context as u32, device)?
+        .to_dtype(DType::F32)?
+        .reshape((shape.context, 1))?;
+    let angles = positions.matmul(&Tensor::new(theta.as_slice(), device)?.reshape((1, half))?)?;
+    Ok((angles.cos()?, angles.sin()?))
+}
+
+/// The additive causal mask of `t` new tokens after `start` cached ones: row `i` (position
+/// `start + i`) sees keys `0..=start + i`. None for one token (it sees everything).
+fn causal_mask(t: usize, start: usize, device: &Device) -> candle::Result<Option<Tensor>> {
+    if t == 1 {
+        return Ok(None);
+    }
+    let total = start + t;
+    let m: Vec<f32> = (0..t)
+        .flat_map(|i| {
+            (0..total).map(move |j| {
+                if j > start + i {
+                    f32::NEG_INFINITY
+                } else {
+                    0.0
+                }
+            })
+        })
+        .collect();
+    Tensor::from_vec(m, (1, 1, t, total), device).map(Some)
+}
+
 impl Llama {
     /// Loads the weights of a `general.architecture = "llama"` GGUF.
     pub fn load<R: std::io::Read + std::io::Seek>(
@@ -158,37 +233,17 @@ impl Llama {
         format: WeightFormat,
         device: &Device,
     ) -> candle::Result<Self> {
-        let md = |key: &str| {
-            content
-                .metadata
-                .get(key)
-                .ok_or_else(|| candle::Error::Msg(format!("the GGUF has no {key}")))
-        };
-        let arch = md("general.architecture")?.to_string()?.clone();
-        if arch != "llama" {
-            candle::bail!("general.architecture is {arch:?}; only \"llama\" is supported");
-        }
-        let u = |key: &str| -> candle::Result<usize> { Ok(md(key)?.to_u32()? as usize) };
-        let heads = u("llama.attention.head_count")?;
-        if heads == 0 {
-            candle::bail!("llama.attention.head_count is 0");
-        }
-        let embedding = u("llama.embedding_length")?;
-        let eps = md("llama.attention.layer_norm_rms_epsilon")?.to_f32()? as f64;
-        let rope_base = md("llama.rope.freq_base")
-            .and_then(|v| v.to_f32())
-            .unwrap_or(10_000.0);
-        let context = u("llama.context_length").unwrap_or(4096).clamp(256, 32_768);
+        let (mut shape, eps, rope_base) = metadata(content)?;
         let tensor = |name: &str, reader: &mut R| content.tensor(reader, name, device);
         let embed_q = tensor("token_embd.weight", reader)?;
-        let vocab = embed_q.shape().dims()[0];
+        shape.vocab = embed_q.shape().dims()[0];
         let embed = embed_q.dequantize(device)?;
         let output = match tensor("output.weight", reader) {
             Ok(t) => t,
             Err(_) => embed_q, // tied embeddings
         };
-        let mut layers = Vec::new();
-        for i in 0..u("llama.block_count")? {
+        let mut layers = Vec::with_capacity(shape.layers);
+        for i in 0..shape.layers {
             let mut get = |name: &str| tensor(&format!("blk.{i}.{name}.weight"), reader);
             let mut mm = |name: &str| matmul(get(name)?, format, device);
             let (wq, wk, wv, wo) = (
@@ -210,41 +265,63 @@ impl Llama {
                 ffn_norm: RmsNorm::from_qtensor(get("ffn_norm")?, eps)?,
             });
         }
-        let shape = Shape {
-            layers: layers.len(),
-            heads,
-            kv_heads: u("llama.attention.head_count_kv").unwrap_or(heads),
-            head_dim: embedding / heads,
-            embedding,
-            context,
-            vocab,
-        };
-        if shape.kv_heads == 0 || !shape.heads.is_multiple_of(shape.kv_heads) {
-            candle::bail!(
-                "{} heads do not group over {} KV heads",
-                heads,
-                shape.kv_heads
-            );
-        }
-        let half = shape.head_dim / 2;
-        let theta: Vec<f32> = (0..half)
-            .map(|i| 1.0 / rope_base.powf(2.0 * i as f32 / shape.head_dim as f32))
-            .collect();
-        let positions = Tensor::arange(0, context as u32, device)?
-            .to_dtype(DType::F32)?
-            .reshape((context, 1))?;
-        let angles =
-            positions.matmul(&Tensor::new(theta.as_slice(), device)?.reshape((1, half))?)?;
+        let (cos, sin) = rope_table(&shape, rope_base, device)?;
         Ok(Self {
-            embed: candle_nn::Embedding::new(embed, embedding),
+            embed: candle_nn::Embedding::new(embed, shape.embedding),
             layers,
             norm: RmsNorm::from_qtensor(tensor("output_norm.weight", reader)?, eps)?,
             output: matmul(output, format, device)?,
-            cos: angles.cos()?,
-            sin: angles.sin()?,
+            cos,
+            sin,
             shape,
             device: device.clone(),
         })
+    }
+
+    /// One conversation's attention in one layer: its `t` new rows of queries, keys and
+    /// values (`(1, t, ·)`) at positions `start..`, the keys and values written into its
+    /// `cache` and attended over with the ones before. Returns `(1, t, embedding)`.
+    fn attend(
+        &self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        (k_cache, v_cache): &(Tensor, Tensor),
+        start: usize,
+        mask: Option<&Tensor>,
+    ) -> candle::Result<Tensor> {
+        let s = &self.shape;
+        let t = q.dim(1)?;
+        let (total, rep) = (start + t, s.heads / s.kv_heads);
+        let cos = self.cos.narrow(0, start, t)?;
+        let sin = self.sin.narrow(0, start, t)?;
+        let heads = |x: Tensor, n: usize| {
+            x.reshape((1, t, n, s.head_dim))?
+                .transpose(1, 2)?
+                .contiguous()
+        };
+        let q = candle_nn::rotary_emb::rope_i(&heads(q, s.heads)?, &cos, &sin)?;
+        let k = candle_nn::rotary_emb::rope_i(&heads(k, s.kv_heads)?, &cos, &sin)?.squeeze(0)?;
+        let v = heads(v, s.kv_heads)?.squeeze(0)?;
+        k_cache.slice_set(&k, 1, start)?;
+        v_cache.slice_set(&v, 1, start)?;
+        let keys = k_cache.narrow(1, 0, total)?; // (kv_heads, total, head_dim)
+        let values = v_cache.narrow(1, 0, total)?;
+        // The query heads that share a KV head, stacked: (kv_heads, rep * t, head_dim).
+        let q = q.reshape((s.kv_heads, rep * t, s.head_dim))?;
+        let att = (q.matmul(&keys.t()?)? / (s.head_dim as f64).sqrt())?;
+        let att = match mask {
+            Some(m) => att
+                .reshape((s.kv_heads, rep, t, total))?
+                .broadcast_add(m)?
+                .reshape((s.kv_heads, rep * t, total))?,
+            None => att,
+        };
+        candle_nn::ops::softmax_last_dim(&att)?
+            .matmul(&values)? // (kv_heads, rep * t, head_dim) = (heads, t, head_dim)
+            .reshape((s.heads, t, s.head_dim))?
+            .transpose(0, 1)?
+            .reshape((1, t, s.embedding))
     }
 
     /// The device it runs on.
@@ -270,7 +347,6 @@ impl Llama {
     /// conversation's own cache. Returns each one's logits, in order.
     pub fn forward_many(&self, seqs: &mut [(&[u32], &mut KvCache)]) -> candle::Result<Vec<Tensor>> {
         let s = &self.shape;
-        let rep = s.heads / s.kv_heads;
         // Per conversation: its first row in the batch, its length and where it starts.
         let mut rows = Vec::with_capacity(seqs.len());
         let mut ids = Vec::new();
@@ -291,27 +367,9 @@ impl Llama {
             ids.extend_from_slice(tokens);
         }
         let n = ids.len();
-        // Row (r, i) of a query group is position start + i: it sees keys 0..=start + i.
         let masks = rows
             .iter()
-            .map(|&(_, t, start)| {
-                if t == 1 {
-                    return Ok(None);
-                }
-                let total = start + t;
-                let m: Vec<f32> = (0..t)
-                    .flat_map(|i| {
-                        (0..total).map(move |j| {
-                            if j > start + i {
-                                f32::NEG_INFINITY
-                            } else {
-                                0.0
-                            }
-                        })
-                    })
-                    .collect();
-                Tensor::from_vec(m, (1, 1, t, total), &self.device).map(Some)
-            })
+            .map(|&(_, t, start)| causal_mask(t, start, &self.device))
             .collect::<candle::Result<Vec<_>>>()?;
         let ids = Tensor::new(ids.as_slice(), &self.device)?.unsqueeze(0)?;
         let mut x = self.embed.forward(&ids)?; // (1, n, embedding)
@@ -324,48 +382,9 @@ impl Llama {
             );
             let mut ys = Vec::with_capacity(seqs.len());
             for (si, &(row, t, start)) in rows.iter().enumerate() {
-                let total = start + t;
-                let (k_cache, v_cache) = &seqs[si].1.kv[li];
-                let cos = self.cos.narrow(0, start, t)?;
-                let sin = self.sin.narrow(0, start, t)?;
-                let q = q_all
-                    .narrow(1, row, t)?
-                    .reshape((1, t, s.heads, s.head_dim))?
-                    .transpose(1, 2)?
-                    .contiguous()?;
-                let k = k_all
-                    .narrow(1, row, t)?
-                    .reshape((1, t, s.kv_heads, s.head_dim))?
-                    .transpose(1, 2)?
-                    .contiguous()?;
-                let v = v_all
-                    .narrow(1, row, t)?
-                    .reshape((t, s.kv_heads, s.head_dim))?
-                    .transpose(0, 1)?
-                    .contiguous()?;
-                let q = candle_nn::rotary_emb::rope_i(&q, &cos, &sin)?;
-                let k = candle_nn::rotary_emb::rope_i(&k, &cos, &sin)?.squeeze(0)?;
-                k_cache.slice_set(&k, 1, start)?;
-                v_cache.slice_set(&v, 1, start)?;
-                let keys = k_cache.narrow(1, 0, total)?; // (kv_heads, total, head_dim)
-                let values = v_cache.narrow(1, 0, total)?;
-                // The query heads that share a KV head, stacked: (kv_heads, rep * t, head_dim).
-                let q = q.reshape((s.kv_heads, rep * t, s.head_dim))?;
-                let att = (q.matmul(&keys.t()?)? / (s.head_dim as f64).sqrt())?;
-                let att = match &masks[si] {
-                    Some(m) => att
-                        .reshape((s.kv_heads, rep, t, total))?
-                        .broadcast_add(m)?
-                        .reshape((s.kv_heads, rep * t, total))?,
-                    None => att,
-                };
-                let att = candle_nn::ops::softmax_last_dim(&att)?;
-                ys.push(
-                    att.matmul(&values)? // (kv_heads, rep * t, head_dim) = (heads, t, head_dim)
-                        .reshape((s.heads, t, s.head_dim))?
-                        .transpose(0, 1)?
-                        .reshape((1, t, s.embedding))?,
-                );
+                let [q, k, v] = [&q_all, &k_all, &v_all].map(|m| m.narrow(1, row, t));
+                let cache = &seqs[si].1.kv[li];
+                ys.push(self.attend(q?, k?, v?, cache, start, masks[si].as_ref())?);
             }
             let y = if ys.len() == 1 {
                 ys.remove(0)
