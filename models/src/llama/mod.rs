@@ -405,12 +405,7 @@ impl Engine {
         self.answers += 1;
         self.stats.answers.fetch_add(1, Ordering::Relaxed);
         let req = &job.request;
-        let context = self
-            .llm
-            .model
-            .shape()
-            .context
-            .min(self.options.context.max(64));
+        let context = self.context();
         let max_tokens = req
             .max_tokens
             .map_or(self.options.max_tokens, |n| n as usize)
@@ -436,34 +431,13 @@ impl Engine {
                 return;
             }
         };
-        // The longest kept prefix, leaving at least one token to run for the logits.
-        let best = self
-            .kept
-            .iter_mut()
-            .map(|k| (common_prefix(&k.tokens, &tokens).min(tokens.len() - 1), k))
-            .max_by_key(|(n, _)| *n);
-        let cache = match best {
-            Some((n, kept)) if n >= MIN_REUSE => {
-                kept.used = self.answers;
-                kept.cache.prefix(n).unwrap_or_default()
-            }
-            _ => KvCache::default(),
-        };
+        let sampler = self.sampler(req.temperature);
+        let cache = self.kept_prefix(&tokens);
         let reused = cache.len();
         let s = &self.stats;
         s.cached_tokens.fetch_add(reused as u64, Ordering::Relaxed);
         s.prefill_tokens
             .fetch_add((tokens.len() - reused) as u64, Ordering::Relaxed);
-        let temperature = req.temperature.map_or(self.options.temperature, f64::from);
-        let sampling = if temperature <= 0.0 {
-            Sampling::ArgMax
-        } else {
-            Sampling::TopP {
-                p: 0.9,
-                temperature,
-            }
-        };
-        let seed = self.options.seed.wrapping_add(self.answers);
         let mut parser = ToolCallParser::new(format!("{:x}_", self.answers));
         let mut early = Vec::new();
         let _ = parser.push(&answer_prefix, &mut early); // opens the forced call
@@ -476,12 +450,49 @@ impl Engine {
             generated: 0,
             max_tokens,
             logits: None,
-            sampler: LogitsProcessor::from_sampling(seed, sampling),
+            sampler,
             text: tokenizer::TextStream::default(),
             parser,
             over: false,
             job,
         });
+    }
+
+    /// The longest conversation an answer runs on.
+    fn context(&self) -> usize {
+        let model = self.llm.model.shape().context;
+        model.min(self.options.context.max(64))
+    }
+
+    /// A copy of the longest kept cache that `tokens` start with, leaving at least one token
+    /// to run for the logits (empty when none is worth copying).
+    fn kept_prefix(&mut self, tokens: &[u32]) -> KvCache {
+        let best = self
+            .kept
+            .iter_mut()
+            .map(|k| (common_prefix(&k.tokens, tokens).min(tokens.len() - 1), k))
+            .max_by_key(|(n, _)| *n);
+        match best {
+            Some((n, kept)) if n >= MIN_REUSE => {
+                kept.used = self.answers;
+                kept.cache.prefix(n).unwrap_or_default()
+            }
+            _ => KvCache::default(),
+        }
+    }
+
+    /// The sampler of the next answer: greedy, or top-p at a request's `temperature`.
+    fn sampler(&self, temperature: Option<f32>) -> LogitsProcessor {
+        let temperature = temperature.map_or(self.options.temperature, f64::from);
+        let sampling = if temperature <= 0.0 {
+            Sampling::ArgMax
+        } else {
+            Sampling::TopP {
+                p: 0.9,
+                temperature,
+            }
+        };
+        LogitsProcessor::from_sampling(self.options.seed.wrapping_add(self.answers), sampling)
     }
 
     /// An answer's next input: a prefill chunk, or the token it samples now (its events
@@ -519,13 +530,7 @@ impl Engine {
             let piece = r.text.push(&self.llm.tokenizer, next);
             r.parser.push(&piece, &mut events)?;
         }
-        let context = self
-            .llm
-            .model
-            .shape()
-            .context
-            .min(self.options.context.max(64));
-        let full = r.generated >= r.max_tokens || r.cache.len() + 1 >= context;
+        let full = r.generated >= r.max_tokens || r.cache.len() + 1 >= self.context();
         if stop || full {
             r.parser.finish(&mut events)?;
             events.push(LlmEvent::Usage {
