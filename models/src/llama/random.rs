@@ -109,10 +109,26 @@ pub fn write_random_gguf(dir: &Path, shape: &RandomShape, seed: u64) -> candle::
         named.push((p("attn_norm"), ones(e)?));
         named.push((p("ffn_norm"), ones(e)?));
     }
-    use gguf_file::Value as V;
-    let strs = |v: &[String]| V::Array(v.iter().map(|s| V::String(s.clone())).collect());
     let merges: Vec<String> = merges.iter().map(|s| s.to_string()).collect();
-    let md: Vec<(&str, V)> = vec![
+    let md = metadata(shape, &tokens, &types, &merges);
+    use gguf_file::Value as V;
+    let md: Vec<(&str, &V)> = md.iter().map(|(k, v)| (*k, v)).collect();
+    let tensors: Vec<(&str, &QTensor)> = named.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let mut file = std::fs::File::create(dir.join("random.gguf"))?;
+    gguf_file::write(&mut file, &md, &tensors)
+}
+
+/// The GGUF metadata of a random model of `shape` with this vocabulary.
+fn metadata(
+    shape: &RandomShape,
+    tokens: &[String],
+    types: &[i32],
+    merges: &[String],
+) -> Vec<(&'static str, gguf_file::Value)> {
+    use gguf_file::Value as V;
+    let e = shape.embedding;
+    let strs = |v: &[String]| V::Array(v.iter().map(|s| V::String(s.clone())).collect());
+    vec![
         ("general.architecture", V::String("llama".into())),
         ("general.name", V::String("random".into())),
         ("llama.block_count", V::U32(shape.layers as u32)),
@@ -130,21 +146,17 @@ pub fn write_random_gguf(dir: &Path, shape: &RandomShape, seed: u64) -> candle::
             V::U32((e / shape.heads) as u32),
         ),
         ("tokenizer.ggml.model", V::String("gpt2".into())),
-        ("tokenizer.ggml.tokens", strs(&tokens)),
+        ("tokenizer.ggml.tokens", strs(tokens)),
         (
             "tokenizer.ggml.token_type",
             V::Array(types.iter().map(|&t| V::I32(t)).collect()),
         ),
-        ("tokenizer.ggml.merges", strs(&merges)),
+        ("tokenizer.ggml.merges", strs(merges)),
         (
             "tokenizer.chat_template",
             V::String(
                 "{{ '<|im_start|>system\nYou are tiny.<|im_end|>\n' }}{{'<|im_start|>'}}".into(),
             ),
         ),
-    ];
-    let md: Vec<(&str, &V)> = md.iter().map(|(k, v)| (*k, v)).collect();
-    let tensors: Vec<(&str, &QTensor)> = named.iter().map(|(k, v)| (k.as_str(), v)).collect();
-    let mut file = std::fs::File::create(dir.join("random.gguf"))?;
-    gguf_file::write(&mut file, &md, &tensors)
+    ]
 }
