@@ -6,11 +6,10 @@
 //! keeps only the words that went out.
 
 mod common;
-use base64::Engine;
 use common::*;
 use duet_client::speech::{espeak, models_dir, serve_args, word_errors};
 use duet_models::moshi::DeviceSpec;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -54,30 +53,6 @@ fn embedded(server: &duet::server::Server) -> &duet_models::llama::EmbeddedLlm {
     }
 }
 
-/// The answer's audio (24 kHz) and transcript deltas, from the session's log.
-fn answer_of(log: &[Value], response: &Value) -> (Vec<f32>, String) {
-    let b64 = base64::engine::general_purpose::STANDARD;
-    let mut pcm = Vec::new();
-    let mut transcript = String::new();
-    for e in log.iter().filter(|e| &e["response_id"] == response) {
-        match e["type"].as_str() {
-            Some("response.output_audio.delta") => {
-                let bytes = b64.decode(e["delta"].as_str().unwrap()).unwrap();
-                pcm.extend(
-                    bytes
-                        .chunks_exact(2)
-                        .map(|b| f32::from(i16::from_le_bytes([b[0], b[1]])) / 32768.0),
-                );
-            }
-            Some("response.output_audio_transcript.delta") => {
-                transcript.push_str(e["delta"].as_str().unwrap())
-            }
-            _ => {}
-        }
-    }
-    (pcm, transcript)
-}
-
 async fn ask(c: &mut Client, instructions: &str, question: &str) {
     c.send(json!({"type":"session.update","session":{"type":"realtime",
         "instructions": instructions}}))
@@ -102,7 +77,7 @@ async fn a_spoken_question_gets_a_spoken_answer_from_the_embedded_llm() {
     .await;
     let done = c.until("response.done").await;
     assert_eq!(done["response"]["status"], "completed", "{done}");
-    let (pcm, transcript) = answer_of(&c.log, &done["response"]["id"]);
+    let (pcm, transcript) = spoken_answer(&c.log, Some(&done["response"]["id"]));
     assert!(transcript.to_lowercase().contains("blue"), "{transcript:?}");
     let secs = pcm.len() as f64 / 24_000.0;
     assert!(secs > 1.0, "{secs} s of answer");
@@ -165,7 +140,7 @@ async fn a_voice_over_the_answer_stops_it_and_the_embedded_llm() {
     assert!(after <= Duration::from_millis(100), "{after:?}");
     assert_eq!(stats.cancelled.load(Ordering::Relaxed), 1);
     // The assistant item keeps the words that went out, and no audio follows.
-    let (_, sent) = answer_of(&c.log, &cancelled);
+    let (_, sent) = spoken_answer(&c.log, Some(&cancelled));
     let item = done["response"]["output"]
         .as_array()
         .and_then(|o| o.iter().find(|i| i["type"] == "message"))

@@ -5,7 +5,6 @@
 //! deltas spelling the answer.
 
 mod common;
-use base64::Engine;
 use common::*;
 use duet_client::scripted_llm::{Reply, ScriptedLlm};
 use duet_client::speech::{espeak, models_dir, word_errors};
@@ -47,25 +46,7 @@ async fn a_spoken_question_gets_a_spoken_answer() {
     assert!(heard_question.contains("time"), "{asked}");
 
     // The answer: audio deltas, and transcript deltas that spell the LLM's words.
-    let b64 = base64::engine::general_purpose::STANDARD;
-    let mut pcm = Vec::new();
-    let mut transcript = String::new();
-    for e in &c.log {
-        match e["type"].as_str() {
-            Some("response.output_audio.delta") => {
-                let bytes = b64.decode(e["delta"].as_str().unwrap()).unwrap();
-                pcm.extend(
-                    bytes
-                        .chunks_exact(2)
-                        .map(|b| f32::from(i16::from_le_bytes([b[0], b[1]])) / 32768.0),
-                );
-            }
-            Some("response.output_audio_transcript.delta") => {
-                transcript.push_str(e["delta"].as_str().unwrap())
-            }
-            _ => {}
-        }
-    }
+    let (pcm, transcript) = spoken_answer(&c.log, None);
     let said: String = ANSWER.concat();
     assert_eq!(transcript, said.trim());
     let secs = pcm.len() as f64 / 24_000.0;

@@ -350,6 +350,34 @@ impl Client {
     }
 }
 
+/// A spoken answer's audio (24 kHz) and its transcript deltas, from a session's event log:
+/// those of `response` (its id), or of every response.
+pub fn spoken_answer(log: &[Value], response: Option<&Value>) -> (Vec<f32>, String) {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let mut pcm = Vec::new();
+    let mut transcript = String::new();
+    for e in log
+        .iter()
+        .filter(|e| response.is_none_or(|id| &e["response_id"] == id))
+    {
+        match e["type"].as_str() {
+            Some("response.output_audio.delta") => {
+                let bytes = b64.decode(e["delta"].as_str().unwrap()).unwrap();
+                pcm.extend(
+                    bytes
+                        .chunks_exact(2)
+                        .map(|b| f32::from(i16::from_le_bytes([b[0], b[1]])) / 32768.0),
+                );
+            }
+            Some("response.output_audio_transcript.delta") => {
+                transcript.push_str(e["delta"].as_str().unwrap())
+            }
+            _ => {}
+        }
+    }
+    (pcm, transcript)
+}
+
 /// 24 kHz f32 samples as base64 PCM16LE.
 pub fn pcm_b64(samples: &[f32]) -> String {
     let bytes: Vec<u8> = samples
