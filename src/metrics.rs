@@ -305,19 +305,32 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
 
 /// Renders the memory budget's gauges: its limit and what is charged to it now.
 pub fn render_memory(out: &mut String, limit: u64, used: u64) {
-    for (name, help, v) in [
-        (
-            "duet_memory_budget_bytes",
-            "The memory budget (--memory-budget-mib).",
-            limit,
-        ),
-        (
-            "duet_memory_used_bytes",
-            "Bytes charged to the memory budget now (every client-fillable buffer).",
-            used,
-        ),
-    ] {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+    render_values(
+        out,
+        [
+            (
+                "duet_memory_budget_bytes",
+                "gauge",
+                "The memory budget (--memory-budget-mib).",
+                limit,
+            ),
+            (
+                "duet_memory_used_bytes",
+                "gauge",
+                "Bytes charged to the memory budget now (every client-fillable buffer).",
+                used,
+            ),
+        ],
+    );
+}
+
+/// Single-value metrics: (name, type, help, value) each.
+fn render_values<const N: usize>(out: &mut String, values: [(&str, &str, &str, u64); N]) {
+    for (name, kind, help, v) in values {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
+        );
     }
 }
 
@@ -468,55 +481,53 @@ fn bump(map: &Mutex<BTreeMap<String, u64>>, key: &str) {
 /// The embedded LLM's counters (`--llm-model-dir`).
 pub fn render_llm(out: &mut String, stats: &duet_models::llama::LlmStats) {
     use std::sync::atomic::Ordering::Relaxed;
-    for (name, kind, help, v) in [
-        (
-            "duet_llm_answers_total",
-            "counter",
-            "Answers asked of the embedded LLM.",
-            stats.answers.load(Relaxed),
-        ),
-        (
-            "duet_llm_cancelled_total",
-            "counter",
-            "Answers of the embedded LLM stopped before their end (barge-in, a client gone).",
-            stats.cancelled.load(Relaxed),
-        ),
-        (
-            "duet_llm_prefill_tokens_total",
-            "counter",
-            "Prompt tokens the embedded LLM ran.",
-            stats.prefill_tokens.load(Relaxed),
-        ),
-        (
-            "duet_llm_cached_tokens_total",
-            "counter",
-            "Prompt tokens taken from the KV cache kept between turns.",
-            stats.cached_tokens.load(Relaxed),
-        ),
-        (
-            "duet_llm_completion_tokens_total",
-            "counter",
-            "Tokens the embedded LLM generated.",
-            stats.completion_tokens.load(Relaxed),
-        ),
-        (
-            "duet_llm_running",
-            "gauge",
-            "Answers of the embedded LLM in progress.",
-            stats.running.load(Relaxed) as u64,
-        ),
-        (
-            "duet_llm_kept_cache_bytes",
-            "gauge",
-            "KV cache bytes kept between turns (--llm-cache-mib).",
-            stats.kept_bytes.load(Relaxed) as u64,
-        ),
-    ] {
-        let _ = writeln!(
-            out,
-            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
-        );
-    }
+    render_values(
+        out,
+        [
+            (
+                "duet_llm_answers_total",
+                "counter",
+                "Answers asked of the embedded LLM.",
+                stats.answers.load(Relaxed),
+            ),
+            (
+                "duet_llm_cancelled_total",
+                "counter",
+                "Answers of the embedded LLM stopped before their end (barge-in, a client gone).",
+                stats.cancelled.load(Relaxed),
+            ),
+            (
+                "duet_llm_prefill_tokens_total",
+                "counter",
+                "Prompt tokens the embedded LLM ran.",
+                stats.prefill_tokens.load(Relaxed),
+            ),
+            (
+                "duet_llm_cached_tokens_total",
+                "counter",
+                "Prompt tokens taken from the KV cache kept between turns.",
+                stats.cached_tokens.load(Relaxed),
+            ),
+            (
+                "duet_llm_completion_tokens_total",
+                "counter",
+                "Tokens the embedded LLM generated.",
+                stats.completion_tokens.load(Relaxed),
+            ),
+            (
+                "duet_llm_running",
+                "gauge",
+                "Answers of the embedded LLM in progress.",
+                stats.running.load(Relaxed) as u64,
+            ),
+            (
+                "duet_llm_kept_cache_bytes",
+                "gauge",
+                "KV cache bytes kept between turns (--llm-cache-mib).",
+                stats.kept_bytes.load(Relaxed) as u64,
+            ),
+        ],
+    );
 }
 
 #[cfg(test)]
