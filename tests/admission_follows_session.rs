@@ -3,7 +3,7 @@
 //! detached), a call adds only its call slot, a resume takes nothing more, and the drain
 //! waits for sessions rather than transports.
 
-mod common;
+use crate::common;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 

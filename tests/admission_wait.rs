@@ -2,7 +2,7 @@
 //! is held, oldest first, and admitted as a slot frees; past the wait it gets `503
 //! server_busy` with a `Retry-After`.
 
-mod common;
+use crate::common;
 use std::time::{Duration, Instant};
 
 use common::*;

@@ -4,7 +4,7 @@
 //! the LLM as a `tool` message; the handoff tool switches the SDK to the second agent, whose
 //! instructions reach the LLM. Needs `DUET_TEST_MODELS` (the voice) and the Node packages.
 
-mod common;
+use crate::common;
 
 use common::external;
 use duet_client::scripted_llm::{Reply, ScriptedLlm};

@@ -12,7 +12,7 @@
 //! Chromium from `DUET_CHROMIUM`, else `/usr/bin/chromium` (Debian's `chromium` package,
 //! which `.ci/run` installs). Anything missing fails the test rather than skipping it.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -43,12 +43,8 @@ async fn agents_realtime_webrtc_in_chromium_with_a_client_secret() {
     .await;
 }
 
-/// One browser at a time: each scenario speaks and hears audio in real time, and two
-/// Chromiums with their servers on two cores starve each other (a clipped turn).
-static ONE_BROWSER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 async fn run(server_flags: &[&str], script_flags: &[&str]) {
-    let _one = ONE_BROWSER.lock().await;
+    let _one = common::exclusive().await; // one browser at a time
     let dir = external::repo_path("tests/sdk-js");
     let node = external::node();
     external::require_version(&node, HOW_TO_INSTALL).await;

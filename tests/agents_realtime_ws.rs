@@ -9,7 +9,7 @@
 //! `tests/sdk-js/node_modules` (`npm ci --prefix tests/sdk-js`, which `./scripts/test` runs).
 //! Anything missing fails the test rather than skipping it.
 
-mod common;
+use crate::common;
 
 use common::external;
 

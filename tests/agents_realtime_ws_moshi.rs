@@ -7,7 +7,7 @@
 //!
 //! Node and the packages as for `agents_realtime_ws.rs`; anything missing fails the test.
 
-mod common;
+use crate::common;
 
 use common::external;
 use common::moshi::tiny_moshi_server;

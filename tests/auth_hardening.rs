@@ -2,7 +2,7 @@
 //! without a key needs `--insecure-no-auth`, and `--cors-origins` restricts both CORS and
 //! WebSocket/POST origins.
 
-mod common;
+use crate::common;
 
 use clap::Parser;
 use common::{handshake_status, Client};

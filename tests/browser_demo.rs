@@ -6,7 +6,7 @@
 //! does a turn and an interrupt over the WebSocket fallback. It saves
 //! `tests/artifacts/demo.png`. What it needs: [`common::browser`].
 
-mod common;
+use crate::common;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demo_page_in_chromium() {

@@ -6,7 +6,7 @@
 //! stops the page says "listening", not "thinking". It saves `tests/artifacts/demo-moshi.png`.
 //! What it needs: [`common::browser`].
 
-mod common;
+use crate::common;
 
 use common::moshi::tiny_moshi_server;
 

@@ -5,7 +5,7 @@
 //! only the part of the answer that went out. The client never asks for transcription: the
 //! cascade's sessions transcribe for the LLM anyway.
 
-mod common;
+use crate::common;
 use common::*;
 use duet_client::scripted_llm::{Reply, ScriptedLlm};
 use duet_client::speech::espeak;

@@ -5,17 +5,13 @@
 //! and the embedded LLM's work within 100 ms of `speech_started`, and the assistant item
 //! keeps only the words that went out.
 
-mod common;
+use crate::common;
 use common::*;
 use duet_client::speech::{espeak, models_dir, serve_args, word_errors};
 use duet_models::moshi::DeviceSpec;
 use serde_json::json;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-
-/// The two tests run one after the other: the latency one measures the engine, not a
-/// Whisper run of the other test on the same two cores.
-static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// A server with every model of the models directory, the cascade on the embedded LLM.
 async fn assistant(extra: &[&str]) -> (duet::server::Server, Client) {
@@ -66,7 +62,7 @@ async fn ask(c: &mut Client, instructions: &str, question: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_spoken_question_gets_a_spoken_answer_from_the_embedded_llm() {
-    let _turn = ONE_AT_A_TIME.lock().await;
+    let _turn = common::exclusive().await;
     // SmolLM2 says more than it is asked to: 48 tokens keep the answer under Whisper's 30 s.
     let (server, mut c) = assistant(&["--llm-max-tokens", "48"]).await;
     ask(
@@ -93,7 +89,7 @@ async fn a_spoken_question_gets_a_spoken_answer_from_the_embedded_llm() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_voice_over_the_answer_stops_it_and_the_embedded_llm() {
-    let _turn = ONE_AT_A_TIME.lock().await;
+    let _turn = common::exclusive().await;
     // Room for a story longer than the test: the LLM is still writing when the voice comes.
     let (server, mut c) = assistant(&["--llm-max-tokens", "2000"]).await;
     ask(

@@ -4,7 +4,7 @@
 //! `speech_stopped` at once; when the user goes on speaking after a pause, the early answer
 //! is cancelled and nothing of it reaches the client.
 
-mod common;
+use crate::common;
 use common::*;
 use duet_client::scripted_llm::{Reply, ScriptedLlm};
 use duet_client::speech::espeak;

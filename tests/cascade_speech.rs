@@ -4,7 +4,7 @@
 //! answer comes back as speech that Whisper hears as its words (WER ≤ 25 %), the transcript
 //! deltas spelling the answer.
 
-mod common;
+use crate::common;
 use common::*;
 use duet_client::scripted_llm::{Reply, ScriptedLlm};
 use duet_client::speech::{espeak, models_dir, word_errors};

@@ -3,7 +3,7 @@
 //! tool result; the client gets the GA function-call sequence, then the answer; upstream
 //! failures end the response `failed` with a clear error and the session goes on.
 
-mod common;
+use crate::common;
 use common::*;
 use duet_client::scripted_llm::{Reply, ScriptedLlm};
 use serde_json::{json, Value};

@@ -2,7 +2,7 @@
 //! secret opens (WebSocket by Bearer or subprotocol, calls), refusals before anything is
 //! allocated, expiry, and scoping (another secret's call is not found).
 
-mod common;
+use crate::common;
 use std::net::SocketAddr;
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! and are closed at the deadline (WebSocket 1001; the call's media stops), and the process
 //! exits by the deadline plus 2 s although a half-sent request is still open.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

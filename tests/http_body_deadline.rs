@@ -3,7 +3,7 @@
 //! request_timeout` after `--http-body-timeout-secs` and its connection is closed, so such
 //! clients cannot hold the connection cap.
 
-mod common;
+use crate::common;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 

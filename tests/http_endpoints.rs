@@ -1,6 +1,6 @@
 //! Plain HTTP endpoints: health, readiness, models, the page, JSON 404s.
 
-mod common;
+use crate::common;
 use common::*;
 
 #[tokio::test]

@@ -2,7 +2,7 @@
 //! after the head timeout, and `/health` answers meanwhile), and `--max-connections` caps
 //! open connections with a bare 503.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

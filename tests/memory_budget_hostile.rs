@@ -6,7 +6,7 @@
 //! limit) while each session goes on; the server's resident memory stays under the budget
 //! plus its baseline; and a WebRTC call that was already up completes a turn meanwhile.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! `GET /metrics`: Prometheus text with the pacing, model-step, latency and barge-in
 //! histograms, live gauges and error counters, fed by real calls.
 
-mod common;
+use crate::common;
 use common::*;
 use duet_client::rtc::{ClientOptions, RtcClient};
 use serde_json::json;

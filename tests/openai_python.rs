@@ -6,7 +6,7 @@
 //! `python3`. The `openai` package must be installed there (`./scripts/test` does it); a
 //! missing SDK fails the test rather than skipping it.
 
-mod common;
+use crate::common;
 
 use common::external;
 

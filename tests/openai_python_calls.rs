@@ -10,7 +10,7 @@
 //! `python3`. `openai` and `aiortc` must be installed there (`./scripts/test` does it); a
 //! missing package fails the test rather than skipping it.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

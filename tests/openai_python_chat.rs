@@ -3,7 +3,7 @@
 //! tools, upstream errors and timeouts; this test checks what the upstream received and what
 //! `/v1/usage` counted. The server runs the echo model: the proxy needs only `--llm-url`.
 
-mod common;
+use crate::common;
 
 use common::external;
 use duet_client::scripted_llm::{Reply, ScriptedLlm};

@@ -4,7 +4,7 @@
 //! forced tool call and its result, a too-long conversation, and what `/v1/usage` counted.
 //! Needs `DUET_TEST_MODELS` (scripts/install-models).
 
-mod common;
+use crate::common;
 
 use common::external;
 use duet_client::speech::models_dir;
@@ -12,6 +12,7 @@ use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chat_completions_on_the_embedded_llm_through_the_official_python_client() {
+    let _llm = common::exclusive().await; // the LLM takes a core: no real-time test beside it
     let dir = models_dir().join("smollm2-135m-instruct");
     let addr = common::server(&["--llm-model-dir", dir.to_str().unwrap()]).await;
     external::run_openai_python("openai_chat_embedded.py", addr).await;

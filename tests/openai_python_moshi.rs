@@ -7,7 +7,7 @@
 //!
 //! Python and the `openai` package as for `openai_python.rs`; a missing SDK fails the test.
 
-mod common;
+use crate::common;
 
 use common::external;
 use common::moshi::tiny_moshi_server;

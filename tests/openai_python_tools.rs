@@ -3,7 +3,7 @@
 //! (the GA event order, every event valid for the SDK's own models); this test checks what
 //! the upstream received (instructions, the tool, then the call and its result).
 
-mod common;
+use crate::common;
 
 use common::external;
 use duet_client::scripted_llm::{Reply, ScriptedLlm};

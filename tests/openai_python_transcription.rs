@@ -3,7 +3,7 @@
 //! `type: "transcription"`, speech appended, the transcription events read through the SDK's
 //! types) against a server with the real Silero VAD and Whisper tiny.en files.
 
-mod common;
+use crate::common;
 
 use common::external;
 use duet_client::speech::{espeak, silence};
@@ -19,8 +19,13 @@ async fn openai_python_sdk_transcription_session() {
         .collect();
     let path = std::env::temp_dir().join(format!("duet-sdk-speech-{}.pcm", std::process::id()));
     std::fs::write(&path, pcm).expect("write the speech");
-    std::env::set_var("DUET_TEST_SPEECH_PCM", &path);
-    std::env::set_var("DUET_TEST_SPEECH_WORDS", "train platform");
-    external::run_openai_python("openai_transcription.py", addr).await;
+    let env = [
+        (
+            "DUET_TEST_SPEECH_PCM",
+            path.to_str().expect("a UTF-8 temp path"),
+        ),
+        ("DUET_TEST_SPEECH_WORDS", "train platform"),
+    ];
+    external::run_openai_python_env("openai_transcription.py", addr, &env).await;
     let _ = std::fs::remove_file(path);
 }

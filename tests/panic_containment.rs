@@ -3,7 +3,7 @@
 //! to a live engine, one in a model step fails only that batch's sessions, and a dead model
 //! thread turns `/ready` to 503.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

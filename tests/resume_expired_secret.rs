@@ -3,7 +3,7 @@
 //! session's resume token (the token proves the session), while the expired secret opens
 //! nothing new.
 
-mod common;
+use crate::common;
 use std::net::SocketAddr;
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! `client.webhooks.unwrap()`, which parses it as its `RealtimeCallIncomingWebhookEvent`;
 //! a tampered body or another secret is refused.
 
-mod common;
+use crate::common;
 
 use base64::Engine;
 use common::external;

@@ -8,7 +8,7 @@
 //! ones where a one-chunk onset (`--vad-min-speech-ms 0`) took the edge for speech.
 //! `--vad-min-speech-ms` (100 by default: three chunks) keeps it from being speech.
 
-mod common;
+use crate::common;
 use common::*;
 use duet_client::rtc::{ClientOptions, RtcClient};
 use duet_client::speech::{espeak, noise, resample_linear};

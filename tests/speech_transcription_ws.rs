@@ -4,7 +4,7 @@
 //! the five is at most 15 %, and the echo model answers with the words), and into a
 //! `?intent=transcription` session (transcription events, no responses).
 
-mod common;
+use crate::common;
 use common::*;
 use duet_client::speech::{espeak, word_errors, SENTENCES};
 use serde_json::{json, Value};

@@ -3,7 +3,7 @@
 //! its input transcription, and over the echo model's answer a real voice barges in while a
 //! 1 s burst of noise does not (the energy detector, for comparison, is fooled by it).
 
-mod common;
+use crate::common;
 use common::*;
 use duet_client::rtc::{ClientOptions, RtcClient};
 use duet_client::speech::{espeak, noise, resample_linear, word_errors};

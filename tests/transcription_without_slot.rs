@@ -4,7 +4,7 @@
 //! slot is free the same update applies and `response.create` completes. Its slot goes
 //! back when it turns transcription again.
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::{json, Value};
 

@@ -3,7 +3,7 @@
 //! text turn and an error; the usage figures match what the clients saw exactly (audio to
 //! ±20 ms), and the pool lists both live sessions with their credentials and model slots.
 
-mod common;
+use crate::common;
 use std::net::SocketAddr;
 use std::time::Duration;
 

@@ -8,7 +8,7 @@
 //! `python3`. `aiortc` must be installed there (`./scripts/test` does it); a missing aiortc
 //! fails the test rather than skipping it.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

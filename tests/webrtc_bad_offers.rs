@@ -1,6 +1,6 @@
 //! Offers that must be refused fast, with JSON errors and nothing allocated; CORS; limits.
 
-mod common;
+use crate::common;
 use common::*;
 use duet_client::http::request;
 

@@ -2,7 +2,7 @@
 //! answered by the echo model, `output_audio_buffer.clear`, barge-in with truncation to what
 //! was played, hangup and resources freed.
 
-mod common;
+use crate::common;
 use common::*;
 use duet_client::rtc::{ClientOptions, RtcClient};
 use serde_json::json;

@@ -1,6 +1,6 @@
 //! 50 calls opened and hung up leave file descriptors, threads and memory at baseline.
 
-mod common;
+use crate::common;
 use common::*;
 use duet_client::rtc::{ClientOptions, RtcClient};
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! A call that never connects (no ICE, no DTLS) cannot hold its slots: it is reaped after
 //! `--call-connect-secs` (10 s), so offers that never follow up do not lock a model out.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

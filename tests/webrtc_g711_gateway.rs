@@ -1,6 +1,6 @@
 //! A SIP-gateway style call: PCMU-only offer, G.711 both ways, the echo answers.
 
-mod common;
+use crate::common;
 use common::*;
 use duet_client::rtc::{ClientOptions, RtcClient};
 use std::time::Duration;

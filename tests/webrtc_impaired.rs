@@ -3,7 +3,7 @@
 //! at the rate the loss leaves, the echo answers and barge-in cancels. Also (ignored by
 //! default) the relay alone at 100 calls' packet rate.
 
-mod common;
+use crate::common;
 use common::*;
 use duet_client::impair::{Impairment, Relay};
 use duet_client::poll::readable;
@@ -167,7 +167,7 @@ fn relay_cpu_secs() -> f64 {
 
 /// The relay alone at the load generator's worst case: 100 calls × 50 packets/s, echoed, so
 /// 10 000 packets/s through the one relay thread, each jittered 0..=30 ms. Run with
-/// `cargo test --release --test webrtc_impaired -- --ignored --nocapture`.
+/// `cargo test --release --test integration webrtc_impaired:: -- --ignored --nocapture`.
 #[test]
 #[ignore]
 fn relay_keeps_up_with_100_calls() {

@@ -3,7 +3,7 @@
 //! event too large for the data channel is replaced by an error naming the client event,
 //! never dropped silently.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! `response.create` on the data channel work (push-to-talk clients do this), while
 //! `input_audio_buffer.append` is refused on this transport.
 
-mod common;
+use crate::common;
 use common::*;
 use duet_client::rtc::{ClientOptions, RtcClient};
 use serde_json::json;

@@ -3,7 +3,7 @@
 //! `response.speak`; `output_audio_buffer.clear` silences it at once and the assistant item
 //! is truncated to what was played.
 
-mod common;
+use crate::common;
 use common::moshi::tiny_moshi_server;
 use common::*;
 use duet_client::rtc::{ClientOptions, RtcClient};

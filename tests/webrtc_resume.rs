@@ -3,7 +3,7 @@
 //! with a multipart `resume` and takes the old call over; and one session moves WebRTC →
 //! WebSocket → WebRTC with its items intact.
 
-mod common;
+use crate::common;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 

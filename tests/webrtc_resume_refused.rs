@@ -2,7 +2,7 @@
 //! invalid_resume_token` and the call slot it briefly held is free before the answer (the
 //! client has no call id to hang it up with).
 
-mod common;
+use crate::common;
 use common::*;
 use duet_client::http::{multipart, post_call};
 use serde_json::json;

@@ -1,7 +1,7 @@
 //! Sideband: a WebSocket joins a live WebRTC call with `?call_id=`, sees its events and can
 //! drive it (server-side control).
 
-mod common;
+use crate::common;
 use common::*;
 use duet_client::rtc::{ClientOptions, RtcClient};
 use serde_json::json;

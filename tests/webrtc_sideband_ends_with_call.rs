@@ -2,7 +2,7 @@
 //! connects and times out) its session lives on, detached, but the sideband that watched
 //! the call is closed (1000 `call ended`) instead of staying subscribed.
 
-mod common;
+use crate::common;
 use std::time::{Duration, Instant};
 
 use common::*;

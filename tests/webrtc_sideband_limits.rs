@@ -2,7 +2,7 @@
 //! `--max-sessions` beside the call's own session; and closing a sideband never ends or
 //! hides its call, connected or not.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

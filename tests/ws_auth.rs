@@ -1,7 +1,7 @@
 //! Auth: with --api-key every API route needs the key (not /health or the demo page's files) (Bearer header or the
 //! browser subprotocol); without it everything is open.
 
-mod common;
+use crate::common;
 use common::*;
 
 #[tokio::test]

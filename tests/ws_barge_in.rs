@@ -1,7 +1,7 @@
 //! Barge-in: speech during a response cancels it (`turn_detected`), and nothing of the
 //! cancelled response arrives after its `response.done`.
 
-mod common;
+use crate::common;
 use common::*;
 use std::time::Duration;
 

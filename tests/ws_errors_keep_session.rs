@@ -1,7 +1,7 @@
 //! Bad input gives an `error` event with type, code, message, param and the client's
 //! event_id, and the session keeps working.
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::json;
 

@@ -1,6 +1,6 @@
 //! G.711 in and out: μ-law input drives VAD and the answer comes back as 8 kHz A-law.
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::json;
 

@@ -1,7 +1,7 @@
 //! Server VAD `idle_timeout_ms`: silence after a response triggers
 //! `input_audio_buffer.timeout_triggered`, a commit and a new response.
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::json;
 use std::time::{Duration, Instant};

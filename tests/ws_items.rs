@@ -1,6 +1,6 @@
 //! Conversation items: create (ordering with previous_item_id), retrieve, truncate, delete.
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::{json, Value};
 

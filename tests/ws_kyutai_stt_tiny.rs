@@ -5,7 +5,7 @@
 //! audio), and `.completed` begins with exactly the deltas' words once server VAD commits
 //! the turn; the echo model answers with them.
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::json;
 

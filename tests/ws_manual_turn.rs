@@ -1,6 +1,6 @@
 //! A manual turn over WebSocket: append, commit, response.create, and the full GA lifecycle.
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::json;
 

@@ -3,7 +3,7 @@
 //! and other sessions are served; an item over the per-item audio cap is refused at
 //! `conversation.item.create` and stores nothing.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

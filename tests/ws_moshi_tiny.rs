@@ -3,7 +3,7 @@
 //! arrives as a model-initiated response (`response.speak`), its text as transcript
 //! deltas, and `response.cancel` fences it.
 
-mod common;
+use crate::common;
 use clap::Parser;
 use common::moshi::tiny_moshi_server;
 use common::*;

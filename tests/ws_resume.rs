@@ -2,7 +2,7 @@
 //! resumed with the journal's replay, takeover, refused resumes, the grace running out,
 //! journal overflow, acks, heartbeat and close.
 
-mod common;
+use crate::common;
 use std::net::SocketAddr;
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! A server-VAD turn: speech start/stop on the input clock, auto-commit, auto-response.
 
-mod common;
+use crate::common;
 use common::*;
 
 #[tokio::test]

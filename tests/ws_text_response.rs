@@ -1,6 +1,6 @@
 //! Text turns: a text-only response, per-response overrides and an out-of-band response.
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::json;
 

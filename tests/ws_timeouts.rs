@@ -3,7 +3,7 @@
 //! and a session with no client event and no audio closes with `session_idle`. Each frees
 //! its model slot.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

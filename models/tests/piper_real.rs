@@ -6,7 +6,7 @@
 //! `piper-en_US-joe-medium/` and `whisper-tiny.en/`), and `espeak-ng` on the PATH:
 //!
 //! ```text
-//! DUET_TEST_MODELS=/tmp/duet-models cargo test -p duet-models --test piper_real -- --nocapture
+//! DUET_TEST_MODELS=/tmp/duet-models cargo test -p duet-models --test real_models piper_real:: -- --nocapture
 //! ```
 //!
 //! Without them the test fails (it never passes silently).

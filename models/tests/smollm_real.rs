@@ -7,7 +7,7 @@
 //! Needs `DUET_TEST_MODELS`, a directory made by `scripts/install-models DIR`:
 //!
 //! ```text
-//! DUET_TEST_MODELS=/tmp/duet-models cargo test -p duet-models --test smollm_real -- --nocapture
+//! DUET_TEST_MODELS=/tmp/duet-models cargo test -p duet-models --test real_models smollm_real:: -- --nocapture
 //! ```
 //!
 //! Without it the test fails (it never passes silently).

@@ -7,7 +7,7 @@
 //!
 //! ```text
 //! scripts/install-models /tmp/duet-models
-//! DUET_TEST_MODELS=/tmp/duet-models cargo test -p duet-models --test whisper_real -- --nocapture
+//! DUET_TEST_MODELS=/tmp/duet-models cargo test -p duet-models --test real_models whisper_real:: -- --nocapture
 //! ```
 //!
 //! Without them the test fails (it never passes silently).

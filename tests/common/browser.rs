@@ -81,14 +81,9 @@ async fn ensure_node_modules(dir: &Path) -> String {
     pinned
 }
 
-/// One browser at a time in a test binary: each scenario plays and hears audio in real time,
-/// and three Chromiums with their servers on two cores starve one another (a clipped
-/// transcript, an answer heard late, an interrupt that comes after the answer ended).
-static ONE_BROWSER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 /// Runs `demo.mjs --url http://{addr}/ --chromium … {extra}` and fails the test on its failure.
 pub async fn run_demo(addr: SocketAddr, extra: &[&str]) {
-    let _one = ONE_BROWSER.lock().await;
+    let _one = super::exclusive().await;
     let chromium = external::chromium("DUET_CHROMIUM");
     assert!(
         chromium.path.exists(),

@@ -188,6 +188,12 @@ const SDK_SCRIPT_TIMEOUT: Duration = Duration::from_secs(120);
 /// Runs `tests/python/<script> --base-url http://{addr}/v1`, a driver of the official `openai`
 /// SDK's Realtime client; the SDK (with its realtime extra) must be importable.
 pub async fn run_openai_python(script: &str, addr: SocketAddr) -> String {
+    run_openai_python_env(script, addr, &[]).await
+}
+
+/// [`run_openai_python`] with extra environment variables for the script (set on its
+/// command, never on this process: the other tests of the binary run beside it).
+pub async fn run_openai_python_env(script: &str, addr: SocketAddr, env: &[(&str, &str)]) -> String {
     let python = python();
     require_python_modules(
         &python,
@@ -202,7 +208,8 @@ pub async fn run_openai_python(script: &str, addr: SocketAddr) -> String {
     let mut cmd = python.command();
     cmd.arg(repo_path("tests/python").join(script))
         .arg("--base-url")
-        .arg(format!("http://{addr}/v1"));
+        .arg(format!("http://{addr}/v1"))
+        .envs(env.iter().copied());
     run_script(cmd, SDK_SCRIPT_TIMEOUT).await
 }
 

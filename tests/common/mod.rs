@@ -20,6 +20,18 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
+/// The test binary runs two tests at a time, from any files. Scenarios that play and hear
+/// audio in real time while a browser or a model takes a whole core (Chromium, the embedded
+/// LLM) hold this for their whole run, so that two of them never starve each other on two
+/// cores (a clipped transcript, an answer heard late, a latency that measures the other
+/// test). Never taken twice by one test: it is not reentrant.
+static EXCLUSIVE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Waits until no other exclusive scenario runs; see [`EXCLUSIVE`].
+pub async fn exclusive() -> tokio::sync::MutexGuard<'static, ()> {
+    EXCLUSIVE.lock().await
+}
+
 /// How long to wait for an expected event.
 pub const EVENT_TIMEOUT: Duration = Duration::from_secs(10);
 
