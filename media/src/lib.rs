@@ -12,6 +12,10 @@
 //! - [`pitch`]: [`pitch_shift`], a granular pitch shifter.
 //! - [`opus_codec`]: [`OpusEncoder`] / [`OpusDecoder`], 48 kHz mono Opus
 //!   with PLC and in-band FEC.
+//! - [`rtp`]: RTP packets read and written (the plain RTP leg of phone calls).
+//! - [`rtp_leg`]: [`RtpLeg`], a phone call's plain RTP leg (latching, resets, DTMF,
+//!   inactivity, one packet per 20 ms slot).
+//! - [`dtmf`]: RFC 4733 telephone events and key presses.
 //! - [`rtp_time`]: RTP sequence/timestamp unwrapping and [`SampleCount`].
 //! - [`jitter`]: [`JitterBuffer`], reordering and loss handling for 20 ms
 //!   packets.
@@ -43,6 +47,8 @@ pub mod pitch;
 pub mod playback;
 pub mod resample;
 pub mod ring;
+pub mod rtp;
+pub mod rtp_leg;
 pub mod rtp_time;
 pub mod vad;
 
@@ -64,5 +70,6 @@ pub use pitch::pitch_shift;
 pub use playback::{PlaybackQueue, QueueFull, Sent};
 pub use resample::{ResampleError, StreamResampler};
 pub use ring::SampleRing;
+pub use rtp_leg::{RtpLeg, RtpLegConfig};
 pub use rtp_time::{SampleCount, SeqUnwrapper, TsUnwrapper, FRAME_MS, OPUS_FRAME, OPUS_RATE};
 pub use vad::{speech_probability, ProbabilitySpan, Vad, VadConfig, VadEvent};

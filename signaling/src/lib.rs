@@ -1,6 +1,7 @@
 //! Sans-IO call setup for Duet: offer checks ([`sdp`]), offer bodies ([`multipart`]), answers
-//! and per-call WebRTC state on str0m ([`call`]), STUN routing ([`stun`]) and call ids. No
-//! sockets, no clocks: time is an argument.
+//! and per-call WebRTC state on str0m ([`call`]), STUN routing ([`stun`]), call ids, and for
+//! phone calls the plain RTP leg's SDP ([`plain_sdp`]) and the incoming-call webhook
+//! ([`webhook`]). No sockets, no clocks: time is an argument.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -8,6 +9,7 @@
 pub mod call;
 pub mod dtls;
 pub mod multipart;
+pub mod plain_sdp;
 pub mod sdp;
 pub mod stun;
 #[doc(hidden)]
