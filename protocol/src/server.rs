@@ -202,6 +202,14 @@ pub enum ServerEventBody {
     /// The input buffer was cleared.
     #[serde(rename = "input_audio_buffer.cleared")]
     InputAudioBufferCleared {},
+    /// A key pressed on a phone call (SIP: RFC 4733 telephone-event, or SIP INFO).
+    #[serde(rename = "input_audio_buffer.dtmf_event_received")]
+    InputAudioBufferDtmfEventReceived {
+        /// The key: `0`–`9`, `*`, `#` or `A`–`D`.
+        event: String,
+        /// When it arrived, in Unix seconds.
+        received_at: u64,
+    },
     /// VAD: speech began (ms on the session's input clock, prefix padding included).
     #[serde(rename = "input_audio_buffer.speech_started")]
     InputAudioBufferSpeechStarted {
@@ -611,6 +619,7 @@ impl ServerEventBody {
             }
             InputAudioBufferCommitted { .. } => "input_audio_buffer.committed",
             InputAudioBufferCleared {} => "input_audio_buffer.cleared",
+            InputAudioBufferDtmfEventReceived { .. } => "input_audio_buffer.dtmf_event_received",
             InputAudioBufferSpeechStarted { .. } => "input_audio_buffer.speech_started",
             InputAudioBufferSpeechStopped { .. } => "input_audio_buffer.speech_stopped",
             InputAudioBufferTimeoutTriggered { .. } => "input_audio_buffer.timeout_triggered",

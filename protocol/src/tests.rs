@@ -162,6 +162,10 @@ fn every_server_event() -> Vec<ServerEventBody> {
             item_id: "item_user".into(),
         },
         B::InputAudioBufferCleared {},
+        B::InputAudioBufferDtmfEventReceived {
+            event: "#".into(),
+            received_at: 1_764_000_000,
+        },
         B::InputAudioBufferSpeechStarted {
             audio_start_ms: 200,
             item_id: "item_user".into(),
@@ -378,7 +382,7 @@ fn render(body: ServerEventBody) -> Value {
 #[test]
 fn snapshot_every_server_event() {
     let bodies = every_server_event();
-    assert_eq!(bodies.len(), 45, "one instance of every server event");
+    assert_eq!(bodies.len(), 46, "one instance of every server event");
     for body in bodies {
         let kind = body.kind();
         let json = render(body);

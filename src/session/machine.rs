@@ -219,6 +219,13 @@ impl Session {
                     self.error(e);
                 }
             }
+            SessionInput::Dtmf { key, received_at } => {
+                self.touch();
+                self.emit(ServerEventBody::InputAudioBufferDtmfEventReceived {
+                    event: key.to_string(),
+                    received_at,
+                });
+            }
             SessionInput::Attach(tx) => self.attach(tx),
             SessionInput::Resume {
                 request,

@@ -319,6 +319,14 @@ pub enum SessionInput {
     /// Caller audio of a WebRTC call at 24 kHz (one 20 ms media-engine tick). What played,
     /// drained or was cleared travels in [`MediaSignals`], which never drop.
     Media(Pcm),
+    /// A key pressed on a phone call, reported to the client as
+    /// `input_audio_buffer.dtmf_event_received`.
+    Dtmf {
+        /// `0`–`9`, `*`, `#`, `A`–`D`.
+        key: char,
+        /// When it arrived, in Unix seconds (the driver's wall clock).
+        received_at: u64,
+    },
     /// Another connection (a sideband WebSocket) subscribes to this session's events.
     Attach(EventSender),
     /// Duplex extension: a new connection resumes the session (`session.resume`); it

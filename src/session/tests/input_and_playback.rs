@@ -263,3 +263,16 @@ fn a_committed_ten_second_item_holds_120_000_bytes_of_samples() {
         "not PCM16's 480 000, nor f32's 960 000"
     );
 }
+
+#[test]
+fn a_phone_key_press_is_an_event_with_its_arrival_time() {
+    let mut h = harness(Setup::default());
+    h.input(SessionInput::Dtmf {
+        key: '#',
+        received_at: 1_764_000_000,
+    });
+    let got = h.until("input_audio_buffer.dtmf_event_received");
+    let ev = last(&got, "input_audio_buffer.dtmf_event_received");
+    assert_eq!(ev["event"], "#");
+    assert_eq!(ev["received_at"], 1_764_000_000);
+}
