@@ -1,6 +1,6 @@
 //! Command line and environment configuration. Every flag has a `DUET_*` variable.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -449,6 +449,44 @@ pub struct ServeArgs {
     /// Duplex extension: seconds before --max-session-secs that `session.expiring` is sent.
     #[arg(long, env = "DUET_EXPIRY_WARNING_SECS", default_value_t = 60)]
     pub expiry_warning_secs: u64,
+
+    /// Phone calls: answer SIP on this address (UDP and TCP, e.g. `0.0.0.0:5060`). Each
+    /// INVITE becomes a pending call `rtc_…` announced to --sip-webhook-url, which the app
+    /// accepts or rejects (README: Phone calls). Off when not given.
+    #[arg(long, env = "DUET_SIP_LISTEN")]
+    pub sip_listen: Option<SocketAddr>,
+
+    /// Phone calls: the address trunks reach this server on, put in Contact headers and in
+    /// SDP (behind NAT, the public one). Default: --sip-listen's address (required when that
+    /// is a wildcard).
+    #[arg(long, env = "DUET_SIP_PUBLIC_ADDR")]
+    pub sip_public_addr: Option<IpAddr>,
+
+    /// Phone calls: where `realtime.call.incoming` is POSTed for each INVITE (`http://`; for
+    /// https, a TLS proxy on this host). Required with --sip-listen.
+    #[arg(long, env = "DUET_SIP_WEBHOOK_URL")]
+    pub sip_webhook_url: Option<String>,
+
+    /// Phone calls: the webhook signing secret (`whsec_` and base64, as OpenAI's): the app
+    /// checks `webhook-signature` with it (the official SDKs' `webhooks.unwrap()`). Required
+    /// with --sip-listen.
+    #[arg(long, env = "DUET_SIP_WEBHOOK_SECRET", hide_env_values = true)]
+    pub sip_webhook_secret: Option<String>,
+
+    /// Phone calls: seconds the app has to accept or reject a call; then the caller gets
+    /// `480 Temporarily Unavailable`.
+    #[arg(long, env = "DUET_SIP_DECISION_SECS", default_value_t = 10)]
+    pub sip_decision_secs: u64,
+
+    /// Phone calls: source networks allowed to send SIP (comma-separated CIDRs, e.g.
+    /// `10.0.0.0/8,192.0.2.7/32`); others get `403 Forbidden`. Default: any source.
+    #[arg(long, env = "DUET_SIP_ALLOW", value_delimiter = ',')]
+    pub sip_allow: Vec<crate::sip::Cidr>,
+
+    /// Phone calls: an RTP leg that receives nothing for this many seconds is hung up (30 s
+    /// are given before its first packet).
+    #[arg(long, env = "DUET_SIP_RTP_TIMEOUT_SECS", default_value_t = 15)]
+    pub sip_rtp_timeout_secs: u64,
 }
 
 impl ServeArgs {

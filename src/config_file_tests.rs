@@ -70,6 +70,11 @@ fn example_value(arg: &clap::Arg) -> String {
         ("tts_model_dir", None) => "\"/srv/models/piper-en_US-joe-medium\"".into(),
         ("models_dir", None) => "\"/srv/models\"".into(),
         ("llm_model_dir", None) => "\"/srv/models/smollm2-135m-instruct\"".into(),
+        ("sip_listen", None) => "\"127.0.0.1:5060\"".into(),
+        ("sip_public_addr", None) => "\"203.0.113.10\"".into(),
+        ("sip_webhook_url", None) => "\"http://127.0.0.1:8080/sip\"".into(),
+        ("sip_webhook_secret", None) => "\"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"".into(),
+        ("sip_allow", None) => "[\"10.0.0.0/8\"]".into(),
         (other, None) => panic!("no example value for {other}"),
     }
 }

@@ -3,7 +3,7 @@
 //! This library holds the server's drivers and nothing else: [`config`] (the command line) and [`config_file`] (the config file, `check-config`),
 //! [`engine`] (the WebRTC media engine threads), [`memory`] (the memory budget), [`metrics`]
 //! (Prometheus counters), [`model_loop`] (the model thread), [`server`] (HTTP, WebSocket and
-//! call signaling) and [`session`] (the duplex session actor), plus the event codec
+//! call signaling), [`session`] (the duplex session actor) and [`sip`] (phone calls), plus the event codec
 //! re-exported as [`protocol`]. The clients that the tests, examples and benchmarks use live
 //! in the `duet-client` crate, which the server never links.
 
@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod model_loop;
 pub mod server;
 pub mod session;
+pub mod sip;
 pub mod transcribe_loop;
 
 /// The event codec (the `duet-protocol` crate).

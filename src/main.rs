@@ -1,8 +1,13 @@
 use duet::config::{Command, LogFormat};
 use tracing_subscriber::EnvFilter;
 
+/// The log filter without `DUET_LOG`: the SIP stack logs every message whole at `info`
+/// (phone numbers, SDP), so it says only warnings.
+const DEFAULT_LOG: &str = "info,rsipstack=warn";
+
 fn init_logs(format: LogFormat) {
-    let filter = EnvFilter::try_from_env("DUET_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter =
+        EnvFilter::try_from_env("DUET_LOG").unwrap_or_else(|_| EnvFilter::new(DEFAULT_LOG));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

@@ -272,6 +272,8 @@ pub struct Metrics {
     resumes: Mutex<BTreeMap<String, u64>>,
     expiries: Mutex<BTreeMap<String, u64>>,
     speculations: Mutex<BTreeMap<String, u64>>,
+    sip_webhooks: Mutex<BTreeMap<String, u64>>,
+    sip_calls: Mutex<BTreeMap<String, u64>>,
 }
 
 /// The process's metrics.
@@ -300,6 +302,8 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     resumes: Mutex::new(BTreeMap::new()),
     expiries: Mutex::new(BTreeMap::new()),
     speculations: Mutex::new(BTreeMap::new()),
+    sip_webhooks: Mutex::new(BTreeMap::new()),
+    sip_calls: Mutex::new(BTreeMap::new()),
 }
 });
 
@@ -338,6 +342,18 @@ impl Metrics {
     /// Counts a speculative start by outcome.
     pub fn speculation(&self, outcome: &str) {
         bump(&self.speculations, outcome);
+    }
+
+    /// Counts a failed webhook attempt or delivery: `retry` (an attempt that will be
+    /// retried), `refused` (a 4xx), `gave_up` (every attempt failed).
+    pub fn sip_webhook_failure(&self, kind: &str) {
+        bump(&self.sip_webhooks, kind);
+    }
+
+    /// Counts a SIP call by how its INVITE ended: `accepted`, `rejected`, `cancelled`,
+    /// `timeout`, `busy` (no slot at accept), `not_acceptable` (no common codec), `refused`.
+    pub fn sip_call(&self, outcome: &str) {
+        bump(&self.sip_calls, outcome);
     }
 
     /// Counts an error event by code.
@@ -443,6 +459,18 @@ impl Metrics {
                 "Answers started before the turn was confirmed (--speculative-start-ms), by outcome: started, adopted, abandoned.",
                 "outcome",
                 &self.speculations,
+            ),
+            (
+                "duet_sip_webhook_failures_total",
+                "realtime.call.incoming deliveries that failed, by kind: retry (an attempt), refused (4xx), gave_up.",
+                "kind",
+                &self.sip_webhooks,
+            ),
+            (
+                "duet_sip_calls_total",
+                "SIP INVITEs by outcome: accepted, rejected, cancelled, timeout, busy, not_acceptable, refused.",
+                "outcome",
+                &self.sip_calls,
             ),
         ] {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");

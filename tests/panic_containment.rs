@@ -25,7 +25,10 @@ async fn connected_call(addr: std::net::SocketAddr) -> RtcClient {
 fn key_of(server: &duet::server::Server, call_id: &str) -> (usize, duet::engine::CallKey) {
     let calls = server.state.calls.lock().unwrap();
     let e = calls.get(call_id).expect("registered");
-    (e.engine, e.key)
+    match &e.media {
+        duet::server::CallMedia::Engine { engine, key } => (*engine, *key),
+        duet::server::CallMedia::Sip(_) => panic!("a WebRTC call"),
+    }
 }
 
 async fn ready_status(addr: std::net::SocketAddr) -> u16 {

@@ -18,7 +18,7 @@ use super::admission::{Admitted, Kind};
 use super::error::ApiError;
 use super::open::{open_session, spawn_session, Initial, OpenError};
 use super::secrets::{credential, Cred, Credential};
-use super::{AppState, CallEntry, CallRegistry};
+use super::{AppState, CallEntry, CallMedia, CallRegistry};
 use crate::engine::{CallKey, NewCall};
 use crate::memory::Charge;
 use crate::protocol::duplex::ResumeRequest;
@@ -64,7 +64,7 @@ fn too_large(limit: usize, what: &str) -> ApiError {
 }
 
 /// Reads at most `limit` bytes of body; refuses at once when `Content-Length` says more.
-async fn read_body(req: Request, limit: usize, what: &str) -> Result<Vec<u8>, ApiError> {
+pub(super) async fn read_body(req: Request, limit: usize, what: &str) -> Result<Vec<u8>, ApiError> {
     let declared = req
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -184,7 +184,7 @@ fn resume_expired() -> ApiError {
     )
 }
 
-fn session_patch(json: Option<&str>) -> Result<Option<SessionPatch>, ApiError> {
+pub(super) fn session_patch(json: Option<&str>) -> Result<Option<SessionPatch>, ApiError> {
     let Some(json) = json else { return Ok(None) };
     let de = &mut serde_json::Deserializer::from_str(json);
     serde_path_to_error::deserialize::<_, SessionPatch>(de)
@@ -309,8 +309,10 @@ async fn create_call(
     let (id, ended) = hand_over(&state, &engine, handoff, &inbox, call_admission).await?;
     let usage_id = owner.clone().unwrap_or_else(|| "server".into());
     let entry = CallEntry {
-        key,
-        engine: engine_index,
+        media: CallMedia::Engine {
+            engine: engine_index,
+            key,
+        },
         session: inbox,
         attachment,
         owner,
@@ -484,7 +486,11 @@ async fn bind(
                 owner: cred.owner(),
                 admitted,
             };
-            let (events, inbox) = start_session(state, engine, key, signals, start).await?;
+            let transport = Transport::WebRtc {
+                sink: engine.sink(key),
+                signals,
+            };
+            let (events, inbox) = start_session(state, transport, start).await?;
             let owner = cred.owner();
             Ok(Bound {
                 events,
@@ -557,15 +563,9 @@ struct Start {
 /// object) and runs it; returns the queue its events go out on and its inbox.
 async fn start_session(
     state: &Arc<AppState>,
-    engine: &crate::engine::Engine,
-    key: CallKey,
-    signals: Arc<MediaSignals>,
+    transport: Transport,
     start: Start,
 ) -> Result<(EventReceiver, mpsc::Sender<Inbound>), ApiError> {
-    let transport = Transport::WebRtc {
-        sink: engine.sink(key),
-        signals,
-    };
     let durable = start.durable;
     let credential = start.owner.clone().unwrap_or_else(|| "server".into());
     let initial = Initial {
@@ -587,6 +587,53 @@ async fn start_session(
         .opened(&credential, super::usage::Opened::Session);
     let (events, _) = spawn_session(state, opened, inbox, start.owner, start.admitted);
     Ok((events, in_tx))
+}
+
+/// A phone call's session, opened when the call is accepted.
+pub(crate) struct PhoneSession {
+    /// What the session sends (no data channel: the call's task discards it; sidebands
+    /// get their own copy).
+    pub events: EventReceiver,
+    /// The session's inbox.
+    pub inbox: mpsc::Sender<Inbound>,
+    /// The call's slot and its media's share of the memory budget, held while it lives.
+    pub _hold: Box<dyn Send>,
+}
+
+/// Opens the session of an accepted phone call on `transport` (its RTP leg), configured by
+/// the accept body `patch`, owned by `owner`: a session place and a call slot are taken
+/// first, so a full server answers `503` (and the caller `486`).
+pub(crate) async fn open_phone_session(
+    state: &Arc<AppState>,
+    transport: Transport,
+    patch: SessionPatch,
+    owner: Option<String>,
+) -> Result<PhoneSession, ApiError> {
+    state.accepting()?;
+    let admitted = state
+        .admissions
+        .admit_waiting(Kind::Session, None, owner.as_deref(), state.admission_wait)
+        .await?;
+    let call_slot = state
+        .admissions
+        .admit_waiting(Kind::Call, None, None, state.admission_wait)
+        .await?;
+    let media = call_media(state)?;
+    let usage_id = owner.clone().unwrap_or_else(|| "server".into());
+    let start = Start {
+        secret: None,
+        patch: Some(patch),
+        durable: None,
+        owner,
+        admitted,
+    };
+    let (events, inbox) = start_session(state, transport, start).await?;
+    state.usage.opened(&usage_id, super::usage::Opened::Call);
+    Ok(PhoneSession {
+        events,
+        inbox,
+        _hold: Box::new((call_slot, media)),
+    })
 }
 
 fn register(state: &AppState, id: &str, entry: CallEntry) {
@@ -654,12 +701,18 @@ async fn restart_call(
         ));
     }
     let summary = check_offer(&offer.sdp).map_err(|e| bad_offer(&e))?;
+    let CallMedia::Engine { engine, key } = entry.media else {
+        return Err(ApiError::bad_request(
+            codes::INVALID_VALUE,
+            "a phone call is renegotiated by its SIP peer (re-INVITE), not over HTTP",
+        ));
+    };
     let engine = state
         .engines
-        .get(entry.engine)
+        .get(engine)
         .ok_or_else(|| ApiError::not_ready("the call's media engine is gone"))?;
     engine
-        .renegotiate(entry.key, offer.sdp, summary)
+        .renegotiate(key, offer.sdp, summary)
         .await
         .map_err(|e| bad_offer(&e))
 }
@@ -672,18 +725,21 @@ pub async fn hangup(
 ) -> Response {
     let cred = credential(&cred);
     let entry = live_call(&state, &id, &cred);
-    match entry {
-        Some(e) => {
+    match entry.map(|e| (e.media, e.signals)) {
+        Some((CallMedia::Engine { engine, key }, signals)) => {
             // The session ends with the call, an opted-in one too (a plain end would detach
             // it); the signal is set before the engine ends the call and cannot be lost.
-            e.signals.hung_up();
-            if let Some(engine) = state.engines.get(e.engine) {
-                engine.hangup(e.key);
+            signals.hung_up();
+            if let Some(engine) = state.engines.get(engine) {
+                engine.hangup(key);
             }
             StatusCode::OK.into_response()
         }
-        None => {
-            ApiError::not_found("call_not_found", format!("no active call {id:?}")).into_response()
+        Some((CallMedia::Sip(_), signals)) => {
+            signals.hung_up();
+            super::sip_calls::hangup(&state, &id, &cred).await
         }
+        // A phone call still ringing is not live yet: hanging it up declines it.
+        None => super::sip_calls::hangup(&state, &id, &cred).await,
     }
 }

@@ -16,7 +16,7 @@ use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
 use super::auth::{authorized, presented};
 use super::error::ApiError;
 use super::secrets::{lookup, Credential};
-use super::{calls, chat, pool, secrets, ws, AppState};
+use super::{calls, chat, pool, secrets, sip_calls, ws, AppState};
 
 /// The demo page: plain files, embedded in the binary (no build step).
 const INDEX_HTML: &str = include_str!("../../web/index.html");
@@ -56,6 +56,9 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/responses", post(chat::responses))
         .route("/v1/pool", get(pool::pool))
         .route("/v1/realtime/calls/{id}/hangup", post(calls::hangup))
+        .route("/v1/realtime/calls/{id}/accept", post(sip_calls::accept))
+        .route("/v1/realtime/calls/{id}/reject", post(sip_calls::reject))
+        .route("/v1/realtime/calls/{id}/refer", post(sip_calls::refer))
         .route(
             "/v1/realtime/calls/{id}",
             delete(calls::hangup).patch(calls::renegotiate),

@@ -5,15 +5,17 @@
 mod admission;
 mod auth;
 mod calls;
+pub(crate) use calls::{open_phone_session, PhoneSession};
 mod chat;
 mod chat_local;
 mod directory;
-mod error;
+pub(crate) mod error;
 mod http;
 mod listen;
 mod open;
 mod pool;
 mod secrets;
+mod sip_calls;
 mod usage;
 mod ws;
 
@@ -99,6 +101,8 @@ pub struct AppState {
     /// The LLM of `--llm-url` or `--llm-model-dir`, for the cascade and
     /// `/v1/chat/completions`.
     pub llm: Option<crate::llm::LlmBackend>,
+    /// Phone calls (`--sip-listen`), pending and live, once SIP is started.
+    pub sip: std::sync::OnceLock<Arc<crate::sip::SipCalls>>,
 }
 
 /// The speech-understanding models beside the duplex model.
@@ -113,13 +117,25 @@ pub struct Speech {
 /// Live calls by id, shared with the calls' cleanup guards.
 pub type CallRegistry = Arc<Mutex<HashMap<String, CallEntry>>>;
 
+/// What carries a call's media, and so how it is hung up.
+#[derive(Clone)]
+pub enum CallMedia {
+    /// A WebRTC call: engine `engine` of the pool runs it under `key`.
+    Engine {
+        /// Which engine of the pool.
+        engine: usize,
+        /// Its key there.
+        key: crate::engine::CallKey,
+    },
+    /// A phone call (SIP): its call task takes `/hangup` and `/refer`.
+    Sip(tokio::sync::mpsc::Sender<crate::sip::Control>),
+}
+
 /// A live call, as the HTTP layer sees it.
 #[derive(Clone)]
 pub struct CallEntry {
-    /// Engine key.
-    pub key: crate::engine::CallKey,
-    /// Which engine of the pool runs it.
-    pub engine: usize,
+    /// What carries its media.
+    pub media: CallMedia,
     /// The call's session inbox (sideband connections).
     pub session: mpsc::Sender<Inbound>,
     /// The call as its session's attachment.
@@ -196,6 +212,7 @@ impl AppState {
             websockets: Arc::default(),
             memory: memory.clone(),
             llm,
+            sip: std::sync::OnceLock::new(),
             engines,
             calls: CallRegistry::default(),
             next_call_key: AtomicU64::new(1),
@@ -273,6 +290,8 @@ pub struct Server {
     /// The serving task (ends when the drain is over).
     pub task: tokio::task::JoinHandle<()>,
     stop: watch::Sender<bool>,
+    /// Phone calls (`--sip-listen`): stops answering SIP when dropped.
+    pub sip: Option<crate::sip::Sip>,
 }
 
 impl Server {
@@ -370,6 +389,14 @@ pub async fn start_on(args: &ServeArgs, sockets: Sockets) -> anyhow::Result<Serv
     let listener = sockets.http;
     let addr = listener.local_addr()?;
     let state = AppState::new(args, model, engines, speech, llm);
+    let sip = match crate::sip::SipSettings::from_args(args)? {
+        Some(settings) => {
+            let sip = crate::sip::Sip::start(settings, state.clone()).await?;
+            let _ = state.sip.set(sip.calls.clone());
+            Some(sip)
+        }
+        None => None,
+    };
     let limits = HttpLimits {
         max_connections: args.max_connections,
         head_timeout: Duration::from_secs(args.http_head_timeout_secs.max(1)),
@@ -394,6 +421,7 @@ pub async fn start_on(args: &ServeArgs, sockets: Sockets) -> anyhow::Result<Serv
         state,
         task,
         stop,
+        sip,
     })
 }
 

@@ -7,6 +7,7 @@ pub mod browser;
 pub mod external;
 pub mod moshi;
 pub mod process;
+pub mod sip;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -30,6 +31,13 @@ static EXCLUSIVE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 /// Waits until no other exclusive scenario runs; see [`EXCLUSIVE`].
 pub async fn exclusive() -> tokio::sync::MutexGuard<'static, ()> {
     EXCLUSIVE.lock().await
+}
+
+/// A name unique in this test process (for temporary files and directories).
+pub fn unique() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{}-{n}", std::process::id())
 }
 
 /// How long to wait for an expected event.

@@ -1,0 +1,211 @@
+//! Phone calls straight in over SIP, in the shapes of OpenAI's SIP connector: a trunk's
+//! INVITE is answered `100 Trying` and `180 Ringing` (repeated every second), becomes a
+//! pending call `rtc_…` announced to the app by a signed `realtime.call.incoming` webhook,
+//! and waits for `POST /v1/realtime/calls/{id}/accept` (the session configuration: the call
+//! gets `200 OK` and a session) or `/reject` (the caller gets the status); `/refer` transfers
+//! it, `/hangup` ends it, and the sideband `GET /v1/realtime?call_id=` sees and steers it.
+//!
+//! - [`stack`]: the SIP transport, transactions and dialogs (the `rsipstack` crate, used
+//!   nowhere else), routing each INVITE to its call task.
+//! - [`call`]: one call's life, from ringing to BYE, and its session.
+//! - [`media`]: the call's RTP leg on its own UDP port, paced on the 20 ms grid.
+//! - [`webhook`]: the signed webhook, retried with backoff.
+//! - [`cidr`]: `--sip-allow` source networks.
+
+mod call;
+pub mod cidr;
+pub mod media;
+mod stack;
+pub mod webhook;
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+pub use cidr::Cidr;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::protocol::SessionPatch;
+use crate::server::error::ApiError;
+
+/// What `--sip-*` configures.
+#[derive(Clone)]
+pub struct SipSettings {
+    /// Where SIP is answered (UDP and TCP).
+    pub listen: SocketAddr,
+    /// The address in Contact headers and SDP.
+    pub public: IpAddr,
+    /// The app's webhook.
+    pub webhook: webhook::Webhook,
+    /// How long the app has to decide.
+    pub decision: Duration,
+    /// Allowed sources (empty: any).
+    pub allow: Vec<Cidr>,
+    /// RTP silence that ends a call.
+    pub rtp_timeout: Duration,
+}
+
+impl SipSettings {
+    /// The settings of `args`, or `None` without `--sip-listen`.
+    pub fn from_args(args: &crate::config::ServeArgs) -> anyhow::Result<Option<Self>> {
+        let Some(listen) = args.sip_listen else {
+            return Ok(None);
+        };
+        let public = match (args.sip_public_addr, listen.ip()) {
+            (Some(ip), _) => ip,
+            (None, ip) if ip.is_unspecified() => anyhow::bail!(
+                "--sip-listen {listen} is a wildcard: set --sip-public-addr to the address trunks reach"
+            ),
+            (None, ip) => ip,
+        };
+        let url = args.sip_webhook_url.as_deref().ok_or_else(|| {
+            anyhow::anyhow!(
+                "--sip-listen needs --sip-webhook-url: where incoming calls are announced"
+            )
+        })?;
+        let secret = args.sip_webhook_secret.as_deref().ok_or_else(|| {
+            anyhow::anyhow!("--sip-listen needs --sip-webhook-secret (whsec_…): the app checks each webhook with it")
+        })?;
+        let secret = duet_signaling::webhook::WebhookSecret::parse(secret)
+            .map_err(|e| anyhow::anyhow!("--sip-webhook-secret: {e}"))?;
+        Ok(Some(Self {
+            listen,
+            public,
+            webhook: webhook::Webhook::new(url, secret)?,
+            decision: Duration::from_secs(args.sip_decision_secs.max(1)),
+            allow: args.sip_allow.clone(),
+            rtp_timeout: Duration::from_secs(args.sip_rtp_timeout_secs.max(1)),
+        }))
+    }
+
+    /// Whether `ip` may send SIP.
+    pub fn allows(&self, ip: IpAddr) -> bool {
+        self.allow.is_empty() || self.allow.iter().any(|net| net.contains(ip))
+    }
+}
+
+/// What the HTTP API asks of a SIP call; each answers on its `reply`.
+pub enum Control {
+    /// `/accept`: open the session with this configuration and answer `200 OK`.
+    Accept {
+        /// The session configuration of the body.
+        patch: Box<SessionPatch>,
+        /// The credential that accepted (`None`: the server key): it owns the call.
+        owner: Option<String>,
+        /// Done, or why not.
+        reply: oneshot::Sender<Result<(), ApiError>>,
+    },
+    /// `/reject`: answer the INVITE with `status`.
+    Reject {
+        /// A SIP status (4xx–6xx).
+        status: u16,
+        /// Done, or why not.
+        reply: oneshot::Sender<Result<(), ApiError>>,
+    },
+    /// `/refer`: transfer the caller to `target` (REFER).
+    Refer {
+        /// `sip:…` or `tel:…`, put in `Refer-To`.
+        target: String,
+        /// Done (the REFER was accepted), or why not.
+        reply: oneshot::Sender<Result<(), ApiError>>,
+    },
+    /// `/hangup`: BYE (or, still ringing, `603 Decline`).
+    Hangup {
+        /// Done.
+        reply: oneshot::Sender<Result<(), ApiError>>,
+    },
+}
+
+/// SIP calls by id, pending or live, with the credential that owns each once accepted.
+#[derive(Default)]
+pub struct SipCalls {
+    calls: Mutex<HashMap<String, Entry>>,
+}
+
+struct Entry {
+    control: mpsc::Sender<Control>,
+    /// Set on accept: only this credential (or the server key) reaches the call then.
+    owner: Option<Option<String>>,
+}
+
+impl SipCalls {
+    fn insert(&self, id: &str, control: mpsc::Sender<Control>) {
+        if let Ok(mut m) = self.calls.lock() {
+            m.insert(
+                id.to_string(),
+                Entry {
+                    control,
+                    owner: None,
+                },
+            );
+        }
+    }
+
+    fn set_owner(&self, id: &str, owner: Option<String>) {
+        if let Ok(mut m) = self.calls.lock() {
+            if let Some(e) = m.get_mut(id) {
+                e.owner = Some(owner);
+            }
+        }
+    }
+
+    fn remove(&self, id: &str) {
+        if let Ok(mut m) = self.calls.lock() {
+            m.remove(id);
+        }
+    }
+
+    /// The call `id`'s control, if `reaches` says its owner is reachable (a pending call
+    /// has none yet: any credential of the server's may decide it).
+    pub fn control(
+        &self,
+        id: &str,
+        reaches: impl Fn(Option<&str>) -> bool,
+    ) -> Option<mpsc::Sender<Control>> {
+        let m = self.calls.lock().ok()?;
+        let e = m.get(id)?;
+        match &e.owner {
+            Some(owner) if !reaches(owner.as_deref()) => None,
+            _ => Some(e.control.clone()),
+        }
+    }
+
+    /// Calls pending or live.
+    pub fn len(&self) -> usize {
+        self.calls.lock().map_or(0, |m| m.len())
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The running SIP side.
+pub struct Sip {
+    /// Where it answers.
+    pub local: SocketAddr,
+    /// Its calls.
+    pub calls: Arc<SipCalls>,
+    stop: rsipstack::platform::CancellationToken,
+}
+
+impl Sip {
+    /// Starts answering SIP on `settings.listen` for the server `state`.
+    pub async fn start(
+        settings: SipSettings,
+        state: Arc<crate::server::AppState>,
+    ) -> anyhow::Result<Self> {
+        let calls = Arc::new(SipCalls::default());
+        let (local, stop) = stack::start(settings, state, calls.clone()).await?;
+        tracing::info!(%local, "SIP listening (UDP and TCP)");
+        Ok(Self { local, calls, stop })
+    }
+}
+
+impl Drop for Sip {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}

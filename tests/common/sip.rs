@@ -1,0 +1,222 @@
+//! Phone call test kit: the app's webhook endpoint (checks each `realtime.call.incoming`
+//! signature and hands the calls to the test, which decides them over the HTTP API, or
+//! accepts them itself), a server answering SIP on loopback, and sipp (Debian's
+//! `sip-tester`) running the scenarios of `tests/sip/`.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use duet_signaling::webhook::WebhookSecret;
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use super::external;
+
+/// The webhook secret of the test servers.
+pub const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+const HOW_TO_INSTALL: &str =
+    "install Debian's sip-tester (apt-get install sip-tester; .ci/run does)";
+
+/// A `realtime.call.incoming` the app received, its signature checked.
+#[derive(Debug)]
+pub struct Incoming {
+    /// `rtc_…`.
+    pub call_id: String,
+    /// The whole event.
+    pub event: Value,
+}
+
+impl Incoming {
+    /// The value of SIP header `name` in the event.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.event["data"]["sip_headers"]
+            .as_array()?
+            .iter()
+            .find(|h| {
+                h["name"]
+                    .as_str()
+                    .is_some_and(|n| n.eq_ignore_ascii_case(name))
+            })?["value"]
+            .as_str()
+    }
+}
+
+/// The app's webhook endpoint.
+pub struct WebhookApp {
+    /// Where the server posts.
+    pub url: String,
+    calls: mpsc::UnboundedReceiver<Incoming>,
+}
+
+impl WebhookApp {
+    /// The next call announced (fails the test after 10 s).
+    pub async fn next(&mut self) -> Incoming {
+        tokio::time::timeout(Duration::from_secs(10), self.calls.recv())
+            .await
+            .expect("a webhook within 10 s")
+            .expect("the webhook app runs")
+    }
+}
+
+/// Starts the app on loopback: each webhook's signature is verified with [`SECRET`] (a bad
+/// one fails the test), answered `200`, and handed to [`WebhookApp::next`].
+pub async fn webhook_app() -> WebhookApp {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let (tx, calls) = mpsc::unbounded_channel();
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |headers: axum::http::HeaderMap, body: String| {
+            let tx = tx.clone();
+            async move {
+                let h = |n: &str| headers.get(n).and_then(|v| v.to_str().ok()).unwrap_or("");
+                let secret = WebhookSecret::parse(SECRET).unwrap();
+                let ts: u64 = h("webhook-timestamp").parse().expect("a timestamp");
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_secs();
+                let ok = secret.verify(
+                    h("webhook-id"),
+                    ts,
+                    body.as_bytes(),
+                    h("webhook-signature"),
+                    now,
+                );
+                assert!(ok, "the webhook's signature verifies: {headers:?}");
+                let event: Value = serde_json::from_str(&body).expect("JSON");
+                assert_eq!(event["type"], "realtime.call.incoming");
+                assert_eq!(event["id"], h("webhook-id"));
+                let call_id = event["data"]["call_id"].as_str().unwrap().to_string();
+                let _ = tx.send(Incoming { call_id, event });
+                axum::http::StatusCode::OK
+            }
+        }),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    WebhookApp { url, calls }
+}
+
+/// A server (model `echo`) answering SIP on a free loopback port, announcing calls to `app`.
+pub async fn sip_server(app: &WebhookApp, extra: &[&str]) -> duet::server::Server {
+    let mut flags = vec![
+        "--sip-listen",
+        "127.0.0.1:0",
+        "--sip-webhook-url",
+        &app.url,
+        "--sip-webhook-secret",
+        SECRET,
+    ];
+    flags.extend_from_slice(extra);
+    super::start(&flags).await
+}
+
+/// Where `server` answers SIP.
+pub fn sip_addr(server: &duet::server::Server) -> SocketAddr {
+    server.sip.as_ref().expect("SIP is on").local
+}
+
+/// `POST /v1/realtime/calls/{id}/{action}` with `body`: the status and the body.
+pub async fn decide(addr: SocketAddr, call_id: &str, action: &str, body: Value) -> (u16, Value) {
+    let r = duet_client::http::request(
+        addr,
+        "POST",
+        &format!("/v1/realtime/calls/{call_id}/{action}"),
+        &[("content-type", "application/json")],
+        &body.to_string(),
+    )
+    .await
+    .expect("the API answers");
+    (
+        r.status,
+        serde_json::from_str(&r.body).unwrap_or(Value::Null),
+    )
+}
+
+/// Accepts `call_id` with a realtime session; asserts `200`.
+pub async fn accept(addr: SocketAddr, call_id: &str) {
+    let (status, body) = decide(addr, call_id, "accept", json!({"type": "realtime"})).await;
+    assert_eq!(status, 200, "accept: {body}");
+}
+
+/// A free UDP port on loopback (for sipp's signalling and media).
+pub fn free_port() -> u16 {
+    let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    s.local_addr().unwrap().port()
+}
+
+/// A running sipp: `tests/sip/<scenario>` (its `@KEY@` placeholders filled from `fill`), or
+/// sipp's own `uac`, against `target`, with `extra` arguments (one call unless they say
+/// `-m N`).
+pub struct Sipp {
+    child: tokio::process::Child,
+    dir: std::path::PathBuf,
+}
+
+impl Sipp {
+    /// Starts sipp (fails the test when it is not installed).
+    pub fn start(
+        target: SocketAddr,
+        scenario: &str,
+        fill: &[(&str, &str)],
+        extra: &[&str],
+    ) -> Self {
+        assert!(
+            std::path::Path::new("/usr/bin/sipp").exists(),
+            "no sipp: {HOW_TO_INSTALL}"
+        );
+        let dir = std::env::temp_dir().join(format!("duet-sipp-{}", super::unique()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut xml = match scenario {
+            "uac" => String::new(),
+            name => std::fs::read_to_string(external::repo_path("tests/sip").join(name))
+                .expect("the scenario file"),
+        };
+        for (k, v) in fill {
+            xml = xml.replace(&format!("@{k}@"), v);
+        }
+        let mut cmd = tokio::process::Command::new("/usr/bin/sipp");
+        cmd.arg(target.to_string());
+        if scenario == "uac" {
+            cmd.args(["-sn", "uac"]);
+        } else {
+            let path = dir.join(scenario);
+            std::fs::write(&path, xml).unwrap();
+            cmd.arg("-sf").arg(path);
+        }
+        let (port, media) = (free_port().to_string(), free_port().to_string());
+        if !extra.contains(&"-m") {
+            cmd.args(["-m", "1"]);
+        }
+        cmd.args(["-i", "127.0.0.1", "-p", &port, "-mp", &media, "-nostdin"])
+            .args(["-timeout", "30s", "-timeout_error", "-trace_err"])
+            .args(extra)
+            .current_dir(&dir)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        Self {
+            child: cmd.spawn().expect("sipp starts"),
+            dir,
+        }
+    }
+
+    /// Waits for sipp to end; fails the test unless every call succeeded (its error log is
+    /// in the message).
+    pub async fn success(mut self) {
+        let status = tokio::time::timeout(Duration::from_secs(60), self.child.wait())
+            .await
+            .expect("sipp ends within 60 s")
+            .expect("sipp runs");
+        let errors: String = std::fs::read_dir(&self.dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().contains("errors"))
+            .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+            .collect();
+        let _ = std::fs::remove_dir_all(&self.dir);
+        assert!(status.success(), "sipp failed ({status}):\n{errors}");
+    }
+}

@@ -1,0 +1,148 @@
+//! How an INVITE ends before it is accepted, each against sipp: `/reject` with 486 and
+//! with no body (603), `/hangup` while it rings (603), the caller's CANCEL (487; a later
+//! `/accept` finds no call), the app not deciding within `--sip-decision-secs` (480), and an
+//! offer with no codec Duet speaks (488, announced to no one). Nothing is held afterwards.
+
+use crate::common;
+
+use common::sip::{decide, sip_addr, sip_server, webhook_app, Sipp};
+use serde_json::json;
+use std::time::Duration;
+
+/// The placeholders of `final.xml`: the final status expected and the offered codecs.
+fn fill<'a>(status: &'a str, codecs: &'a str) -> [(&'static str, &'a str); 2] {
+    [("FINAL", status), ("CODECS", codecs)]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rejected_cancelled_unanswered_and_unacceptable_invites_end_as_sip_says() {
+    let mut app = webhook_app().await;
+    let server = sip_server(&app, &["--sip-decision-secs", "2"]).await;
+    let sip = sip_addr(&server);
+
+    // /reject {status_code: 486}.
+    let v = fill("486", "0 8");
+    let sipp = Sipp::start(sip, "final.xml", &v, &[]);
+    let call = app.next().await;
+    let (status, body) = decide(
+        server.addr,
+        &call.call_id,
+        "reject",
+        json!({"status_code": 486}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    sipp.success().await;
+
+    // /reject with an empty body: 603 Decline.
+    let v = fill("603", "0 8");
+    let sipp = Sipp::start(sip, "final.xml", &v, &[]);
+    let call = app.next().await;
+    assert_eq!(
+        decide(server.addr, &call.call_id, "reject", json!({}))
+            .await
+            .0,
+        200
+    );
+    sipp.success().await;
+
+    // /hangup while it rings declines it too.
+    let sipp = Sipp::start(sip, "final.xml", &v, &[]);
+    let call = app.next().await;
+    let r = duet_client::http::request(
+        server.addr,
+        "POST",
+        &format!("/v1/realtime/calls/{}/hangup", call.call_id),
+        &[],
+        "",
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    sipp.success().await;
+
+    // Bad decisions are refused without touching the call.
+    let v = fill("480", "0 8");
+    let sipp = Sipp::start(sip, "final.xml", &v, &[]);
+    let call = app.next().await;
+    let (status, body) = decide(
+        server.addr,
+        &call.call_id,
+        "reject",
+        json!({"status_code": 200}),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["param"].as_str()),
+        (400, Some("status_code")),
+        "{body}"
+    );
+    let (status, body) = decide(
+        server.addr,
+        &call.call_id,
+        "accept",
+        json!({"instructions": "x"}),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["param"].as_str()),
+        (400, Some("type")),
+        "{body}"
+    );
+    let (status, body) = decide(
+        server.addr,
+        &call.call_id,
+        "refer",
+        json!({"target_uri": "sip:a@b"}),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("call_not_accepted")),
+        "{body}"
+    );
+    // ... and with no decision, the caller gets 480 after --sip-decision-secs.
+    sipp.success().await;
+
+    // The caller gives up while it rings: 487, and the call is gone.
+    let v = fill("487", "0 8");
+    let sipp = Sipp::start(sip, "cancel.xml", &v, &[]);
+    let call = app.next().await;
+    sipp.success().await;
+    let (status, body) = decide(
+        server.addr,
+        &call.call_id,
+        "accept",
+        json!({"type": "realtime"}),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (404, Some("call_not_found")),
+        "{body}"
+    );
+
+    // G.729 only: 488 at once, no webhook.
+    let v = fill("488", "18");
+    Sipp::start(sip, "final.xml", &v, &[]).success().await;
+
+    let (_, metrics) = common::get(server.addr, "/metrics", &[]).await;
+    for line in [
+        "duet_sip_calls_total{outcome=\"rejected\"} 3",
+        "duet_sip_calls_total{outcome=\"timeout\"} 1",
+        "duet_sip_calls_total{outcome=\"cancelled\"} 1",
+        "duet_sip_calls_total{outcome=\"not_acceptable\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line} in\n{metrics}");
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let a = &server.state.admissions;
+    assert_eq!((a.calls(), a.sessions()), (0, 0));
+    assert!(server.state.sip.get().unwrap().is_empty());
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), app.next())
+            .await
+            .is_err(),
+        "no webhook for the 488"
+    );
+}

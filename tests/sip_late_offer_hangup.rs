@@ -1,0 +1,40 @@
+//! A late offer and the app's hangup: sipp's INVITE has no SDP, the app accepts, Duet's
+//! `200 OK` carries Duet's offer (PCMU, PCMA, telephone-event) and sipp's ACK the answer
+//! (PCMA); the app then hangs up over the API and sipp gets Duet's BYE.
+
+use crate::common;
+
+use common::sip::{accept, sip_addr, sip_server, webhook_app, Sipp};
+use std::time::Duration;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_offer_call_is_answered_and_hung_up_by_the_app() {
+    let mut app = webhook_app().await;
+    let server = sip_server(&app, &[]).await;
+    let sipp = Sipp::start(sip_addr(&server), "late_offer.xml", &[], &[]);
+    let call = app.next().await;
+    accept(server.addr, &call.call_id).await;
+    // The call is live (the ACK brought the answer): its sideband joins.
+    let sideband = common::Client::sideband(server.addr, &call.call_id).await;
+    assert!(sideband.is_ok(), "the sideband joins the live call");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let path = format!("/v1/realtime/calls/{}/hangup", call.call_id);
+    let r = duet_client::http::request(server.addr, "POST", &path, &[], "")
+        .await
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    sipp.success().await;
+    let a = &server.state.admissions;
+    for _ in 0..100 {
+        if a.calls() == 0 && a.sessions() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!((a.calls(), a.sessions()), (0, 0), "slots given back");
+    // A call that ended is not found any more.
+    let r = duet_client::http::request(server.addr, "POST", &path, &[], "")
+        .await
+        .unwrap();
+    assert_eq!(r.status, 404, "{}", r.body);
+}
