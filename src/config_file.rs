@@ -5,7 +5,7 @@
 //! on the command line, then its `DUET_*` variable, then the file, then the default. The
 //! file's values go through the flags' own parsers, so a bad value is the same error as on
 //! the command line, naming the key and the file. Arrays are for the flags that take
-//! several values (`cors_origins`) only, never empty; a syntax error names its line and
+//! several values (`cors_origins`, `sip_allow`) only, never empty; a syntax error names its line and
 //! column, never the text there (it may be the API key).
 
 use std::ffi::OsString;

@@ -405,7 +405,7 @@ fn only_list_flags_take_arrays() {
         .collect();
     assert_eq!(
         lists,
-        ["cors_origins"],
+        ["cors_origins", "sip_allow"],
         "a new list flag: add it to the fuzz target's kinds"
     );
 }

@@ -1,6 +1,6 @@
 //! Fuzzes the config file's loader (`duet_config_file::tokens`: TOML text to `duet serve`
 //! tokens) with flags of every kind: a switch, one-value flags, a list flag with a
-//! separator (like `cors_origins`) and one without. Two kinds of input, by the first byte:
+//! separator (like `cors_origins` and `sip_allow`) and one without. Two kinds of input, by the first byte:
 //! - raw text;
 //! - a file built from fuzzed lines that put a secret in value positions (quoted,
 //!   unquoted, in arrays, between fuzzed fragments), the way an API key sits in a file.

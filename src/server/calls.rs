@@ -735,10 +735,8 @@ pub async fn hangup(
             }
             StatusCode::OK.into_response()
         }
-        Some((CallMedia::Sip(_), signals)) => {
-            signals.hung_up();
-            super::sip_calls::hangup(&state, &id, &cred).await
-        }
+        // The call's task sends the BYE and then ends the session.
+        Some((CallMedia::Sip(_), _)) => super::sip_calls::hangup(&state, &id, &cred).await,
         // A phone call still ringing is not live yet: hanging it up declines it.
         None => super::sip_calls::hangup(&state, &id, &cred).await,
     }

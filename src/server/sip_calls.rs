@@ -36,8 +36,16 @@ async fn ask(
         .control(id, |owner| cred.reaches(owner))
         .ok_or_else(|| no_call(id))?;
     let (reply, answer) = oneshot::channel();
-    control.send(make(reply)).await.map_err(|_| no_call(id))?;
-    answer.await.map_err(|_| no_call(id))??;
+    let request = make(reply);
+    let hanging_up = matches!(request, Control::Hangup { .. });
+    control.send(request).await.map_err(|_| no_call(id))?;
+    match answer.await {
+        Ok(done) => done?,
+        // The call ended while the request waited (the caller hung up): for a hangup that
+        // is done; anything else finds no call.
+        Err(_) if hanging_up => {}
+        Err(_) => return Err(no_call(id)),
+    }
     Ok(StatusCode::OK.into_response())
 }
 

@@ -92,6 +92,13 @@ pub async fn server(extra: &[&str]) -> SocketAddr {
 
 /// Like [`server`], with the handle (state, fault injection).
 pub async fn start(extra: &[&str]) -> duet::server::Server {
+    // `DUET_TEST_LOG=duet=debug` shows the in-process servers' logs (with --nocapture).
+    if let Ok(filter) = std::env::var("DUET_TEST_LOG") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_test_writer()
+            .try_init();
+    }
     let mut argv = vec!["serve", "--port", "0"];
     argv.extend_from_slice(extra);
     let args = duet::config::ServeArgs::parse_from(argv);

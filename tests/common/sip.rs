@@ -140,6 +140,17 @@ pub async fn accept(addr: SocketAddr, call_id: &str) {
     assert_eq!(status, 200, "accept: {body}");
 }
 
+/// `duet_sip_calls_total{outcome}` now. The metrics are the process's: other tests' servers
+/// in this test binary count there too, so compare with at least, never exactly.
+pub async fn sip_calls_total(addr: SocketAddr, outcome: &str) -> u64 {
+    let (_, text) = super::get(addr, "/metrics", &[]).await;
+    let key = format!("duet_sip_calls_total{{outcome=\"{outcome}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&key))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 /// A free UDP port on loopback (for sipp's signalling and media).
 pub fn free_port() -> u16 {
     let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
