@@ -2,7 +2,7 @@
 //! from the outside, as real callers would: a WebRTC caller ([`rtc`]), the load generator
 //! that runs many of them on one thread ([`load`]), a UDP relay that loses and delays their
 //! packets ([`impair`]), a minimal HTTP/1.1 client ([`http`]) and the `ppoll` waits they share
-//! ([`poll`]), and the WebSocket load generator ([`ws_load`]).
+//! ([`poll`]), the WebSocket load generator ([`ws_load`]), and a SIP caller ([`sip`]).
 //!
 //! This crate is a dev-dependency of `duet` only: the server binary never links it.
 #![warn(missing_docs)]
@@ -13,5 +13,6 @@ pub mod load;
 pub mod poll;
 pub mod rtc;
 pub mod scripted_llm;
+pub mod sip;
 pub mod speech;
 pub mod ws_load;
