@@ -33,6 +33,11 @@ async fn an_accepted_call_hears_the_callers_keys_and_frees_its_slots() {
     let mut sideband = Client::sideband(server.addr, &call.call_id)
         .await
         .expect("the sideband joins the call");
+    let (_, pool) = common::get(server.addr, "/v1/pool", &[]).await;
+    assert!(
+        pool.contains("\"transport\":\"sip\""),
+        "the pool names the phone call's session: {pool}"
+    );
     let key = sideband
         .until("input_audio_buffer.dtmf_event_received")
         .await;

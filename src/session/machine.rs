@@ -166,7 +166,15 @@ impl Session {
         &self.cfg.id
     }
 
-    /// What the media engine reports to this session (WebRTC).
+    /// What carries the session now: `websocket`, `webrtc` or `sip`.
+    pub fn transport_kind(&self) -> &'static str {
+        match &self.transport {
+            Transport::WebRtc { sink, .. } => sink.kind(),
+            Transport::WebSocket => "websocket",
+        }
+    }
+
+    /// What the media engine reports to this session (WebRTC and phone calls).
     pub fn signals(&self) -> Option<Arc<MediaSignals>> {
         match &self.transport {
             Transport::WebRtc { signals, .. } => Some(signals.clone()),

@@ -413,7 +413,8 @@ pub type Headroom = Arc<dyn Fn() -> (u64, u64) + Send + Sync>;
 pub struct SessionStatus {
     /// The model slot's number plus one (0: none).
     slot: std::sync::atomic::AtomicUsize,
-    webrtc: std::sync::atomic::AtomicBool,
+    /// 0: WebSocket, 1: WebRTC, 2: SIP.
+    transport: std::sync::atomic::AtomicU8,
     detached: std::sync::atomic::AtomicBool,
     durable: std::sync::atomic::AtomicBool,
 }
@@ -421,7 +422,12 @@ pub struct SessionStatus {
 impl SessionStatus {
     fn update(&self, session: &Session) {
         use std::sync::atomic::Ordering::Relaxed;
-        self.webrtc.store(session.signals().is_some(), Relaxed);
+        let kind = match session.transport_kind() {
+            "webrtc" => 1,
+            "sip" => 2,
+            _ => 0,
+        };
+        self.transport.store(kind, Relaxed);
         if !session.has_model() {
             self.slot.store(0, Relaxed);
         }
@@ -444,12 +450,12 @@ impl SessionStatus {
             .checked_sub(1)
     }
 
-    /// `webrtc` or `websocket`.
+    /// `websocket`, `webrtc` or `sip`.
     pub fn transport(&self) -> &'static str {
-        if self.webrtc.load(std::sync::atomic::Ordering::Relaxed) {
-            "webrtc"
-        } else {
-            "websocket"
+        match self.transport.load(std::sync::atomic::Ordering::Relaxed) {
+            1 => "webrtc",
+            2 => "sip",
+            _ => "websocket",
         }
     }
 

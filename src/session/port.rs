@@ -63,6 +63,10 @@ pub trait MediaSink: Send {
     fn finish(&self, tag: PlaybackTag);
     /// Purges everything queued; the engine reports the purge in its signals.
     fn clear(&self);
+    /// What carries the media, as `/v1/pool` names it: `webrtc`, or `sip` for a phone call.
+    fn kind(&self) -> &'static str {
+        "webrtc"
+    }
 }
 
 /// What a session reports for usage accounting (`GET /v1/usage`).

@@ -82,6 +82,10 @@ impl MediaSink for SipSink {
     fn clear(&self) {
         let _ = self.tx.send(Command::Clear);
     }
+
+    fn kind(&self) -> &'static str {
+        "sip"
+    }
 }
 
 /// What a call's media task needs.
