@@ -44,6 +44,7 @@ mod sip_call_decisions;
 mod sip_call_dtmf;
 mod sip_call_load;
 mod sip_call_refer;
+mod sip_call_srtp;
 mod sip_late_offer_hangup;
 mod sip_options_and_sources;
 mod sip_webhook_signature;

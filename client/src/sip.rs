@@ -7,8 +7,10 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use base64::Engine;
 use duet_media::g711::{decode_ulaw, encode_ulaw};
 use duet_media::rtp::{self, RtpHeader};
+use duet_media::srtp::{Srtp, SrtpSuite, MASTER_BYTES};
 use tokio::net::UdpSocket;
 
 /// A SIP response as read.
@@ -100,11 +102,43 @@ pub struct Caller {
     pub remote_rtp: Option<SocketAddr>,
     out_seq: u16,
     out_ts: u32,
+    /// SDES-SRTP: what we send (our key) and, once answered, what arrives (the server's).
+    srtp: Option<(Srtp, Option<Srtp>)>,
+}
+
+/// The key of an SDP body's first `a=crypto` line with `AES_CM_128_HMAC_SHA1_80`.
+pub fn sdp_crypto(sdp: &str) -> Option<[u8; MASTER_BYTES]> {
+    let line = sdp
+        .lines()
+        .find(|l| l.starts_with("a=crypto:") && l.contains("AES_CM_128_HMAC_SHA1_80"))?;
+    let inline = line.split("inline:").nth(1)?.split(['|', ' ']).next()?;
+    let key = base64::engine::general_purpose::STANDARD
+        .decode(inline.trim())
+        .ok()?;
+    key.try_into().ok()
 }
 
 impl Caller {
     /// Sends an INVITE from `user` (a G.711 offer with telephone-event) to `server`.
     pub async fn invite(server: SocketAddr, user: &str) -> std::io::Result<Self> {
+        Self::invite_with(server, user, None).await
+    }
+
+    /// Like [`Self::invite`], offering `RTP/SAVP` with `key` (SDES,
+    /// `AES_CM_128_HMAC_SHA1_80`): the media both ways is SRTP.
+    pub async fn invite_srtp(
+        server: SocketAddr,
+        user: &str,
+        key: [u8; MASTER_BYTES],
+    ) -> std::io::Result<Self> {
+        Self::invite_with(server, user, Some(key)).await
+    }
+
+    async fn invite_with(
+        server: SocketAddr,
+        user: &str,
+        key: Option<[u8; MASTER_BYTES]>,
+    ) -> std::io::Result<Self> {
         let sig = UdpSocket::bind("127.0.0.1:0").await?;
         let rtp = UdpSocket::bind("127.0.0.1:0").await?;
         let (local, media) = (sig.local_addr()?, rtp.local_addr()?);
@@ -112,10 +146,20 @@ impl Caller {
         let call_id = format!("uac-{n:08x}@127.0.0.1");
         let from = format!("<sip:{user}@{local}>;tag=uac{n:08x}");
         let invite_via = format!("SIP/2.0/UDP {local};branch=z9hG4bK-uac-{n:08x};rport");
+        let (profile, crypto) = match key {
+            Some(k) => (
+                "RTP/SAVP",
+                format!(
+                    "a=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:{}\r\n",
+                    base64::engine::general_purpose::STANDARD.encode(k)
+                ),
+            ),
+            None => ("RTP/AVP", String::new()),
+        };
         let sdp = format!(
             "v=0\r\no=uac 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n\
-             m=audio {} RTP/AVP 0 101\r\na=rtpmap:0 PCMU/8000\r\n\
-             a=rtpmap:101 telephone-event/8000\r\na=fmtp:101 0-15\r\na=sendrecv\r\n",
+             m=audio {} {profile} 0 101\r\na=rtpmap:0 PCMU/8000\r\n\
+             a=rtpmap:101 telephone-event/8000\r\na=fmtp:101 0-15\r\na=sendrecv\r\n{crypto}",
             media.port()
         );
         let c = Self {
@@ -130,6 +174,7 @@ impl Caller {
             remote_rtp: None,
             out_seq: 1,
             out_ts: 0,
+            srtp: key.map(|k| (Srtp::new(SrtpSuite::AesCm128HmacSha1_80, &k), None)),
         };
         let msg = c.request("INVITE", &c.invite_via.clone(), 1, "application/sdp", &sdp);
         c.sig.send_to(msg.as_bytes(), server).await?;
@@ -204,6 +249,9 @@ impl Caller {
             }
             let via = if r.status < 300 {
                 self.remote_rtp = sdp_audio(&r.body);
+                if let (Some((_, rx)), Some(key)) = (&mut self.srtp, sdp_crypto(&r.body)) {
+                    *rx = Some(Srtp::new(SrtpSuite::AesCm128HmacSha1_80, &key));
+                }
                 let local = self.sig.local_addr()?;
                 format!("SIP/2.0/UDP {local};branch=z9hG4bK-ack-{:08x}", rand_u32())
             } else {
@@ -271,6 +319,7 @@ impl Caller {
         let mut frames = speech.chunks(160);
         let mut next = tokio::time::Instant::from_std(start);
         let mut packet = Vec::new();
+        let mut plain = Vec::new();
         while start.elapsed() < listen {
             tokio::select! {
                 () = tokio::time::sleep_until(next) => {
@@ -283,6 +332,9 @@ impl Caller {
                         ssrc: 0x5151,
                     };
                     rtp::write(&header, &encode_ulaw(&pcm), &mut packet);
+                    if let Some((tx, _)) = &mut self.srtp {
+                        let _ = tx.protect(&mut packet);
+                    }
                     self.rtp.send_to(&packet, remote).await?;
                     self.out_seq = self.out_seq.wrapping_add(1);
                     self.out_ts = self.out_ts.wrapping_add(160);
@@ -290,7 +342,15 @@ impl Caller {
                 }
                 got = self.rtp.recv_from(&mut buf) => {
                     let (n, _) = got?;
-                    if let Ok(p) = rtp::parse(&buf[..n]) {
+                    let bytes = match &mut self.srtp {
+                        Some((_, Some(rx))) => match rx.unprotect(&buf[..n], &mut plain) {
+                            Ok(()) => &plain[..],
+                            Err(_) => continue,
+                        },
+                        Some((_, None)) => continue,
+                        None => &buf[..n],
+                    };
+                    if let Ok(p) = rtp::parse(bytes) {
                         heard.push((start.elapsed(), decode_ulaw(p.payload)));
                     }
                 }

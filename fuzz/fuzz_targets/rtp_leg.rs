@@ -25,6 +25,7 @@ fuzz_target!(|data: &[u8]| {
         first_timestamp: 0,
         first_packet_timeout: Duration::from_secs(30),
         inactivity: Duration::from_secs(15),
+        srtp: None,
     };
     let Ok(mut leg) = RtpLeg::new(cfg, t0) else {
         return;

@@ -16,6 +16,7 @@
 //! - [`rtp_leg`]: [`RtpLeg`], a phone call's plain RTP leg (latching, resets, DTMF,
 //!   inactivity, one packet per 20 ms slot).
 //! - [`dtmf`]: RFC 4733 telephone events and key presses.
+//! - [`srtp`]: SRTP for SDES-keyed phone calls (AES-CM, HMAC-SHA1).
 //! - [`rtp_time`]: RTP sequence/timestamp unwrapping and [`SampleCount`].
 //! - [`jitter`]: [`JitterBuffer`], reordering and loss handling for 20 ms
 //!   packets.
@@ -50,6 +51,7 @@ pub mod ring;
 pub mod rtp;
 pub mod rtp_leg;
 pub mod rtp_time;
+pub mod srtp;
 pub mod vad;
 
 #[cfg(test)]

@@ -65,14 +65,7 @@ pub fn parse(buf: &[u8]) -> Result<RtpPacket<'_>, RtpError> {
         return Err(RtpError::Rtcp);
     }
     let padded = fixed[0] & 0x20 != 0;
-    let extended = fixed[0] & 0x10 != 0;
-    let csrcs = usize::from(fixed[0] & 0x0f);
-    let mut start = HEADER_LEN + 4 * csrcs;
-    if extended {
-        let ext = buf.get(start..start + 4).ok_or(RtpError::TooShort)?;
-        start += 4 + 4 * usize::from(u16::from_be_bytes([ext[2], ext[3]]));
-    }
-    let mut payload = buf.get(start..).ok_or(RtpError::TooShort)?;
+    let mut payload = &buf[header_len(buf)?..];
     if padded {
         let pad = usize::from(*payload.last().ok_or(RtpError::Padding)?);
         if pad == 0 || pad > payload.len() {
@@ -90,6 +83,29 @@ pub fn parse(buf: &[u8]) -> Result<RtpPacket<'_>, RtpError> {
         },
         payload,
     })
+}
+
+/// The length of an RTP packet's header (fixed part, CSRCs, extension): where its payload
+/// starts, which SRTP encrypts.
+pub fn header_len(buf: &[u8]) -> Result<usize, RtpError> {
+    let Some(&first) = buf.first() else {
+        return Err(RtpError::TooShort);
+    };
+    if buf.len() < HEADER_LEN {
+        return Err(RtpError::TooShort);
+    }
+    if first >> 6 != 2 {
+        return Err(RtpError::Version(first >> 6));
+    }
+    let mut len = HEADER_LEN + 4 * usize::from(first & 0x0f);
+    if first & 0x10 != 0 {
+        let ext = buf.get(len..len + 4).ok_or(RtpError::TooShort)?;
+        len += 4 + 4 * usize::from(u16::from_be_bytes([ext[2], ext[3]]));
+    }
+    if len > buf.len() {
+        return Err(RtpError::TooShort);
+    }
+    Ok(len)
 }
 
 /// Whether a datagram on the RTP port is RTCP (RFC 5761 demultiplexing), which the leg

@@ -28,6 +28,7 @@ use crate::call_audio::{CallAudio, CallAudioError, CallCodec, OutFrame};
 use crate::dtmf::DtmfDetector;
 use crate::rtp::{self, RtpHeader};
 use crate::rtp_time::SeqUnwrapper;
+use crate::srtp::{Srtp, SrtpSuite, MASTER_BYTES};
 
 /// In-sequence packets of one SSRC from a new source that move the latch there.
 pub const RELATCH_PACKETS: u32 = 4;
@@ -55,6 +56,28 @@ pub struct RtpLegConfig {
     pub first_packet_timeout: Duration,
     /// How long the leg waits after the last packet.
     pub inactivity: Duration,
+    /// SDES-SRTP (`RTP/SAVP`): the suite and each direction's master key and salt.
+    pub srtp: Option<LegSrtp>,
+}
+
+/// A leg's SRTP keys (RFC 4568: each side's `a=crypto` key protects what that side sends).
+#[derive(Clone)]
+pub struct LegSrtp {
+    /// The suite both sides use.
+    pub suite: SrtpSuite,
+    /// The caller's key (its offer's `a=crypto`): what arrives is protected with it.
+    pub inbound: [u8; MASTER_BYTES],
+    /// Duet's key (its answer's `a=crypto`): what leaves is protected with it.
+    pub outbound: [u8; MASTER_BYTES],
+}
+
+impl std::fmt::Debug for LegSrtp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the keys: configurations end up in logs.
+        f.debug_struct("LegSrtp")
+            .field("suite", &self.suite)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What an inbound datagram was.
@@ -81,6 +104,8 @@ pub enum Ignored {
     ForeignSource,
     /// A payload type the answer did not negotiate (comfort noise, say).
     PayloadType(u8),
+    /// SRTP that did not authenticate (a wrong key, tampering) or a replay.
+    Srtp,
 }
 
 /// Counters of one leg.
@@ -170,6 +195,10 @@ pub struct RtpLeg {
     started: Instant,
     last_rx: Option<Instant>,
     stats: RtpLegStats,
+    /// SRTP: what arrives (the caller's key) and what leaves (ours).
+    srtp: Option<(Srtp, Srtp)>,
+    /// An unprotected packet (reused).
+    plain: Vec<u8>,
 }
 
 impl RtpLeg {
@@ -181,7 +210,15 @@ impl RtpLeg {
             step: cfg.codec.clock_rate() / 50,
             talking: false,
         };
+        let srtp = cfg.srtp.as_ref().map(|k| {
+            (
+                Srtp::new(k.suite, &k.inbound),
+                Srtp::new(k.suite, &k.outbound),
+            )
+        });
         Ok(Self {
+            srtp,
+            plain: Vec::with_capacity(1500),
             audio: CallAudio::new(cfg.codec)?,
             latch: Latch {
                 remote: cfg.remote,
@@ -217,7 +254,18 @@ impl RtpLeg {
 
     /// One datagram from `from`, arrived at `now`.
     pub fn receive(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) -> Received {
-        let r = self.classify(now, from, datagram);
+        let r = match &mut self.srtp {
+            Some((inbound, _)) if !rtp::is_rtcp(datagram) => {
+                let mut plain = std::mem::take(&mut self.plain);
+                let r = match inbound.unprotect(datagram, &mut plain) {
+                    Ok(()) => self.classify(now, from, &plain),
+                    Err(_) => Received::Ignored(Ignored::Srtp),
+                };
+                self.plain = plain;
+                r
+            }
+            _ => self.classify(now, from, datagram),
+        };
         if matches!(r, Received::Ignored(_)) {
             self.stats.ignored += 1;
         } else {
@@ -290,6 +338,10 @@ impl RtpLeg {
             ssrc: self.cfg.ssrc,
         };
         rtp::write(&header, frame.payload, out);
+        if let Some((_, outbound)) = &mut self.srtp {
+            // Our own packet always has a header to protect.
+            let _ = outbound.protect(out);
+        }
         self.out.talking = talking;
         self.out.seq = self.out.seq.wrapping_add(1);
         self.stats.packets_out += 1;

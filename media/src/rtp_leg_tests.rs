@@ -21,6 +21,7 @@ fn config() -> RtpLegConfig {
         first_timestamp: 4_294_967_000,
         first_packet_timeout: Duration::from_secs(30),
         inactivity: Duration::from_secs(15),
+        srtp: None,
     }
 }
 

@@ -7,11 +7,12 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use duet_media::rtp_leg::RtpLegConfig;
+use duet_media::rtp_leg::{LegSrtp, RtpLegConfig};
+use duet_media::srtp::SrtpSuite;
 use duet_media::CallCodec;
 use duet_signaling::plain_sdp::{
-    parse_offer, write_answer, write_offer, LocalMedia, PlainCodec, PlainOffer, PlainSdpError,
-    Profile,
+    parse_offer, write_answer, write_offer, CryptoSuite, LocalMedia, PlainCodec, PlainOffer,
+    PlainSdpError, SdesKey, SDES_KEY_BYTES,
 };
 use rand::Rng;
 use rsipstack::dialog::dialog::{DialogState, TerminatedReason};
@@ -94,8 +95,6 @@ fn read_offer(body: &[u8]) -> Result<Option<PlainOffer>, StatusCode> {
     }
     let sdp = std::str::from_utf8(body).map_err(|_| StatusCode::BadRequest)?;
     match parse_offer(sdp) {
-        // SDES-SRTP is not spoken yet: a trunk that requires it finds no common ground.
-        Ok(o) if o.profile == Profile::Savp => Err(StatusCode::NotAcceptableHere),
         Ok(o) => Ok(Some(o)),
         Err(PlainSdpError::Malformed(_) | PlainSdpError::TooLarge(_)) => {
             Err(StatusCode::BadRequest)
@@ -304,15 +303,25 @@ impl Call {
             crate::server::open_phone_session(&self.shared.state, transport, patch, owner.clone())
                 .await?;
         let attachment = AttachmentId::fresh();
+        // SDES: our own key for what we send, in the offer's suite and tag.
+        let ours = self
+            .offer
+            .as_ref()
+            .and_then(|o| o.crypto.as_ref())
+            .map(|theirs| SdesKey {
+                key_salt: rand::rng().random::<[u8; SDES_KEY_BYTES]>(),
+                ..theirs.clone()
+            });
         let local = LocalMedia {
             addr: self.shared.settings.public,
             port,
             session_id: rand::rng().random_range(1..u64::from(u32::MAX)),
-            crypto: None,
+            crypto: ours.clone(),
         };
         let (sdp, media) = match &self.offer {
             Some(offer) => {
-                let params = self.media_params(offer, socket, &phone, attachment, &signals);
+                let ours = ours.map(|k| k.key_salt);
+                let params = self.media_params(offer, socket, &phone, (attachment, &signals), ours);
                 let handle = media::start(params, inbox)
                     .map_err(|e| ApiError::unavailable("rtp_unavailable", e.to_string()))?;
                 (write_answer(offer, &local), Media::Running(handle))
@@ -361,14 +370,28 @@ impl Call {
         }
     }
 
+    /// The media of `offer` (a late offer's answer) on `socket`; `ours` is Duet's SDES key
+    /// when the offer was `RTP/SAVP`.
     fn media_params(
         &self,
         offer: &PlainOffer,
         socket: tokio::net::UdpSocket,
         phone: &PhoneSession,
-        attachment: AttachmentId,
-        signals: &Arc<MediaSignals>,
+        (attachment, signals): (AttachmentId, &Arc<MediaSignals>),
+        ours: Option<[u8; SDES_KEY_BYTES]>,
     ) -> MediaParams {
+        let srtp = offer
+            .crypto
+            .as_ref()
+            .zip(ours)
+            .map(|(theirs, ours)| LegSrtp {
+                suite: match theirs.suite {
+                    CryptoSuite::AesCm128HmacSha1_80 => SrtpSuite::AesCm128HmacSha1_80,
+                    CryptoSuite::AesCm128HmacSha1_32 => SrtpSuite::AesCm128HmacSha1_32,
+                },
+                inbound: theirs.key_salt,
+                outbound: ours,
+            });
         let mut rng = rand::rng();
         let leg = RtpLegConfig {
             codec: match offer.codec {
@@ -384,6 +407,7 @@ impl Call {
             first_timestamp: rng.random(),
             first_packet_timeout: FIRST_PACKET,
             inactivity: self.shared.settings.rtp_timeout,
+            srtp,
         };
         MediaParams {
             id: self.id.clone(),

@@ -115,8 +115,9 @@ impl Call {
             tracing::warn!(call = %self.id, "the ACK carried no usable answer to our offer");
             return Some("no answer in the ACK");
         };
-        let params =
-            self.media_params(&answer, socket, &live.phone, live.attachment, &live.signals);
+        // Our late offer is plain RTP/AVP: its answer brings no key.
+        let media = (live.attachment, &live.signals);
+        let params = self.media_params(&answer, socket, &live.phone, media, None);
         match media::start(params, inbox) {
             Ok(handle) => {
                 live.media = Media::Running(handle);
