@@ -39,6 +39,7 @@ mod openai_python_tools;
 mod openai_python_transcription;
 mod panic_containment;
 mod resume_expired_secret;
+mod sip_baresip;
 mod sip_call_audio;
 mod sip_call_decisions;
 mod sip_call_dtmf;

@@ -1,0 +1,142 @@
+//! A real SIP phone, baresip (Debian's `baresip-core`), calls Duet with SDES-SRTP required
+//! (`mediaenc=srtp-mand`), PCMU, and a spoken WAV as its microphone; the app accepts, the
+//! echo model answers, and baresip's recording of what it heard holds the answer. baresip
+//! hangs up when its WAV ends (its BYE ends the call and frees every slot).
+
+use crate::common;
+
+use common::sip::{accept, free_port, sip_addr, sip_server, webhook_app};
+use common::Client;
+use std::path::Path;
+use std::time::Duration;
+
+const HOW_TO_INSTALL: &str =
+    "install Debian's baresip-core (apt-get install baresip-core; .ci/run does)";
+
+/// A 16-bit mono WAV of `pcm` at `rate`.
+fn wav(path: &Path, pcm: &[f32], rate: u32) {
+    let data: Vec<u8> = pcm
+        .iter()
+        .flat_map(|s| ((s.clamp(-1.0, 1.0) * 32767.0) as i16).to_le_bytes())
+        .collect();
+    let mut out = Vec::with_capacity(44 + data.len());
+    out.extend_from_slice(b"RIFF");
+    out.extend_from_slice(&(36 + data.len() as u32).to_le_bytes());
+    out.extend_from_slice(b"WAVEfmt ");
+    out.extend_from_slice(&16u32.to_le_bytes());
+    out.extend_from_slice(&1u16.to_le_bytes()); // PCM
+    out.extend_from_slice(&1u16.to_le_bytes()); // mono
+    out.extend_from_slice(&rate.to_le_bytes());
+    out.extend_from_slice(&(rate * 2).to_le_bytes());
+    out.extend_from_slice(&2u16.to_le_bytes());
+    out.extend_from_slice(&16u16.to_le_bytes());
+    out.extend_from_slice(b"data");
+    out.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    out.extend_from_slice(&data);
+    std::fs::write(path, out).unwrap();
+}
+
+/// The samples of a 16-bit WAV (after its `data` tag).
+fn read_wav(path: &Path) -> Vec<f32> {
+    let bytes = std::fs::read(path).unwrap();
+    let at = bytes
+        .windows(4)
+        .position(|w| w == b"data")
+        .expect("a data chunk")
+        + 8;
+    bytes[at..]
+        .chunks_exact(2)
+        .map(|b| f32::from(i16::from_le_bytes([b[0], b[1]])) / 32768.0)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn baresip_calls_over_srtp_and_hears_the_answer() {
+    assert!(
+        Path::new("/usr/bin/baresip").exists(),
+        "no baresip: {HOW_TO_INSTALL}"
+    );
+    let _alone = common::exclusive().await; // real-time audio both ways
+    let mut app = webhook_app().await;
+    let server = sip_server(&app, &[]).await;
+    let dir = std::env::temp_dir().join(format!("duet-baresip-{}", common::unique()));
+    let rec = dir.join("rec");
+    std::fs::create_dir_all(&rec).unwrap();
+    // 2 s of voice, then silence long enough to hear the whole answer.
+    let mut mic: Vec<f32> = common::voiced(2.0).iter().step_by(3).copied().collect();
+    mic.extend(vec![0.0; 8_000 * 5]);
+    wav(&dir.join("mic.wav"), &mic, 8_000);
+    let (port, ctrl, rtp) = (free_port(), free_port(), free_port());
+    let config = format!(
+        "sip_listen 127.0.0.1:{port}\nnet_interface 127.0.0.1\nrtp_ports {rtp}-{}\n\
+         audio_source aufile,{mic}\naudio_player aubridge,nil\naudio_alert aubridge,nil\n\
+         snd_path {rec}\nmodule_path /usr/lib/baresip/modules\nmodule ctrl_tcp.so\n\
+         module srtp.so\nmodule account.so\nmodule g711.so\nmodule aufile.so\n\
+         module aubridge.so\nmodule sndfile.so\nmodule_app menu.so\nctrl_tcp_listen 127.0.0.1:{ctrl}\n",
+        rtp + 1,
+        mic = dir.join("mic.wav").display(),
+        rec = rec.display(),
+    );
+    std::fs::write(dir.join("config"), config).unwrap();
+    let account =
+        format!("<sip:phone@127.0.0.1:{port}>;regint=0;answermode=auto;mediaenc=srtp-mand\n");
+    std::fs::write(dir.join("accounts"), account).unwrap();
+
+    let dial = format!("/dial sip:duet@{}", sip_addr(&server));
+    let mut phone = tokio::process::Command::new("/usr/bin/baresip")
+        .arg("-f")
+        .arg(&dir)
+        .args(["-t", "15", "-e", &dial])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("baresip starts");
+    let call = app.next().await;
+    assert!(
+        call.header("From").unwrap().contains("sip:phone@"),
+        "{:?}",
+        call.event
+    );
+    accept(server.addr, &call.call_id).await;
+    let mut sideband = Client::sideband(server.addr, &call.call_id).await.unwrap();
+    sideband.until("input_audio_buffer.speech_stopped").await;
+    sideband.until("output_audio_buffer.started").await;
+
+    let out = tokio::time::timeout(Duration::from_secs(30), phone.wait())
+        .await
+        .expect("baresip ends when its WAV does")
+        .unwrap();
+    let mut log = String::new();
+    if let Some(mut s) = phone.stdout.take() {
+        use tokio::io::AsyncReadExt;
+        let _ = s.read_to_string(&mut log).await;
+    }
+    assert!(out.success(), "baresip failed: {log}");
+    assert!(log.contains("SRTP is Enabled"), "SRTP in use: {log}");
+    let heard = std::fs::read_dir(&rec)
+        .unwrap()
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().ends_with("-dec.wav"))
+        .map(|e| read_wav(&e.path()))
+        .expect("baresip's recording of what it heard");
+    let loud = heard
+        .chunks(160)
+        .filter(|f| duet_media::pcm::rms_dbfs(f) > -30.0)
+        .count();
+    assert!(loud >= 40, "{loud} loud 20 ms frames in what baresip heard");
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let a = &server.state.admissions;
+    for _ in 0..100 {
+        if a.calls() == 0 && a.sessions() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        (a.calls(), a.sessions()),
+        (0, 0),
+        "baresip's BYE ended the call"
+    );
+}
