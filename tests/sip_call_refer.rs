@@ -1,5 +1,6 @@
-//! In a call: a key sent by SIP INFO (`application/dtmf-relay`) reaches the sideband, and
-//! `/refer` transfers the caller: Duet sends REFER with the target in `Refer-To`, answers
+//! In a call: a key sent by SIP INFO (`application/dtmf-relay`) reaches the sideband,
+//! session refreshes (UPDATE, a re-INVITE with the same offer) are answered with the same
+//! media, and `/refer` transfers the caller: Duet sends REFER with the target in `Refer-To`, answers
 //! `200` once the caller's side accepted it (202), answers its NOTIFY, and hangs up (BYE)
 //! when the NOTIFY reports the transfer done. sipp is the caller's side.
 

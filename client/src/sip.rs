@@ -104,6 +104,8 @@ pub struct Caller {
     out_ts: u32,
     /// SDES-SRTP: what we send (our key) and, once answered, what arrives (the server's).
     srtp: Option<(Srtp, Option<Srtp>)>,
+    /// The INVITE as sent (for [`Caller::retransmit_invite`]).
+    invite: String,
 }
 
 /// The key of an SDP body's first `a=crypto` line with `AES_CM_128_HMAC_SHA1_80`.
@@ -175,9 +177,11 @@ impl Caller {
             out_seq: 1,
             out_ts: 0,
             srtp: key.map(|k| (Srtp::new(SrtpSuite::AesCm128HmacSha1_80, &k), None)),
+            invite: String::new(),
         };
-        let msg = c.request("INVITE", &c.invite_via.clone(), 1, "application/sdp", &sdp);
-        c.sig.send_to(msg.as_bytes(), server).await?;
+        let mut c = c;
+        c.invite = c.request("INVITE", &c.invite_via.clone(), 1, "application/sdp", &sdp);
+        c.sig.send_to(c.invite.as_bytes(), server).await?;
         Ok(c)
     }
 
@@ -216,6 +220,14 @@ impl Caller {
                 return Ok(m);
             }
         }
+    }
+
+    /// Sends the INVITE again, byte for byte (as a caller does when no answer came yet).
+    pub async fn retransmit_invite(&self) -> std::io::Result<()> {
+        self.sig
+            .send_to(self.invite.as_bytes(), self.server)
+            .await?;
+        Ok(())
     }
 
     /// The next response (a provisional one is not acknowledged: see [`Self::answer`]).
