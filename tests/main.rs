@@ -43,6 +43,7 @@ mod sip_baresip;
 mod sip_call_audio;
 mod sip_call_decisions;
 mod sip_call_dtmf;
+mod sip_call_keys;
 mod sip_call_load;
 mod sip_call_refer;
 mod sip_call_srtp;

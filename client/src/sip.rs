@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
+use duet_media::dtmf::TelephoneEvent;
 use duet_media::g711::{decode_ulaw, encode_ulaw};
 use duet_media::rtp::{self, RtpHeader};
 use duet_media::srtp::{Srtp, SrtpSuite, MASTER_BYTES};
@@ -312,6 +313,52 @@ impl Caller {
                 return Ok(());
             }
         }
+    }
+
+    /// Presses `keys` (`0`–`9`, `*`, `#`, `A`–`D`) as RFC 4733 telephone-events (payload
+    /// type 101): per key, four updates 20 ms apart (the first with the marker bit) and the
+    /// end packet three times with one sequence number, as phones send them; 100 ms between
+    /// keys.
+    pub async fn press(&mut self, keys: &str) -> std::io::Result<()> {
+        let remote = self
+            .remote_rtp
+            .ok_or_else(|| std::io::Error::other("no answer SDP"))?;
+        let mut packet = Vec::new();
+        for key in keys.chars() {
+            let event = "0123456789*#ABCD"
+                .find(key)
+                .ok_or_else(|| std::io::Error::other(format!("no DTMF key {key:?}")))?;
+            self.out_ts = self.out_ts.wrapping_add(1_600);
+            for i in 0..7u16 {
+                let end = i >= 4;
+                let ev = TelephoneEvent {
+                    event: event as u8,
+                    end,
+                    volume: 10,
+                    duration: 160 * (i.min(4) + 1),
+                };
+                let header = RtpHeader {
+                    marker: i == 0,
+                    payload_type: 101,
+                    seq: self.out_seq,
+                    timestamp: self.out_ts,
+                    ssrc: 0x5151,
+                };
+                rtp::write(&header, &ev.to_bytes(), &mut packet);
+                if let Some((tx, _)) = &mut self.srtp {
+                    let _ = tx.protect(&mut packet);
+                }
+                self.rtp.send_to(&packet, remote).await?;
+                // The end packet's repeats keep its sequence number.
+                if i < 4 {
+                    self.out_seq = self.out_seq.wrapping_add(1);
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            self.out_seq = self.out_seq.wrapping_add(1);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(())
     }
 
     /// Talks and listens for `listen`: sends `speech` (8 kHz) as PCMU, 20 ms a packet on an
