@@ -487,6 +487,12 @@ pub struct ServeArgs {
     /// are given before its first packet).
     #[arg(long, env = "DUET_SIP_RTP_TIMEOUT_SECS", default_value_t = 15)]
     pub sip_rtp_timeout_secs: u64,
+
+    /// Phone calls: the UDP ports of their RTP legs, `LOW-HIGH` (one port per call, so the
+    /// range caps the calls: an accept with none free gets 503 and the caller 486). Default:
+    /// the operating system's ephemeral ports.
+    #[arg(long, env = "DUET_SIP_RTP_PORTS")]
+    pub sip_rtp_ports: Option<crate::sip::cidr::PortRange>,
 }
 
 impl ServeArgs {

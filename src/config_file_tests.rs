@@ -75,6 +75,7 @@ fn example_value(arg: &clap::Arg) -> String {
         ("sip_webhook_url", None) => "\"http://127.0.0.1:8080/sip\"".into(),
         ("sip_webhook_secret", None) => "\"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"".into(),
         ("sip_allow", None) => "[\"10.0.0.0/8\"]".into(),
+        ("sip_rtp_ports", None) => "\"40000-40999\"".into(),
         (other, None) => panic!("no example value for {other}"),
     }
 }

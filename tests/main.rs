@@ -50,6 +50,7 @@ mod sip_call_srtp;
 mod sip_invite_retransmission;
 mod sip_late_offer_hangup;
 mod sip_options_and_sources;
+mod sip_rtp_ports;
 mod sip_rtp_timeout;
 mod sip_webhook_signature;
 mod speech_noise_onset;

@@ -288,10 +288,13 @@ impl Call {
         patch: crate::protocol::SessionPatch,
         owner: Option<String>,
     ) -> Result<Live, ApiError> {
-        let bind = SocketAddr::new(self.shared.settings.listen.ip(), 0);
-        let socket = tokio::net::UdpSocket::bind(bind).await.map_err(|e| {
-            ApiError::unavailable("rtp_port_unavailable", format!("no RTP port: {e}"))
-        })?;
+        let settings = &self.shared.settings;
+        let socket = settings
+            .rtp_socket(settings.listen.ip())
+            .await
+            .map_err(|e| {
+                ApiError::unavailable("rtp_port_unavailable", format!("no RTP port: {e}"))
+            })?;
         let port = socket.local_addr().map_or(0, |a| a.port());
         let signals = Arc::new(MediaSignals::default());
         let (sink, inbox) = media::channel();

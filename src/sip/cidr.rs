@@ -1,4 +1,5 @@
-//! Source networks (`--sip-allow`): `10.0.0.0/8`, `2001:db8::/32`, or a bare address.
+//! Source networks (`--sip-allow`): `10.0.0.0/8`, `2001:db8::/32`, or a bare address; and
+//! the RTP port range (`--sip-rtp-ports 40000-40999`).
 
 use std::net::IpAddr;
 use std::str::FromStr;
@@ -78,6 +79,59 @@ impl serde::Serialize for Cidr {
     }
 }
 
+/// An inclusive range of UDP ports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PortRange {
+    /// The first port.
+    pub low: u16,
+    /// The last port.
+    pub high: u16,
+}
+
+impl PortRange {
+    /// How many ports.
+    pub fn len(&self) -> usize {
+        usize::from(self.high - self.low) + 1
+    }
+
+    /// Never empty (parsing refuses an empty range).
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The `i`-th port, wrapping around.
+    pub fn nth(&self, i: usize) -> u16 {
+        self.low + (i % self.len()) as u16
+    }
+}
+
+impl FromStr for PortRange {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("{s:?}: give a port range LOW-HIGH, e.g. 40000-40999");
+        let (low, high) = s.trim().split_once('-').ok_or_else(bad)?;
+        let low: u16 = low.trim().parse().map_err(|_| bad())?;
+        let high: u16 = high.trim().parse().map_err(|_| bad())?;
+        if low == 0 || high < low {
+            return Err(bad());
+        }
+        Ok(Self { low, high })
+    }
+}
+
+impl std::fmt::Display for PortRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.low, self.high)
+    }
+}
+
+impl serde::Serialize for PortRange {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,6 +156,21 @@ mod tests {
         let any: Cidr = "0.0.0.0/0".parse().unwrap();
         assert!(any.contains(ip("203.0.113.1")));
         assert_eq!(odd.to_string(), "192.168.1.128/25");
+    }
+
+    #[test]
+    fn port_ranges_parse_and_wrap() {
+        let r: PortRange = "40000-40002".parse().unwrap();
+        assert_eq!(
+            (r.len(), r.nth(0), r.nth(2), r.nth(3)),
+            (3, 40000, 40002, 40000)
+        );
+        assert_eq!(r.to_string(), "40000-40002");
+        let one: PortRange = "5004-5004".parse().unwrap();
+        assert_eq!(one.len(), 1);
+        for bad in ["0-10", "10-9", "40000", "a-b", "1-70000", ""] {
+            assert!(bad.parse::<PortRange>().is_err(), "{bad}");
+        }
     }
 
     #[test]

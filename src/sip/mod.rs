@@ -44,6 +44,10 @@ pub struct SipSettings {
     pub allow: Vec<Cidr>,
     /// RTP silence that ends a call.
     pub rtp_timeout: Duration,
+    /// The RTP legs' ports (`None`: ephemeral ones).
+    pub rtp_ports: Option<cidr::PortRange>,
+    /// Where the next search of `rtp_ports` starts (so ports rotate).
+    pub next_port: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl SipSettings {
@@ -76,7 +80,29 @@ impl SipSettings {
             decision: Duration::from_secs(args.sip_decision_secs.max(1)),
             allow: args.sip_allow.clone(),
             rtp_timeout: Duration::from_secs(args.sip_rtp_timeout_secs.max(1)),
+            rtp_ports: args.sip_rtp_ports,
+            next_port: Arc::default(),
         }))
+    }
+
+    /// A UDP socket for a call's RTP on `ip`: the next free port of `--sip-rtp-ports`, or
+    /// an ephemeral one.
+    pub async fn rtp_socket(&self, ip: IpAddr) -> std::io::Result<tokio::net::UdpSocket> {
+        let Some(range) = self.rtp_ports else {
+            return tokio::net::UdpSocket::bind((ip, 0)).await;
+        };
+        use std::sync::atomic::Ordering::Relaxed;
+        let start = self.next_port.fetch_add(1, Relaxed);
+        for i in 0..range.len() {
+            if let Ok(socket) = tokio::net::UdpSocket::bind((ip, range.nth(start + i))).await {
+                self.next_port.store(start + i + 1, Relaxed);
+                return Ok(socket);
+            }
+        }
+        Err(std::io::Error::new(
+            std::io::ErrorKind::AddrInUse,
+            format!("every port of --sip-rtp-ports {range} is in use"),
+        ))
     }
 
     /// Whether `ip` may send SIP.
