@@ -9,7 +9,6 @@ use crate::common;
 use common::sip::{accept, decide, sip_addr, sip_server, webhook_app, Sipp};
 use common::Client;
 use serde_json::json;
-use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sip_info_key_arrives_and_refer_transfers_the_caller() {
@@ -24,18 +23,21 @@ async fn a_sip_info_key_arrives_and_refer_transfers_the_caller() {
         .await;
     assert_eq!(key["event"], "5", "{key}");
 
-    let (status, body) = decide(
-        server.addr,
-        &call.call_id,
-        "refer",
-        json!({"target_uri": "http://x"}),
-    )
-    .await;
-    assert_eq!(
-        (status, body["error"]["param"].as_str()),
-        (400, Some("target_uri")),
-        "{body}"
-    );
+    // Not a sip:/sips:/tel: URI (a multi-byte character where the scheme would end too).
+    for bad in ["http://x", "abcé:x", "sipé:x"] {
+        let (status, body) = decide(
+            server.addr,
+            &call.call_id,
+            "refer",
+            json!({ "target_uri": bad }),
+        )
+        .await;
+        assert_eq!(
+            (status, body["error"]["param"].as_str()),
+            (400, Some("target_uri")),
+            "{bad}: {body}"
+        );
+    }
     let (status, body) = decide(
         server.addr,
         &call.call_id,
@@ -46,16 +48,5 @@ async fn a_sip_info_key_arrives_and_refer_transfers_the_caller() {
     assert_eq!(status, 200, "{body}");
     sipp.success().await;
 
-    let a = &server.state.admissions;
-    for _ in 0..100 {
-        if a.calls() == 0 && a.sessions() == 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert_eq!(
-        (a.calls(), a.sessions()),
-        (0, 0),
-        "the transferred call ended"
-    );
+    common::sip::assert_idle(&server, "the transferred call ended").await;
 }

@@ -156,9 +156,10 @@ async fn refer_call(
 ) -> Result<Response, ApiError> {
     let body: ReferBody = json_body(req, "refer body").await?;
     let target = body.target_uri.trim().to_string();
-    let scheme_ok = ["sip:", "sips:", "tel:"]
-        .iter()
-        .any(|s| target.len() > s.len() && target[..s.len()].eq_ignore_ascii_case(s));
+    // Bytes, not a str slice: a multi-byte character at the cut must not panic.
+    let scheme_ok = ["sip:", "sips:", "tel:"].iter().any(|s| {
+        target.len() > s.len() && target.as_bytes()[..s.len()].eq_ignore_ascii_case(s.as_bytes())
+    });
     if !scheme_ok || target.len() > 512 || target.chars().any(|c| c.is_control() || c == '>') {
         return Err(ApiError::bad_request(
             codes::INVALID_VALUE,
