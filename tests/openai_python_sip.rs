@@ -7,7 +7,7 @@
 use crate::common;
 
 use common::external;
-use common::sip::{free_port, sip_addr, Sipp, SECRET};
+use common::sip::{sip_addr, Sipp, SECRET};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
@@ -51,7 +51,6 @@ async fn an_app_on_the_official_python_sdk_accepts_and_rejects_phone_calls() {
     Sipp::start(sip, "call_dtmf.xml", &[("HOLD_MS", "500")], &[])
         .success()
         .await;
-    let _ = free_port();
     let fill = [
         ("FINAL", "486"),
         ("CODECS", "0 8"),

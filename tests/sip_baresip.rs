@@ -127,16 +127,5 @@ async fn baresip_calls_over_srtp_and_hears_the_answer() {
     assert!(loud >= 40, "{loud} loud 20 ms frames in what baresip heard");
     let _ = std::fs::remove_dir_all(&dir);
 
-    let a = &server.state.admissions;
-    for _ in 0..100 {
-        if a.calls() == 0 && a.sessions() == 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert_eq!(
-        (a.calls(), a.sessions()),
-        (0, 0),
-        "baresip's BYE ended the call"
-    );
+    common::sip::assert_idle(&server, "baresip's BYE ended the call").await;
 }

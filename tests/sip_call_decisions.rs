@@ -140,9 +140,7 @@ async fn rejected_cancelled_unanswered_and_unacceptable_invites_end_as_sip_says(
         let got = common::sip::sip_calls_total(server.addr, outcome).await;
         assert!(got >= n, "{outcome}: {got} < {n}");
     }
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let a = &server.state.admissions;
-    assert_eq!((a.calls(), a.sessions()), (0, 0));
+    common::sip::assert_idle(&server, "nothing held").await;
     assert!(server.state.sip.get().unwrap().is_empty());
     assert!(
         tokio::time::timeout(Duration::from_millis(300), app.next())

@@ -8,7 +8,6 @@ use crate::common;
 
 use common::sip::{accept, sip_addr, sip_server, webhook_app, Sipp};
 use common::Client;
-use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_accepted_call_hears_the_callers_keys_and_frees_its_slots() {
@@ -53,14 +52,7 @@ async fn an_accepted_call_hears_the_callers_keys_and_frees_its_slots() {
 
     sipp.success().await;
     // The caller's BYE ended the call and its session: nothing is held any more.
-    let a = &server.state.admissions;
-    for _ in 0..100 {
-        if a.calls() == 0 && a.sessions() == 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert_eq!((a.calls(), a.sessions()), (0, 0), "slots given back");
+    common::sip::assert_idle(&server, "slots given back").await;
     assert!(server.state.sip.get().unwrap().is_empty());
     assert!(common::sip::sip_calls_total(server.addr, "accepted").await >= 1);
 }

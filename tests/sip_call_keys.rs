@@ -4,28 +4,15 @@
 
 use crate::common;
 
-use common::sip::{accept, sip_addr, sip_server, webhook_app};
+use common::sip::{answered_call, sip_server, webhook_app};
 use common::Client;
-use duet_client::sip::Caller;
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_arrive_once_each_in_order() {
     let mut app = webhook_app().await;
     let server = sip_server(&app, &[]).await;
-    let mut caller = Caller::invite(sip_addr(&server), "+15551230000")
-        .await
-        .unwrap();
-    let call = app.next().await;
-    accept(server.addr, &call.call_id).await;
-    assert_eq!(
-        caller
-            .answer(Duration::from_secs(5), |_| {})
-            .await
-            .unwrap()
-            .status,
-        200
-    );
+    let (mut caller, call) = answered_call(&server, &mut app).await;
     let mut sideband = Client::sideband(server.addr, &call.call_id).await.unwrap();
     // Some audio first: the leg latches onto the caller.
     caller

@@ -5,7 +5,6 @@
 use crate::common;
 
 use common::sip::{accept, sip_addr, sip_server, webhook_app, Sipp};
-use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hundred_calls_complete_and_leave_nothing_behind() {
@@ -30,14 +29,7 @@ async fn a_hundred_calls_complete_and_leave_nothing_behind() {
     .await;
     accepting.await.expect("every call was announced");
 
-    let a = &server.state.admissions;
-    for _ in 0..150 {
-        if a.calls() == 0 && a.sessions() == 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert_eq!((a.calls(), a.sessions()), (0, 0), "slots given back");
+    common::sip::assert_idle(&server, "slots given back").await;
     assert!(
         server.state.sip.get().unwrap().is_empty(),
         "no SIP call left"

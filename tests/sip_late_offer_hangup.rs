@@ -24,14 +24,7 @@ async fn a_late_offer_call_is_answered_and_hung_up_by_the_app() {
         .unwrap();
     assert_eq!(r.status, 200, "{}", r.body);
     sipp.success().await;
-    let a = &server.state.admissions;
-    for _ in 0..100 {
-        if a.calls() == 0 && a.sessions() == 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert_eq!((a.calls(), a.sessions()), (0, 0), "slots given back");
+    common::sip::assert_idle(&server, "slots given back").await;
     // A call that ended is not found any more.
     let r = duet_client::http::request(server.addr, "POST", &path, &[], "")
         .await

@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use common::sip::{accept, decide, sip_addr, sip_server, webhook_app};
+use common::sip::{answered_call, decide, sip_addr, sip_server, webhook_app};
 use duet_client::sip::Caller;
 use serde_json::json;
 use std::time::Duration;
@@ -29,17 +29,7 @@ async fn rtp_legs_take_ports_of_the_range_and_a_full_range_is_busy() {
     let sip = sip_addr(&server);
     let mut calls = Vec::new();
     for _ in 0..2 {
-        let mut caller = Caller::invite(sip, "+15551230000").await.unwrap();
-        let call = app.next().await;
-        accept(server.addr, &call.call_id).await;
-        assert_eq!(
-            caller
-                .answer(Duration::from_secs(5), |_| {})
-                .await
-                .unwrap()
-                .status,
-            200
-        );
+        let (caller, _) = answered_call(&server, &mut app).await;
         let port = caller.remote_rtp.unwrap().port();
         assert!(
             (low..=low + 1).contains(&port),
@@ -75,16 +65,6 @@ async fn rtp_legs_take_ports_of_the_range_and_a_full_range_is_busy() {
     // The first call ends: its port serves the next one.
     assert_eq!(calls[0].bye().await.unwrap(), 200);
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let mut fourth = Caller::invite(sip, "+15551230000").await.unwrap();
-    let call = app.next().await;
-    accept(server.addr, &call.call_id).await;
-    assert_eq!(
-        fourth
-            .answer(Duration::from_secs(5), |_| {})
-            .await
-            .unwrap()
-            .status,
-        200
-    );
+    let (fourth, _) = answered_call(&server, &mut app).await;
     assert_eq!(fourth.remote_rtp, calls[0].remote_rtp, "the freed port");
 }

@@ -450,16 +450,6 @@ impl<T> Drop for AbortOnDrop<T> {
 #[path = "call_live.rs"]
 mod live;
 
-impl std::fmt::Debug for Media {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Media::Running(_) => "Running",
-            Media::Waiting(..) => "Waiting",
-            Media::Gone => "Gone",
-        })
-    }
-}
-
 /// A reason to end a live call, for logs and the BYE.
 fn ended_by(reason: &TerminatedReason) -> &'static str {
     match reason {

@@ -15,24 +15,33 @@ use crate::server::error::ApiError;
 use crate::session::SessionInput;
 
 /// What ended the call, or nothing yet.
-type Step = Option<&'static str>;
+type Step = Option<End>;
+
+/// How a live call ends, and why (for the log).
+enum End {
+    /// The dialog is over already (the caller's BYE, no ACK): nothing to send.
+    Dialog(&'static str),
+    /// Duet ends it: a BYE goes out.
+    Ours(&'static str),
+}
 
 impl Call {
     pub(super) async fn live(&mut self, mut live: Live) {
-        let reason = loop {
+        let end = loop {
             let step = tokio::select! {
                 ev = live.phone.events.recv() => match ev {
                     Some(_) => None,
-                    None => Some("session ended"),
+                    None => Some(End::Ours("session ended")),
                 },
-                end = media_ended(&mut live.media) => Some(media_end_reason(end)),
+                end = media_ended(&mut live.media) => Some(End::Ours(media_end_reason(end))),
                 state = self.states.recv() => self.dialog_state(state, &mut live).await,
                 ctrl = self.controls.recv() => self.control_live(ctrl),
             };
-            if let Some(reason) = step {
-                break reason;
+            if let Some(end) = step {
+                break end;
             }
         };
+        let (End::Dialog(reason) | End::Ours(reason)) = end;
         tracing::info!(call = %self.id, reason, "SIP call ending");
         if let Media::Running(handle) = &mut live.media {
             handle.stop();
@@ -40,10 +49,7 @@ impl Call {
         // The session ends with the call (an opted-in one too).
         live.signals.hung_up();
         live.signals.ended();
-        if !matches!(
-            reason,
-            "caller hung up" | "hung up" | "no ACK" | "dialog ended"
-        ) {
+        if matches!(end, End::Ours(_)) {
             self.bye();
         }
     }
@@ -58,8 +64,8 @@ impl Call {
 
     async fn dialog_state(&mut self, state: Option<DialogState>, live: &mut Live) -> Step {
         match state {
-            None => Some("dialog ended"),
-            Some(DialogState::Terminated(_, reason)) => Some(ended_by(&reason)),
+            None => Some(End::Dialog("dialog ended")),
+            Some(DialogState::Terminated(_, reason)) => Some(End::Dialog(ended_by(&reason))),
             Some(DialogState::Confirmed(..)) => self.confirmed(live),
             Some(DialogState::Info(_, req, h)) => {
                 let status = self.info(&req, live);
@@ -79,7 +85,7 @@ impl Call {
             }
             Some(DialogState::Notify(_, req, h)) => {
                 let _ = h.reply(StatusCode::OK).await;
-                transfer_done(&req).then_some("transferred")
+                transfer_done(&req).then_some(End::Ours("transferred"))
             }
             Some(DialogState::Refer(_, _, h)) => {
                 let _ = h.reply(StatusCode::Decline).await;
@@ -113,7 +119,7 @@ impl Call {
         let answer = std::str::from_utf8(&ack).ok().map(parse_offer);
         let Some(Ok(answer)) = answer else {
             tracing::warn!(call = %self.id, "the ACK carried no usable answer to our offer");
-            return Some("no answer in the ACK");
+            return Some(End::Ours("no answer in the ACK"));
         };
         // Our late offer is plain RTP/AVP: its answer brings no key.
         let media = (live.attachment, &live.signals);
@@ -123,7 +129,7 @@ impl Call {
                 live.media = Media::Running(handle);
                 None
             }
-            Err(_) => Some("media failed"),
+            Err(_) => Some(End::Ours("media failed")),
         }
     }
 
@@ -151,10 +157,10 @@ impl Call {
 
     fn control_live(&mut self, ctrl: Option<Control>) -> Step {
         match ctrl {
-            None => Some("server stopped"),
+            None => Some(End::Ours("server stopped")),
             Some(Control::Hangup { reply }) => {
                 let _ = reply.send(Ok(()));
-                Some("hangup")
+                Some(End::Ours("hangup"))
             }
             Some(Control::Refer { target, reply }) => {
                 let d = self.dialog.clone();

@@ -140,6 +140,38 @@ pub async fn accept(addr: SocketAddr, call_id: &str) {
     assert_eq!(status, 200, "accept: {body}");
 }
 
+/// Waits (up to 3 s) until `server` holds no call and no session, then asserts it: every
+/// slot came back when the calls ended.
+pub async fn assert_idle(server: &duet::server::Server, what: &str) {
+    let a = &server.state.admissions;
+    for _ in 0..150 {
+        if a.calls() == 0 && a.sessions() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!((a.calls(), a.sessions()), (0, 0), "{what}");
+}
+
+/// A call from [`duet_client::sip::Caller`] that the app accepts: announced, accepted and
+/// answered `200 OK` (its ACK sent). Returns the caller and the webhook's call.
+pub async fn answered_call(
+    server: &duet::server::Server,
+    app: &mut WebhookApp,
+) -> (duet_client::sip::Caller, Incoming) {
+    let mut caller = duet_client::sip::Caller::invite(sip_addr(server), "+15551230000")
+        .await
+        .expect("the INVITE leaves");
+    let call = app.next().await;
+    accept(server.addr, &call.call_id).await;
+    let ok = caller
+        .answer(Duration::from_secs(5), |_| {})
+        .await
+        .expect("a final answer");
+    assert_eq!(ok.status, 200, "{ok:?}");
+    (caller, call)
+}
+
 /// `duet_sip_calls_total{outcome}` now. The metrics are the process's: other tests' servers
 /// in this test binary count there too, so compare with at least, never exactly.
 pub async fn sip_calls_total(addr: SocketAddr, outcome: &str) -> u64 {
