@@ -493,6 +493,28 @@ pub struct ServeArgs {
     /// the operating system's ephemeral ports.
     #[arg(long, env = "DUET_SIP_RTP_PORTS")]
     pub sip_rtp_ports: Option<crate::sip::cidr::PortRange>,
+
+    /// Cluster mode: the Redis that nodes share (`redis://[:password@]host:port[/db]`, or
+    /// `rediss://` for TLS). Calls and sessions are then placed on the node with the most
+    /// free model slots and routed to their owner by id (README: Running a cluster). Off
+    /// when not given: a single node, as without it.
+    #[arg(long, env = "DUET_CLUSTER_REDIS", hide_env_values = true)]
+    pub cluster_redis: Option<String>,
+
+    /// Cluster mode: this node's id, part of every call and session id it owns (1 to 32 of
+    /// `a-z`, `0-9`, `-`). Default: the host name.
+    #[arg(long, env = "DUET_NODE_ID")]
+    pub node_id: Option<String>,
+
+    /// Cluster mode: the internal `http://` base URL other nodes forward requests to.
+    /// Default: `http://--host:--port` (required when --host is a wildcard).
+    #[arg(long, env = "DUET_NODE_URL")]
+    pub node_url: Option<String>,
+
+    /// Cluster mode: the base URL clients reach this node on (shown in the cluster view).
+    /// Default: `http://--host:--port` (required when --host is a wildcard).
+    #[arg(long, env = "DUET_PUBLIC_URL")]
+    pub public_url: Option<String>,
 }
 
 impl ServeArgs {

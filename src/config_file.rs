@@ -228,6 +228,10 @@ pub fn problems(args: &ServeArgs) -> Vec<String> {
     if args.media_threads == Some(0) {
         p.push("media_threads: 0 is below the minimum of 1".into());
     }
+    let bound = std::net::SocketAddr::new(args.host, args.port);
+    if let Err(e) = crate::cluster::ClusterSettings::from_args(args, bound) {
+        p.push(format!("cluster_redis: {e:#}"));
+    }
     if args.model_slots == Some(0) {
         p.push("model_slots: 0 is below the minimum of 1".into());
     }

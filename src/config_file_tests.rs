@@ -76,6 +76,10 @@ fn example_value(arg: &clap::Arg) -> String {
         ("sip_webhook_secret", None) => "\"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"".into(),
         ("sip_allow", None) => "[\"10.0.0.0/8\"]".into(),
         ("sip_rtp_ports", None) => "\"40000-40999\"".into(),
+        ("cluster_redis", None) => "\"redis://:change-me@10.0.0.5:6379\"".into(),
+        ("node_id", None) => "\"duet-0\"".into(),
+        ("node_url", None) => "\"http://10.0.1.7:8080\"".into(),
+        ("public_url", None) => "\"https://duet-0.example.com\"".into(),
         (other, None) => panic!("no example value for {other}"),
     }
 }

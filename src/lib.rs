@@ -9,6 +9,7 @@
 
 #![warn(missing_docs)]
 
+pub mod cluster;
 pub mod config;
 pub mod config_file;
 pub mod engine;

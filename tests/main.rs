@@ -22,6 +22,8 @@ mod cascade_speech;
 mod cascade_tool_loop;
 mod check_config;
 mod client_secrets;
+mod cluster_calls;
+mod deploy_manifests;
 mod drain;
 mod http_body_deadline;
 mod http_endpoints;

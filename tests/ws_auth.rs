@@ -23,7 +23,11 @@ async fn api_key_guards_every_route_but_health() {
             .0,
         200
     );
-    assert_eq!(get(addr, "/ready", &[]).await.0, 401);
+    // Readiness needs no key (orchestrators' probes send none), but shows no counts without it.
+    let (status, body) = get(addr, "/ready", &[]).await;
+    assert_eq!((status, body.as_str()), (200, r#"{"status":"ready"}"#));
+    let (_, body) = get(addr, "/ready", &[("Authorization", "Bearer sekret")]).await;
+    assert!(body.contains("\"sessions\""), "{body}");
     // The demo page's static files hold no secrets and load without the key (the page asks for it).
     assert_eq!(get(addr, "/", &[]).await.0, 200);
     assert_eq!(get(addr, "/app.js", &[]).await.0, 200);

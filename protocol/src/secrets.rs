@@ -22,6 +22,8 @@ pub struct MintRequest {
     pub seconds: u64,
     /// The starting configuration of the sessions it opens.
     pub session: Option<SessionPatch>,
+    /// `session` as sent (what a shared secret store keeps).
+    pub session_json: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -52,6 +54,7 @@ impl MintRequest {
             return Ok(Self {
                 seconds: DEFAULT_SECS,
                 session: None,
+                session_json: None,
             });
         }
         let de = &mut serde_json::Deserializer::from_slice(bytes);
@@ -76,13 +79,18 @@ impl MintRequest {
             )
             .with_param("expires_after.seconds"));
         }
+        let session_json = body.session.clone();
         let session = body.session.map(session_patch).transpose()?;
-        Ok(Self { seconds, session })
+        Ok(Self {
+            seconds,
+            session,
+            session_json,
+        })
     }
 }
 
 /// The `session` of a mint request: a realtime or a transcription session object.
-fn session_patch(v: Value) -> Result<SessionPatch, ErrorPayload> {
+pub fn session_patch(v: Value) -> Result<SessionPatch, ErrorPayload> {
     match v.get("type").and_then(Value::as_str) {
         Some("realtime" | "transcription") | None => {}
         Some(_) => {

@@ -106,6 +106,11 @@ impl Admissions {
         self.calls.load(Ordering::Acquire)
     }
 
+    /// `--max-sessions` and `--max-calls`.
+    pub fn limits(&self) -> (usize, usize) {
+        (self.max_sessions, self.max_calls)
+    }
+
     /// Sessions the server can hold, and how many more it can take now (every session,
     /// a call's included, holds one).
     pub fn headroom(&self) -> (u64, u64) {

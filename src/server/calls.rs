@@ -11,7 +11,7 @@ use axum::body::to_bytes;
 use axum::extract::{ConnectInfo, Path, Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use duet_signaling::{call_id, check_offer, multipart, Call, SignalError, MAX_OFFER_BYTES};
+use duet_signaling::{check_offer, multipart, Call, SignalError, MAX_OFFER_BYTES};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::admission::{Admitted, Kind};
@@ -175,7 +175,7 @@ fn resume_refused(e: &ErrorPayload) -> ApiError {
     ApiError::new(status, code, e.message.clone())
 }
 
-fn resume_expired() -> ApiError {
+pub(super) fn resume_expired() -> ApiError {
     crate::metrics::METRICS.resume(codes::SESSION_RESUME_EXPIRED);
     ApiError::new(
         StatusCode::NOT_FOUND,
@@ -360,7 +360,7 @@ async fn hand_over(
     inbox: &mpsc::Sender<Inbound>,
     admitted: Admitted,
 ) -> Result<(String, watch::Receiver<()>), ApiError> {
-    let id = call_id();
+    let id = duet_signaling::call_id_on(state.node_id());
     let slot: CallSlot = Arc::new(std::sync::Mutex::new(Some(admitted)));
     let (ended_tx, ended) = watch::channel(());
     let guard = CallGuard {

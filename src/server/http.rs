@@ -16,7 +16,7 @@ use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
 use super::auth::{authorized, presented};
 use super::error::ApiError;
 use super::secrets::{lookup, Credential};
-use super::{calls, chat, pool, secrets, sip_calls, ws, AppState};
+use super::{calls, chat, cluster_routes, pool, secrets, sip_calls, ws, AppState};
 
 /// The demo page: plain files, embedded in the binary (no build step).
 const INDEX_HTML: &str = include_str!("../../web/index.html");
@@ -45,7 +45,6 @@ const WEB_FILES: &[(&str, &str, &str)] = &[
 /// Builds the router.
 pub fn router(state: Arc<AppState>) -> Router {
     let protected = Router::new()
-        .route("/ready", get(ready))
         .route("/v1/models", get(models))
         .route("/metrics", get(metrics))
         .route("/v1/realtime", get(ws::upgrade))
@@ -64,6 +63,10 @@ pub fn router(state: Arc<AppState>) -> Router {
             delete(calls::hangup).patch(calls::renegotiate),
         )
         .fallback(not_found)
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            cluster_routes::route,
+        ))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_key))
         .route_layer(middleware::from_fn_with_state(state.clone(), check_origin));
     let allow_origin = if state.origins.is_empty() {
@@ -90,6 +93,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .max_age(Duration::from_secs(600));
     Router::new()
         .route("/health", get(health))
+        .route("/ready", get(ready))
         .route("/demo/client_secret", post(secrets::demo_mint))
         .route("/", get(index))
         .route("/{file}", get(web_file))
@@ -101,7 +105,12 @@ pub fn router(state: Arc<AppState>) -> Router {
 /// Finds the request's credential (the server key, or a live client secret) and records it
 /// for the handlers; anything else is `401` before a handler allocates anything.
 async fn require_key(State(state): State<Arc<AppState>>, mut req: Request, next: Next) -> Response {
-    match credential(&state, &req) {
+    let found = match credential(&state, &req) {
+        Ok(Ok(c)) => Ok(c),
+        Ok(Err(check)) => secret_credential(&state, check).await,
+        Err(e) => Err(e),
+    };
+    match found {
         Ok(c) => {
             req.extensions_mut().insert(c);
             next.run(req).await
@@ -110,37 +119,68 @@ async fn require_key(State(state): State<Arc<AppState>>, mut req: Request, next:
     }
 }
 
-fn credential(state: &AppState, req: &Request) -> Result<Credential, ApiError> {
+/// A presented client secret, and what its checks need from the request.
+struct SecretToCheck {
+    secret: String,
+    resume_route: bool,
+    allowed: bool,
+}
+
+fn credential(
+    state: &AppState,
+    req: &Request,
+) -> Result<Result<Credential, SecretToCheck>, ApiError> {
     let unauthorized = |m: &str| ApiError::new(StatusCode::UNAUTHORIZED, "invalid_api_key", m);
     if let Some(key) = &state.api_key {
         if authorized(req.headers(), key) {
-            return Ok(Credential::Server);
+            return Ok(Ok(Credential::Server));
         }
     }
     let keys = presented(req.headers());
-    let Some(secret) = keys.iter().find(|k| k.starts_with("ek_")) else {
+    let Some(secret) = keys.into_iter().find(|k| k.starts_with("ek_")) else {
         return match state.api_key {
             Some(_) => Err(unauthorized(
                 "missing or invalid API key: send Authorization: Bearer <key>",
             )),
-            None => Ok(Credential::Server),
+            None => Ok(Ok(Credential::Server)),
         };
     };
-    let Some(record) = lookup(state.secrets.as_ref(), secret) else {
+    // What the checks need, read before the store is asked (a request body is not Sync).
+    let resume_route = is_resume_route(req);
+    let path = req.uri().path();
+    // A secret opens realtime sessions and calls (and reaches them), and may read /ready
+    // and /v1/models as a browser app does; nothing else.
+    let realtime =
+        path.starts_with("/v1/realtime") && !path.starts_with("/v1/realtime/client_secrets");
+    let allowed = realtime || path == "/ready" || path == "/v1/models";
+    Ok(Err(SecretToCheck {
+        secret: secret.to_string(),
+        resume_route,
+        allowed,
+    }))
+}
+
+/// The credential of a presented client secret (see [`credential`]).
+async fn secret_credential(state: &AppState, check: SecretToCheck) -> Result<Credential, ApiError> {
+    let SecretToCheck {
+        secret,
+        resume_route,
+        allowed,
+    } = check;
+    let unauthorized = |m: &str| ApiError::new(StatusCode::UNAUTHORIZED, "invalid_api_key", m);
+    let found = lookup(state.secrets.as_ref(), &secret)
+        .await
+        .map_err(|_| super::secrets::store_down())?;
+    let Some(record) = found else {
         // A session outlives its secret: on a resume route the resume token proves it.
-        if is_resume_route(req) {
+        if resume_route {
             return Ok(Credential::ResumeOnly);
         }
         return Err(unauthorized(
             "the client secret is expired, unknown or malformed",
         ));
     };
-    // A secret opens realtime sessions and calls (and reaches them), and may read /ready
-    // and /v1/models as a browser app does; nothing else.
-    let path = req.uri().path();
-    let realtime =
-        path.starts_with("/v1/realtime") && !path.starts_with("/v1/realtime/client_secrets");
-    if !(realtime || path == "/ready" || path == "/v1/models") {
+    if !allowed {
         return Err(unauthorized(
             "a client secret opens realtime sessions and calls only; this route needs the server's API key",
         ));
@@ -190,15 +230,22 @@ async fn health() -> Json<serde_json::Value> {
     Json(json!({"status": "ok"}))
 }
 
-async fn ready(State(state): State<Arc<AppState>>) -> Response {
+/// `/ready` needs no key (orchestrators' probes send none); the live counts are for the
+/// server key only.
+async fn ready(State(state): State<Arc<AppState>>, headers: axum::http::HeaderMap) -> Response {
+    let keyed = state
+        .api_key
+        .as_ref()
+        .is_none_or(|k| authorized(&headers, k));
     match state.ready() {
-        Ok(()) => Json(json!({
+        Ok(()) if keyed => Json(json!({
             "status": "ready",
             "model": state.model.info().name,
             "sessions": state.model.active_sessions(),
             "calls": state.engines.active_calls(),
         }))
         .into_response(),
+        Ok(()) => Json(json!({"status": "ready"})).into_response(),
         Err(e) => e.into_response(),
     }
 }

@@ -8,16 +8,18 @@ mod calls;
 pub(crate) use calls::{open_phone_session, PhoneSession};
 mod chat;
 mod chat_local;
+mod cluster_routes;
 mod directory;
 pub(crate) mod error;
 mod http;
 mod listen;
 mod open;
 mod pool;
-mod secrets;
+pub(crate) mod secrets;
 mod sip_calls;
-mod usage;
+pub(crate) mod usage;
 mod ws;
+mod ws_proxy;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -36,6 +38,7 @@ use crate::model_loop::ModelLoop;
 use crate::session::{Inbound, Lifecycle, Limits};
 
 pub use admission::{Admissions, Admitted, Kind, MAX_SIDEBANDS};
+pub use cluster_routes::ForwardClient;
 pub use directory::{LocalDirectory, SessionDirectory};
 pub use error::ApiError;
 pub use http::router;
@@ -103,6 +106,8 @@ pub struct AppState {
     pub llm: Option<crate::llm::LlmBackend>,
     /// Phone calls (`--sip-listen`), pending and live, once SIP is started.
     pub sip: std::sync::OnceLock<Arc<crate::sip::SipCalls>>,
+    /// Cluster mode (`--cluster-redis`): the registry, placement and routing by id.
+    pub cluster: Option<Arc<crate::cluster::Cluster>>,
 }
 
 /// The speech-understanding models beside the duplex model.
@@ -172,13 +177,19 @@ impl AppState {
         crate::session::metered_queue(self.limits.max_outbound_bytes, Some(meter))
     }
 
-    /// State for `args` around a running model loop and media engines.
+    /// The cluster node id that call and session ids name (`None`: single-node mode).
+    pub fn node_id(&self) -> Option<&str> {
+        self.cluster.as_ref().map(|c| c.node_id())
+    }
+
+    /// State for `args` around a running model loop and media engines (and, in cluster
+    /// mode, the cluster handle: secrets and usage are then shared through it).
     pub fn new(
         args: &ServeArgs,
-        model: ModelLoop,
-        engines: EnginePool,
+        (model, engines): (ModelLoop, EnginePool),
         speech: Speech,
         llm: Option<crate::llm::LlmBackend>,
+        cluster: Option<Arc<crate::cluster::Cluster>>,
     ) -> Arc<Self> {
         let memory = crate::memory::MemoryAccount::new(budget_bytes(args));
         let limits = Limits {
@@ -205,7 +216,13 @@ impl AppState {
                 per_key: args.max_sessions_per_key,
             }),
             admission_wait: Duration::from_millis(args.admission_wait_ms),
-            usage: Arc::new(LocalUsage::new(secrets::unix_now())),
+            usage: match &cluster {
+                Some(c) => Arc::new(crate::cluster::ClusterUsage::new(
+                    c.clone(),
+                    secrets::unix_now(),
+                )),
+                None => Arc::new(LocalUsage::new(secrets::unix_now())),
+            },
             live: Arc::default(),
             demo_mint_secrets: args.demo_mint_secrets,
             speech,
@@ -225,14 +242,8 @@ impl AppState {
             max_inbound_bytes: args.max_inbound_mib.max(16) << 20,
             origins: args.cors_origins.clone(),
             directory: Arc::new(LocalDirectory::default()),
-            secrets: Arc::new(
-                LocalSecrets::with_caps(secrets::SecretCaps {
-                    secrets: args.max_client_secrets,
-                    demo: args.max_demo_secrets,
-                    demo_per_ip: args.max_demo_secrets_per_ip,
-                })
-                .with_memory(memory.clone()),
-            ),
+            secrets: secret_store(args, &memory, cluster.as_ref()),
+            cluster,
         })
     }
 
@@ -279,6 +290,23 @@ impl AppState {
     }
 }
 
+/// Client secrets: in this process, or in the cluster's Redis.
+fn secret_store(
+    args: &ServeArgs,
+    memory: &Arc<crate::memory::MemoryAccount>,
+    cluster: Option<&Arc<crate::cluster::Cluster>>,
+) -> Arc<dyn SecretStore> {
+    let caps = secrets::SecretCaps {
+        secrets: args.max_client_secrets,
+        demo: args.max_demo_secrets,
+        demo_per_ip: args.max_demo_secrets_per_ip,
+    };
+    match cluster {
+        Some(c) => Arc::new(crate::cluster::RedisSecrets::new(c.clone(), caps)),
+        None => Arc::new(LocalSecrets::with_caps(caps).with_memory(memory.clone())),
+    }
+}
+
 /// A running server (for tests and embedding).
 pub struct Server {
     /// Where it listens.
@@ -292,6 +320,16 @@ pub struct Server {
     stop: watch::Sender<bool>,
     /// Phone calls (`--sip-listen`): stops answering SIP when dropped.
     pub sip: Option<crate::sip::Sip>,
+    /// Cluster mode: the registry heartbeat (stopped when the server is dropped).
+    heartbeat: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(h) = &self.heartbeat {
+            h.abort();
+        }
+    }
 }
 
 impl Server {
@@ -301,6 +339,15 @@ impl Server {
     /// (attached or detached: each holds its admission) and call ended, or at the deadline,
     /// plus a moment for the WebSocket close frames and BYEs to leave.
     pub async fn drain(&self, grace: Duration) {
+        // In a cluster, the registry hears first: other nodes stop placing here.
+        if let Some(cluster) = &self.state.cluster {
+            let mut own = crate::cluster::own_record(&self.state, &cluster.settings);
+            own.draining = true;
+            let beat = tokio::time::timeout(Duration::from_secs(1), cluster.beat(&own)).await;
+            if !matches!(beat, Ok(Ok(()))) {
+                tracing::warn!("draining: the cluster registry could not be told (Redis down); other nodes see it when this node's record expires");
+            }
+        }
         let deadline = tokio::time::Instant::now() + grace;
         self.state.lifecycle.send_replace(Lifecycle::Draining {
             deadline: deadline.into_std(),
@@ -320,6 +367,9 @@ impl Server {
         };
         while open() && tokio::time::Instant::now() < flush {
             tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if let Some(cluster) = &self.state.cluster {
+            let _ = tokio::time::timeout(Duration::from_secs(1), cluster.leave()).await;
         }
         let _ = self.stop.send(true);
     }
@@ -388,7 +438,14 @@ pub async fn start_on(args: &ServeArgs, sockets: Sockets) -> anyhow::Result<Serv
     let udp_addrs = engines.local_addrs();
     let listener = sockets.http;
     let addr = listener.local_addr()?;
-    let state = AppState::new(args, model, engines, speech, llm);
+    let cluster = crate::cluster::ClusterSettings::from_args(args, addr)?
+        .map(crate::cluster::Cluster::new)
+        .transpose()?;
+    let state = AppState::new(args, (model, engines), speech, llm, cluster);
+    if let Some(c) = &state.cluster {
+        tracing::info!(node = c.node_id(), node_url = %c.settings.node_url, "cluster mode: registering in Redis");
+    }
+    let heartbeat = crate::cluster::spawn_heartbeat(&state);
     let sip = match crate::sip::SipSettings::from_args(args)? {
         Some(settings) => {
             let sip = crate::sip::Sip::start(settings, state.clone()).await?;
@@ -422,6 +479,7 @@ pub async fn start_on(args: &ServeArgs, sockets: Sockets) -> anyhow::Result<Serv
         task,
         stop,
         sip,
+        heartbeat,
     })
 }
 

@@ -52,6 +52,7 @@ pub async fn open_session(
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let params = SessionParams {
+        session_id: crate::protocol::ids::session_id_on(state.node_id()),
         transport,
         model_name: info.name.clone(),
         model: None,

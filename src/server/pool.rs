@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -72,8 +72,51 @@ impl LiveSessions {
     }
 }
 
+/// `?scope=cluster` of `/v1/pool` and `/v1/usage`.
+#[derive(Debug, serde::Deserialize)]
+pub struct ScopeQuery {
+    /// `cluster`: every node's (cluster mode); anything else, this node's.
+    pub scope: Option<String>,
+}
+
+impl ScopeQuery {
+    fn cluster(&self) -> bool {
+        self.scope.as_deref() == Some("cluster")
+    }
+}
+
+/// `GET /v1/pool?scope=cluster`: every live node's record, as this node last read them.
+fn cluster_pool(state: &AppState) -> Response {
+    let Some(cluster) = &state.cluster else {
+        return ApiError::bad_request(
+            "invalid_value",
+            "scope=cluster needs cluster mode (--cluster-redis)",
+        )
+        .with_param("scope")
+        .into_response();
+    };
+    let nodes = cluster.nodes();
+    let free: usize = nodes
+        .iter()
+        .filter(|n| !n.draining)
+        .map(|n| n.free_slots)
+        .sum();
+    Json(json!({
+        "object": "duet.cluster",
+        "node": cluster.node_id(),
+        "redis": if cluster.redis_up() { "up" } else { "down" },
+        "free_slots": free,
+        "nodes": nodes,
+    }))
+    .into_response()
+}
+
 /// `GET /v1/pool`.
-pub async fn pool(State(state): State<Arc<AppState>>, cred: Cred) -> Response {
+pub async fn pool(
+    State(state): State<Arc<AppState>>,
+    cred: Cred,
+    Query(q): Query<ScopeQuery>,
+) -> Response {
     if !matches!(credential(&cred), Credential::Server) {
         return ApiError::new(
             StatusCode::UNAUTHORIZED,
@@ -81,6 +124,9 @@ pub async fn pool(State(state): State<Arc<AppState>>, cred: Cred) -> Response {
             "the pool view needs the server's API key",
         )
         .into_response();
+    }
+    if q.cluster() {
+        return cluster_pool(&state);
     }
     let info = state.model.info();
     let used = state.model.active_sessions();
@@ -116,8 +162,12 @@ pub async fn pool(State(state): State<Arc<AppState>>, cred: Cred) -> Response {
     .into_response()
 }
 
-/// `GET /v1/usage`.
-pub async fn usage(State(state): State<Arc<AppState>>, cred: Cred) -> Response {
+/// `GET /v1/usage` (`?scope=cluster`: every node's, from Redis).
+pub async fn usage(
+    State(state): State<Arc<AppState>>,
+    cred: Cred,
+    Query(q): Query<ScopeQuery>,
+) -> Response {
     if !matches!(credential(&cred), Credential::Server) {
         return ApiError::new(
             StatusCode::UNAUTHORIZED,
@@ -126,5 +176,19 @@ pub async fn usage(State(state): State<Arc<AppState>>, cred: Cred) -> Response {
         )
         .into_response();
     }
-    Json(state.usage.report()).into_response()
+    if !q.cluster() {
+        return Json(state.usage.report()).into_response();
+    }
+    if state.cluster.is_none() {
+        return ApiError::bad_request(
+            "invalid_value",
+            "scope=cluster needs cluster mode (--cluster-redis)",
+        )
+        .with_param("scope")
+        .into_response();
+    }
+    match state.usage.cluster_report().await {
+        Ok(report) => Json(report).into_response(),
+        Err(_) => super::secrets::store_down().into_response(),
+    }
 }

@@ -34,11 +34,14 @@ pub struct SecretRecord {
     /// A non-reversible id for logs, usage and scoping (`cred_…`, from the digest).
     pub id: String,
     /// SHA-256 of the secret.
-    digest: [u8; 32],
+    pub(crate) digest: [u8; 32],
     /// Unix seconds when it stops opening sessions.
     pub expires_at: u64,
     /// The starting configuration of every session it opens.
     pub session: Option<SessionPatch>,
+    /// The session object as the mint request sent it (what a shared store keeps, and
+    /// reads back into `session`).
+    pub session_json: Option<Value>,
     /// Minted anonymously for the demo page, by this address: counted apart from the
     /// server key's secrets.
     pub demo: Option<IpAddr>,
@@ -55,14 +58,28 @@ pub enum StoreFull {
     DemoPerIp,
     /// The server's memory budget has no room for it.
     Memory(crate::memory::Exhausted),
+    /// The shared store (cluster mode: Redis) cannot be reached.
+    Unavailable,
 }
 
-/// Where secrets are kept (by digest).
+/// The shared store (cluster mode: Redis) cannot be reached: a secret can be neither
+/// minted nor checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoreDown;
+
+/// A store operation's future.
+pub type StoreFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// Where secrets are kept (by digest): in this process, or shared by a cluster.
 pub trait SecretStore: Send + Sync {
     /// Keeps `record`, or says which cap of live secrets it would pass.
-    fn insert(&self, record: SecretRecord, now: u64) -> Result<(), StoreFull>;
+    fn put(&self, record: SecretRecord, now: u64) -> StoreFuture<'_, Result<(), StoreFull>>;
     /// The live secret with this digest.
-    fn get(&self, digest: &[u8; 32], now: u64) -> Option<SecretRecord>;
+    fn find(
+        &self,
+        digest: [u8; 32],
+        now: u64,
+    ) -> StoreFuture<'_, Result<Option<SecretRecord>, StoreDown>>;
 }
 
 /// The caps of a [`LocalSecrets`].
@@ -167,7 +184,24 @@ fn insert_capped(
 }
 
 impl SecretStore for LocalSecrets {
-    fn insert(&self, record: SecretRecord, now: u64) -> Result<(), StoreFull> {
+    fn put(&self, record: SecretRecord, now: u64) -> StoreFuture<'_, Result<(), StoreFull>> {
+        let r = self.insert(record, now);
+        Box::pin(std::future::ready(r))
+    }
+
+    fn find(
+        &self,
+        digest: [u8; 32],
+        now: u64,
+    ) -> StoreFuture<'_, Result<Option<SecretRecord>, StoreDown>> {
+        let r = self.get(&digest, now);
+        Box::pin(std::future::ready(Ok(r)))
+    }
+}
+
+impl LocalSecrets {
+    /// Keeps `record`, or says which cap of live secrets it would pass.
+    pub fn insert(&self, record: SecretRecord, now: u64) -> Result<(), StoreFull> {
         let (pool, max, per_ip) = match record.demo {
             Some(_) => (&self.demo, self.caps.demo, self.caps.demo_per_ip),
             None => (&self.api, self.caps.secrets, usize::MAX),
@@ -178,7 +212,8 @@ impl SecretStore for LocalSecrets {
         insert_capped(&mut m, record, now, (max, per_ip), self.memory.as_ref())
     }
 
-    fn get(&self, digest: &[u8; 32], now: u64) -> Option<SecretRecord> {
+    /// The live secret with this digest.
+    pub fn get(&self, digest: &[u8; 32], now: u64) -> Option<SecretRecord> {
         let found = self.api.lock().ok()?.get(digest).map(|k| k.record.clone());
         let found = found.or_else(|| self.demo.lock().ok()?.get(digest).map(|k| k.record.clone()));
         found.filter(|r| {
@@ -269,11 +304,14 @@ pub fn unix_now() -> u64 {
 }
 
 /// The live secret `presented` names, if it is one.
-pub fn lookup(store: &dyn SecretStore, presented: &str) -> Option<SecretRecord> {
-    presented
-        .starts_with("ek_")
-        .then(|| store.get(&digest(presented), unix_now()))
-        .flatten()
+pub async fn lookup(
+    store: &dyn SecretStore,
+    presented: &str,
+) -> Result<Option<SecretRecord>, StoreDown> {
+    if !presented.starts_with("ek_") {
+        return Ok(None);
+    }
+    store.find(digest(presented), unix_now()).await
 }
 
 /// `POST /v1/realtime/client_secrets` (server key only): mints a secret.
@@ -296,7 +334,8 @@ async fn mint(state: &AppState, cred: &Credential, req: Request) -> Result<Value
         .await
         .map_err(|e| ApiError::body(&e, MAX_BODY, "body"))?;
     let request = MintRequest::parse(&bytes).map_err(ApiError::from_payload)?;
-    issue(state, request.seconds, request.session, None)
+    let patch = request.session.map(|p| (p, request.session_json));
+    issue(state, request.seconds, patch, None).await
 }
 
 /// `POST /demo/client_secret`, only with `--demo-mint-secrets`: mints a default secret (600
@@ -317,7 +356,7 @@ pub async fn demo_mint(
     let ip = peer.map_or(IpAddr::from([0, 0, 0, 0]), |Extension(ConnectInfo(a))| {
         a.ip()
     });
-    match issue(&state, DEFAULT_SECS, None, Some(ip)) {
+    match issue(&state, DEFAULT_SECS, None, Some(ip)).await {
         Ok(body) => (StatusCode::OK, Json(body)).into_response(),
         Err(e) => e.into_response(),
     }
@@ -325,12 +364,13 @@ pub async fn demo_mint(
 
 /// Mints a secret living `secs` with the session configuration `patch` (`demo`: for the
 /// demo page, anonymously, by this address).
-fn issue(
+async fn issue(
     state: &AppState,
     secs: u64,
-    patch: Option<SessionPatch>,
+    patch: Option<(SessionPatch, Option<Value>)>,
     demo: Option<IpAddr>,
 ) -> Result<Value, ApiError> {
+    let (patch, session_json) = patch.map_or((None, None), |(p, j)| (Some(p), j));
     let now = unix_now();
     let expires_at = now + secs;
     // The effective session a connection opened with the secret starts from.
@@ -355,10 +395,11 @@ fn issue(
         digest: d,
         expires_at,
         session: patch,
+        session_json,
         demo,
     };
     let id = record.id.clone();
-    state.secrets.insert(record, now).map_err(store_full)?;
+    state.secrets.put(record, now).await.map_err(store_full)?;
     tracing::info!(credential = %id, expires_at, demo = demo.is_some(), "client secret minted");
     Ok(serde_json::json!({
         "value": value,
@@ -385,7 +426,16 @@ fn store_full(full: StoreFull) -> ApiError {
         )
         .retry(super::error::RETRY_AFTER_SECS),
         StoreFull::Memory(e) => ApiError::unavailable(crate::protocol::codes::SERVER_MEMORY_EXHAUSTED, e.to_string()),
+        StoreFull::Unavailable => store_down(),
     }
+}
+
+/// The shared store is down, as an HTTP error.
+pub fn store_down() -> ApiError {
+    ApiError::unavailable(
+        "cluster_store_unavailable",
+        "the cluster's shared store (Redis) is unreachable: client secrets can be neither minted nor checked now; retry shortly (the server key still works)",
+    )
 }
 
 /// A fresh secret and its digest.

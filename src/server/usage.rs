@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 
+use super::secrets::{StoreDown, StoreFuture};
 use crate::session::{UsageEvent, UsageSink};
 
 /// Credentials tracked one by one; beyond it new ones count under `other`.
@@ -56,7 +57,19 @@ pub trait UsageLedger: Send + Sync {
     fn llm(&self, credential: &str, call: LlmCall);
     /// `{since, total, credentials: {id: {...}}}`.
     fn report(&self) -> Value;
+    /// The same across a cluster (`?scope=cluster`); in one process, [`UsageLedger::report`].
+    fn cluster_report(&self) -> StoreFuture<'_, Result<Value, StoreDown>> {
+        Box::pin(std::future::ready(Ok(self.report())))
+    }
+    /// Hands what was counted since the last flush to the shared store (cluster mode).
+    fn flush(&self) -> StoreFuture<'_, ()> {
+        Box::pin(std::future::ready(()))
+    }
 }
+
+/// One credential's figures as flat counters (`sessions`, `audio_in_samples`,
+/// `responses.completed`, …), as a shared store adds them up.
+pub type Flat = BTreeMap<String, u64>;
 
 /// One credential's counters.
 #[derive(Default)]
@@ -140,6 +153,59 @@ impl Figures {
         self.llm_completion_tokens += c.llm_completion_tokens.load(Ordering::Relaxed);
     }
 
+    fn flat(&self) -> Flat {
+        let mut m = Flat::new();
+        let mut put = |k: String, v: u64| {
+            if v > 0 {
+                m.insert(k, v);
+            }
+        };
+        put("sessions".into(), self.sessions);
+        put("calls".into(), self.calls);
+        put("audio_in_samples".into(), self.audio_in);
+        put("audio_out_samples".into(), self.audio_out);
+        put("text_tokens".into(), self.text_tokens);
+        put("llm.prompt_tokens".into(), self.llm_prompt_tokens);
+        put("llm.completion_tokens".into(), self.llm_completion_tokens);
+        for (k, v) in &self.responses {
+            put(format!("responses.{k}"), *v);
+        }
+        for (k, v) in &self.errors {
+            put(format!("errors.{k}"), *v);
+        }
+        for (k, v) in &self.llm_requests {
+            put(format!("llm.requests.{k}"), *v);
+        }
+        m
+    }
+
+    fn add_flat(&mut self, m: &Flat) {
+        for (k, v) in m {
+            let v = *v;
+            match k.as_str() {
+                "sessions" => self.sessions += v,
+                "calls" => self.calls += v,
+                "audio_in_samples" => self.audio_in += v,
+                "audio_out_samples" => self.audio_out += v,
+                "text_tokens" => self.text_tokens += v,
+                "llm.prompt_tokens" => self.llm_prompt_tokens += v,
+                "llm.completion_tokens" => self.llm_completion_tokens += v,
+                _ => {
+                    let (map, name) = if let Some(n) = k.strip_prefix("responses.") {
+                        (&mut self.responses, n)
+                    } else if let Some(n) = k.strip_prefix("errors.") {
+                        (&mut self.errors, n)
+                    } else if let Some(n) = k.strip_prefix("llm.requests.") {
+                        (&mut self.llm_requests, n)
+                    } else {
+                        continue;
+                    };
+                    *map.entry(name.to_string()).or_default() += v;
+                }
+            }
+        }
+    }
+
     fn json(&self) -> Value {
         let secs = |samples: u64| samples as f64 / f64::from(duet_media::SESSION_RATE);
         json!({
@@ -188,6 +254,46 @@ impl LocalUsage {
         };
         m.entry(key.to_string()).or_default().clone()
     }
+}
+
+impl LocalUsage {
+    /// Every credential's figures, flat.
+    pub fn flat(&self) -> BTreeMap<String, Flat> {
+        let Ok(m) = self.creds.lock() else {
+            return BTreeMap::new();
+        };
+        m.iter()
+            .map(|(id, c)| {
+                let mut f = Figures::default();
+                f.add(c);
+                (id.clone(), f.flat())
+            })
+            .collect()
+    }
+
+    /// When counting started (unix seconds).
+    pub fn since(&self) -> u64 {
+        self.since
+    }
+}
+
+/// A usage report (as [`UsageLedger::report`]) of flat figures per credential.
+pub fn report_of(since: u64, per: &BTreeMap<String, Flat>, scope: &str) -> Value {
+    let mut total = Figures::default();
+    let mut creds = serde_json::Map::new();
+    for (id, flat) in per {
+        let mut f = Figures::default();
+        f.add_flat(flat);
+        total.add_flat(flat);
+        creds.insert(id.clone(), f.json());
+    }
+    json!({
+        "object": "duet.usage",
+        "scope": scope,
+        "since": since,
+        "total": total.json(),
+        "credentials": creds,
+    })
 }
 
 impl UsageLedger for LocalUsage {
@@ -281,5 +387,9 @@ mod tests {
         assert_eq!(a["llm"]["prompt_tokens"], 12);
         assert_eq!(r["total"]["llm"]["completion_tokens"], 5);
         assert_eq!(r["credentials"]["server"]["calls"], 0);
+        // Flat figures render to the same report.
+        let again = report_of(7, &u.flat(), "cluster");
+        assert_eq!(again["total"], r["total"]);
+        assert_eq!(again["credentials"], r["credentials"]);
     }
 }

@@ -33,7 +33,7 @@ use crate::session::{
 
 /// Largest WebSocket message read; events over [`MAX_EVENT_BYTES`] but under this get an
 /// `event_too_large` error and the session continues, larger ones close the socket (1009).
-const MAX_WS_MESSAGE: usize = MAX_EVENT_BYTES + 1024 * 1024;
+pub(super) const MAX_WS_MESSAGE: usize = MAX_EVENT_BYTES + 1024 * 1024;
 /// Client events queued for the session before the reader waits (backpressure).
 const INBOX: usize = 256;
 /// How long a closing connection may take to send the session's last events.
@@ -78,6 +78,7 @@ pub async fn upgrade(
     peer: Peer,
     cred: Cred,
     Query(q): Query<RealtimeQuery>,
+    headers: axum::http::HeaderMap,
     ws: WebSocketUpgrade,
 ) -> Response {
     let cred = credential(&cred);
@@ -90,7 +91,10 @@ pub async fn upgrade(
     let duplex = flag_on(q.duplex.as_deref());
     let transcription = q.intent.as_deref() == Some("transcription");
     let result = match q.call_id {
-        None if duplex && flag_on(q.resume.as_deref()) => upgrade_resume(state, ws, cred),
+        None if duplex && flag_on(q.resume.as_deref()) => {
+            let from = Origin { headers, ip };
+            upgrade_resume(state, ws, cred, from)
+        }
         _ if cred.resume_only() => Err(super::secrets::resume_only_refused()),
         Some(call) => upgrade_sideband(state, &call, ip, ws, &cred),
         None => upgrade_session(state, ip, ws, (duplex, transcription), cred).await,
@@ -128,11 +132,18 @@ fn upgrade_resume(
     state: Arc<AppState>,
     ws: WebSocketUpgrade,
     cred: Credential,
+    from: Origin,
 ) -> Result<Response, ApiError> {
     if state.draining() {
         return Err(ApiError::draining());
     }
-    Ok(ws.on_upgrade(move |socket| resume_socket(state, socket, cred)))
+    Ok(ws.on_upgrade(move |socket| resume_socket(state, socket, cred, from)))
+}
+
+/// The upgrade request of a resume socket, for a cluster to carry it to the session's node.
+struct Origin {
+    headers: axum::http::HeaderMap,
+    ip: Option<std::net::IpAddr>,
 }
 
 fn upgrade_sideband(
@@ -280,7 +291,7 @@ async fn run_durable(
 /// connection ended first).
 async fn first_resume(
     stream: &mut SplitStream<WebSocket>,
-) -> Result<protocol::duplex::ResumeRequest, Option<ErrorPayload>> {
+) -> Result<(protocol::duplex::ResumeRequest, Utf8Bytes), Option<ErrorPayload>> {
     let invalid = |message: String, param: Option<String>| {
         crate::metrics::METRICS.resume(codes::INVALID_SESSION_RESUME);
         let mut error = ErrorPayload::invalid(codes::INVALID_SESSION_RESUME, message);
@@ -308,7 +319,7 @@ async fn first_resume(
         Ok(protocol::Envelope {
             event: protocol::ClientEvent::SessionResume(r),
             ..
-        }) => Ok(r),
+        }) => Ok((r, first)),
         Ok(_) => Err(invalid(
             "the first message of a resume socket must be session.resume".into(),
             None,
@@ -320,9 +331,9 @@ async fn first_resume(
 /// `?duplex=1&resume=1`: waits for `session.resume` and hands this connection to the
 /// session it names, which answers `session.resumed` and the replay (or an `error` and a
 /// close).
-async fn resume_socket(state: Arc<AppState>, socket: WebSocket, cred: Credential) {
+async fn resume_socket(state: Arc<AppState>, socket: WebSocket, cred: Credential, from: Origin) {
     let (mut sink, mut stream) = socket.split();
-    let request = match first_resume(&mut stream).await {
+    let (request, first) = match first_resume(&mut stream).await {
         Ok(request) => request,
         Err(Some(error)) => {
             let code = error.code.clone().unwrap_or_default();
@@ -337,6 +348,20 @@ async fn resume_socket(state: Arc<AppState>, socket: WebSocket, cred: Credential
             "no live session with this id: it ended, expired or never existed",
         )
     };
+    if let Some(owner) = super::cluster_routes::remote_owner(&state, &request.session_id) {
+        let upstream =
+            super::cluster_routes::resume_upstream(&state, &owner, from.headers, from.ip).await;
+        return match (upstream, sink.reunite(stream)) {
+            (Some(up), Ok(socket)) => {
+                super::ws_proxy::pump_after(socket, up, first.to_string()).await
+            }
+            (None, Ok(socket)) => {
+                let (mut sink, _) = socket.split();
+                refuse(&mut sink, expired(), 1008, codes::SESSION_RESUME_EXPIRED).await;
+            }
+            (_, Err(_)) => {}
+        };
+    }
     // Another credential's session is as good as unknown; the resume token alone stands
     // for a secret that expired since it opened the session.
     let found = state.directory.get(&request.session_id);

@@ -93,7 +93,7 @@ impl Session {
     /// clock then, for `expires_at`).
     pub fn new(p: SessionParams, now: Instant, unix_secs: u64) -> Self {
         let expires_at = unix_secs + p.limits.max_session.as_secs();
-        let mut cfg = SessionConfig::new(ids::session_id(), p.model_name, expires_at);
+        let mut cfg = SessionConfig::new(p.session_id, p.model_name, expires_at);
         if p.transcription_session {
             cfg.set_transcription();
         }

@@ -360,6 +360,8 @@ impl SessionInput {
 
 /// Everything a new session needs.
 pub struct SessionParams {
+    /// Its id (`sess_…`; in a cluster it names the owning node).
+    pub session_id: String,
     /// The transport.
     pub transport: Transport,
     /// Model name reported in the session.

@@ -165,7 +165,7 @@ enum Media {
 
 impl Call {
     fn new(shared: Arc<Shared>, dialog: InviteDialog, offer: Option<PlainOffer>) -> Self {
-        let id = duet_signaling::call_id();
+        let id = duet_signaling::call_id_on(shared.state.node_id());
         let (state_tx, states) = mpsc::unbounded_channel();
         if let Ok(mut r) = shared.routes.lock() {
             r.insert(dialog.id().to_string(), state_tx);

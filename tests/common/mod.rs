@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod browser;
+pub mod cluster;
 pub mod external;
 pub mod moshi;
 pub mod process;

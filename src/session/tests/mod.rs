@@ -358,6 +358,7 @@ fn harness(setup: Setup) -> Harness {
     let now = Instant::now();
     let params = SessionParams {
         transport,
+        session_id: crate::protocol::ids::session_id(),
         model_name: "scripted".into(),
         model: Some(Box::new(TestPort {
             state: port.clone(),

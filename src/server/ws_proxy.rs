@@ -1,0 +1,172 @@
+//! The WebSocket proxy of cluster mode: a client's socket carried to the node that owns
+//! (or takes) its session. Text and binary messages and close frames pass unchanged; each
+//! side answers its own pings.
+
+use std::time::Duration;
+
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{FromRequestParts, Request};
+use axum::http::{header, HeaderMap, HeaderValue};
+use axum::response::{IntoResponse, Response};
+use futures_util::{SinkExt, StreamExt};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame as UpClose;
+use tokio_tungstenite::tungstenite::{Error as WsError, Message as Up};
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+/// How long the owning node may take to answer the upgrade.
+const CONNECT: Duration = Duration::from_secs(5);
+/// How long one side may take to close after the other did.
+const CLOSE_GRACE: Duration = Duration::from_secs(5);
+
+/// A socket to the owning node.
+pub type UpSocket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// The owning node's answer to the upgrade.
+pub enum Upstream {
+    /// It took the socket (with the subprotocol it chose).
+    Open {
+        /// The socket.
+        socket: Box<UpSocket>,
+        /// `Sec-WebSocket-Protocol` it answered.
+        protocol: Option<String>,
+    },
+    /// It refused with this response (status and body as the node sent them).
+    Refused(Response),
+}
+
+/// Opens the socket at `url` (`ws://node/v1/realtime?…`) with the client's headers. `Err`:
+/// the node cannot be reached.
+pub async fn connect(
+    url: &str,
+    headers: HeaderMap,
+    protocols: Option<HeaderValue>,
+) -> Result<Upstream, ()> {
+    let mut request = url.into_client_request().map_err(|_| ())?;
+    for (name, value) in &headers {
+        request.headers_mut().append(name.clone(), value.clone());
+    }
+    if let Some(p) = protocols {
+        request
+            .headers_mut()
+            .insert(header::SEC_WEBSOCKET_PROTOCOL, p);
+    }
+    let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+        .max_message_size(Some(super::ws::MAX_WS_MESSAGE))
+        .max_frame_size(Some(super::ws::MAX_WS_MESSAGE));
+    let connecting = tokio_tungstenite::connect_async_with_config(request, Some(config), true);
+    match tokio::time::timeout(CONNECT, connecting).await {
+        Ok(Ok((socket, response))) => {
+            let protocol = response
+                .headers()
+                .get(header::SEC_WEBSOCKET_PROTOCOL)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            Ok(Upstream::Open {
+                socket: Box::new(socket),
+                protocol,
+            })
+        }
+        Ok(Err(WsError::Http(response))) => {
+            let (parts, body) = response.into_parts();
+            let mut r = Response::new(axum::body::Body::from(body.unwrap_or_default()));
+            *r.status_mut() = parts.status;
+            for name in [header::CONTENT_TYPE, header::RETRY_AFTER] {
+                if let Some(v) = parts.headers.get(&name) {
+                    r.headers_mut().insert(name, v.clone());
+                }
+            }
+            Ok(Upstream::Refused(r))
+        }
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, url, "cluster: WebSocket to the owning node failed");
+            Err(())
+        }
+        Err(_) => Err(()),
+    }
+}
+
+/// Answers the client's upgrade request with what the owning node said: the upgrade and
+/// then the proxy, or the node's refusal.
+pub async fn answer(req: Request, upstream: Upstream) -> Response {
+    let (socket, protocol) = match upstream {
+        Upstream::Refused(r) => return r,
+        Upstream::Open { socket, protocol } => (socket, protocol),
+    };
+    let (mut parts, _) = req.into_parts();
+    let ws = match WebSocketUpgrade::from_request_parts(&mut parts, &()).await {
+        Ok(ws) => ws,
+        Err(e) => return e.into_response(),
+    };
+    let ws = match protocol {
+        Some(p) => ws.protocols([p]),
+        None => ws,
+    };
+    ws.max_message_size(super::ws::MAX_WS_MESSAGE)
+        .max_frame_size(super::ws::MAX_WS_MESSAGE)
+        .on_upgrade(move |client| pump(client, *socket))
+}
+
+/// Carries messages both ways until one side closes; the other then has [`CLOSE_GRACE`].
+pub async fn pump(client: WebSocket, upstream: UpSocket) {
+    let (mut c_tx, mut c_rx) = client.split();
+    let (mut u_tx, mut u_rx) = upstream.split();
+    let up = async move {
+        while let Some(Ok(m)) = c_rx.next().await {
+            let Some(m) = to_upstream(m) else { continue };
+            let close = matches!(m, Up::Close(_));
+            if u_tx.send(m).await.is_err() || close {
+                break;
+            }
+        }
+        let _ = u_tx.close().await;
+    };
+    let down = async move {
+        while let Some(Ok(m)) = u_rx.next().await {
+            let Some(m) = to_client(m) else { continue };
+            let close = matches!(m, Message::Close(_));
+            if c_tx.send(m).await.is_err() || close {
+                break;
+            }
+        }
+        let _ = c_tx.close().await;
+    };
+    tokio::pin!(up, down);
+    tokio::select! {
+        () = &mut up => { let _ = tokio::time::timeout(CLOSE_GRACE, down).await; }
+        () = &mut down => { let _ = tokio::time::timeout(CLOSE_GRACE, up).await; }
+    }
+}
+
+/// Sends `first` (a message the client already sent here) and then proxies.
+pub async fn pump_after(client: WebSocket, mut upstream: UpSocket, first: String) {
+    if upstream.send(Up::Text(first.into())).await.is_ok() {
+        pump(client, upstream).await;
+    }
+}
+
+fn to_upstream(m: Message) -> Option<Up> {
+    Some(match m {
+        Message::Text(t) => Up::Text(t.as_str().to_owned().into()),
+        Message::Binary(b) => Up::Binary(b),
+        Message::Close(f) => Up::Close(f.map(|f| UpClose {
+            code: CloseCode::from(f.code),
+            reason: f.reason.as_str().to_owned().into(),
+        })),
+        Message::Ping(_) | Message::Pong(_) => return None,
+    })
+}
+
+fn to_client(m: Up) -> Option<Message> {
+    Some(match m {
+        Up::Text(t) => Message::Text(t.as_str().to_owned().into()),
+        Up::Binary(b) => Message::Binary(b),
+        Up::Close(f) => Message::Close(f.map(|f| CloseFrame {
+            code: u16::from(f.code),
+            reason: f.reason.as_str().to_owned().into(),
+        })),
+        Up::Ping(_) | Up::Pong(_) | Up::Frame(_) => return None,
+    })
+}

@@ -1,0 +1,175 @@
+//! A cluster on this machine: a real `redis-server` and `duet serve` nodes (child
+//! processes, so that one can be killed or drained), all on loopback.
+
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::process::ServerProcess;
+
+/// The API key every node of a test cluster shares.
+pub const KEY: &str = "cluster-key";
+/// The `Authorization` header with [`KEY`].
+pub const AUTH: (&str, &str) = ("Authorization", "Bearer cluster-key");
+
+/// A `redis-server` on a loopback port, with no persistence; killed on drop.
+pub struct Redis {
+    child: Option<Child>,
+    /// Its port.
+    pub port: u16,
+    dir: std::path::PathBuf,
+}
+
+impl Redis {
+    /// Starts one on a free port and waits until it answers.
+    pub async fn start() -> Self {
+        let dir = std::env::temp_dir().join(format!("duet-redis-{}", super::unique()));
+        std::fs::create_dir_all(&dir).expect("redis dir");
+        let port = super::sip::free_port();
+        let mut r = Self {
+            child: None,
+            port,
+            dir,
+        };
+        r.restart().await;
+        r
+    }
+
+    /// `redis://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// SIGKILL: gone at once, everything it held lost.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts it again on the same port (empty) and waits until it answers.
+    pub async fn restart(&mut self) {
+        self.kill();
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+            .arg("--dir")
+            .arg(&self.dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("redis-server starts (Debian package redis-server)");
+        self.child = Some(child);
+        let start = Instant::now();
+        while tokio::net::TcpStream::connect(("127.0.0.1", self.port))
+            .await
+            .is_err()
+        {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "redis never listened"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Starts node `id` of the cluster on `redis` (`--model-slots 10`, the shared key).
+pub fn node(id: &str, redis: &Redis, extra: &[&str]) -> ServerProcess {
+    let url = redis.url();
+    let mut args = vec![
+        "--cluster-redis",
+        url.as_str(),
+        "--node-id",
+        id,
+        "--api-key",
+        KEY,
+        "--model-slots",
+        "10",
+        "--max-calls",
+        "10",
+    ];
+    args.extend_from_slice(extra);
+    ServerProcess::spawn(&args)
+}
+
+/// `GET path` with the key: (status, JSON body).
+pub async fn get_json(addr: SocketAddr, path: &str) -> (u16, Value) {
+    let r = duet_client::http::request(addr, "GET", path, &[AUTH], "")
+        .await
+        .expect("GET");
+    (
+        r.status,
+        serde_json::from_str(&r.body).unwrap_or(Value::Null),
+    )
+}
+
+/// The node ids in `addr`'s cluster view that take new calls (not draining).
+pub async fn live_nodes(addr: SocketAddr) -> Vec<String> {
+    let (_, v) = get_json(addr, "/v1/pool?scope=cluster").await;
+    let mut ids: Vec<String> = v["nodes"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter(|n| n["draining"] == false)
+                .filter_map(|n| n["id"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    ids.sort();
+    ids
+}
+
+/// Waits until `addr` sees exactly `ids` as live nodes.
+pub async fn wait_nodes(addr: SocketAddr, ids: &[&str], limit: Duration) {
+    let start = Instant::now();
+    loop {
+        let now = live_nodes(addr).await;
+        if now == ids {
+            return;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "{addr} sees {now:?}, not {ids:?}, after {limit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The node a call id (`rtc_<node>_<hex>`) names.
+pub fn owner(call_id: &str) -> String {
+    duet_signaling::call_node(call_id)
+        .unwrap_or_else(|| panic!("{call_id} names no node"))
+        .to_string()
+}
+
+/// Waits until `addr`'s cluster view shows node `id` with at least `free` model slots.
+pub async fn wait_free(addr: SocketAddr, id: &str, free: u64, limit: Duration) {
+    let start = Instant::now();
+    loop {
+        let (_, v) = get_json(addr, "/v1/pool?scope=cluster").await;
+        let slots = v["nodes"].as_array().and_then(|a| {
+            a.iter()
+                .find(|n| n["id"] == id)
+                .and_then(|n| n["free_slots"].as_u64())
+        });
+        if slots.is_some_and(|s| s >= free) {
+            return;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "{id} never had {free} free slots: {v}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
