@@ -273,12 +273,19 @@ impl Cluster {
         }
     }
 
-    /// The live nodes, as last read (this node's own record as it last wrote it).
+    /// The live nodes, as last read (this node's own record as it last wrote it); a record
+    /// older than the registry's expiry is gone.
     pub fn nodes(&self) -> Vec<NodeRecord> {
         let Ok(view) = self.view.lock() else {
             return Vec::new();
         };
-        let mut nodes: Vec<NodeRecord> = view.nodes.values().cloned().collect();
+        let now = now_ms();
+        let mut nodes: Vec<NodeRecord> = view
+            .nodes
+            .values()
+            .filter(|n| now.saturating_sub(n.seen_ms) <= NODE_TTL.as_millis() as u64)
+            .cloned()
+            .collect();
         nodes.sort_by(|a, b| a.id.cmp(&b.id));
         nodes
     }

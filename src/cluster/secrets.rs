@@ -65,7 +65,10 @@ impl RedisSecrets {
 
     async fn insert(&self, record: SecretRecord, now: u64) -> Result<(), StoreFull> {
         let mut con = self.cluster.redis();
-        let down = |_| StoreFull::Unavailable;
+        let down = |e: redis::RedisError| {
+            tracing::warn!(error = %e, "cluster: a client secret could not be stored");
+            StoreFull::Unavailable
+        };
         let sets = self.counted_in(&record);
         // Expired members leave, then each count is checked (two nodes minting at the same
         // instant may both pass a cap by one: the caps bound memory, not billing).

@@ -104,11 +104,16 @@ pub async fn route(State(state): State<Arc<AppState>>, mut req: Request, next: N
     }
 }
 
-/// A request another node placed or routed here: served as coming from the client.
+/// A request another node placed or routed here: served here, never forwarded again (no
+/// loop, even while the nodes disagree on the token after Redis lost it), and as coming
+/// from the client's address when the token proves the sender is a node.
 fn forwarded_here(cluster: &Cluster, req: &mut Request) -> bool {
-    let token = req.headers().get(FORWARDED).and_then(|v| v.to_str().ok());
-    if !token.is_some_and(|t| cluster.is_token(t)) {
+    let Some(token) = req.headers().get(FORWARDED) else {
         return false;
+    };
+    let proven = token.to_str().is_ok_and(|t| cluster.is_token(t));
+    if !proven {
+        return true;
     }
     let ip = req
         .headers()

@@ -173,3 +173,12 @@ pub async fn wait_free(addr: SocketAddr, id: &str, free: u64, limit: Duration) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// Starts node `id` of the cluster on `redis` with no API key (loopback only), as the SDK
+/// scripts expect, and `extra`.
+pub fn keyless_node(id: &str, redis: &Redis, extra: &[&str]) -> ServerProcess {
+    let url = redis.url();
+    let mut args = vec!["--cluster-redis", url.as_str(), "--node-id", id];
+    args.extend_from_slice(extra);
+    ServerProcess::spawn(&args)
+}

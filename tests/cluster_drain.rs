@@ -1,0 +1,77 @@
+//! A node drained (SIGTERM) in a cluster: it marks itself draining in the registry first,
+//! so no new call is placed on it (through any node); its live calls are told at once and
+//! end by its drain deadline; the other nodes take the new calls.
+
+use crate::common;
+
+use std::time::{Duration, Instant};
+
+use common::cluster::{live_nodes, node, owner, wait_nodes, Redis, KEY};
+use duet_client::rtc::{ClientOptions, RtcClient};
+
+const T: Duration = Duration::from_secs(20);
+
+fn keyed() -> ClientOptions {
+    ClientOptions {
+        api_key: Some(KEY.into()),
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_draining_node_takes_nothing_new_and_ends_its_calls_by_the_deadline() {
+    let _one = common::exclusive().await;
+    let redis = Redis::start().await;
+    let (a, b) = (node("a", &redis, &[]), node("b", &redis, &[]));
+    let mut c = node("c", &redis, &["--drain-secs", "3"]);
+    wait_nodes(a.addr, &["a", "b", "c"], Duration::from_secs(10)).await;
+    let mut calls = Vec::new();
+    for _ in 0..3 {
+        let mut call = RtcClient::connect(a.addr, keyed()).await.expect("call");
+        call.until("session.created", T).await.expect("created");
+        calls.push(call);
+    }
+    let on_c = calls
+        .iter()
+        .position(|x| owner(&x.call_id) == "c")
+        .expect("one call on each node");
+
+    c.signal(libc::SIGTERM);
+    let signalled = Instant::now();
+    // Through A and B alike, nothing new lands on C.
+    for via in [a.addr, b.addr, a.addr, b.addr] {
+        let call = RtcClient::connect(via, keyed()).await.expect("placed");
+        assert_ne!(owner(&call.call_id), "c", "placed on a draining node");
+        calls.push(call);
+    }
+    // The registry says so within a heartbeat.
+    while live_nodes(a.addr).await.contains(&"c".to_string()) {
+        assert!(
+            signalled.elapsed() < Duration::from_secs(3),
+            "A still sees C live"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // C's call: the warning at once, its media ends by the deadline.
+    let call = &mut calls[on_c];
+    let (ev, _) = call.until("error", T).await.expect("told");
+    assert_eq!(ev["error"]["code"], "server_draining");
+    assert!(signalled.elapsed() < Duration::from_secs(2), "told late");
+    c.wait_exit(Duration::from_secs(8))
+        .expect("C exits after its drain");
+    let last = call.stats().frames.last().map(|(t, _)| *t).expect("frames");
+    assert!(
+        last < signalled + Duration::from_millis(3_500),
+        "media went on after C's deadline"
+    );
+    // The others' calls go on.
+    let others = calls.iter().enumerate().filter(|(i, _)| *i != on_c);
+    for (_, call) in others {
+        let from = Instant::now();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let frames = call
+            .stats()
+            .frames_between(from, from + Duration::from_millis(300));
+        assert!(frames >= 10, "{}: {frames} frames", call.call_id);
+    }
+}

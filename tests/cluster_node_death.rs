@@ -1,0 +1,84 @@
+//! A node SIGKILLed: placement stops using it at once (the forward fails and the next node
+//! takes the call), every node's view drops it within the registry's 6 s expiry, and its
+//! ids answer 404 through the nodes that are left.
+
+use crate::common;
+
+use std::time::{Duration, Instant};
+
+use common::cluster::{live_nodes, node, owner, wait_nodes, Redis, AUTH, KEY};
+use duet_client::rtc::{ClientOptions, RtcClient};
+
+const T: Duration = Duration::from_secs(20);
+
+fn keyed() -> ClientOptions {
+    ClientOptions {
+        api_key: Some(KEY.into()),
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_node_leaves_placement_and_its_ids_answer_404() {
+    let _one = common::exclusive().await;
+    let redis = Redis::start().await;
+    let (a, b, c) = (
+        node("a", &redis, &[]),
+        node("b", &redis, &[]),
+        node("c", &redis, &[]),
+    );
+    wait_nodes(a.addr, &["a", "b", "c"], Duration::from_secs(10)).await;
+    wait_nodes(c.addr, &["a", "b", "c"], Duration::from_secs(10)).await;
+    let mut calls = Vec::new();
+    for _ in 0..3 {
+        let mut call = RtcClient::connect(a.addr, keyed()).await.expect("call");
+        call.until("session.created", T).await.expect("created");
+        calls.push(call);
+    }
+    let on_b = calls
+        .iter()
+        .find(|x| owner(&x.call_id) == "b")
+        .map(|x| x.call_id.clone())
+        .expect("one call on each node");
+
+    b.signal(libc::SIGKILL);
+    let killed = Instant::now();
+    // New calls through A at once: none on B.
+    for _ in 0..4 {
+        let call = RtcClient::connect(a.addr, keyed())
+            .await
+            .expect("placed elsewhere");
+        assert_ne!(owner(&call.call_id), "b", "placed on a dead node");
+        calls.push(call);
+    }
+    // C never forwarded anything to B: its view drops B when B's record expires.
+    while live_nodes(c.addr).await.contains(&"b".to_string()) {
+        assert!(
+            killed.elapsed() < Duration::from_millis(6_500),
+            "C still places on B {:?} after the kill",
+            killed.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    eprintln!("C's view dropped B {:?} after SIGKILL", killed.elapsed());
+
+    // B's ids: 404 through A and C, for hangup and sideband alike.
+    for via in [a.addr, c.addr] {
+        let status = duet_client::http::hangup(via, &on_b, Some(KEY))
+            .await
+            .expect("hangup");
+        assert_eq!(status, 404, "hangup of B's call through {via}");
+        let url = format!("ws://{via}/v1/realtime?call_id={on_b}");
+        let refused = common::refused(common::Client::open(&url, &[AUTH]).await);
+        assert_eq!(common::handshake_status(&refused), 404);
+    }
+    // The calls on A and C go on.
+    for call in calls.iter().filter(|x| owner(&x.call_id) != "b") {
+        let from = Instant::now();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let frames = call
+            .stats()
+            .frames_between(from, from + Duration::from_millis(300));
+        assert!(frames >= 10, "{}: {frames} frames", call.call_id);
+    }
+}
