@@ -145,6 +145,7 @@ fn main() {
             let limits = Limits::default();
             let (out_tx, out) = queue(limits.max_outbound_bytes);
             let params = SessionParams {
+                session_id: duet_protocol::ids::session_id(),
                 transport: Transport::WebRtc {
                     sink: Box::new(BenchSink(engine.clone())),
                     signals: signals.clone(),

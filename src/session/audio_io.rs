@@ -113,7 +113,7 @@ impl Decoder {
             to_pcm16(&samples, &mut out);
             return Ok(out);
         }
-        if bytes.len() % 2 != 0 {
+        if !bytes.len().is_multiple_of(2) {
             return Err(odd_pcm(bytes.len()));
         }
         Ok(bytes

@@ -65,7 +65,7 @@ impl Scripted {
 
     /// The text piece spoken at step `n`, if any.
     fn piece(n: u64, range: &Range<u64>) -> String {
-        if (n - range.start) % 3 == 0 {
+        if (n - range.start).is_multiple_of(3) {
             format!(" w{n}")
         } else {
             String::new()
