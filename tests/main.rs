@@ -26,6 +26,7 @@ mod cluster_calls;
 mod cluster_drain;
 mod cluster_node_death;
 mod cluster_redis_restart;
+mod cluster_redis_tls;
 mod deploy_manifests;
 mod drain;
 mod http_body_deadline;

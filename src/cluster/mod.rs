@@ -159,6 +159,8 @@ pub struct Cluster {
 impl Cluster {
     /// A handle for `settings`; connects lazily (a node starts with Redis down, too).
     pub fn new(settings: ClusterSettings) -> anyhow::Result<Arc<Self>> {
+        // `rediss://`: rustls needs a process-wide provider (one installed already is kept).
+        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
         let client = redis::Client::open(settings.redis_url.as_str())?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(REDIS_TIMEOUT))

@@ -15,10 +15,16 @@ pub struct ServerProcess {
 impl ServerProcess {
     /// Starts `duet serve --port 0 <extra>` and waits for its address.
     pub fn spawn(extra: &[&str]) -> Self {
+        Self::spawn_env(extra, &[])
+    }
+
+    /// [`ServerProcess::spawn`] with extra environment variables for the child.
+    pub fn spawn_env(extra: &[&str], env: &[(&str, &str)]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_duet"))
             .args(["serve", "--port", "0"])
             .args(extra)
             .env("DUET_LOG", "warn")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
