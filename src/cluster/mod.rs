@@ -9,6 +9,7 @@
 //! calls go on, each node admits locally, routing by id uses the last view, and what needs
 //! the shared state (minting secrets) answers 503 until Redis is back.
 
+mod keys;
 pub mod placement;
 mod secrets;
 mod usage;
@@ -21,6 +22,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{bail, Context};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
+pub use keys::ClusterKeys;
 pub use placement::{NodeRecord, Want};
 pub use secrets::RedisSecrets;
 pub use usage::ClusterUsage;
@@ -154,6 +156,8 @@ pub struct Cluster {
     redis_up: AtomicBool,
     /// The HTTP client requests are forwarded with.
     pub(crate) http: crate::server::ForwardClient,
+    /// This process's life of the node (a restarted node is a new one for shared counts).
+    boot: String,
 }
 
 impl Cluster {
@@ -175,12 +179,29 @@ impl Cluster {
             token: Mutex::default(),
             redis_up: AtomicBool::new(false),
             http: crate::server::ForwardClient::new(),
+            boot: format!("{:016x}", rand::random::<u64>()),
         }))
     }
 
     /// This node's id.
     pub fn node_id(&self) -> &str {
         &self.settings.node_id
+    }
+
+    /// `<node>:<boot>`: this node's life, as shared counts name it.
+    pub fn incarnation(&self) -> String {
+        format!("{}:{}", self.node_id(), self.boot)
+    }
+
+    /// The incarnations of the live nodes (this one's included).
+    pub fn incarnations(&self) -> std::collections::HashSet<String> {
+        let mut live: std::collections::HashSet<String> = self
+            .nodes()
+            .into_iter()
+            .map(|n| format!("{}:{}", n.id, n.boot))
+            .collect();
+        live.insert(self.incarnation());
+        live
     }
 
     /// A connection to Redis (cheap; reconnects by itself).
@@ -396,6 +417,10 @@ pub fn own_record(state: &AppState, settings: &ClusterSettings) -> NodeRecord {
         load: cpu_load(),
         draining: state.draining() || state.accepting().is_err(),
         seen_ms: now_ms(),
+        boot: state
+            .cluster
+            .as_ref()
+            .map_or_else(String::new, |c| c.boot.clone()),
     }
 }
 

@@ -33,6 +33,9 @@ pub struct NodeRecord {
     pub draining: bool,
     /// Unix milliseconds of this record.
     pub seen_ms: u64,
+    /// This life of the node (random at each start).
+    #[serde(default)]
+    pub boot: String,
 }
 
 /// What is being placed.

@@ -49,6 +49,29 @@ pub struct Admissions {
     waiting: [AtomicUsize; 2],
     /// When the last slots were released, for `Retry-After`.
     releases: Mutex<VecDeque<Instant>>,
+    /// Cluster mode: `--max-sessions-per-key` counted across every node.
+    shared_keys: std::sync::OnceLock<Arc<dyn SharedKeys>>,
+}
+
+/// A count of sessions per credential that a cluster shares.
+pub trait SharedKeys: Send + Sync + std::fmt::Debug {
+    /// Counts one more session of `key` across the cluster: `Err` when that passes `max`
+    /// (nothing counted then); `Ok(None)` when the count cannot be reached (the node's own
+    /// cap then applies alone). The hold gives the session back when dropped.
+    fn take<'a>(
+        &'a self,
+        key: &'a str,
+        max: usize,
+    ) -> super::secrets::StoreFuture<'a, Result<Option<SharedHold>, ()>>;
+}
+
+/// A session counted by [`SharedKeys`]; given back on drop.
+pub struct SharedHold(pub Box<dyn Send + Sync>);
+
+impl std::fmt::Debug for SharedHold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SharedHold")
+    }
 }
 
 /// Releases remembered for the turnover estimate.
@@ -93,7 +116,47 @@ impl Admissions {
             freed_calls: Notify::new(),
             waiting: [AtomicUsize::new(0), AtomicUsize::new(0)],
             releases: Mutex::new(VecDeque::new()),
+            shared_keys: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Counts `--max-sessions-per-key` across a cluster too (set once, at start).
+    pub fn share_keys(&self, shared: Arc<dyn SharedKeys>) {
+        let _ = self.shared_keys.set(shared);
+    }
+
+    /// The cluster's count of a new admission's credential, when one is shared: a refusal
+    /// there undoes the local count.
+    async fn admit_shared(
+        &self,
+        admitted: Result<Admitted, ApiError>,
+    ) -> Result<Admitted, ApiError> {
+        let mut admitted = admitted?;
+        let (Some(key), Some(shared)) = (admitted.key.clone(), self.shared_keys.get()) else {
+            return Ok(admitted);
+        };
+        match shared.take(&key, self.max_per_key).await {
+            Ok(hold) => {
+                admitted.shared = hold;
+                Ok(admitted)
+            }
+            Err(()) => {
+                admitted.refused = true;
+                Err(self.key_refusal())
+            }
+        }
+    }
+
+    fn key_refusal(&self) -> ApiError {
+        ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_sessions_for_key",
+            format!(
+                "this credential holds {} sessions, the most one may hold",
+                self.max_per_key
+            ),
+        )
+        .retry(super::error::RETRY_AFTER_SECS)
     }
 
     /// Open sessions (sidebands included).
@@ -158,6 +221,7 @@ impl Admissions {
             ip: None,
             key: None,
             refused: false,
+            shared: None,
         };
         let admitted = self.admit_ip(admitted, ip)?;
         self.admit_key(admitted, key)
@@ -177,7 +241,7 @@ impl Admissions {
         if wait.is_zero() || !queued {
             match self.admit_as(kind, ip, key) {
                 Err(e) if e.code == "server_busy" && !wait.is_zero() => {}
-                other => return other,
+                other => return self.admit_shared(other).await,
             }
         }
         let deadline = tokio::time::Instant::now() + wait;
@@ -189,7 +253,7 @@ impl Admissions {
             notified.as_mut().enable();
             match self.admit_as(kind, ip, key) {
                 Err(e) if e.code == "server_busy" => {}
-                other => return other,
+                other => return self.admit_shared(other).await,
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
                 return Err(self.busy(kind));
@@ -271,15 +335,7 @@ impl Admissions {
         let n = per_key.entry(key.to_string()).or_insert(0);
         if *n >= self.max_per_key {
             admitted.refused = true;
-            return Err(ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "too_many_sessions_for_key",
-                format!(
-                    "this credential holds {} sessions, the most one may hold",
-                    self.max_per_key
-                ),
-            )
-            .retry(super::error::RETRY_AFTER_SECS));
+            return Err(self.key_refusal());
         }
         *n += 1;
         admitted.key = Some(key.to_string());
@@ -341,6 +397,8 @@ pub struct Admitted {
     key: Option<String>,
     /// Refused by the per-IP or per-credential cap: dropping it undoes the count only.
     refused: bool,
+    /// Its count in the cluster's per-credential count (cluster mode).
+    shared: Option<SharedHold>,
 }
 
 impl Drop for Admitted {

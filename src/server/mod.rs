@@ -37,7 +37,7 @@ use crate::engine::{EngineConfig, EnginePool};
 use crate::model_loop::ModelLoop;
 use crate::session::{Inbound, Lifecycle, Limits};
 
-pub use admission::{Admissions, Admitted, Kind, MAX_SIDEBANDS};
+pub use admission::{Admissions, Admitted, Kind, SharedHold, SharedKeys, MAX_SIDEBANDS};
 pub use cluster_routes::ForwardClient;
 pub use directory::{LocalDirectory, SessionDirectory};
 pub use error::ApiError;
@@ -444,6 +444,10 @@ pub async fn start_on(args: &ServeArgs, sockets: Sockets) -> anyhow::Result<Serv
     let state = AppState::new(args, (model, engines), speech, llm, cluster);
     if let Some(c) = &state.cluster {
         tracing::info!(node = c.node_id(), node_url = %c.settings.node_url, "cluster mode: registering in Redis");
+    }
+    if let Some(c) = &state.cluster {
+        let keys = crate::cluster::ClusterKeys::new(c.clone());
+        state.admissions.share_keys(Arc::new(keys));
     }
     let heartbeat = crate::cluster::spawn_heartbeat(&state);
     let sip = match crate::sip::SipSettings::from_args(args)? {
