@@ -70,6 +70,7 @@ async fn calls_spread_by_free_slots_and_reach_their_owner_through_any_node() {
     common::cluster::wait_free(a.addr, "a", 2, T).await;
     secret_from_b_opens_a_call_through_a(a.addr, b.addr).await;
     ws_resumed_through_another_node(&[a.addr, b.addr, c.addr]).await;
+    call_resumed_through_another_node(&[a.addr, b.addr, c.addr]).await;
     cluster_views(a.addr).await;
 }
 
@@ -249,6 +250,49 @@ async fn ws_resumed_through_another_node(nodes: &[std::net::SocketAddr; 3]) {
         .await;
     let updated = again.until("session.updated").await;
     assert_eq!(updated["session"]["instructions"], "resumed");
+}
+
+/// A durable call's session resumed by a new call (the multipart `resume` part) sent to a
+/// node that does not own it: the owner takes the new call over.
+async fn call_resumed_through_another_node(nodes: &[std::net::SocketAddr; 3]) {
+    let opts = ClientOptions {
+        duplex: true,
+        ..keyed()
+    };
+    let mut first = RtcClient::connect(nodes[0], opts)
+        .await
+        .expect("durable call");
+    let (created, _) = first.until("session.created", T).await.expect("created");
+    let id = created["session"]["id"].as_str().expect("id").to_string();
+    let owner_node = duet_protocol::ids::session_node(&id)
+        .expect("names its node")
+        .to_string();
+    assert_eq!(owner(&first.call_id), owner_node);
+    let via = if owner_node == "c" {
+        nodes[0]
+    } else {
+        nodes[2]
+    };
+    let resume = json!({
+        "session_id": id,
+        "resume_token": created["resume_token"],
+        "last_received_server_event_seq": created["server_event_seq"].as_u64().unwrap_or(0),
+    });
+    let opts = ClientOptions {
+        resume: Some(resume),
+        ..keyed()
+    };
+    let mut second = RtcClient::connect(via, opts)
+        .await
+        .expect("resumed through another node");
+    assert_eq!(
+        owner(&second.call_id),
+        owner_node,
+        "the owner took the call"
+    );
+    let (resumed, _) = second.until("session.resumed", T).await.expect("resumed");
+    assert_eq!(resumed["session_id"], id.as_str());
+    drop(first);
 }
 
 /// `/v1/usage?scope=cluster` adds every node's calls up; `/v1/pool?scope=cluster` lists the

@@ -369,7 +369,12 @@ impl Server {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         if let Some(cluster) = &self.state.cluster {
-            let _ = tokio::time::timeout(Duration::from_secs(1), cluster.leave()).await;
+            // What was counted since the last heartbeat, then out of the registry.
+            let last = async {
+                self.state.usage.flush().await;
+                cluster.leave().await;
+            };
+            let _ = tokio::time::timeout(Duration::from_secs(1), last).await;
         }
         let _ = self.stop.send(true);
     }
