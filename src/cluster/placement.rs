@@ -143,6 +143,34 @@ mod tests {
         assert_eq!(ids(&c), ["calls-full", "ok"]);
     }
 
+    /// The record is a wire format: other nodes (maybe of another version during a rolling
+    /// upgrade) read it from Redis, and `/v1/pool?scope=cluster` shows it.
+    #[test]
+    fn the_record_on_the_wire() {
+        let n = NodeRecord {
+            id: "duet-0".into(),
+            node_url: "http://10.0.1.7:8080".into(),
+            public_url: "https://duet-0.example.com".into(),
+            udp: vec!["203.0.113.10:40000".into(), "203.0.113.10:40001".into()],
+            free_slots: 6,
+            slots: 8,
+            calls: 2,
+            max_calls: 100,
+            sessions: 2,
+            max_sessions: 256,
+            load: 0.25,
+            draining: false,
+            seen_ms: 1_796_000_000_000,
+            boot: "00c0ffee00c0ffee".into(),
+        };
+        insta::assert_json_snapshot!("node_record", n);
+        // A record without the fields a newer version adds still reads.
+        let mut v = serde_json::to_value(&n).expect("json");
+        v.as_object_mut().expect("object").remove("boot");
+        let old: NodeRecord = serde_json::from_value(v).expect("an older node's record");
+        assert_eq!(old.boot, "");
+    }
+
     #[test]
     fn placing_spreads_by_free_slots() {
         let mut nodes = vec![node("a", 10, 0.0), node("b", 10, 0.0), node("c", 10, 0.0)];
