@@ -48,6 +48,7 @@ mod openai_python_transcription;
 mod panic_containment;
 mod resume_expired_secret;
 mod sip_baresip;
+mod sip_baresip_transfer;
 mod sip_call_audio;
 mod sip_call_decisions;
 mod sip_call_dtmf;

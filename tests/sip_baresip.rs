@@ -5,36 +5,13 @@
 
 use crate::common;
 
-use common::sip::{accept, free_port, sip_addr, sip_server, webhook_app};
+use common::sip::{accept, baresip_config, sip_addr, sip_server, wav, webhook_app};
 use common::Client;
 use std::path::Path;
 use std::time::Duration;
 
 const HOW_TO_INSTALL: &str =
     "install Debian's baresip-core (apt-get install baresip-core; .ci/run does)";
-
-/// A 16-bit mono WAV of `pcm` at `rate`.
-fn wav(path: &Path, pcm: &[f32], rate: u32) {
-    let data: Vec<u8> = pcm
-        .iter()
-        .flat_map(|s| ((s.clamp(-1.0, 1.0) * 32767.0) as i16).to_le_bytes())
-        .collect();
-    let mut out = Vec::with_capacity(44 + data.len());
-    out.extend_from_slice(b"RIFF");
-    out.extend_from_slice(&(36 + data.len() as u32).to_le_bytes());
-    out.extend_from_slice(b"WAVEfmt ");
-    out.extend_from_slice(&16u32.to_le_bytes());
-    out.extend_from_slice(&1u16.to_le_bytes()); // PCM
-    out.extend_from_slice(&1u16.to_le_bytes()); // mono
-    out.extend_from_slice(&rate.to_le_bytes());
-    out.extend_from_slice(&(rate * 2).to_le_bytes());
-    out.extend_from_slice(&2u16.to_le_bytes());
-    out.extend_from_slice(&16u16.to_le_bytes());
-    out.extend_from_slice(b"data");
-    out.extend_from_slice(&(data.len() as u32).to_le_bytes());
-    out.extend_from_slice(&data);
-    std::fs::write(path, out).unwrap();
-}
 
 /// The samples of a 16-bit WAV (after its `data` tag).
 fn read_wav(path: &Path) -> Vec<f32> {
@@ -66,21 +43,7 @@ async fn baresip_calls_over_srtp_and_hears_the_answer() {
     let mut mic: Vec<f32> = common::voiced(2.0).iter().step_by(3).copied().collect();
     mic.extend(vec![0.0; 8_000 * 5]);
     wav(&dir.join("mic.wav"), &mic, 8_000);
-    let (port, ctrl, rtp) = (free_port(), free_port(), free_port());
-    let config = format!(
-        "sip_listen 127.0.0.1:{port}\nnet_interface 127.0.0.1\nrtp_ports {rtp}-{}\n\
-         audio_source aufile,{mic}\naudio_player aubridge,nil\naudio_alert aubridge,nil\n\
-         snd_path {rec}\nmodule_path /usr/lib/baresip/modules\nmodule ctrl_tcp.so\n\
-         module srtp.so\nmodule account.so\nmodule g711.so\nmodule aufile.so\n\
-         module aubridge.so\nmodule sndfile.so\nmodule_app menu.so\nctrl_tcp_listen 127.0.0.1:{ctrl}\n",
-        rtp + 1,
-        mic = dir.join("mic.wav").display(),
-        rec = rec.display(),
-    );
-    std::fs::write(dir.join("config"), config).unwrap();
-    let account =
-        format!("<sip:phone@127.0.0.1:{port}>;regint=0;answermode=auto;mediaenc=srtp-mand\n");
-    std::fs::write(dir.join("accounts"), account).unwrap();
+    let port = baresip_config(&dir, &rec, "mediaenc=srtp-mand", &["srtp.so"]);
 
     let dial = format!("/dial sip:duet@{}", sip_addr(&server));
     let mut phone = tokio::process::Command::new("/usr/bin/baresip")

@@ -4,6 +4,7 @@
 //! `sip-tester`) running the scenarios of `tests/sip/`.
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::time::Duration;
 
 use duet_signaling::webhook::WebhookSecret;
@@ -262,4 +263,50 @@ impl Sipp {
         let _ = std::fs::remove_dir_all(&self.dir);
         assert!(status.success(), "sipp failed ({status}):\n{errors}");
     }
+}
+
+/// A 16-bit mono WAV of `pcm` at `rate`.
+pub fn wav(path: &Path, pcm: &[f32], rate: u32) {
+    let data: Vec<u8> = pcm
+        .iter()
+        .flat_map(|s| ((s.clamp(-1.0, 1.0) * 32767.0) as i16).to_le_bytes())
+        .collect();
+    let mut out = Vec::with_capacity(44 + data.len());
+    out.extend_from_slice(b"RIFF");
+    out.extend_from_slice(&(36 + data.len() as u32).to_le_bytes());
+    out.extend_from_slice(b"WAVEfmt ");
+    out.extend_from_slice(&16u32.to_le_bytes());
+    out.extend_from_slice(&1u16.to_le_bytes()); // PCM
+    out.extend_from_slice(&1u16.to_le_bytes()); // mono
+    out.extend_from_slice(&rate.to_le_bytes());
+    out.extend_from_slice(&(rate * 2).to_le_bytes());
+    out.extend_from_slice(&2u16.to_le_bytes());
+    out.extend_from_slice(&16u16.to_le_bytes());
+    out.extend_from_slice(b"data");
+    out.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    out.extend_from_slice(&data);
+    std::fs::write(path, out).unwrap();
+}
+
+/// Writes a baresip configuration into `dir` (its microphone `dir/mic.wav`, its recordings
+/// into `rec`, ctrl_tcp, G.711, and `modules` too) and one auto-answering account with
+/// `account_params` (e.g. `mediaenc=srtp-mand`); returns the SIP port it listens on.
+pub fn baresip_config(dir: &Path, rec: &Path, account_params: &str, modules: &[&str]) -> u16 {
+    let (port, ctrl, rtp) = (free_port(), free_port(), free_port());
+    let extra: String = modules.iter().map(|m| format!("module {m}\n")).collect();
+    let config = format!(
+        "sip_listen 127.0.0.1:{port}\nnet_interface 127.0.0.1\nrtp_ports {rtp}-{}\n\
+         audio_source aufile,{mic}\naudio_player aubridge,nil\naudio_alert aubridge,nil\n\
+         snd_path {rec}\nmodule_path /usr/lib/baresip/modules\nmodule ctrl_tcp.so\n\
+         {extra}module account.so\nmodule g711.so\nmodule aufile.so\n\
+         module aubridge.so\nmodule sndfile.so\nmodule_app menu.so\nctrl_tcp_listen 127.0.0.1:{ctrl}\n",
+        rtp + 9,
+        mic = dir.join("mic.wav").display(),
+        rec = rec.display(),
+    );
+    std::fs::write(dir.join("config"), config).expect("baresip config");
+    let account =
+        format!("<sip:phone@127.0.0.1:{port}>;regint=0;answermode=auto;{account_params}\n");
+    std::fs::write(dir.join("accounts"), account).expect("baresip accounts");
+    port
 }
