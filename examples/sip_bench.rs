@@ -15,6 +15,10 @@
 //! `--secs`: the server's CPU per call, packets received against the 50/s expected, and each
 //! call's inter-arrival gaps (their deviation from 20 ms, which includes this program's own
 //! scheduling on the same cores). Loopback only.
+//!
+//! `--webrtc N` runs N WebRTC calls beside each SIP load, from the `loadgen` example (build
+//! it too; `--loadgen PATH`) against the same server: its table row (pacing, latency of the
+//! WebRTC calls) is printed after the SIP figures, and the server CPU is then both loads'.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -227,12 +231,14 @@ async fn main() -> anyhow::Result<()> {
         .map(str::parse)
         .collect::<Result<_, _>>()?;
     let secs: u64 = arg("--secs").map_or(Ok(10), |v| v.parse())?;
+    let webrtc: usize = arg("--webrtc").map_or(Ok(0), |v| v.parse())?;
+    let loadgen = arg("--loadgen").unwrap_or_else(|| "target/release/examples/loadgen".into());
     let (url, announced) = webhook_app().await?;
     let sip_port = std::net::UdpSocket::bind("127.0.0.1:0")?
         .local_addr()?
         .port();
     let listen = format!("127.0.0.1:{sip_port}");
-    let max = counts.iter().max().copied().unwrap_or(1).max(1).to_string();
+    let max = (counts.iter().max().copied().unwrap_or(1).max(1) + webrtc).to_string();
     let (mut child, http) = spawn_server(
         &binary,
         &[
@@ -255,7 +261,23 @@ async fn main() -> anyhow::Result<()> {
         signalling(sip, http, &announced, calls).await?;
         println!("load, each call talking and listening for {secs} s:");
         for n in counts {
+            let beside = (webrtc > 0).then(|| {
+                println!("     … with {webrtc} WebRTC calls beside them (loadgen):");
+                tokio::process::Command::new(&loadgen)
+                    .arg("--server")
+                    .arg(format!("{http},{}", child.id()))
+                    .args(["--calls", &webrtc.to_string(), "--secs", &secs.to_string()])
+                    .stdout(std::process::Stdio::piped())
+                    .spawn()
+            });
+            let beside = beside
+                .transpose()
+                .context("loadgen (cargo build --release --example loadgen)")?;
             load(sip, http, &announced, child.id(), n, secs).await?;
+            if let Some(b) = beside {
+                let out = b.wait_with_output().await?;
+                print!("{}", String::from_utf8_lossy(&out.stdout));
+            }
         }
         Ok::<_, anyhow::Error>(())
     }
