@@ -1,6 +1,6 @@
 //! A late offer and the app's hangup: sipp's INVITE has no SDP, the app accepts, Duet's
-//! `200 OK` carries Duet's offer (PCMU, PCMA, telephone-event) and sipp's ACK the answer
-//! (PCMA); the app then hangs up over the API and sipp gets Duet's BYE.
+//! `200 OK` carries Duet's offer (PCMU, PCMA, Opus, telephone-event) and sipp's ACK the
+//! answer (PCMA, or Opus); the app then hangs up over the API and sipp gets Duet's BYE.
 
 use crate::common;
 
@@ -9,9 +9,18 @@ use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_offer_call_is_answered_and_hung_up_by_the_app() {
+    late_offer(&[("PT", "8"), ("CODEC", "PCMA/8000")]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_offer_answered_with_opus_is_a_live_call() {
+    late_offer(&[("PT", "111"), ("CODEC", "opus/48000/2")]).await;
+}
+
+async fn late_offer(answer: &[(&str, &str)]) {
     let mut app = webhook_app().await;
     let server = sip_server(&app, &[]).await;
-    let sipp = Sipp::start(sip_addr(&server), "late_offer.xml", &[], &[]);
+    let sipp = Sipp::start(sip_addr(&server), "late_offer.xml", answer, &[]);
     let call = app.next().await;
     accept(server.addr, &call.call_id).await;
     // The call is live (the ACK brought the answer): its sideband joins.

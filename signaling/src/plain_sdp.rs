@@ -526,18 +526,22 @@ pub fn write_answer(offer: &PlainOffer, local: &LocalMedia) -> String {
 
 /// The payload type of `telephone-event` in Duet's own offers.
 pub const OFFER_TELEPHONE_EVENT: u8 = 101;
+/// The payload type of Opus in Duet's own offers.
+pub const OFFER_OPUS: u8 = 111;
 
 /// Duet's offer for an INVITE that came without one (RFC 3261 §13.2.1: the answer comes in
-/// the ACK, and [`parse_offer`] reads it too): PCMU and PCMA with `telephone-event`, plain
-/// `RTP/AVP`.
+/// the ACK, and [`parse_offer`] reads it too): PCMU, PCMA and then Opus (what phone networks
+/// carry first; a trunk that prefers Opus may answer with it), with `telephone-event`,
+/// plain `RTP/AVP`.
 pub fn write_offer(local: &LocalMedia) -> String {
     use std::fmt::Write;
-    let mut out = String::with_capacity(384);
+    let mut out = String::with_capacity(448);
     session_head(local, &mut out);
-    let ev = OFFER_TELEPHONE_EVENT;
+    let (ev, opus) = (OFFER_TELEPHONE_EVENT, OFFER_OPUS);
     let _ = write!(
         out,
-        "m=audio {} RTP/AVP 0 8 {ev}\r\na=rtpmap:0 PCMU/8000\r\na=rtpmap:8 PCMA/8000\r\n\
+        "m=audio {} RTP/AVP 0 8 {opus} {ev}\r\na=rtpmap:0 PCMU/8000\r\na=rtpmap:8 PCMA/8000\r\n\
+         a=rtpmap:{opus} opus/48000/2\r\na=fmtp:{opus} minptime=20;useinbandfec=1\r\n\
          a=rtpmap:{ev} telephone-event/8000\r\na=fmtp:{ev} 0-16\r\na=ptime:20\r\na=sendrecv\r\n",
         local.port
     );

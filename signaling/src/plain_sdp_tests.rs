@@ -181,9 +181,11 @@ fn a_late_offer_is_ours_and_its_answer_reads_back() {
          s=duet\r\n\
          c=IN IP4 203.0.113.7\r\n\
          t=0 0\r\n\
-         m=audio 40000 RTP/AVP 0 8 101\r\n\
+         m=audio 40000 RTP/AVP 0 8 111 101\r\n\
          a=rtpmap:0 PCMU/8000\r\n\
          a=rtpmap:8 PCMA/8000\r\n\
+         a=rtpmap:111 opus/48000/2\r\n\
+         a=fmtp:111 minptime=20;useinbandfec=1\r\n\
          a=rtpmap:101 telephone-event/8000\r\n\
          a=fmtp:101 0-16\r\n\
          a=ptime:20\r\n\
@@ -197,6 +199,11 @@ fn a_late_offer_is_ours_and_its_answer_reads_back() {
         (a.codec, a.telephone_event, a.port),
         (PlainCodec::Pcma, Some(101), 7000)
     );
+    // Or Opus, on the payload type offered.
+    let answer = "v=0\r\nc=IN IP4 127.0.0.1\r\nm=audio 7000 RTP/AVP 111 101\r\n\
+                  a=rtpmap:111 opus/48000/2\r\na=rtpmap:101 telephone-event/8000\r\n";
+    let a = parse_offer(answer).unwrap();
+    assert_eq!((a.codec, a.payload_type), (PlainCodec::Opus, 111));
     // IPv6 media.
     let v6 = LocalMedia {
         addr: "::1".parse().unwrap(),
