@@ -47,6 +47,7 @@ mod openai_python_tools;
 mod openai_python_transcription;
 mod panic_containment;
 mod resume_expired_secret;
+mod sip_accept_without_slot;
 mod sip_baresip;
 mod sip_baresip_transfer;
 mod sip_call_audio;
