@@ -44,6 +44,7 @@ async fn baresip_calls_over_srtp_and_hears_the_answer() {
     mic.extend(vec![0.0; 8_000 * 5]);
     wav(&dir.join("mic.wav"), &mic, 8_000);
     let port = baresip_config(&dir, &rec, "mediaenc=srtp-mand", &["srtp.so"]);
+    let from = format!("sip:phone@127.0.0.1:{port}");
 
     let dial = format!("/dial sip:duet@{}", sip_addr(&server));
     let mut phone = tokio::process::Command::new("/usr/bin/baresip")
@@ -57,7 +58,7 @@ async fn baresip_calls_over_srtp_and_hears_the_answer() {
         .expect("baresip starts");
     let call = app.next().await;
     assert!(
-        call.header("From").unwrap().contains("sip:phone@"),
+        call.header("From").unwrap().contains(&from),
         "{:?}",
         call.event
     );
