@@ -274,6 +274,7 @@ pub struct Metrics {
     speculations: Mutex<BTreeMap<String, u64>>,
     sip_webhooks: Mutex<BTreeMap<String, u64>>,
     sip_calls: Mutex<BTreeMap<String, u64>>,
+    cluster_routed: Mutex<BTreeMap<String, u64>>,
 }
 
 /// The process's metrics.
@@ -304,8 +305,31 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     speculations: Mutex::new(BTreeMap::new()),
     sip_webhooks: Mutex::new(BTreeMap::new()),
     sip_calls: Mutex::new(BTreeMap::new()),
+    cluster_routed: Mutex::new(BTreeMap::new()),
 }
 });
+
+/// Renders cluster mode's gauges: whether Redis answered the last heartbeat, and the live
+/// nodes this node sees.
+pub fn render_cluster(out: &mut String, redis_up: bool, nodes: usize) {
+    render_values(
+        out,
+        [
+            (
+                "duet_cluster_redis_up",
+                "gauge",
+                "1 when the cluster's Redis answered the last heartbeat, else 0.",
+                u64::from(redis_up),
+            ),
+            (
+                "duet_cluster_nodes",
+                "gauge",
+                "Live nodes in this node's view of the cluster (itself included).",
+                nodes as u64,
+            ),
+        ],
+    );
+}
 
 /// Renders the memory budget's gauges: its limit and what is charged to it now.
 pub fn render_memory(out: &mut String, limit: u64, used: u64) {
@@ -354,6 +378,13 @@ impl Metrics {
     /// `timeout`, `busy` (no slot at accept), `not_acceptable` (no common codec), `refused`.
     pub fn sip_call(&self, outcome: &str) {
         bump(&self.sip_calls, outcome);
+    }
+
+    /// Counts a request cluster routing sent elsewhere or took, by outcome: `forwarded`,
+    /// `proxied`, `refused` (the node answered 503), `unreachable`, `gone` (an id whose node
+    /// is gone).
+    pub fn cluster_routed(&self, outcome: &str) {
+        bump(&self.cluster_routed, outcome);
     }
 
     /// Counts an error event by code.
@@ -471,6 +502,12 @@ impl Metrics {
                 "SIP INVITEs by outcome: accepted, rejected, cancelled, timeout, busy, not_acceptable, refused.",
                 "outcome",
                 &self.sip_calls,
+            ),
+            (
+                "duet_cluster_routed_total",
+                "Requests cluster routing sent to another node, by outcome: forwarded, proxied, refused (503 there), unreachable, gone (the id's node is gone).",
+                "outcome",
+                &self.cluster_routed,
             ),
         ] {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");

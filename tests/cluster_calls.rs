@@ -312,4 +312,15 @@ async fn cluster_views(a: std::net::SocketAddr) {
     let (_, pool) = get_json(a, "/v1/pool?scope=cluster").await;
     assert_eq!(pool["redis"], "up", "{pool}");
     assert_eq!(pool["nodes"].as_array().map(Vec::len), Some(3), "{pool}");
+    // A's metrics: 20 offers forwarded (the other 10 and the rest were its own), Redis up.
+    let metrics = common::get(a, "/metrics", &[AUTH]).await.1;
+    let value = |line: &str| {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(line)?.trim().parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("no {line} in A's metrics"))
+    };
+    assert!(value("duet_cluster_routed_total{outcome=\"forwarded\"}") >= 20.0);
+    assert_eq!(value("duet_cluster_redis_up"), 1.0);
+    assert_eq!(value("duet_cluster_nodes"), 3.0);
 }

@@ -1,6 +1,7 @@
 //! A node drained (SIGTERM) in a cluster: it marks itself draining in the registry first,
 //! so no new call is placed on it (through any node); its live calls are told at once and
-//! end by its drain deadline; the other nodes take the new calls.
+//! end by its drain deadline; a socket it proxies to another node is closed (1001) at that
+//! deadline; the other nodes take the new calls.
 
 use crate::common;
 
@@ -35,6 +36,16 @@ async fn a_draining_node_takes_nothing_new_and_ends_its_calls_by_the_deadline() 
         .iter()
         .position(|x| owner(&x.call_id) == "c")
         .expect("one call on each node");
+    // A sideband that C proxies to a call on A: C's drain closes it (1001) at C's deadline,
+    // and the call on A goes on.
+    let on_a = calls
+        .iter()
+        .find(|x| owner(&x.call_id) == "a")
+        .expect("a call on a");
+    let url = format!("ws://{}/v1/realtime?call_id={}", c.addr, on_a.call_id);
+    let mut proxied = common::Client::open(&url, &[common::cluster::AUTH])
+        .await
+        .expect("sideband through C");
 
     c.signal(libc::SIGTERM);
     let signalled = Instant::now();
@@ -57,6 +68,13 @@ async fn a_draining_node_takes_nothing_new_and_ends_its_calls_by_the_deadline() 
     let (ev, _) = call.until("error", T).await.expect("told");
     assert_eq!(ev["error"]["code"], "server_draining");
     assert!(signalled.elapsed() < Duration::from_secs(2), "told late");
+    let (code, _) = proxied.close_frame().await.expect("a close frame from C");
+    assert_eq!(code, 1001, "C's proxy closes as it goes away");
+    let closed = signalled.elapsed();
+    assert!(
+        closed >= Duration::from_millis(2_500) && closed < Duration::from_millis(4_500),
+        "the proxied socket closed {closed:?} after SIGTERM (drain: 3 s)"
+    );
     c.wait_exit(Duration::from_secs(8))
         .expect("C exits after its drain");
     let last = call.stats().frames.last().map(|(t, _)| *t).expect("frames");

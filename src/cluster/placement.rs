@@ -45,21 +45,25 @@ pub enum Want {
     Call,
     /// A WebSocket session.
     Session,
+    /// A transcription session (`?intent=transcription`): no model slot.
+    Transcription,
 }
 
 impl NodeRecord {
-    /// Whether the node takes a new `want`: not draining, a free model slot, below
-    /// `--max-sessions`, and for a call below `--max-calls`.
+    /// Whether the node takes a new `want`: not draining, below `--max-sessions`, a free
+    /// model slot (but for a transcription session), and for a call below `--max-calls`.
     pub fn takes(&self, want: Want) -> bool {
         !self.draining
-            && self.free_slots > 0
             && self.sessions < self.max_sessions
-            && (want == Want::Session || self.calls < self.max_calls)
+            && (want == Want::Transcription || self.free_slots > 0)
+            && (want != Want::Call || self.calls < self.max_calls)
     }
 
     /// Counts one more `want` placed on it (until its next heartbeat says better).
     pub fn place(&mut self, want: Want) {
-        self.free_slots = self.free_slots.saturating_sub(1);
+        if want != Want::Transcription {
+            self.free_slots = self.free_slots.saturating_sub(1);
+        }
         self.sessions += 1;
         if want == Want::Call {
             self.calls += 1;
@@ -138,9 +142,12 @@ mod tests {
         let nodes = [draining, no_slot, calls_full, sessions_full, silent, ok];
         let c = candidates(&nodes, Want::Call, "x", (6_500, 6_000));
         assert_eq!(ids(&c), ["ok"]);
-        // A WebSocket session does not need a call slot.
+        // A WebSocket session does not need a call slot; a transcription session no model
+        // slot either.
         let c = candidates(&nodes, Want::Session, "x", (6_500, 6_000));
         assert_eq!(ids(&c), ["calls-full", "ok"]);
+        let c = candidates(&nodes, Want::Transcription, "x", (6_500, 6_000));
+        assert_eq!(ids(&c), ["calls-full", "ok", "no-slot"]);
     }
 
     /// The record is a wire format: other nodes (maybe of another version during a rolling

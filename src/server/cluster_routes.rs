@@ -99,7 +99,7 @@ pub async fn route(State(state): State<Arc<AppState>>, mut req: Request, next: N
     }
     match classify(&cluster, &req) {
         Route::Local => next.run(req).await,
-        Route::Owner(node) => to_owner(&cluster, req, &node).await,
+        Route::Owner(node) => to_owner(&state, &cluster, req, &node).await,
         Route::Place(want) => place(&state, &cluster, req, next, want).await,
     }
 }
@@ -152,6 +152,8 @@ fn classify(cluster: &Cluster, req: &Request) -> Route {
             Some(call) => owner(duet_signaling::call_node(call)),
             // A resume socket is routed by its first message.
             None if super::ws::flag_on(param("resume")) => Route::Local,
+            // A transcription session takes no model slot.
+            None if param("intent") == Some("transcription") => Route::Place(Want::Transcription),
             None => Route::Place(Want::Session),
         },
         _ => Route::Local,
@@ -160,7 +162,7 @@ fn classify(cluster: &Cluster, req: &Request) -> Route {
 
 /// Forwards (or proxies) a request to the node that owns what it names: `404` when that
 /// node is gone.
-async fn to_owner(cluster: &Cluster, req: Request, node: &str) -> Response {
+async fn to_owner(state: &AppState, cluster: &Cluster, req: Request, node: &str) -> Response {
     let gone = || {
         ApiError::not_found(
             "not_found",
@@ -169,10 +171,11 @@ async fn to_owner(cluster: &Cluster, req: Request, node: &str) -> Response {
         .into_response()
     };
     let Some(url) = cluster.node_url(node) else {
+        crate::metrics::METRICS.cluster_routed("gone");
         return gone();
     };
     let result = if is_upgrade(&req) {
-        proxy_socket(cluster, req, &url).await
+        proxy_socket(state, cluster, req, &url).await
     } else {
         match buffer(req).await {
             Ok(buffered) => forward(cluster, &buffered, &url).await,
@@ -180,6 +183,7 @@ async fn to_owner(cluster: &Cluster, req: Request, node: &str) -> Response {
         }
     };
     result.unwrap_or_else(|()| {
+        crate::metrics::METRICS.cluster_routed("unreachable");
         cluster.unreachable(node);
         gone()
     })
@@ -196,7 +200,7 @@ async fn place(
     want: Want,
 ) -> Response {
     match want {
-        Want::Session => place_session(state, cluster, req, next).await,
+        Want::Session | Want::Transcription => place_session(state, cluster, req, next, want).await,
         Want::Call => match buffer(req).await {
             Ok(b) => match b.resume_owner.clone() {
                 Some(owner) => owner_or_gone(cluster, &b, &owner).await,
@@ -215,12 +219,18 @@ async fn place_call(state: &AppState, cluster: &Cluster, b: Buffered, next: Next
                 return next.run(rebuild(b)).await;
             }
             match forward(cluster, &b, &node.node_url).await {
-                Ok(r) if r.status() == StatusCode::SERVICE_UNAVAILABLE => cluster.refused(&node.id),
+                Ok(r) if r.status() == StatusCode::SERVICE_UNAVAILABLE => {
+                    crate::metrics::METRICS.cluster_routed("refused");
+                    cluster.refused(&node.id);
+                }
                 Ok(r) => {
                     cluster.placed(&node.id, Want::Call);
                     return r;
                 }
-                Err(()) => cluster.unreachable(&node.id),
+                Err(()) => {
+                    crate::metrics::METRICS.cluster_routed("unreachable");
+                    cluster.unreachable(&node.id);
+                }
             }
         }
         if tokio::time::Instant::now() >= deadline {
@@ -230,7 +240,13 @@ async fn place_call(state: &AppState, cluster: &Cluster, b: Buffered, next: Next
     }
 }
 
-async fn place_session(state: &AppState, cluster: &Cluster, req: Request, next: Next) -> Response {
+async fn place_session(
+    state: &AppState,
+    cluster: &Cluster,
+    req: Request,
+    next: Next,
+    want: Want,
+) -> Response {
     let deadline = tokio::time::Instant::now() + state.admission_wait;
     let client = req
         .extensions()
@@ -244,7 +260,7 @@ async fn place_session(state: &AppState, cluster: &Cluster, req: Request, next: 
     let protocols = req.headers().get(header::SEC_WEBSOCKET_PROTOCOL).cloned();
     let headers = forward_headers(cluster, req.headers(), client);
     loop {
-        for node in cluster.candidates(own_record(state, &cluster.settings), Want::Session) {
+        for node in cluster.candidates(own_record(state, &cluster.settings), want) {
             if node.id == cluster.node_id() {
                 return next.run(req).await;
             }
@@ -253,13 +269,18 @@ async fn place_session(state: &AppState, cluster: &Cluster, req: Request, next: 
                 Ok(super::ws_proxy::Upstream::Refused(r))
                     if r.status() == StatusCode::SERVICE_UNAVAILABLE =>
                 {
+                    crate::metrics::METRICS.cluster_routed("refused");
                     cluster.refused(&node.id);
                 }
                 Ok(upstream) => {
-                    cluster.placed(&node.id, Want::Session);
-                    return super::ws_proxy::answer(req, upstream).await;
+                    cluster.placed(&node.id, want);
+                    let ends = super::ws_proxy::Ends::of(state);
+                    return super::ws_proxy::answer(req, upstream, ends).await;
                 }
-                Err(()) => cluster.unreachable(&node.id),
+                Err(()) => {
+                    crate::metrics::METRICS.cluster_routed("unreachable");
+                    cluster.unreachable(&node.id);
+                }
             }
         }
         if tokio::time::Instant::now() >= deadline {
@@ -377,6 +398,7 @@ async fn forward(cluster: &Cluster, b: &Buffered, base: &str) -> Result<Response
         .await
         .map_err(|_| ())?
         .map_err(|e| tracing::debug!(error = %e, "cluster forward failed"))?;
+    crate::metrics::METRICS.cluster_routed("forwarded");
     let (parts, body) = response.into_parts();
     let limited = http_body_util::Limited::new(body, MAX_RESPONSE_BODY);
     let bytes = limited.collect().await.map_err(|_| ())?.to_bytes();
@@ -400,7 +422,12 @@ fn is_upgrade(req: &Request) -> bool {
 /// Proxies a WebSocket to the node at `base`: the upstream socket is opened first, so the
 /// client gets the node's own refusal (its status and body) when there is one. `Err`: the
 /// node cannot be reached.
-async fn proxy_socket(cluster: &Cluster, req: Request, base: &str) -> Result<Response, ()> {
+async fn proxy_socket(
+    state: &AppState,
+    cluster: &Cluster,
+    req: Request,
+    base: &str,
+) -> Result<Response, ()> {
     let client = req
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
@@ -410,7 +437,8 @@ async fn proxy_socket(cluster: &Cluster, req: Request, base: &str) -> Result<Res
     let protocols = req.headers().get(header::SEC_WEBSOCKET_PROTOCOL).cloned();
     let headers = forward_headers(cluster, req.headers(), client);
     let upstream = super::ws_proxy::connect(&url, headers, protocols).await?;
-    Ok(super::ws_proxy::answer(req, upstream).await)
+    let ends = super::ws_proxy::Ends::of(state);
+    Ok(super::ws_proxy::answer(req, upstream, ends).await)
 }
 
 /// The node that owns session `id`, when it is another node of this cluster.

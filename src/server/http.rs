@@ -265,6 +265,9 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         state.websockets.load(std::sync::atomic::Ordering::Acquire),
     );
     crate::metrics::render_memory(&mut body, state.memory.limit(), state.memory.used());
+    if let Some(c) = &state.cluster {
+        crate::metrics::render_cluster(&mut body, c.redis_up(), c.nodes().len());
+    }
     if let Some(crate::llm::LlmBackend::Embedded(e)) = &state.llm {
         crate::metrics::render_llm(&mut body, e.llm.stats());
     }

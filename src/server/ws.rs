@@ -172,10 +172,10 @@ fn upgrade_sideband(
 }
 
 /// Counts a WebSocket that carries a session or a sideband, while it lives.
-struct Counted(Arc<std::sync::atomic::AtomicUsize>);
+pub(super) struct Counted(Arc<std::sync::atomic::AtomicUsize>);
 
 impl Counted {
-    fn new(state: &AppState) -> Self {
+    pub(super) fn new(state: &AppState) -> Self {
         state
             .websockets
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
@@ -353,7 +353,8 @@ async fn resume_socket(state: Arc<AppState>, socket: WebSocket, cred: Credential
             super::cluster_routes::resume_upstream(&state, &owner, from.headers, from.ip).await;
         return match (upstream, sink.reunite(stream)) {
             (Some(up), Ok(socket)) => {
-                super::ws_proxy::pump_after(socket, up, first.to_string()).await
+                let ends = super::ws_proxy::Ends::of(&state);
+                super::ws_proxy::pump_after(socket, up, first.to_string(), ends).await
             }
             (None, Ok(socket)) => {
                 let (mut sink, _) = socket.split();

@@ -59,6 +59,7 @@ pub async fn connect(
     let connecting = tokio_tungstenite::connect_async_with_config(request, Some(config), true);
     match tokio::time::timeout(CONNECT, connecting).await {
         Ok(Ok((socket, response))) => {
+            crate::metrics::METRICS.cluster_routed("proxied");
             let protocol = response
                 .headers()
                 .get(header::SEC_WEBSOCKET_PROTOCOL)
@@ -88,9 +89,40 @@ pub async fn connect(
     }
 }
 
+/// What ends a proxied socket besides its two sides: this node's drain (the client gets
+/// close 1001 at the drain's deadline, so that it reconnects through another node; a durable
+/// session on the owner waits for its resume). Counted among the node's sockets meanwhile.
+pub struct Ends {
+    lifecycle: tokio::sync::watch::Receiver<crate::session::Lifecycle>,
+    _counted: super::ws::Counted,
+}
+
+impl Ends {
+    /// For a socket proxied by `state`'s node.
+    pub fn of(state: &super::AppState) -> Self {
+        Self {
+            lifecycle: state.lifecycle.subscribe(),
+            _counted: super::ws::Counted::new(state),
+        }
+    }
+
+    /// Resolves at this node's drain deadline.
+    async fn drained(&mut self) {
+        let deadline = loop {
+            if let crate::session::Lifecycle::Draining { deadline } = *self.lifecycle.borrow() {
+                break deadline;
+            }
+            if self.lifecycle.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
+        tokio::time::sleep_until(deadline.into()).await;
+    }
+}
+
 /// Answers the client's upgrade request with what the owning node said: the upgrade and
 /// then the proxy, or the node's refusal.
-pub async fn answer(req: Request, upstream: Upstream) -> Response {
+pub async fn answer(req: Request, upstream: Upstream, ends: Ends) -> Response {
     let (socket, protocol) = match upstream {
         Upstream::Refused(r) => return r,
         Upstream::Open { socket, protocol } => (socket, protocol),
@@ -106,13 +138,16 @@ pub async fn answer(req: Request, upstream: Upstream) -> Response {
     };
     ws.max_message_size(super::ws::MAX_WS_MESSAGE)
         .max_frame_size(super::ws::MAX_WS_MESSAGE)
-        .on_upgrade(move |client| pump(client, *socket))
+        .on_upgrade(move |client| pump(client, *socket, ends))
 }
 
-/// Carries messages both ways until one side closes; the other then has [`CLOSE_GRACE`].
-pub async fn pump(client: WebSocket, upstream: UpSocket) {
-    let (mut c_tx, mut c_rx) = client.split();
+/// Carries messages both ways until one side closes (the other then has [`CLOSE_GRACE`]) or
+/// this node's drain deadline passes.
+pub async fn pump(client: WebSocket, upstream: UpSocket, mut ends: Ends) {
+    let (c_tx, mut c_rx) = client.split();
     let (mut u_tx, mut u_rx) = upstream.split();
+    let c_tx = std::sync::Arc::new(tokio::sync::Mutex::new(c_tx));
+    let c_down = c_tx.clone();
     let up = async move {
         while let Some(Ok(m)) = c_rx.next().await {
             let Some(m) = to_upstream(m) else { continue };
@@ -127,23 +162,31 @@ pub async fn pump(client: WebSocket, upstream: UpSocket) {
         while let Some(Ok(m)) = u_rx.next().await {
             let Some(m) = to_client(m) else { continue };
             let close = matches!(m, Message::Close(_));
-            if c_tx.send(m).await.is_err() || close {
+            if c_down.lock().await.send(m).await.is_err() || close {
                 break;
             }
         }
-        let _ = c_tx.close().await;
+        let _ = c_down.lock().await.close().await;
     };
     tokio::pin!(up, down);
     tokio::select! {
         () = &mut up => { let _ = tokio::time::timeout(CLOSE_GRACE, down).await; }
         () = &mut down => { let _ = tokio::time::timeout(CLOSE_GRACE, up).await; }
+        () = ends.drained() => {
+            let bye = Message::Close(Some(CloseFrame {
+                code: 1001,
+                reason: "server draining: reconnect".into(),
+            }));
+            let mut tx = c_tx.lock().await;
+            let _ = tokio::time::timeout(CLOSE_GRACE, tx.send(bye)).await;
+        }
     }
 }
 
 /// Sends `first` (a message the client already sent here) and then proxies.
-pub async fn pump_after(client: WebSocket, mut upstream: UpSocket, first: String) {
+pub async fn pump_after(client: WebSocket, mut upstream: UpSocket, first: String, ends: Ends) {
     if upstream.send(Up::Text(first.into())).await.is_ok() {
-        pump(client, upstream).await;
+        pump(client, upstream, ends).await;
     }
 }
 
