@@ -49,6 +49,8 @@ mod panic_containment;
 mod resume_expired_secret;
 mod sip_accept_without_slot;
 mod sip_baresip;
+mod sip_baresip_barge_in;
+mod sip_baresip_keys;
 mod sip_baresip_transfer;
 mod sip_call_audio;
 mod sip_call_decisions;

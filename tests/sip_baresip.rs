@@ -5,13 +5,12 @@
 
 use crate::common;
 
-use common::sip::{accept, baresip_config, sip_addr, sip_server, wav, webhook_app};
+use common::sip::{
+    accept, baresip_config, phone_dir, sip_addr, sip_server, start_phone, webhook_app,
+};
 use common::Client;
 use std::path::Path;
 use std::time::Duration;
-
-const HOW_TO_INSTALL: &str =
-    "install Debian's baresip-core (apt-get install baresip-core; .ci/run does)";
 
 /// The samples of a 16-bit WAV (after its `data` tag).
 fn read_wav(path: &Path) -> Vec<f32> {
@@ -29,33 +28,19 @@ fn read_wav(path: &Path) -> Vec<f32> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn baresip_calls_over_srtp_and_hears_the_answer() {
-    assert!(
-        Path::new("/usr/bin/baresip").exists(),
-        "no baresip: {HOW_TO_INSTALL}"
-    );
     let _alone = common::exclusive().await; // real-time audio both ways
     let mut app = webhook_app().await;
     let server = sip_server(&app, &[]).await;
-    let dir = std::env::temp_dir().join(format!("duet-baresip-{}", common::unique()));
-    let rec = dir.join("rec");
-    std::fs::create_dir_all(&rec).unwrap();
     // 2 s of voice, then silence long enough to hear the whole answer.
     let mut mic: Vec<f32> = common::voiced(2.0).iter().step_by(3).copied().collect();
     mic.extend(vec![0.0; 8_000 * 5]);
-    wav(&dir.join("mic.wav"), &mic, 8_000);
-    let port = baresip_config(&dir, &rec, "mediaenc=srtp-mand", &["srtp.so"]);
+    let dir = phone_dir("baresip", &mic);
+    let rec = dir.join("rec");
+    let (port, _) = baresip_config(&dir, &rec, "mediaenc=srtp-mand", &["srtp.so"]);
     let from = format!("sip:phone@127.0.0.1:{port}");
 
     let dial = format!("/dial sip:duet@{}", sip_addr(&server));
-    let mut phone = tokio::process::Command::new("/usr/bin/baresip")
-        .arg("-f")
-        .arg(&dir)
-        .args(["-t", "15", "-e", &dial])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("baresip starts");
+    let mut phone = start_phone(&dir, 15, Some(&dial));
     let call = app.next().await;
     assert!(
         call.header("From").unwrap().contains(&from),

@@ -5,51 +5,27 @@
 
 use crate::common;
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::sip::{accept, baresip_config, decide, sip_addr, sip_server, wav, webhook_app};
+use common::sip::{
+    accept, baresip_config, decide, phone_dir, sip_addr, sip_server, start_phone, webhook_app,
+};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-/// Starts baresip on the configuration in `dir`; `dial` is its first command.
-fn phone(dir: &Path, dial: Option<&str>) -> tokio::process::Child {
-    let mut cmd = tokio::process::Command::new("/usr/bin/baresip");
-    cmd.arg("-f").arg(dir).args(["-t", "30"]);
-    if let Some(d) = dial {
-        cmd.args(["-e", d]);
-    }
-    cmd.stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("baresip starts")
-}
-
-/// A phone's directory with 10 s of silence as its microphone.
-fn phone_dir(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("duet-{name}-{}", common::unique()));
-    std::fs::create_dir_all(dir.join("rec")).expect("dir");
-    wav(&dir.join("mic.wav"), &vec![0.0; 8_000 * 10], 8_000);
-    dir
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refer_moves_a_real_caller_to_a_second_phone() {
-    assert!(
-        Path::new("/usr/bin/baresip").exists(),
-        "install Debian's baresip-core"
-    );
     let _alone = common::exclusive().await;
     let mut app = webhook_app().await;
     let server = sip_server(&app, &[]).await;
-    let (caller_dir, agent_dir) = (phone_dir("caller"), phone_dir("agent"));
-    let caller_port = baresip_config(&caller_dir, &caller_dir.join("rec"), "", &[]);
-    let agent_port = baresip_config(&agent_dir, &agent_dir.join("rec"), "", &[]);
-    let mut agent = phone(&agent_dir, None);
+    let quiet = vec![0.0; 8_000 * 10];
+    let (caller_dir, agent_dir) = (phone_dir("caller", &quiet), phone_dir("agent", &quiet));
+    let (caller_port, _) = baresip_config(&caller_dir, &caller_dir.join("rec"), "", &[]);
+    let (agent_port, _) = baresip_config(&agent_dir, &agent_dir.join("rec"), "", &[]);
+    let mut agent = start_phone(&agent_dir, 30, None);
     let agent_log = agent.stdout.take().expect("stdout");
     let dial = format!("/dial sip:duet@{}", sip_addr(&server));
-    let mut caller = phone(&caller_dir, Some(&dial));
+    let mut caller = start_phone(&caller_dir, 30, Some(&dial));
 
     let call = app.next().await;
     accept(server.addr, &call.call_id).await;

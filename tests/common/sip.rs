@@ -289,9 +289,15 @@ pub fn wav(path: &Path, pcm: &[f32], rate: u32) {
 }
 
 /// Writes a baresip configuration into `dir` (its microphone `dir/mic.wav`, its recordings
-/// into `rec`, ctrl_tcp, G.711, and `modules` too) and one auto-answering account with
-/// `account_params` (e.g. `mediaenc=srtp-mand`); returns the SIP port it listens on.
-pub fn baresip_config(dir: &Path, rec: &Path, account_params: &str, modules: &[&str]) -> u16 {
+/// into `rec`, ctrl_tcp, G.711, and `modules` too; ten RTP ports, for a call and a transfer)
+/// and one auto-answering account with `account_params` (e.g. `mediaenc=srtp-mand`);
+/// returns its SIP and ctrl_tcp ports.
+pub fn baresip_config(
+    dir: &Path,
+    rec: &Path,
+    account_params: &str,
+    modules: &[&str],
+) -> (u16, u16) {
     let (port, ctrl, rtp) = (free_port(), free_port(), free_port());
     let extra: String = modules.iter().map(|m| format!("module {m}\n")).collect();
     let config = format!(
@@ -308,5 +314,69 @@ pub fn baresip_config(dir: &Path, rec: &Path, account_params: &str, modules: &[&
     let account =
         format!("<sip:phone@127.0.0.1:{port}>;regint=0;answermode=auto;{account_params}\n");
     std::fs::write(dir.join("accounts"), account).expect("baresip accounts");
-    port
+    (port, ctrl)
+}
+
+/// Sends `command` (with `params`) to a baresip's ctrl_tcp port (a netstring of JSON).
+pub async fn baresip_command(ctrl: u16, command: &str, params: &str) {
+    use tokio::io::AsyncWriteExt;
+    let json = json!({"command": command, "params": params, "token": "t"}).to_string();
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", ctrl))
+        .await
+        .expect("baresip's ctrl_tcp");
+    s.write_all(format!("{}:{json},", json.len()).as_bytes())
+        .await
+        .expect("command sent");
+    // Its answer (a netstring too) means the command ran.
+    let mut buf = [0u8; 512];
+    let _ = tokio::time::timeout(
+        Duration::from_secs(2),
+        tokio::io::AsyncReadExt::read(&mut s, &mut buf),
+    )
+    .await;
+}
+
+/// A fresh directory for a baresip phone: `rec/` for its recordings and `mic.wav` (8 kHz)
+/// as its microphone.
+pub fn phone_dir(name: &str, mic: &[f32]) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("duet-{name}-{}", super::unique()));
+    std::fs::create_dir_all(dir.join("rec")).expect("phone dir");
+    wav(&dir.join("mic.wav"), mic, 8_000);
+    dir
+}
+
+/// Starts baresip on the configuration in `dir` (see [`baresip_config`]) for at most `secs`,
+/// with `dial` as its first command; its stdout is piped (its log), killed on drop.
+pub fn start_phone(dir: &Path, secs: u32, dial: Option<&str>) -> tokio::process::Child {
+    assert!(
+        Path::new("/usr/bin/baresip").exists(),
+        "no baresip: install Debian's baresip-core (apt-get install baresip-core; .ci/run does)"
+    );
+    let mut cmd = tokio::process::Command::new("/usr/bin/baresip");
+    cmd.arg("-f").arg(dir).args(["-t", &secs.to_string()]);
+    if let Some(d) = dial {
+        cmd.args(["-e", d]);
+    }
+    cmd.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("baresip starts")
+}
+
+/// A call from the baresip phone configured in `dir` to `server`, accepted by `app`: the
+/// phone (killed on drop), the call's id and its sideband.
+pub async fn accepted_phone_call(
+    server: &duet::server::Server,
+    app: &mut WebhookApp,
+    dir: &Path,
+) -> (tokio::process::Child, String, super::Client) {
+    let dial = format!("/dial sip:duet@{}", sip_addr(server));
+    let phone = start_phone(dir, 30, Some(&dial));
+    let call = app.next().await;
+    accept(server.addr, &call.call_id).await;
+    let sideband = super::Client::sideband(server.addr, &call.call_id)
+        .await
+        .expect("sideband");
+    (phone, call.call_id, sideband)
 }
