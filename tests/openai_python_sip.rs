@@ -2,12 +2,13 @@
 //! (`tests/python/sip_app.py`): it checks each `realtime.call.incoming` with
 //! `client.webhooks.unwrap()` and decides with `client.realtime.calls.accept(...)` or
 //! `.reject(..., status_code=486)`. sipp places one call it accepts (the caller hangs up)
-//! and one from the number it rejects (486).
+//! and one from the number it rejects (486); then a real phone, baresip, calls: the app
+//! accepts it, and the phone hangs up when its 2 s microphone file ends.
 
 use crate::common;
 
 use common::external;
-use common::sip::{sip_addr, Sipp, SECRET};
+use common::sip::{baresip_config, phone_dir, sip_addr, start_phone, Sipp, SECRET};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
@@ -38,7 +39,7 @@ async fn an_app_on_the_official_python_sdk_accepts_and_rejects_phone_calls() {
     let mut cmd = python.command();
     cmd.arg(external::repo_path("tests/python/sip_app.py"))
         .args(["--base-url", &format!("http://{}/v1", server.addr)])
-        .args(["--port", &port.to_string(), "--calls", "2"])
+        .args(["--port", &port.to_string(), "--calls", "3"])
         .env("OPENAI_WEBHOOK_SECRET", SECRET)
         .stdout(std::process::Stdio::piped())
         .kill_on_drop(true);
@@ -57,6 +58,9 @@ async fn an_app_on_the_official_python_sdk_accepts_and_rejects_phone_calls() {
         ("CALLER", "+15550000000"),
     ];
     Sipp::start(sip, "final.xml", &fill, &[]).success().await;
+    let dir = phone_dir("sdk-phone", &vec![0.0; 8_000 * 2]);
+    baresip_config(&dir, &dir.join("rec"), "", &[]);
+    let _phone = start_phone(&dir, 10, Some(&format!("/dial sip:duet@{sip}")));
 
     let mut out = Vec::new();
     while let Ok(Ok(Some(line))) =
@@ -66,12 +70,14 @@ async fn an_app_on_the_official_python_sdk_accepts_and_rejects_phone_calls() {
     }
     let status = app.wait().await.unwrap();
     assert!(status.success(), "the app failed: {out:?}");
-    assert!(
-        out.iter().any(|l| l.starts_with("accepted rtc_")),
-        "{out:?}"
-    );
+    let accepted = out
+        .iter()
+        .filter(|l| l.starts_with("accepted rtc_"))
+        .count();
+    assert_eq!(accepted, 2, "sipp's call and baresip's: {out:?}");
     assert!(
         out.iter().any(|l| l.starts_with("rejected rtc_")),
         "{out:?}"
     );
+    common::sip::assert_idle(&server, "the phone hung up when its file ended").await;
 }
