@@ -1,6 +1,7 @@
 //! A node SIGKILLed: placement stops using it at once (the forward fails and the next node
 //! takes the call), every node's view drops it within the registry's 6 s expiry, and its
-//! ids answer 404 through the nodes that are left.
+//! ids answer 404 through the nodes that are left (a resume of its session:
+//! `session_resume_expired`).
 
 use crate::common;
 
@@ -41,6 +42,16 @@ async fn a_killed_node_leaves_placement_and_its_ids_answer_404() {
         .map(|x| x.call_id.clone())
         .expect("one call on each node");
 
+    // A durable WebSocket session on B (pinned there: a request marked as forwarded is
+    // never placed again).
+    let url = format!("ws://{}/v1/realtime?model=echo&duplex=1", b.addr);
+    let mut durable = common::Client::open(&url, &[AUTH, ("x-duet-forwarded", "pin")])
+        .await
+        .expect("a session on B");
+    let created = durable.next().await;
+    let session = created["session"]["id"].as_str().expect("id").to_string();
+    assert_eq!(duet_protocol::ids::session_node(&session), Some("b"));
+
     b.signal(libc::SIGKILL);
     let killed = Instant::now();
     // New calls through A at once: none on B.
@@ -72,6 +83,25 @@ async fn a_killed_node_leaves_placement_and_its_ids_answer_404() {
         let refused = common::refused(common::Client::open(&url, &[AUTH]).await);
         assert_eq!(common::handshake_status(&refused), 404);
     }
+    // Its resume through A: the session is gone with its node.
+    let url = format!("ws://{}/v1/realtime?duplex=1&resume=1", a.addr);
+    let mut resume = common::Client::open(&url, &[AUTH])
+        .await
+        .expect("resume socket");
+    resume
+        .send(serde_json::json!({
+            "type": "session.resume",
+            "session_id": session,
+            "resume_token": created["resume_token"],
+            "last_received_server_event_seq": 0,
+        }))
+        .await;
+    let refused = resume.next().await;
+    assert_eq!(
+        refused["error"]["code"], "session_resume_expired",
+        "{refused}"
+    );
+    drop(durable);
     // The calls on A and C go on.
     for call in calls.iter().filter(|x| owner(&x.call_id) != "b") {
         let from = Instant::now();
