@@ -21,7 +21,6 @@ use anyhow::{anyhow, Context};
 use duet_client::http::{hangup_blocking, post_offer_blocking, request_blocking};
 use duet_client::load::spawn_server;
 use futures_util::{SinkExt, StreamExt};
-use str0m::change::SdpOffer;
 use tokio_tungstenite::tungstenite::Message;
 
 const KEY: &str = "bench-key";
@@ -105,28 +104,6 @@ impl Drop for Redis {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-/// One WebRTC offer (str0m), reused: no call it creates ever starts ICE.
-fn offer() -> anyhow::Result<String> {
-    duet_signaling::dtls::install();
-    let mut rtc = str0m::Rtc::builder()
-        .clear_codecs()
-        .enable_opus(true, false)
-        .build(Instant::now());
-    let local: SocketAddr = "127.0.0.1:9".parse()?;
-    rtc.add_local_candidate(str0m::Candidate::host(local, "udp")?);
-    let mut api = rtc.sdp_api();
-    api.add_media(
-        str0m::media::MediaKind::Audio,
-        str0m::media::Direction::SendRecv,
-        None,
-        None,
-        None,
-    );
-    api.add_channel("oai-events".into());
-    let (offer, _): (SdpOffer, _) = api.apply().ok_or_else(|| anyhow!("no offer"))?;
-    Ok(offer.to_sdp_string())
 }
 
 fn percentiles(mut v: Vec<Duration>) -> (f64, f64) {
@@ -242,7 +219,8 @@ async fn main() -> anyhow::Result<()> {
     let (mut node_a, a_addr) = node("a", "100")?;
     let (mut node_b, b_addr) = node("b", "1000")?;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let sdp = offer()?;
+    // One offer, reused: no call it creates ever starts ICE.
+    let sdp = duet_client::rtc::offer_only("127.0.0.1:9".parse()?)?;
     setups(b_addr, &sdp, 20, KEY)?; // warm-up (connections, caches)
     setups(a_addr, &sdp, 20, KEY)?;
     let (local, owners_local) = setups(b_addr, &sdp, a.calls, KEY)?;

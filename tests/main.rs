@@ -24,6 +24,7 @@ mod check_config;
 mod client_secrets;
 mod cluster_calls;
 mod cluster_drain;
+mod cluster_forwarded_no_wait;
 mod cluster_key_quota;
 mod cluster_node_death;
 mod cluster_redis_restart;

@@ -299,6 +299,22 @@ impl Drop for RtcClient {
     }
 }
 
+/// A WebRTC offer (Opus and the `oai-events` channel, one host candidate at `candidate`)
+/// from a peer that never starts ICE: for signalling-only tests and benchmarks.
+pub fn offer_only(candidate: SocketAddr) -> anyhow::Result<String> {
+    duet_signaling::dtls::install();
+    let mut rtc = Rtc::builder()
+        .clear_codecs()
+        .enable_opus(true, false)
+        .build(Instant::now());
+    rtc.add_local_candidate(Candidate::host(candidate, "udp")?);
+    let mut api = rtc.sdp_api();
+    api.add_media(MediaKind::Audio, Direction::SendRecv, None, None, None);
+    api.add_channel("oai-events".into());
+    let (offer, _) = api.apply().ok_or_else(|| anyhow!("no offer"))?;
+    Ok(offer.to_sdp_string())
+}
+
 /// Event types, for messages.
 pub fn types(events: &[Value]) -> Vec<String> {
     events

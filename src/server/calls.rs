@@ -260,12 +260,13 @@ async fn create_call(
     duplex: bool,
     cred: Credential,
 ) -> Result<Response, ApiError> {
+    let wait = super::cluster_routes::admission_wait(&state, req.extensions());
     let offer = read_offer(req).await?;
     let summary = check_offer(&offer.sdp).map_err(|e| bad_offer(&e))?;
-    let opening = admit(&state, &offer, duplex, ip, &cred).await?;
+    let opening = admit(&state, &offer, (duplex, wait), ip, &cred).await?;
     let call_admission = state
         .admissions
-        .admit_waiting(Kind::Call, None, None, state.admission_wait)
+        .admit_waiting(Kind::Call, None, None, wait)
         .await?;
     let media = call_media(&state)?;
     let (engine_index, engine) = state
@@ -418,7 +419,7 @@ enum Opening {
 async fn admit(
     state: &AppState,
     offer: &Offer,
-    duplex: bool,
+    (duplex, wait): (bool, std::time::Duration),
     ip: Option<IpAddr>,
     cred: &Credential,
 ) -> Result<Opening, ApiError> {
@@ -439,12 +440,7 @@ async fn admit(
     }
     let admitted = state
         .admissions
-        .admit_waiting(
-            Kind::Session,
-            ip,
-            cred.owner().as_deref(),
-            state.admission_wait,
-        )
+        .admit_waiting(Kind::Session, ip, cred.owner().as_deref(), wait)
         .await?;
     Ok(Opening::New {
         admitted,

@@ -124,7 +124,23 @@ fn forwarded_here(cluster: &Cluster, req: &mut Request) -> bool {
         req.extensions_mut()
             .insert(ConnectInfo(SocketAddr::new(ip, 0)));
     }
+    req.extensions_mut().insert(Placed);
     true
+}
+
+/// Marks a request another node placed here: it already waited there
+/// (`--admission-wait-ms`), so it does not wait again.
+#[derive(Clone, Copy, Debug)]
+pub struct Placed;
+
+/// How long a new call or session may wait for a slot here: `--admission-wait-ms`, or
+/// nothing for a request another node placed here (it waited there).
+pub fn admission_wait(state: &AppState, extensions: &axum::http::Extensions) -> Duration {
+    if extensions.get::<Placed>().is_some() {
+        Duration::ZERO
+    } else {
+        state.admission_wait
+    }
 }
 
 fn classify(cluster: &Cluster, req: &Request) -> Route {

@@ -79,6 +79,7 @@ pub async fn upgrade(
     cred: Cred,
     Query(q): Query<RealtimeQuery>,
     headers: axum::http::HeaderMap,
+    placed: Option<Extension<super::cluster_routes::Placed>>,
     ws: WebSocketUpgrade,
 ) -> Response {
     let cred = credential(&cred);
@@ -97,21 +98,26 @@ pub async fn upgrade(
         }
         _ if cred.resume_only() => Err(super::secrets::resume_only_refused()),
         Some(call) => upgrade_sideband(state, &call, ip, ws, &cred),
-        None => upgrade_session(state, ip, ws, (duplex, transcription), cred).await,
+        None => {
+            let wait = match placed {
+                Some(_) => std::time::Duration::ZERO,
+                None => state.admission_wait,
+            };
+            upgrade_session(state, (ip, wait), ws, (duplex, transcription), cred).await
+        }
     };
     result.unwrap_or_else(IntoResponse::into_response)
 }
 
 async fn upgrade_session(
     state: Arc<AppState>,
-    ip: Option<std::net::IpAddr>,
+    (ip, wait): (Option<std::net::IpAddr>, std::time::Duration),
     ws: WebSocketUpgrade,
     (duplex, transcription): (bool, bool),
     cred: Credential,
 ) -> Result<Response, ApiError> {
     state.accepting()?;
     let key = cred.owner();
-    let wait = state.admission_wait;
     let admitted = state
         .admissions
         .admit_waiting(Kind::Session, ip, key.as_deref(), wait)

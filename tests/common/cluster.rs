@@ -174,8 +174,8 @@ pub async fn wait_free(addr: SocketAddr, id: &str, free: u64, limit: Duration) {
     }
 }
 
-/// Starts node `id` of the cluster on `redis` with no API key (loopback only), as the SDK
-/// scripts expect, and `extra`.
+/// Starts node `id` of the cluster on `redis` with `extra` only (no API key unless `extra`
+/// gives one: the SDK scripts expect none; no caps set).
 pub fn keyless_node(id: &str, redis: &Redis, extra: &[&str]) -> ServerProcess {
     let url = redis.url();
     let mut args = vec!["--cluster-redis", url.as_str(), "--node-id", id];
