@@ -90,7 +90,7 @@ async fn a_node_uses_a_tls_redis_with_a_password() {
     let dir = std::env::temp_dir().join(format!("duet-redis-tls-{}", common::unique()));
     std::fs::create_dir_all(&dir).expect("dir");
     certificates(&dir);
-    let port = common::sip::free_port();
+    let port = common::cluster::free_tcp_port();
     let mut redis = Command::new("redis-server")
         .args([
             "--port",

@@ -23,18 +23,23 @@ pub struct Redis {
 }
 
 impl Redis {
-    /// Starts one on a free port and waits until it answers.
+    /// Starts one on a free port and waits until it answers (another port when the one
+    /// picked was taken meanwhile).
     pub async fn start() -> Self {
         let dir = std::env::temp_dir().join(format!("duet-redis-{}", super::unique()));
         std::fs::create_dir_all(&dir).expect("redis dir");
-        let port = super::sip::free_port();
         let mut r = Self {
             child: None,
-            port,
+            port: 0,
             dir,
         };
-        r.restart().await;
-        r
+        for _ in 0..5 {
+            r.port = free_tcp_port();
+            if r.try_start().await {
+                return r;
+            }
+        }
+        panic!("redis-server never listened (5 ports tried)");
     }
 
     /// `redis://127.0.0.1:<port>`.
@@ -52,6 +57,15 @@ impl Redis {
 
     /// Starts it again on the same port (empty) and waits until it answers.
     pub async fn restart(&mut self) {
+        assert!(
+            self.try_start().await,
+            "redis-server did not listen again on {}",
+            self.port
+        );
+    }
+
+    /// Starts it on `self.port`; false when it exits (the port was taken) or never listens.
+    async fn try_start(&mut self) -> bool {
         self.kill();
         let child = Command::new("redis-server")
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
@@ -64,17 +78,31 @@ impl Redis {
             .expect("redis-server starts (Debian package redis-server)");
         self.child = Some(child);
         let start = Instant::now();
-        while tokio::net::TcpStream::connect(("127.0.0.1", self.port))
-            .await
-            .is_err()
-        {
-            assert!(
-                start.elapsed() < Duration::from_secs(10),
-                "redis never listened"
-            );
+        while start.elapsed() < Duration::from_secs(10) {
+            if tokio::net::TcpStream::connect(("127.0.0.1", self.port))
+                .await
+                .is_ok()
+            {
+                return true;
+            }
+            if let Some(c) = self.child.as_mut() {
+                if matches!(c.try_wait(), Ok(Some(_))) {
+                    self.child = None;
+                    return false;
+                }
+            }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        false
     }
+}
+
+/// A TCP port free now on loopback.
+pub fn free_tcp_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free TCP port")
 }
 
 impl Drop for Redis {

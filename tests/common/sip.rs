@@ -298,7 +298,8 @@ pub fn baresip_config(
     account_params: &str,
     modules: &[&str],
 ) -> (u16, u16) {
-    let (port, ctrl, rtp) = (free_port(), free_port(), free_port());
+    // ctrl_tcp is TCP: its port is probed as one.
+    let (port, ctrl, rtp) = (free_port(), super::cluster::free_tcp_port(), free_port());
     let extra: String = modules.iter().map(|m| format!("module {m}\n")).collect();
     let config = format!(
         "sip_listen 127.0.0.1:{port}\nnet_interface 127.0.0.1\nrtp_ports {rtp}-{}\n\
