@@ -158,6 +158,9 @@ pub struct Cluster {
     pub(crate) http: crate::server::ForwardClient,
     /// This process's life of the node (a restarted node is a new one for shared counts).
     boot: String,
+    /// The CPU load (bits of an `f64`), read from the system once per heartbeat: placing a
+    /// call reads no file.
+    load: std::sync::atomic::AtomicU64,
 }
 
 impl Cluster {
@@ -180,6 +183,7 @@ impl Cluster {
             redis_up: AtomicBool::new(false),
             http: crate::server::ForwardClient::new(),
             boot: format!("{:016x}", rand::random::<u64>()),
+            load: std::sync::atomic::AtomicU64::new(0),
         }))
     }
 
@@ -207,6 +211,16 @@ impl Cluster {
     /// A connection to Redis (cheap; reconnects by itself).
     pub(crate) fn redis(&self) -> ConnectionManager {
         self.redis.clone()
+    }
+
+    /// The CPU load as the last heartbeat read it.
+    fn load(&self) -> f64 {
+        f64::from_bits(self.load.load(Ordering::Relaxed))
+    }
+
+    /// Reads the CPU load again (each heartbeat).
+    fn refresh_load(&self) {
+        self.load.store(cpu_load().to_bits(), Ordering::Relaxed);
     }
 
     /// Whether Redis answered the last heartbeat.
@@ -392,7 +406,7 @@ impl Cluster {
     }
 }
 
-/// This node's record now.
+/// This node's record now (its CPU load as of the last heartbeat).
 pub fn own_record(state: &AppState, settings: &ClusterSettings) -> NodeRecord {
     let info = state.model.info();
     let (max_sessions, max_calls) = state.admissions.limits();
@@ -414,8 +428,9 @@ pub fn own_record(state: &AppState, settings: &ClusterSettings) -> NodeRecord {
         max_calls,
         sessions: state.admissions.sessions(),
         max_sessions,
-        load: cpu_load(),
-        draining: state.draining() || state.accepting().is_err(),
+        load: state.cluster.as_ref().map_or(0.0, |c| c.load()),
+        // Draining, not warm yet, or the model thread stopped: it takes nothing new.
+        draining: state.accepting().is_err(),
         seen_ms: now_ms(),
         boot: state
             .cluster
@@ -449,6 +464,7 @@ pub fn spawn_heartbeat(state: &Arc<AppState>) -> Option<tokio::task::JoinHandle<
                 changed = lifecycle.changed() => if changed.is_err() { break },
             }
             let Some(state) = weak.upgrade() else { break };
+            cluster.refresh_load();
             let own = own_record(&state, &cluster.settings);
             drop(state);
             let beat = tokio::time::timeout(REDIS_TIMEOUT * 2, cluster.beat(&own)).await;

@@ -260,7 +260,11 @@ async fn create_call(
     duplex: bool,
     cred: Credential,
 ) -> Result<Response, ApiError> {
-    let wait = super::cluster_routes::admission_wait(&state, req.extensions());
+    let placed = req
+        .extensions()
+        .get::<super::cluster_routes::Placed>()
+        .is_some();
+    let wait = super::cluster_routes::admission_wait(&state, placed);
     let offer = read_offer(req).await?;
     let summary = check_offer(&offer.sdp).map_err(|e| bad_offer(&e))?;
     let opening = admit(&state, &offer, (duplex, wait), ip, &cred).await?;

@@ -135,8 +135,8 @@ pub struct Placed;
 
 /// How long a new call or session may wait for a slot here: `--admission-wait-ms`, or
 /// nothing for a request another node placed here (it waited there).
-pub fn admission_wait(state: &AppState, extensions: &axum::http::Extensions) -> Duration {
-    if extensions.get::<Placed>().is_some() {
+pub fn admission_wait(state: &AppState, placed: bool) -> Duration {
+    if placed {
         Duration::ZERO
     } else {
         state.admission_wait

@@ -85,15 +85,31 @@ impl ScopeQuery {
     }
 }
 
+/// Refuses every credential but the server key (`what` needs it).
+fn server_key_only(cred: &Cred, what: &str) -> Result<(), ApiError> {
+    match credential(cred) {
+        Credential::Server => Ok(()),
+        _ => Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "invalid_api_key",
+            format!("{what} needs the server's API key"),
+        )),
+    }
+}
+
+/// `?scope=cluster` on a single node.
+fn not_clustered() -> ApiError {
+    ApiError::bad_request(
+        "invalid_value",
+        "scope=cluster needs cluster mode (--cluster-redis)",
+    )
+    .with_param("scope")
+}
+
 /// `GET /v1/pool?scope=cluster`: every live node's record, as this node last read them.
 fn cluster_pool(state: &AppState) -> Response {
     let Some(cluster) = &state.cluster else {
-        return ApiError::bad_request(
-            "invalid_value",
-            "scope=cluster needs cluster mode (--cluster-redis)",
-        )
-        .with_param("scope")
-        .into_response();
+        return not_clustered().into_response();
     };
     let nodes = cluster.nodes();
     let free: usize = nodes
@@ -117,13 +133,8 @@ pub async fn pool(
     cred: Cred,
     Query(q): Query<ScopeQuery>,
 ) -> Response {
-    if !matches!(credential(&cred), Credential::Server) {
-        return ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "invalid_api_key",
-            "the pool view needs the server's API key",
-        )
-        .into_response();
+    if let Err(e) = server_key_only(&cred, "the pool view") {
+        return e.into_response();
     }
     if q.cluster() {
         return cluster_pool(&state);
@@ -168,24 +179,14 @@ pub async fn usage(
     cred: Cred,
     Query(q): Query<ScopeQuery>,
 ) -> Response {
-    if !matches!(credential(&cred), Credential::Server) {
-        return ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "invalid_api_key",
-            "usage needs the server's API key",
-        )
-        .into_response();
+    if let Err(e) = server_key_only(&cred, "usage") {
+        return e.into_response();
     }
     if !q.cluster() {
         return Json(state.usage.report()).into_response();
     }
     if state.cluster.is_none() {
-        return ApiError::bad_request(
-            "invalid_value",
-            "scope=cluster needs cluster mode (--cluster-redis)",
-        )
-        .with_param("scope")
-        .into_response();
+        return not_clustered().into_response();
     }
     match state.usage.cluster_report().await {
         Ok(report) => Json(report).into_response(),

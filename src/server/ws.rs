@@ -99,10 +99,7 @@ pub async fn upgrade(
         _ if cred.resume_only() => Err(super::secrets::resume_only_refused()),
         Some(call) => upgrade_sideband(state, &call, ip, ws, &cred),
         None => {
-            let wait = match placed {
-                Some(_) => std::time::Duration::ZERO,
-                None => state.admission_wait,
-            };
+            let wait = super::cluster_routes::admission_wait(&state, placed.is_some());
             upgrade_session(state, (ip, wait), ws, (duplex, transcription), cred).await
         }
     };
