@@ -9,19 +9,10 @@ use crate::common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::cluster::{get_json, node, owner, wait_nodes, Redis, AUTH, KEY};
+use common::cluster::{get_json, keyed, node, owner, wait_nodes, Redis, AUTH, KEY, T};
 use common::{voiced48, Client};
 use duet_client::rtc::{ClientOptions, RtcClient};
 use serde_json::{json, Value};
-
-const T: Duration = Duration::from_secs(20);
-
-fn keyed() -> ClientOptions {
-    ClientOptions {
-        api_key: Some(KEY.into()),
-        ..Default::default()
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_spread_by_free_slots_and_reach_their_owner_through_any_node() {

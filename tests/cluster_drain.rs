@@ -7,17 +7,8 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
-use common::cluster::{live_nodes, node, owner, wait_nodes, Redis, KEY};
-use duet_client::rtc::{ClientOptions, RtcClient};
-
-const T: Duration = Duration::from_secs(20);
-
-fn keyed() -> ClientOptions {
-    ClientOptions {
-        api_key: Some(KEY.into()),
-        ..Default::default()
-    }
-}
+use common::cluster::{calls_through, keyed, live_nodes, node, owner, wait_nodes, Redis, T};
+use duet_client::rtc::RtcClient;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_draining_node_takes_nothing_new_and_ends_its_calls_by_the_deadline() {
@@ -26,12 +17,7 @@ async fn a_draining_node_takes_nothing_new_and_ends_its_calls_by_the_deadline() 
     let (a, b) = (node("a", &redis, &[]), node("b", &redis, &[]));
     let mut c = node("c", &redis, &["--drain-secs", "3"]);
     wait_nodes(a.addr, &["a", "b", "c"], Duration::from_secs(10)).await;
-    let mut calls = Vec::new();
-    for _ in 0..3 {
-        let mut call = RtcClient::connect(a.addr, keyed()).await.expect("call");
-        call.until("session.created", T).await.expect("created");
-        calls.push(call);
-    }
+    let mut calls = calls_through(a.addr, 3).await;
     let on_c = calls
         .iter()
         .position(|x| owner(&x.call_id) == "c")

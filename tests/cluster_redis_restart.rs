@@ -7,17 +7,10 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
-use common::cluster::{get_json, live_nodes, node, owner, wait_nodes, Redis, AUTH, KEY};
-use duet_client::rtc::{ClientOptions, RtcClient};
-
-const T: Duration = Duration::from_secs(20);
-
-fn keyed() -> ClientOptions {
-    ClientOptions {
-        api_key: Some(KEY.into()),
-        ..Default::default()
-    }
-}
+use common::cluster::{
+    calls_through, get_json, keyed, live_nodes, node, owner, wait_nodes, Redis, AUTH,
+};
+use duet_client::rtc::RtcClient;
 
 async fn mint(addr: std::net::SocketAddr) -> (u16, String) {
     let r = duet_client::http::request(addr, "POST", "/v1/realtime/client_secrets", &[AUTH], "")
@@ -32,12 +25,7 @@ async fn live_calls_survive_redis_and_placement_recovers_when_it_is_back() {
     let mut redis = Redis::start().await;
     let (a, b) = (node("a", &redis, &[]), node("b", &redis, &[]));
     wait_nodes(a.addr, &["a", "b"], Duration::from_secs(10)).await;
-    let mut calls = Vec::new();
-    for _ in 0..2 {
-        let mut call = RtcClient::connect(a.addr, keyed()).await.expect("call");
-        call.until("session.created", T).await.expect("created");
-        calls.push(call);
-    }
+    let calls = calls_through(a.addr, 2).await;
     let on_b = calls
         .iter()
         .position(|x| owner(&x.call_id) == "b")

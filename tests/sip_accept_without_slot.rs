@@ -6,7 +6,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::sip::{accept, decide, sip_addr, sip_server, webhook_app};
+use common::sip::{accept, assert_refused, sip_addr, sip_server, webhook_app};
 use duet_client::sip::Caller;
 use serde_json::json;
 
@@ -21,18 +21,13 @@ async fn accept_without_a_model_slot_is_503_to_the_app_and_486_to_the_caller() {
         .await
         .expect("INVITE");
     let call = app.next().await;
-    let (status, body) = decide(
+    assert_refused(
         server.addr,
         &call.call_id,
-        "accept",
-        json!({"type": "realtime"}),
+        ("accept", json!({"type": "realtime"})),
+        (503, "code", "model_slots_exhausted"),
     )
     .await;
-    assert_eq!(
-        (status, body["error"]["code"].as_str()),
-        (503, Some("model_slots_exhausted")),
-        "{body}"
-    );
     let answer = caller
         .answer(Duration::from_secs(5), |_| {})
         .await

@@ -13,6 +13,29 @@ use super::process::ServerProcess;
 pub const KEY: &str = "cluster-key";
 /// The `Authorization` header with [`KEY`].
 pub const AUTH: (&str, &str) = ("Authorization", "Bearer cluster-key");
+/// How long a cluster test waits for an event.
+pub const T: Duration = Duration::from_secs(20);
+
+/// Call options with the cluster's key.
+pub fn keyed() -> duet_client::rtc::ClientOptions {
+    duet_client::rtc::ClientOptions {
+        api_key: Some(KEY.into()),
+        ..Default::default()
+    }
+}
+
+/// `n` calls placed through `addr`, each with its `session.created` read.
+pub async fn calls_through(addr: SocketAddr, n: usize) -> Vec<duet_client::rtc::RtcClient> {
+    let mut calls = Vec::new();
+    for _ in 0..n {
+        let mut call = duet_client::rtc::RtcClient::connect(addr, keyed())
+            .await
+            .expect("call");
+        call.until("session.created", T).await.expect("created");
+        calls.push(call);
+    }
+    calls
+}
 
 /// A `redis-server` on a loopback port, with no persistence; killed on drop.
 pub struct Redis {

@@ -135,6 +135,22 @@ pub async fn decide(addr: SocketAddr, call_id: &str, action: &str, body: Value) 
     )
 }
 
+/// Asserts that `decide(addr, call_id, action, body)` is refused with `status` and the
+/// error's `field` (`code` or `param`) equal to `value`.
+pub async fn assert_refused(
+    addr: SocketAddr,
+    call_id: &str,
+    (action, body): (&str, Value),
+    (status, field, value): (u16, &str, &str),
+) {
+    let (got, answer) = decide(addr, call_id, action, body).await;
+    assert_eq!(
+        (got, answer["error"][field].as_str()),
+        (status, Some(value)),
+        "{action}: {answer}"
+    );
+}
+
 /// Accepts `call_id` with a realtime session; asserts `200`.
 pub async fn accept(addr: SocketAddr, call_id: &str) {
     let (status, body) = decide(addr, call_id, "accept", json!({"type": "realtime"})).await;
