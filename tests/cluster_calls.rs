@@ -9,7 +9,7 @@ use crate::common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::cluster::{get_json, keyed, node, owner, wait_nodes, Redis, AUTH, KEY, T};
+use common::cluster::{get_json, keyed, owner, three_nodes, Redis, AUTH, KEY, T};
 use common::{voiced48, Client};
 use duet_client::rtc::{ClientOptions, RtcClient};
 use serde_json::{json, Value};
@@ -18,12 +18,7 @@ use serde_json::{json, Value};
 async fn calls_spread_by_free_slots_and_reach_their_owner_through_any_node() {
     let _one = common::exclusive().await;
     let redis = Redis::start().await;
-    let (a, b, c) = (
-        node("a", &redis, &[]),
-        node("b", &redis, &[]),
-        node("c", &redis, &[]),
-    );
-    wait_nodes(a.addr, &["a", "b", "c"], Duration::from_secs(10)).await;
+    let (a, b, c) = three_nodes(&redis).await;
 
     let mut calls = Vec::new();
     for _ in 0..30 {

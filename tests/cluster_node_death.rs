@@ -8,7 +8,8 @@ use crate::common;
 use std::time::{Duration, Instant};
 
 use common::cluster::{
-    calls_through, keyed, live_nodes, node, owner, wait_nodes, Redis, AUTH, KEY,
+    assert_media_flows, calls_through, keyed, live_nodes, owner, three_nodes, wait_nodes, Redis,
+    AUTH, KEY,
 };
 use duet_client::rtc::RtcClient;
 
@@ -16,12 +17,7 @@ use duet_client::rtc::RtcClient;
 async fn a_killed_node_leaves_placement_and_its_ids_answer_404() {
     let _one = common::exclusive().await;
     let redis = Redis::start().await;
-    let (a, b, c) = (
-        node("a", &redis, &[]),
-        node("b", &redis, &[]),
-        node("c", &redis, &[]),
-    );
-    wait_nodes(a.addr, &["a", "b", "c"], Duration::from_secs(10)).await;
+    let (a, b, c) = three_nodes(&redis).await;
     wait_nodes(c.addr, &["a", "b", "c"], Duration::from_secs(10)).await;
     let mut calls = calls_through(a.addr, 3).await;
     let on_b = calls
@@ -92,11 +88,6 @@ async fn a_killed_node_leaves_placement_and_its_ids_answer_404() {
     drop(durable);
     // The calls on A and C go on.
     for call in calls.iter().filter(|x| owner(&x.call_id) != "b") {
-        let from = Instant::now();
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let frames = call
-            .stats()
-            .frames_between(from, from + Duration::from_millis(300));
-        assert!(frames >= 10, "{}: {frames} frames", call.call_id);
+        assert_media_flows(call).await;
     }
 }

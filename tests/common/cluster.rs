@@ -233,3 +233,24 @@ pub fn keyless_node(id: &str, redis: &Redis, extra: &[&str]) -> ServerProcess {
     args.extend_from_slice(extra);
     ServerProcess::spawn(&args)
 }
+
+/// Nodes `a`, `b` and `c` on `redis` (see [`node`]), once `a` sees all three live.
+pub async fn three_nodes(redis: &Redis) -> (ServerProcess, ServerProcess, ServerProcess) {
+    let (a, b, c) = (
+        node("a", redis, &[]),
+        node("b", redis, &[]),
+        node("c", redis, &[]),
+    );
+    wait_nodes(a.addr, &["a", "b", "c"], Duration::from_secs(10)).await;
+    (a, b, c)
+}
+
+/// Asserts that `call`'s media still flows: at least 10 frames in the next 300 ms.
+pub async fn assert_media_flows(call: &duet_client::rtc::RtcClient) {
+    let from = Instant::now();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let frames = call
+        .stats()
+        .frames_between(from, from + Duration::from_millis(300));
+    assert!(frames >= 10, "{}: {frames} frames", call.call_id);
+}
