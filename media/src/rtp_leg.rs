@@ -4,13 +4,16 @@
 //! Opus, resampling, playback queue) is [`CallAudio`], as for WebRTC calls.
 //!
 //! Rules (from how trunks and NATs behave; see the SIP research notes):
-//! - **Symmetric RTP.** The leg sends to the address in the offer until a packet arrives,
-//!   then to the source of the first packet of a negotiated payload type (latching), so a
-//!   caller behind NAT whose SDP names a private address still hears the answer.
+//! - **Symmetric RTP with probation.** The leg sends to the address in the offer (the
+//!   signalled address) and takes audio from it at once. Another source (a caller behind
+//!   NAT whose SDP names a private address) is on probation: it latches, for both
+//!   directions, only after [`RELATCH_PACKETS`] in-sequence packets of one SSRC; until then
+//!   its packets are ignored and nothing is sent to it. The signalled address always takes
+//!   the latch back at once. So one stray or spoofed packet, even the first, can neither
+//!   hear the answer nor speak into the call.
 //! - **Re-latching** (a NAT rebinding, a media server failing over) needs
 //!   [`RELATCH_PACKETS`] in-sequence packets of one SSRC from the new source while the
-//!   latched one has been quiet for [`RELATCH_QUIET`]: a stray or spoofed packet cannot
-//!   steal the call's audio.
+//!   latched one has been quiet for [`RELATCH_QUIET`].
 //! - **Resets.** A new audio SSRC restarts sequence unwrapping and the jitter buffer; a
 //!   sequence jump in one SSRC is the jitter buffer's resync.
 //! - **DTMF** is RFC 4733 `telephone-event` of the offerer's payload type, from any SSRC of
@@ -126,7 +129,10 @@ pub struct RtpLegStats {
 /// Where the leg sends, and the source that may take its place.
 #[derive(Debug)]
 struct Latch {
+    /// Where packets go: the signalled address until a source latches.
     remote: Option<SocketAddr>,
+    /// The offer's address: trusted at once, and it may always take the latch back.
+    signalled: Option<SocketAddr>,
     latched: bool,
     /// When the latched source was last heard.
     heard: Option<Instant>,
@@ -137,30 +143,42 @@ struct Latch {
 impl Latch {
     /// Whether a packet from `from` belongs to the call (latching or re-latching on it).
     fn admit(&mut self, now: Instant, from: SocketAddr, ssrc: u32, seq: u16) -> Admit {
-        if !self.latched {
-            self.latched = true;
-            self.remote = Some(from);
-        } else if self.remote != Some(from) {
-            let run = match self.candidate {
-                Some((a, s, last, n)) if a == from && s == ssrc && seq == last.wrapping_add(1) => {
-                    n + 1
-                }
-                _ => 1,
-            };
-            self.candidate = Some((from, ssrc, seq, run));
-            let quiet = self
+        if self.latched && self.remote == Some(from) {
+            self.heard = Some(now);
+            return Admit::Yes;
+        }
+        if self.signalled == Some(from) {
+            // The address the signalling named: no probation, and it wins the latch back.
+            let moved = self.latched;
+            self.take(now, from);
+            return if moved { Admit::Relatched } else { Admit::Yes };
+        }
+        let run = match self.candidate {
+            Some((a, s, last, n)) if a == from && s == ssrc && seq == last.wrapping_add(1) => n + 1,
+            _ => 1,
+        };
+        self.candidate = Some((from, ssrc, seq, run));
+        let quiet = !self.latched
+            || self
                 .heard
                 .is_none_or(|t| now.saturating_duration_since(t) >= RELATCH_QUIET);
-            if run < RELATCH_PACKETS || !quiet {
-                return Admit::Foreign;
-            }
-            self.remote = Some(from);
-            self.candidate = None;
-            self.heard = Some(now);
-            return Admit::Relatched;
+        if run < RELATCH_PACKETS || !quiet {
+            return Admit::Foreign;
         }
+        let moved = self.latched;
+        self.take(now, from);
+        if moved {
+            Admit::Relatched
+        } else {
+            Admit::Yes
+        }
+    }
+
+    fn take(&mut self, now: Instant, from: SocketAddr) {
+        self.remote = Some(from);
+        self.latched = true;
+        self.candidate = None;
         self.heard = Some(now);
-        Admit::Yes
     }
 }
 
@@ -222,6 +240,7 @@ impl RtpLeg {
             audio: CallAudio::new(cfg.codec)?,
             latch: Latch {
                 remote: cfg.remote,
+                signalled: cfg.remote,
                 latched: false,
                 heard: None,
                 candidate: None,

@@ -57,23 +57,71 @@ fn event(ssrc: u32, seq: u16, ts: u32, key: u8, end: bool, duration: u16) -> Vec
 }
 
 #[test]
-fn the_leg_latches_onto_the_first_packets_source() {
+fn the_signalled_address_is_heard_at_once() {
     let t0 = Instant::now();
+    let mut leg = RtpLeg::new(config(), t0).unwrap();
+    assert_eq!(leg.receive(t0, addr(4000), &voice(7, 1)), Received::Audio);
+    assert_eq!(leg.remote(), Some(addr(4000)));
+    assert_eq!(leg.stats().relatched, 0);
+}
+
+#[test]
+fn a_caller_behind_nat_latches_after_a_run_of_packets() {
+    let t0 = Instant::now();
+    let ms = |n| t0 + Duration::from_millis(n);
     let mut leg = RtpLeg::new(config(), t0).unwrap();
     assert_eq!(
         leg.remote(),
         Some(addr(4000)),
-        "the offer's address until a packet"
+        "the offer's address until a source proves itself"
     );
     // The caller is behind NAT: its packets come from another address than its SDP said.
-    assert_eq!(leg.receive(t0, addr(6000), &voice(7, 1)), Received::Audio);
-    assert_eq!(leg.remote(), Some(addr(6000)));
-    // The SDP address itself is now a foreign source.
+    let results: Vec<_> = (1..=RELATCH_PACKETS as u16)
+        .map(|seq| leg.receive(ms(20 * u64::from(seq)), addr(6000), &voice(7, seq)))
+        .collect();
     assert_eq!(
-        leg.receive(t0, addr(4000), &voice(7, 2)),
+        results[..3],
+        [Received::Ignored(Ignored::ForeignSource); 3],
+        "on probation: neither heard nor answered"
+    );
+    assert_eq!(leg.remote(), Some(addr(6000)), "{results:?}");
+    assert_eq!(results[3], Received::Audio);
+    // The signalled address may always take the latch back.
+    assert_eq!(
+        leg.receive(ms(100), addr(4000), &voice(8, 1)),
+        Received::Audio
+    );
+    assert_eq!(leg.remote(), Some(addr(4000)));
+}
+
+#[test]
+fn a_strangers_first_packet_does_not_steal_the_call() {
+    let t0 = Instant::now();
+    let ms = |n| t0 + Duration::from_millis(n);
+    let mut leg = RtpLeg::new(config(), t0).unwrap();
+    // A stranger's packet arrives before the caller's first one ...
+    assert_eq!(
+        leg.receive(t0, addr(9999), &voice(66, 1)),
         Received::Ignored(Ignored::ForeignSource)
     );
-    assert_eq!(leg.remote(), Some(addr(6000)));
+    assert_eq!(
+        leg.remote(),
+        Some(addr(4000)),
+        "nothing goes to the stranger"
+    );
+    // ... then the caller talks at 50 packets/s and the stranger sends one every 0.5 s.
+    let mut heard = 0;
+    for n in 0..150u64 {
+        if leg.receive(ms(20 * n), addr(4000), &voice(7, n as u16)) == Received::Audio {
+            heard += 1;
+        }
+        if n % 25 == 0 {
+            let r = leg.receive(ms(20 * n + 1), addr(9999), &voice(66, 2 + n as u16));
+            assert_eq!(r, Received::Ignored(Ignored::ForeignSource));
+        }
+        assert_eq!(leg.remote(), Some(addr(4000)));
+    }
+    assert_eq!(heard, 150, "every packet of the caller is heard");
 }
 
 #[test]
@@ -84,6 +132,7 @@ fn a_new_source_takes_over_only_after_a_run_while_the_old_one_is_quiet() {
     for seq in 0..5u16 {
         leg.receive(ms(20 * u64::from(seq)), addr(6000), &voice(7, seq));
     }
+    assert_eq!(leg.remote(), Some(addr(6000)), "latched after its run");
     // A spoofer with a perfect run while the caller still talks: refused.
     for seq in 0..10u16 {
         let r = leg.receive(ms(100 + u64::from(seq)), addr(9999), &voice(66, seq));
@@ -123,7 +172,7 @@ fn a_new_ssrc_or_a_sequence_jump_resyncs_the_audio() {
         for k in 0..10u16 {
             let now = t0 + Duration::from_millis(20 * i + 5);
             assert_eq!(
-                leg.receive(now, addr(6000), &voice(ssrc, first + k)),
+                leg.receive(now, addr(4000), &voice(ssrc, first + k)),
                 Received::Audio
             );
             heard.clear();
@@ -148,10 +197,10 @@ fn a_new_ssrc_or_a_sequence_jump_resyncs_the_audio() {
 fn dtmf_keys_arrive_once_each_as_rfc_4733_sends_them() {
     let t0 = Instant::now();
     let mut leg = RtpLeg::new(config(), t0).unwrap();
-    leg.receive(t0, addr(6000), &voice(7, 1));
+    leg.receive(t0, addr(4000), &voice(7, 1));
     let mut keys = String::new();
     let mut push = |leg: &mut RtpLeg, bytes: Vec<u8>| {
-        if let Received::Dtmf(k) = leg.receive(t0, addr(6000), &bytes) {
+        if let Received::Dtmf(k) = leg.receive(t0, addr(4000), &bytes) {
             keys.push(k);
         }
     };
@@ -218,10 +267,10 @@ fn silence_ends_the_call_and_rtcp_counts_as_life() {
     assert!(leg.expired(t0 + s(30)), "no first packet in 30 s");
 
     let mut leg = RtpLeg::new(config(), t0).unwrap();
-    leg.receive(t0 + s(1), addr(6000), &voice(7, 1));
+    leg.receive(t0 + s(1), addr(4000), &voice(7, 1));
     assert_eq!(leg.expires_at(), t0 + s(16));
     let rr = [0x80, 201, 0, 1, 0, 0, 0, 7];
-    assert_eq!(leg.receive(t0 + s(10), addr(6000), &rr), Received::Rtcp);
+    assert_eq!(leg.receive(t0 + s(10), addr(4000), &rr), Received::Rtcp);
     assert!(!leg.expired(t0 + s(24)));
     assert!(leg.expired(t0 + s(25)), "15 s after the last packet");
     // RTCP from elsewhere is not.

@@ -476,6 +476,8 @@ pub fn spawn_heartbeat(state: &Arc<AppState>) -> Option<tokio::task::JoinHandle<
             if ok {
                 if let Some(state) = weak.upgrade() {
                     state.usage.flush().await;
+                    let heal = state.admissions.heal_shared();
+                    let _ = tokio::time::timeout(REDIS_TIMEOUT, heal).await;
                 }
             }
         }

@@ -63,6 +63,12 @@ pub trait SharedKeys: Send + Sync + std::fmt::Debug {
         key: &'a str,
         max: usize,
     ) -> super::secrets::StoreFuture<'a, Result<Option<SharedHold>, ()>>;
+
+    /// Rewrites this node's share of every credential's count from `local`, this node's own
+    /// count of its sessions per credential (a credential missing from it holds none here).
+    /// A count an increment or decrement left wrong (Redis slow or briefly unreachable)
+    /// heals by the next call.
+    fn heal<'a>(&'a self, local: HashMap<String, usize>) -> super::secrets::StoreFuture<'a, ()>;
 }
 
 /// A session counted by [`SharedKeys`]; given back on drop.
@@ -123,6 +129,16 @@ impl Admissions {
     /// Counts `--max-sessions-per-key` across a cluster too (set once, at start).
     pub fn share_keys(&self, shared: Arc<dyn SharedKeys>) {
         let _ = self.shared_keys.set(shared);
+    }
+
+    /// Cluster mode: rewrites this node's share of the per-credential counts from its own
+    /// (called every heartbeat).
+    pub async fn heal_shared(&self) {
+        let Some(shared) = self.shared_keys.get() else {
+            return;
+        };
+        let local = self.per_key.lock().map(|m| m.clone()).unwrap_or_default();
+        shared.heal(local).await;
     }
 
     /// The cluster's count of a new admission's credential, when one is shared: a refusal

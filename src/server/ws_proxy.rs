@@ -1,6 +1,12 @@
 //! The WebSocket proxy of cluster mode: a client's socket carried to the node that owns
 //! (or takes) its session. Text and binary messages and close frames pass unchanged; each
 //! side answers its own pings.
+//!
+//! The client's side is held to this node's own WebSocket limits, as a socket served here
+//! is: a ping every `--ws-ping-secs`, closed after `--ws-idle-secs` without a frame from
+//! the client (pongs count) or when one write to it blocks for `--ws-write-timeout-secs`.
+//! Writes to the owning node are bounded by the same write timeout, and when the owner's
+//! side ends the client is closed (with a close frame, sent within the write timeout).
 
 use std::time::Duration;
 
@@ -18,7 +24,7 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 /// How long the owning node may take to answer the upgrade.
 const CONNECT: Duration = Duration::from_secs(5);
-/// How long one side may take to close after the other did.
+/// How long closing a side may take.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
 
 /// A socket to the owning node.
@@ -91,9 +97,11 @@ pub async fn connect(
 
 /// What ends a proxied socket besides its two sides: this node's drain (the client gets
 /// close 1001 at the drain's deadline, so that it reconnects through another node; a durable
-/// session on the owner waits for its resume). Counted among the node's sockets meanwhile.
+/// session on the owner waits for its resume), and this node's WebSocket limits on the
+/// client's side. Counted among the node's sockets meanwhile.
 pub struct Ends {
     lifecycle: tokio::sync::watch::Receiver<crate::session::Lifecycle>,
+    limits: super::WsLimits,
     _counted: super::ws::Counted,
 }
 
@@ -102,6 +110,7 @@ impl Ends {
     pub fn of(state: &super::AppState) -> Self {
         Self {
             lifecycle: state.lifecycle.subscribe(),
+            limits: state.ws,
             _counted: super::ws::Counted::new(state),
         }
     }
@@ -141,46 +150,92 @@ pub async fn answer(req: Request, upstream: Upstream, ends: Ends) -> Response {
         .on_upgrade(move |client| pump(client, *socket, ends))
 }
 
-/// Carries messages both ways until one side closes (the other then has [`CLOSE_GRACE`]) or
-/// this node's drain deadline passes.
+/// Why a proxied socket ended.
+#[derive(Debug)]
+enum End {
+    /// The client closed or went away: the owner is closed.
+    Client,
+    /// The owner closed or went away: the client is closed.
+    Owner(Option<Message>),
+    /// The client sent no frame for `--ws-idle-secs`.
+    Idle,
+    /// A write to the client blocked past the write timeout: nothing more is sent to it.
+    Stuck,
+    /// This node's drain deadline.
+    Drained,
+}
+
+/// Carries messages both ways until one side closes, the client breaks this node's
+/// WebSocket limits, or this node's drain deadline passes; then closes the other side with
+/// a bounded send.
 pub async fn pump(client: WebSocket, upstream: UpSocket, mut ends: Ends) {
-    let (c_tx, mut c_rx) = client.split();
+    let limits = ends.limits;
+    let (mut c_tx, mut c_rx) = client.split();
     let (mut u_tx, mut u_rx) = upstream.split();
-    let c_tx = std::sync::Arc::new(tokio::sync::Mutex::new(c_tx));
-    let c_down = c_tx.clone();
-    let up = async move {
-        while let Some(Ok(m)) = c_rx.next().await {
-            let Some(m) = to_upstream(m) else { continue };
-            let close = matches!(m, Up::Close(_));
-            if u_tx.send(m).await.is_err() || close {
-                break;
+    let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + limits.ping, limits.ping);
+    let idle = tokio::time::sleep(limits.idle);
+    tokio::pin!(idle);
+    let end = loop {
+        tokio::select! {
+            m = c_rx.next() => {
+                idle.as_mut().reset(tokio::time::Instant::now() + limits.idle);
+                let Some(Ok(m)) = m else { break End::Client };
+                let Some(m) = to_upstream(m) else { continue };
+                let close = matches!(m, Up::Close(_));
+                let sent = tokio::time::timeout(limits.write, u_tx.send(m)).await;
+                if close || !matches!(sent, Ok(Ok(()))) {
+                    break End::Client;
+                }
             }
-        }
-        let _ = u_tx.close().await;
-    };
-    let down = async move {
-        while let Some(Ok(m)) = u_rx.next().await {
-            let Some(m) = to_client(m) else { continue };
-            let close = matches!(m, Message::Close(_));
-            if c_down.lock().await.send(m).await.is_err() || close {
-                break;
+            m = u_rx.next() => {
+                let Some(Ok(m)) = m else { break End::Owner(None) };
+                let Some(m) = to_client(m) else { continue };
+                if matches!(m, Message::Close(_)) {
+                    break End::Owner(Some(m));
+                }
+                if !sent_within(&mut c_tx, m, limits.write).await {
+                    break End::Stuck;
+                }
             }
+            _ = ping.tick() => {
+                if !sent_within(&mut c_tx, Message::Ping(bytes::Bytes::new()), limits.write).await {
+                    break End::Stuck;
+                }
+            }
+            () = &mut idle => break End::Idle,
+            () = ends.drained() => break End::Drained,
         }
-        let _ = c_down.lock().await.close().await;
     };
-    tokio::pin!(up, down);
-    tokio::select! {
-        () = &mut up => { let _ = tokio::time::timeout(CLOSE_GRACE, down).await; }
-        () = &mut down => { let _ = tokio::time::timeout(CLOSE_GRACE, up).await; }
-        () = ends.drained() => {
-            let bye = Message::Close(Some(CloseFrame {
-                code: 1001,
-                reason: "server draining: reconnect".into(),
-            }));
-            let mut tx = c_tx.lock().await;
-            let _ = tokio::time::timeout(CLOSE_GRACE, tx.send(bye)).await;
+    tracing::debug!(?end, "cluster: proxied WebSocket ended");
+    let bye = match end {
+        End::Client | End::Stuck => None,
+        End::Owner(frame) => {
+            Some(frame.unwrap_or_else(|| close(1011, "the session's node went away")))
         }
+        End::Idle => Some(close(1001, "idle: no frame from the client")),
+        End::Drained => Some(close(1001, "server draining: reconnect")),
+    };
+    if let Some(bye) = bye {
+        let _ = sent_within(&mut c_tx, bye, limits.write).await;
     }
+    let _ = tokio::time::timeout(CLOSE_GRACE, c_tx.close()).await;
+    let _ = tokio::time::timeout(CLOSE_GRACE, u_tx.close()).await;
+}
+
+/// Sends `m` to the client within `limit`; `false` when it failed or blocked past it.
+async fn sent_within(
+    tx: &mut futures_util::stream::SplitSink<WebSocket, Message>,
+    m: Message,
+    limit: Duration,
+) -> bool {
+    matches!(tokio::time::timeout(limit, tx.send(m)).await, Ok(Ok(())))
+}
+
+fn close(code: u16, reason: &str) -> Message {
+    Message::Close(Some(CloseFrame {
+        code,
+        reason: reason.to_owned().into(),
+    }))
 }
 
 /// Sends `first` (a message the client already sent here) and then proxies.
