@@ -1,7 +1,8 @@
 //! A UDP INVITE flood from a source `--sip-allow` refuses (the review's 200 000 in 7–10 s,
 //! scaled to 40 000 in about 5 s) leaves `/health` and a live WebSocket session answering
 //! within 100 ms before, during and after it, past the stack's 32 s transaction cleanup;
-//! an allowed source's OPTIONS is still answered, and the refused source gets nothing.
+//! an allowed source's OPTIONS is answered before, during and after, and the refused source
+//! gets nothing.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
@@ -53,7 +54,12 @@ async fn a_refused_invite_flood_leaves_http_and_sessions_answering() {
     let start = Instant::now();
     let flood = std::thread::spawn(move || send_invites(REFUSED, sip, FLOOD));
     let mut probes = 0;
+    let mut options_during = None;
     while start.elapsed() < WATCH {
+        if options_during.is_none() && start.elapsed() > Duration::from_secs(1) {
+            let answer = options_from(ALLOWED, sip, Duration::from_secs(5)).await;
+            options_during = Some((answer, flood.is_finished()));
+        }
         let phase = if flood.is_finished() {
             "after"
         } else {
@@ -74,6 +80,13 @@ async fn a_refused_invite_flood_leaves_http_and_sessions_answering() {
         worst.0, worst.1
     );
     assert!(sent >= FLOOD.0 / 2, "the flood sent {sent}");
+    let (answer, flood_over) = options_during.expect("an OPTIONS during the flood");
+    assert_eq!(
+        answer.as_deref(),
+        Some("SIP/2.0 200 OK"),
+        "during the flood"
+    );
+    assert!(!flood_over, "the OPTIONS went out during the flood");
 
     let answer = options_from(ALLOWED, sip, Duration::from_secs(5)).await;
     assert_eq!(answer.as_deref(), Some("SIP/2.0 200 OK"), "after the flood");
