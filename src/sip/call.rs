@@ -46,8 +46,12 @@ const MAX_WEBHOOK_HEADERS: usize = 64;
 /// Requests to a call's task waiting at once.
 const CONTROLS: usize = 8;
 
-/// A new INVITE (out of dialog).
-pub(super) async fn invite(shared: Arc<Shared>, mut tx: Transaction) {
+/// A new INVITE (out of dialog) that got a ringing place.
+pub(super) async fn invite(
+    shared: Arc<Shared>,
+    mut tx: Transaction,
+    ring: super::limits::RingSlot,
+) {
     let offer = match read_offer(&tx.original.body) {
         Ok(offer) => offer,
         Err(status) => {
@@ -55,11 +59,6 @@ pub(super) async fn invite(shared: Arc<Shared>, mut tx: Transaction) {
             refuse(&mut tx, status).await;
             return;
         }
-    };
-    let Some(ring) = ring_slot(&shared) else {
-        METRICS.sip_call("ringing_full");
-        refuse(&mut tx, StatusCode::ServiceUnavailable).await;
-        return;
     };
     let tcp = tx
         .connection
@@ -98,9 +97,15 @@ pub(super) async fn invite(shared: Arc<Shared>, mut tx: Transaction) {
     }
 }
 
+/// A new INVITE with no ringing place: `503` at once.
+pub(super) async fn ringing_full(mut tx: Transaction) {
+    METRICS.sip_call("ringing_full");
+    refuse(&mut tx, StatusCode::ServiceUnavailable).await;
+}
+
 /// A place for one more ringing call: fewer than `--sip-max-ringing` ring, and the ringing
 /// and admitted calls together stay under `--max-calls`.
-fn ring_slot(shared: &Shared) -> Option<super::limits::RingSlot> {
+pub(super) fn ring_slot(shared: &Shared) -> Option<super::limits::RingSlot> {
     let admissions = &shared.state.admissions;
     let room = admissions.limits().1.saturating_sub(admissions.calls());
     shared

@@ -4,9 +4,10 @@
 //! CANCEL gets its `200` and the INVITE its `487` while the call's INVITE transaction is
 //! driven); out-of-dialog OPTIONS get `200`, anything else out of dialog `481` or `405`.
 //!
-//! The endpoint (sockets, parsing, transactions and their timers) runs on its own thread
-//! and runtime (`duet-sip`), so nothing it does, a flood included, can stall HTTP,
-//! WebSockets or sessions; the calls' tasks run on the server's runtime. Before any
+//! The endpoint (sockets, parsing, transactions and their timers) and the answers to every
+//! request run on their own thread and runtime (`duet-sip`), so nothing they do, a flood
+//! included, can stall HTTP, WebSockets or sessions; only a new INVITE that got a ringing
+//! place becomes a call task on the server's runtime. Before any
 //! parsing, a source `--sip-allow` refuses is dropped (UDP datagrams, TCP connections at
 //! accept); before any transaction, a new INVITE over its source's `--sip-invite-rate` is
 //! dropped. TCP is Duet's own accept loop: capped in all and per source, the first bytes
@@ -65,6 +66,8 @@ struct Started {
     local: SocketAddr,
     inner: EndpointInnerRef,
     incoming: TransactionReceiver,
+    /// The SIP thread's runtime.
+    runtime: tokio::runtime::Handle,
 }
 
 /// Binds UDP and TCP on `settings.listen` (TCP on UDP's port when that was 0) and starts
@@ -94,6 +97,7 @@ pub(super) async fn start(
         local,
         inner,
         incoming,
+        runtime,
     } = started
         .await
         .map_err(|_| anyhow::anyhow!("the SIP thread ended"))??;
@@ -113,7 +117,8 @@ pub(super) async fn start(
         shared.dialogs.clone(),
         state_rx,
     ));
-    tokio::spawn(incoming_loop(shared, incoming));
+    let calls_runtime = tokio::runtime::Handle::current();
+    runtime.spawn(incoming_loop(shared, incoming, calls_runtime));
     Ok((local, token))
 }
 
@@ -136,21 +141,49 @@ async fn route_states(routes: Routes, dialogs: Arc<DialogLayer>, mut rx: DialogS
     }
 }
 
-async fn incoming_loop(shared: Arc<Shared>, mut incoming: TransactionReceiver) {
+/// On the SIP thread: a new INVITE from an allowed source that gets a ringing place becomes
+/// its call's task on the server's runtime (`calls`); every other request is answered here,
+/// each on its own task (answering may wait for a transaction's response).
+async fn incoming_loop(
+    shared: Arc<Shared>,
+    mut incoming: TransactionReceiver,
+    calls: tokio::runtime::Handle,
+) {
     while let Some(tx) = incoming.recv().await {
         let shared = shared.clone();
-        // Each request on its own task: answering may wait (a transaction's response).
+        if is_new_invite(&tx) && !refused(&shared, &tx) {
+            if let Some(ring) = call::ring_slot(&shared) {
+                calls.spawn(call::invite(shared, tx, ring));
+                continue;
+            }
+        }
         tokio::spawn(async move { request(shared, tx).await });
     }
 }
 
-async fn request(shared: Arc<Shared>, mut tx: Transaction) {
+/// An INVITE out of any dialog (no To tag).
+fn is_new_invite(tx: &Transaction) -> bool {
+    tx.original.method == Method::Invite
+        && tx
+            .original
+            .to_header()
+            .and_then(|t| t.tag())
+            .is_ok_and(|tag| tag.is_none())
+}
+
+/// Whether `tx` came from a source `--sip-allow` refuses (dropped by the transport before
+/// now, except on a connection Duet opened itself).
+fn refused(shared: &Shared, tx: &Transaction) -> bool {
     let source = tx
         .connection
         .as_ref()
         .and_then(|c| c.get_remote_addr())
         .and_then(|a| a.get_socketaddr().ok());
-    if source.is_some_and(|s| !shared.settings.allows(s.ip())) {
+    source.is_some_and(|s| !shared.settings.allows(s.ip()))
+}
+
+async fn request(shared: Arc<Shared>, mut tx: Transaction) {
+    if refused(&shared, &tx) {
         crate::metrics::METRICS.sip_call("refused");
         let _ = tx.reply(StatusCode::Forbidden).await;
         return;
@@ -179,7 +212,8 @@ async fn request(shared: Arc<Shared>, mut tx: Transaction) {
         return;
     }
     match tx.original.method {
-        Method::Invite => call::invite(shared, tx).await,
+        // A new INVITE here found no ringing place.
+        Method::Invite => call::ringing_full(tx).await,
         Method::Options => {
             let headers = vec![
                 Header::Allow(ALLOW.into()),
@@ -227,6 +261,7 @@ async fn endpoint_thread(
         local,
         inner: inner.clone(),
         incoming,
+        runtime: tokio::runtime::Handle::current(),
     };
     if ready.send(Ok(started)).is_err() {
         return;
