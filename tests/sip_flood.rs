@@ -5,7 +5,8 @@
 //!   OPTIONS is answered before, during and after, and the refused source gets nothing;
 //! - from an allowed source with no rate limit (as many spoofed sources would be): every
 //!   INVITE gets a transaction, those past the ringing cap `503`, and their cleanup 32 s
-//!   later removes each by key.
+//!   later removes each by key: with rsipstack's own scan per cleanup the SIP thread is
+//!   still busy then and the OPTIONS after the flood goes unanswered.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::thread::JoinHandle;
