@@ -312,7 +312,8 @@ pub struct ServeArgs {
     #[arg(long, env = "DUET_PUBLIC_IP")]
     pub public_ip: Option<IpAddr>,
 
-    /// Concurrent WebRTC calls; further offers get 503 with Retry-After.
+    /// Concurrent WebRTC calls; further offers get 503 with Retry-After. Accepted SIP calls
+    /// take a slot too, and ringing ones count against it (an INVITE gets 503 past it).
     #[arg(long, env = "DUET_MAX_CALLS", default_value_t = 100)]
     pub max_calls: usize,
 
