@@ -3,8 +3,9 @@
 //! stays small); an allowed source gets at most `--sip-max-tcp-per-ip` connections held;
 //! an allowed but silent connection is closed after the 10 s first-bytes deadline.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -57,25 +58,24 @@ fn closed_within(stream: &mut TcpStream, wait: Duration) -> bool {
     false
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sip_tcp_connections_are_capped_and_refused_ones_closed() {
+/// `duet serve` with SIP on a free port and `extra` flags, its log in a file, its open files
+/// limited to `nofile`: the child, its HTTP and SIP addresses, and the log's path.
+fn spawn_logged(extra: &[&str], nofile: u32) -> (Logged, SocketAddr, SocketAddr, PathBuf) {
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
     let sip = SocketAddr::from(([127, 0, 0, 1], port));
-    let log_path = std::env::temp_dir().join(format!("duet-sip-tcp-{}.log", std::process::id()));
+    let log_path =
+        std::env::temp_dir().join(format!("duet-sip-tcp-{}-{port}.log", std::process::id()));
     let log = std::fs::File::create(&log_path).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_duet"))
+    let mut child = Command::new("sh")
+        .args(["-c", &format!("ulimit -n {nofile} && exec \"$0\" \"$@\"")])
+        .arg(env!("CARGO_BIN_EXE_duet"))
         .args(["serve", "--port", "0", "--sip-listen", &sip.to_string()])
         .args(["--sip-webhook-url", "http://127.0.0.1:9/hook"])
-        .args([
-            "--sip-webhook-secret",
-            SECRET,
-            "--sip-allow",
-            "127.0.0.2/32",
-        ])
-        .args(["--sip-max-tcp-per-ip", &PER_IP.to_string()])
+        .args(["--sip-webhook-secret", SECRET])
+        .args(extra)
         .env("DUET_LOG", "info,rsipstack=warn")
         .stdout(Stdio::piped())
         .stderr(log)
@@ -91,8 +91,22 @@ async fn sip_tcp_connections_are_capped_and_refused_ones_closed() {
         .next()
         .and_then(|a| a.parse().ok())
         .unwrap_or_else(|| panic!("no address in {line:?}"));
-    let pid = child.id();
-    let _server = Logged(child);
+    (Logged(child), addr, sip, log_path)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sip_tcp_connections_are_capped_and_refused_ones_closed() {
+    let per_ip = PER_IP.to_string();
+    let (server, addr, sip, log_path) = spawn_logged(
+        &[
+            "--sip-allow",
+            "127.0.0.2/32",
+            "--sip-max-tcp-per-ip",
+            &per_ip,
+        ],
+        4096,
+    );
+    let pid = server.0.id();
     let baseline = fds(pid);
 
     let mut refused = Vec::new();
@@ -115,7 +129,7 @@ async fn sip_tcp_connections_are_capped_and_refused_ones_closed() {
     let mut spoke: Vec<TcpStream> = Vec::new();
     for _ in 0..PER_IP + 4 {
         let mut s = connect_from(ALLOWED, sip).await;
-        std::io::Write::write_all(&mut s, b"\r\n\r\n").unwrap();
+        s.write_all(b"\r\n\r\n").unwrap();
         spoke.push(s);
     }
     let closed = spoke
@@ -144,4 +158,45 @@ async fn sip_tcp_connections_are_capped_and_refused_ones_closed() {
     eprintln!("held +{held} fds; silent closed after {after:?}; log {log_bytes} bytes");
     let _ = std::fs::remove_file(&log_path);
     assert!(log_bytes < 64 * 1024, "the log grew to {log_bytes} bytes");
+}
+
+/// Out of file descriptors (`ulimit -n 64`, 64 SIP TCP connections from four allowed
+/// sources, each under the per-source cap): accepting fails with `EMFILE`; the loop backs off
+/// and logs it once, not once per failure (rsipstack's own loop spun, writing 100–200 MB of
+/// log a second), and once the connections close `/health` answers again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn out_of_descriptors_the_sip_accept_loop_backs_off_quietly() {
+    let (_server, addr, sip, log_path) = spawn_logged(&["--sip-allow", "127.0.0.0/8"], 64);
+    let mut held = Vec::new();
+    for source in 2..6u8 {
+        for _ in 0..PER_IP * 2 {
+            let mut s = connect_from(IpAddr::V4(Ipv4Addr::new(127, 0, 0, source)), sip).await;
+            let _ = s.write_all(b"\r\n\r\n");
+            held.push(s);
+        }
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let log_bytes = std::fs::metadata(&log_path).map_or(0, |m| m.len());
+    let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+    drop(held);
+    let mut health = None;
+    for _ in 0..50 {
+        health = health_ms(addr).await;
+        if health.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = std::fs::remove_file(&log_path);
+    eprintln!("log {log_bytes} bytes after 3 s out of descriptors; /health then {health:?} ms");
+    assert!(log_bytes < 64 * 1024, "the log grew to {log_bytes} bytes");
+    assert_eq!(
+        log.matches("SIP TCP accept failed").count(),
+        1,
+        "out of descriptors, said once: {log}"
+    );
+    assert!(
+        health.is_some(),
+        "/health answers once the connections close"
+    );
 }
