@@ -62,6 +62,7 @@ mod sip_call_refer;
 mod sip_call_srtp;
 mod sip_flood;
 mod sip_flood_kit;
+mod sip_invite_rate;
 mod sip_invite_retransmission;
 mod sip_late_offer_hangup;
 mod sip_options_and_sources;

@@ -1,8 +1,11 @@
 //! What the SIP flood tests share: a `duet serve` child answering SIP on a free port,
 //! bodiless INVITEs (a late offer: each one rings), an OPTIONS ping from a given source,
-//! the child's open file descriptors, and the `/health` and WebSocket probes.
+//! the child's open file descriptors, the `/health` and WebSocket probes, and an app that
+//! counts its webhooks.
 
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -60,6 +63,8 @@ pub fn send_invites(
 ) -> usize {
     let sock = std::net::UdpSocket::bind((from_ip, 0)).unwrap();
     let from = sock.local_addr().unwrap();
+    // Call-IDs and branches of their own, whatever other runs sent.
+    let tag = format!("flood-{}-{}", from.ip(), from.port());
     let start = Instant::now();
     let mut sent = 0;
     while sent < count && start.elapsed() < limit {
@@ -68,7 +73,7 @@ pub fn send_invites(
             std::thread::sleep(wait);
         }
         if sock
-            .send_to(invite(to, from, "flood", sent).as_bytes(), to)
+            .send_to(invite(to, from, &tag, sent).as_bytes(), to)
             .is_ok()
         {
             sent += 1;
@@ -125,4 +130,21 @@ pub async fn round_trip_ms(ws: &mut Client) -> Option<u128> {
         .await
         .ok()?;
     Some(start.elapsed().as_millis())
+}
+
+/// An app that answers every webhook `200` and decides nothing; counts them.
+pub async fn counting_app() -> (String, Arc<AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counted = hits.clone();
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move || {
+            counted.fetch_add(1, Ordering::Relaxed);
+            async { axum::http::StatusCode::OK }
+        }),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, hits)
 }

@@ -4,30 +4,12 @@
 //! calls (the webhook pool).
 
 use std::net::{IpAddr, Ipv4Addr};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use crate::sip_flood_kit::{fds, send_invites, sip_process};
+use crate::sip_flood_kit::{counting_app, fds, send_invites, sip_process};
 
 const CALLER: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1));
-
-/// An app that answers every webhook `200` and decides nothing; counts them.
-async fn counting_app() -> (String, Arc<AtomicUsize>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/hook", listener.local_addr().unwrap());
-    let hits = Arc::new(AtomicUsize::new(0));
-    let counted = hits.clone();
-    let app = axum::Router::new().route(
-        "/hook",
-        axum::routing::post(move || {
-            counted.fetch_add(1, Ordering::Relaxed);
-            async { axum::http::StatusCode::OK }
-        }),
-    );
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    (url, hits)
-}
 
 /// An app that accepts connections and never reads or answers (holds them all).
 async fn hanging_app() -> String {
