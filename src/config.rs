@@ -312,7 +312,8 @@ pub struct ServeArgs {
     #[arg(long, env = "DUET_PUBLIC_IP")]
     pub public_ip: Option<IpAddr>,
 
-    /// Concurrent WebRTC calls; further offers get 503 with Retry-After.
+    /// Concurrent WebRTC calls; further offers get 503 with Retry-After. Accepted SIP calls
+    /// take a slot too, and ringing ones count against it (an INVITE gets 503 past it).
     #[arg(long, env = "DUET_MAX_CALLS", default_value_t = 100)]
     pub max_calls: usize,
 
@@ -493,6 +494,25 @@ pub struct ServeArgs {
     /// the operating system's ephemeral ports.
     #[arg(long, env = "DUET_SIP_RTP_PORTS")]
     pub sip_rtp_ports: Option<crate::sip::cidr::PortRange>,
+
+    /// Phone calls: new INVITEs a second from one source address (a burst of one second's
+    /// worth, then this rate); more are dropped unanswered, before any transaction.
+    #[arg(long, env = "DUET_SIP_INVITE_RATE", default_value_t = 20)]
+    pub sip_invite_rate: u32,
+
+    /// Phone calls: calls ringing at once (announced, not yet decided); further INVITEs get
+    /// `503 Service Unavailable` at once, as they do while ringing calls and --max-calls's
+    /// calls together fill --max-calls.
+    #[arg(long, env = "DUET_SIP_MAX_RINGING", default_value_t = 100)]
+    pub sip_max_ringing: usize,
+
+    /// Phone calls: SIP TCP connections held at once; further ones are closed at accept.
+    #[arg(long, env = "DUET_SIP_MAX_TCP", default_value_t = 256)]
+    pub sip_max_tcp: usize,
+
+    /// Phone calls: SIP TCP connections held at once from one source address.
+    #[arg(long, env = "DUET_SIP_MAX_TCP_PER_IP", default_value_t = 16)]
+    pub sip_max_tcp_per_ip: usize,
 
     /// Cluster mode: the Redis that nodes share (`redis://[:password@]host:port[/db]`, or
     /// `rediss://` for TLS). Calls and sessions are then placed on the node with the most

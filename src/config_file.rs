@@ -225,6 +225,20 @@ pub fn problems(args: &ServeArgs) -> Vec<String> {
         args.max_client_secrets as u64,
         1,
     );
+    at_least(
+        &mut p,
+        "sip_invite_rate",
+        u64::from(args.sip_invite_rate),
+        1,
+    );
+    at_least(&mut p, "sip_max_ringing", args.sip_max_ringing as u64, 1);
+    at_least(&mut p, "sip_max_tcp", args.sip_max_tcp as u64, 1);
+    at_least(
+        &mut p,
+        "sip_max_tcp_per_ip",
+        args.sip_max_tcp_per_ip as u64,
+        1,
+    );
     if args.media_threads == Some(0) {
         p.push("media_threads: 0 is below the minimum of 1".into());
     }

@@ -275,6 +275,7 @@ pub struct Metrics {
     sip_webhooks: Mutex<BTreeMap<String, u64>>,
     sip_calls: Mutex<BTreeMap<String, u64>>,
     cluster_routed: Mutex<BTreeMap<String, u64>>,
+    sip_dropped: Mutex<BTreeMap<String, u64>>,
 }
 
 /// The process's metrics.
@@ -306,6 +307,7 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     sip_webhooks: Mutex::new(BTreeMap::new()),
     sip_calls: Mutex::new(BTreeMap::new()),
     cluster_routed: Mutex::new(BTreeMap::new()),
+    sip_dropped: Mutex::new(BTreeMap::new()),
 }
 });
 
@@ -375,9 +377,18 @@ impl Metrics {
     }
 
     /// Counts a SIP call by how its INVITE ended: `accepted`, `rejected`, `cancelled`,
-    /// `timeout`, `busy` (no slot at accept), `not_acceptable` (no common codec), `refused`.
+    /// `timeout`, `busy` (no slot at accept), `not_acceptable` (no common codec), `refused`,
+    /// `webhook_failed`, `webhook_busy` (the webhook queue full), `ringing_full`.
     pub fn sip_call(&self, outcome: &str) {
         bump(&self.sip_calls, outcome);
+    }
+
+    /// Counts SIP input dropped unanswered, by reason: `refused_source` (a datagram or a TCP
+    /// connection from outside `--sip-allow`), `invite_rate` (a new INVITE over
+    /// `--sip-invite-rate`), `tcp_limit` (a TCP connection past `--sip-max-tcp` or
+    /// `--sip-max-tcp-per-ip`), `tcp_silent` (no bytes within 10 s), `tcp_accept_error`.
+    pub fn sip_dropped(&self, reason: &str) {
+        bump(&self.sip_dropped, reason);
     }
 
     /// Counts a request cluster routing sent elsewhere or took, by outcome: `forwarded`,
@@ -406,7 +417,7 @@ impl Metrics {
     pub fn render(&self, calls: usize, sessions: usize, websockets: usize) -> String {
         let mut out = String::with_capacity(8 * 1024);
         for (name, help, v) in [
-            ("duet_calls", "Live WebRTC calls.", calls),
+            ("duet_calls", "Live calls (WebRTC and SIP).", calls),
             (
                 "duet_sessions",
                 "Sessions holding a model slot (WebRTC and WebSocket).",
@@ -499,9 +510,15 @@ impl Metrics {
             ),
             (
                 "duet_sip_calls_total",
-                "SIP INVITEs by outcome: accepted, rejected, cancelled, timeout, busy, not_acceptable, refused.",
+                "SIP INVITEs by outcome: accepted, rejected, cancelled, timeout, busy, not_acceptable, refused, webhook_failed, webhook_busy, ringing_full.",
                 "outcome",
                 &self.sip_calls,
+            ),
+            (
+                "duet_sip_dropped_total",
+                "SIP input dropped unanswered, by reason: refused_source, invite_rate, tcp_limit, tcp_silent, tcp_accept_error.",
+                "reason",
+                &self.sip_dropped,
             ),
             (
                 "duet_cluster_routed_total",
@@ -539,7 +556,13 @@ impl Metrics {
 
 fn bump(map: &Mutex<BTreeMap<String, u64>>, key: &str) {
     if let Ok(mut m) = map.lock() {
-        *m.entry(key.to_string()).or_default() += 1;
+        // No allocation for a key seen before (some are counted per datagram).
+        match m.get_mut(key) {
+            Some(n) => *n += 1,
+            None => {
+                m.insert(key.to_string(), 1);
+            }
+        }
     }
 }
 

@@ -242,12 +242,17 @@ async fn ready(State(state): State<Arc<AppState>>, headers: axum::http::HeaderMa
             "status": "ready",
             "model": state.model.info().name,
             "sessions": state.model.active_sessions(),
-            "calls": state.engines.active_calls(),
+            "calls": live_calls(&state),
         }))
         .into_response(),
         Ok(()) => Json(json!({"status": "ready"})).into_response(),
         Err(e) => e.into_response(),
     }
+}
+
+/// Live calls: WebRTC ones and accepted SIP ones.
+fn live_calls(state: &AppState) -> usize {
+    state.engines.active_calls() + state.sip.get().map_or(0, |sip| sip.live())
 }
 
 async fn models(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
@@ -260,7 +265,7 @@ async fn models(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
 
 async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     let mut body = crate::metrics::METRICS.render(
-        state.engines.active_calls(),
+        live_calls(&state),
         state.model.active_sessions(),
         state.websockets.load(std::sync::atomic::Ordering::Acquire),
     );

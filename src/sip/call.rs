@@ -30,8 +30,15 @@ use crate::server::error::ApiError;
 use crate::server::{CallEntry, CallMedia, PhoneSession};
 use crate::session::{AttachmentId, Inbound, MediaSignals, SessionInput, Transport};
 
-/// How often `180 Ringing` is repeated while the app decides.
-const RING_EVERY: Duration = Duration::from_secs(1);
+/// How often `180 Ringing` is repeated while the app decides: every minute, as RFC 3261
+/// §13.3.1.1 asks (so a proxy's Timer C runs on), and no more often: a caller's source may
+/// be spoofed, and every repeat would be a datagram reflected to it.
+const RING_EVERY: Duration = Duration::from_secs(60);
+/// How long a final failure answer (4xx–6xx) is retransmitted while no ACK comes (Timer G
+/// at 0.5 s, 1.5 s): then its transaction is dropped, a resent INVITE still gets the answer
+/// once more and its ACK is absorbed. RFC 3261 would go on for 32 s, to a source that may
+/// be spoofed (about ten datagrams for one INVITE).
+const FINAL_RESENT_FOR: Duration = Duration::from_secs(2);
 /// How long a leg waits for its first RTP packet.
 const FIRST_PACKET: Duration = Duration::from_secs(30);
 /// INVITE headers passed to the webhook at most (Via and Route stay behind).
@@ -39,8 +46,12 @@ const MAX_WEBHOOK_HEADERS: usize = 64;
 /// Requests to a call's task waiting at once.
 const CONTROLS: usize = 8;
 
-/// A new INVITE (out of dialog).
-pub(super) async fn invite(shared: Arc<Shared>, mut tx: Transaction) {
+/// A new INVITE (out of dialog) that got a ringing place.
+pub(super) async fn invite(
+    shared: Arc<Shared>,
+    mut tx: Transaction,
+    ring: super::limits::RingSlot,
+) {
     let offer = match read_offer(&tx.original.body) {
         Ok(offer) => offer,
         Err(status) => {
@@ -73,18 +84,43 @@ pub(super) async fn invite(shared: Arc<Shared>, mut tx: Transaction) {
     let mut driver = call.dialog.clone();
     // The INVITE transaction: 100, the queued 180s and final answer, 2xx retransmissions
     // until the ACK, a CANCEL's 487.
-    tokio::spawn(async move {
+    let mut driver = tokio::spawn(async move {
         if let Err(e) = driver.handle(&mut tx).await {
             tracing::debug!(error = %e, "SIP INVITE transaction ended");
         }
     });
-    call.run(headers).await;
+    if !call.run(headers, ring).await {
+        // Not answered 2xx: its final failure answer is resent for a short while only,
+        // then the transaction goes (dropped with the task).
+        let _ = tokio::time::timeout(FINAL_RESENT_FOR, &mut driver).await;
+        driver.abort();
+    }
 }
 
-/// Answers an INVITE no dialog was made for, and absorbs its ACK.
+/// A new INVITE with no ringing place: `503` at once.
+pub(super) async fn ringing_full(mut tx: Transaction) {
+    METRICS.sip_call("ringing_full");
+    refuse(&mut tx, StatusCode::ServiceUnavailable).await;
+}
+
+/// A place for one more ringing call: fewer than `--sip-max-ringing` ring, and the ringing
+/// and admitted calls together stay under `--max-calls`.
+pub(super) fn ring_slot(shared: &Shared) -> Option<super::limits::RingSlot> {
+    let admissions = &shared.state.admissions;
+    let room = admissions.limits().1.saturating_sub(admissions.calls());
+    shared
+        .calls
+        .take_ring(shared.settings.max_ringing.min(room))
+}
+
+/// Answers an INVITE no dialog was made for, and absorbs its ACK (for a short while: see
+/// [`FINAL_RESENT_FOR`]).
 async fn refuse(tx: &mut Transaction, status: StatusCode) {
     if tx.reply(status).await.is_ok() {
-        while tx.receive().await.is_some() {}
+        let _ = tokio::time::timeout(FINAL_RESENT_FOR, async {
+            while tx.receive().await.is_some() {}
+        })
+        .await;
     }
 }
 
@@ -183,9 +219,13 @@ impl Call {
         }
     }
 
-    async fn run(mut self, headers: Vec<(String, String)>) {
+    /// The call's life; whether it was accepted (answered `200 OK`).
+    async fn run(mut self, headers: Vec<(String, String)>, ring: super::limits::RingSlot) -> bool {
         tracing::info!(call = %self.id, "SIP call ringing");
-        if let Some(live) = self.ring(headers).await {
+        let live = self.ring(headers).await;
+        drop(ring);
+        let accepted = live.is_some();
+        if let Some(live) = live {
             self.live(live).await;
         }
         self.shared.calls.remove(&self.id);
@@ -193,6 +233,7 @@ impl Call {
             m.remove(&self.id);
         }
         tracing::info!(call = %self.id, "SIP call ended");
+        accepted
     }
 
     fn reject(&self, status: u16, outcome: &str) {
@@ -224,6 +265,10 @@ impl Call {
                 }
                 got = &mut webhook.0, if !delivered => {
                     delivered = true;
+                    if matches!(got, Ok(Delivery::Busy)) {
+                        self.reject(503, "webhook_busy");
+                        return None;
+                    }
                     if !matches!(got, Ok(Delivery::Delivered)) {
                         tracing::warn!(call = %self.id, outcome = ?got.ok(), "webhook not delivered; call refused");
                         self.reject(480, "webhook_failed");

@@ -11,9 +11,11 @@
 //! - [`media`]: the call's RTP leg on its own UDP port, paced on the 20 ms grid.
 //! - [`webhook`]: the signed webhook, retried with backoff.
 //! - [`cidr`]: `--sip-allow` source networks.
+//! - [`limits`]: the INVITE rate per source, SIP TCP connections, calls ringing.
 
 mod call;
 pub mod cidr;
+pub mod limits;
 pub mod media;
 mod stack;
 pub mod webhook;
@@ -48,6 +50,13 @@ pub struct SipSettings {
     pub rtp_ports: Option<cidr::PortRange>,
     /// Where the next search of `rtp_ports` starts (so ports rotate).
     pub next_port: Arc<std::sync::atomic::AtomicUsize>,
+    /// New INVITEs a second from one source (`--sip-invite-rate`).
+    pub invite_rate: u32,
+    /// Calls ringing at once (`--sip-max-ringing`).
+    pub max_ringing: usize,
+    /// SIP TCP connections in all, and from one source (`--sip-max-tcp`,
+    /// `--sip-max-tcp-per-ip`).
+    pub max_tcp: (usize, usize),
 }
 
 impl SipSettings {
@@ -82,6 +91,9 @@ impl SipSettings {
             rtp_timeout: Duration::from_secs(args.sip_rtp_timeout_secs.max(1)),
             rtp_ports: args.sip_rtp_ports,
             next_port: Arc::default(),
+            invite_rate: args.sip_invite_rate.max(1),
+            max_ringing: args.sip_max_ringing.max(1),
+            max_tcp: (args.sip_max_tcp.max(1), args.sip_max_tcp_per_ip.max(1)),
         }))
     }
 
@@ -147,6 +159,8 @@ pub enum Control {
 #[derive(Default)]
 pub struct SipCalls {
     calls: Mutex<HashMap<String, Entry>>,
+    /// Those ringing (capped by `--sip-max-ringing` and `--max-calls`).
+    ringing: limits::Ringing,
 }
 
 struct Entry {
@@ -195,6 +209,23 @@ impl SipCalls {
             Some(owner) if !reaches(owner.as_deref()) => None,
             _ => Some(e.control.clone()),
         }
+    }
+
+    /// Accepted calls (live).
+    pub fn live(&self) -> usize {
+        self.calls
+            .lock()
+            .map_or(0, |m| m.values().filter(|e| e.owner.is_some()).count())
+    }
+
+    /// A place for one more ringing call while fewer than `cap` ring.
+    fn take_ring(&self, cap: usize) -> Option<limits::RingSlot> {
+        self.ringing.take(cap)
+    }
+
+    /// Calls ringing.
+    pub fn ringing(&self) -> usize {
+        self.ringing.held()
     }
 
     /// Calls pending or live.

@@ -3,7 +3,11 @@
 //! the app answers 5xx, 429 or nothing, until it answers 2xx or 4xx, the call is decided or
 //! cancelled (the caller dropped the [`Delivery`] future), or the attempts run out. Every
 //! attempt is re-signed with its own timestamp; the id stays, so the app can deduplicate.
+//! At most [`IN_FLIGHT`] attempts are out at once (so at most that many connections to an
+//! app that never answers); at most [`QUEUED`] deliveries wait or run, and one more is
+//! [`Delivery::Busy`] at once (its call refused).
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -13,6 +17,7 @@ use hyper::Uri;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
+use tokio::sync::Semaphore;
 
 use crate::metrics::METRICS;
 
@@ -24,6 +29,10 @@ const ATTEMPTS: u32 = 5;
 const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 /// Most of the app's answer body read (and dropped).
 const MAX_ANSWER_BYTES: usize = 64 * 1024;
+/// Attempts out at once (each holds one connection to the app).
+const IN_FLIGHT: usize = 32;
+/// Deliveries waiting or running at once.
+const QUEUED: usize = 4 * IN_FLIGHT;
 /// What the app's `User-Agent` log shows.
 const USER_AGENT: &str = concat!("duet/", env!("CARGO_PKG_VERSION"), " (webhooks)");
 
@@ -33,6 +42,10 @@ pub struct Webhook {
     url: Uri,
     secret: WebhookSecret,
     client: Client<HttpConnector, Full<Bytes>>,
+    /// Attempts out ([`IN_FLIGHT`] permits).
+    in_flight: Arc<Semaphore>,
+    /// Deliveries waiting or running ([`QUEUED`] permits).
+    queued: Arc<Semaphore>,
 }
 
 /// How a delivery ended.
@@ -44,6 +57,8 @@ pub enum Delivery {
     Refused(u16),
     /// Every attempt failed (5xx, 429, timeouts, connection errors).
     Failed(String),
+    /// Not tried: [`QUEUED`] deliveries were waiting or running already.
+    Busy,
 }
 
 impl Webhook {
@@ -61,22 +76,34 @@ impl Webhook {
         connector.set_connect_timeout(Some(ATTEMPT_TIMEOUT));
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(30))
+            .pool_max_idle_per_host(IN_FLIGHT)
             .build(connector);
         Ok(Self {
             url: uri,
             secret,
             client,
+            in_flight: Arc::new(Semaphore::new(IN_FLIGHT)),
+            queued: Arc::new(Semaphore::new(QUEUED)),
         })
     }
 
     /// Delivers `realtime.call.incoming` for `call_id` with the INVITE's headers.
     pub async fn call_incoming(&self, call_id: &str, sip_headers: &[(String, String)]) -> Delivery {
+        let Ok(_queued) = self.queued.try_acquire() else {
+            METRICS.sip_webhook_failure("busy");
+            return Delivery::Busy;
+        };
         let id = crate::protocol::ids::new_id("evt");
         let body = Bytes::from(call_incoming_event(&id, unix_now(), call_id, sip_headers));
         let mut backoff = FIRST_BACKOFF;
         let mut last = String::new();
         for attempt in 1..=ATTEMPTS {
-            match self.attempt(&id, body.clone()).await {
+            let Ok(slot) = self.in_flight.acquire().await else {
+                return Delivery::Busy;
+            };
+            let answer = self.attempt(&id, body.clone()).await;
+            drop(slot);
+            match answer {
                 Ok(status) if (200..300).contains(&status) => return Delivery::Delivered,
                 Ok(status) if (400..500).contains(&status) && status != 429 => {
                     METRICS.sip_webhook_failure("refused");
