@@ -355,6 +355,22 @@ pub struct ServeArgs {
     #[arg(long, env = "DUET_MAX_ITEM_AUDIO_SECS", default_value_t = 300)]
     pub max_item_audio_secs: u64,
 
+    /// Text a session's conversation keeps (messages, transcripts, function arguments and
+    /// outputs), in MiB; past it the oldest items are evicted, and one item larger than this
+    /// is refused (`item_text_too_long`).
+    #[arg(long, env = "DUET_MAX_CONVERSATION_TEXT_MIB", default_value_t = 8)]
+    pub max_conversation_text_mib: usize,
+
+    /// Longest `instructions` (session or response), in KiB; longer is refused
+    /// (`invalid_value`).
+    #[arg(long, env = "DUET_MAX_INSTRUCTIONS_KIB", default_value_t = 256)]
+    pub max_instructions_kib: usize,
+
+    /// Largest `tools` array (session or response, as JSON), in KiB; larger is refused
+    /// (`invalid_value`).
+    #[arg(long, env = "DUET_MAX_TOOLS_KIB", default_value_t = 1024)]
+    pub max_tools_kib: usize,
+
     /// Open HTTP connections (WebSockets included); further ones get a bare 503.
     #[arg(long, env = "DUET_MAX_CONNECTIONS", default_value_t = 4096)]
     pub max_connections: usize,

@@ -197,6 +197,19 @@ pub fn problems(args: &ServeArgs) -> Vec<String> {
     at_least(&mut p, "max_outbound_mib", args.max_outbound_mib as u64, 1);
     at_least(&mut p, "max_inbound_mib", args.max_inbound_mib as u64, 16);
     at_least(&mut p, "max_item_audio_secs", args.max_item_audio_secs, 1);
+    at_least(
+        &mut p,
+        "max_conversation_text_mib",
+        args.max_conversation_text_mib as u64,
+        1,
+    );
+    at_least(
+        &mut p,
+        "max_instructions_kib",
+        args.max_instructions_kib as u64,
+        1,
+    );
+    at_least(&mut p, "max_tools_kib", args.max_tools_kib as u64, 1);
     at_least(&mut p, "max_connections", args.max_connections as u64, 1);
     at_least(
         &mut p,

@@ -414,3 +414,63 @@ fn only_list_flags_take_arrays() {
         "a new list flag: add it to the fuzz target's kinds"
     );
 }
+
+/// The user documentation: `README.md` and every page under `docs/`.
+fn user_docs() -> String {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut text = std::fs::read_to_string(root.join("README.md")).expect("README.md");
+    if let Ok(pages) = std::fs::read_dir(root.join("docs")) {
+        for page in pages.flatten() {
+            if page.path().extension().is_some_and(|e| e == "md") {
+                text += &std::fs::read_to_string(page.path()).unwrap_or_default();
+            }
+        }
+    }
+    text
+}
+
+#[test]
+fn every_serve_flag_and_its_variable_are_documented() {
+    let docs = user_docs();
+    let mut missing = Vec::new();
+    for arg in ServeArgs::command().get_arguments() {
+        let Some(long) = arg.get_long() else { continue };
+        if !docs.contains(&format!("`--{long}")) {
+            missing.push(format!("--{long}"));
+        }
+        if let Some(env) = arg.get_env() {
+            let env = env.to_string_lossy();
+            if !docs.contains(&format!("`{env}`")) {
+                missing.push(env.to_string());
+            }
+        }
+    }
+    assert!(missing.is_empty(), "not in the docs: {missing:?}");
+}
+
+#[test]
+fn every_error_code_is_in_the_docs_error_table() {
+    // The codes the protocol crate defines (`pub const NAME: &str = "code";`).
+    let source = include_str!("../protocol/src/error.rs");
+    let codes: Vec<&str> = source
+        .lines()
+        .filter(|l| l.trim_start().starts_with("pub const "))
+        .filter_map(|l| l.split('"').nth(1))
+        .collect();
+    assert!(codes.len() > 30, "{codes:?}");
+    let docs = user_docs();
+    // A row of an error table names its codes in its first cell.
+    let rows: Vec<&str> = docs
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .filter_map(|l| l.split(" | ").next())
+        .collect();
+    let missing: Vec<&&str> = codes
+        .iter()
+        .filter(|c| !rows.iter().any(|r| r.contains(&format!("`{c}`"))))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "error codes not in an error table: {missing:?}"
+    );
+}

@@ -53,6 +53,8 @@ impl Budget {
             + item * PCM16 * 4 / 3 // one cached retrieve encoding (PCM16, base64)
             + ((args.max_outbound_mib as u64) << 20)
             + ((args.max_inbound_mib.max(16) as u64) << 20)
+            + ((args.max_conversation_text_mib as u64) << 20) // conversation text
+            + ((args.max_instructions_kib as u64 + args.max_tools_kib as u64) << 10) // instructions, tools
             + args.resume_journal_bytes as u64 // replay journal (opted-in sessions)
             + MODEL_QUEUE
             + if args.transcription_model_dir.is_some() {
@@ -417,10 +419,15 @@ mod tests {
         // With no item audio at all, the audio kept is the input buffer's 300 s (PCM16,
         // 48 000 bytes a second) and the conversation's 900 s (ADPCM, 12 000).
         let zero = Budget::of(&args("0"));
+        // Besides the queues: the conversation's text (8 MiB), instructions and tools (1.25 MiB).
         let queues = (32 << 20) + (16 << 20) + (8 << 20) + MODEL_QUEUE;
-        assert_eq!(zero.per_session - queues, 300 * 48_000 + 900 * 12_000);
-        // The defaults: the README's "≈ 105 MiB" per session (215 MiB with f32 audio).
+        let text = (8 << 20) + (1280 << 10);
+        assert_eq!(
+            zero.per_session - queues - text,
+            300 * 48_000 + 900 * 12_000
+        );
+        // The defaults: the README's "≈ 115 MiB" per session (224 MiB with f32 audio).
         let defaults = Budget::of(&ServeArgs::parse_from(["serve"]));
-        assert_eq!(defaults.per_session, 110_560_256, "{defaults}");
+        assert_eq!(defaults.per_session, 120_259_584, "{defaults}");
     }
 }

@@ -58,7 +58,7 @@ async fn errors_keep_the_session_alive() {
 
     c.send(json!({"type":"conversation.item.retrieve","item_id":"item_nope"}))
         .await;
-    expect_error(&mut c, "item_not_found").await;
+    expect_error(&mut c, "item_retrieve_invalid_item_id").await;
 
     // 15 MiB + 1 KiB: over the event limit but under the socket limit.
     let big = format!(

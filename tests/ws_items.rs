@@ -45,7 +45,10 @@ async fn create_orders_items_by_previous_item_id() {
     );
     c.send(json!({"type":"conversation.item.delete","item_id":"item_custom"}))
         .await;
-    assert_eq!(c.until("error").await["error"]["code"], "item_not_found");
+    assert_eq!(
+        c.until("error").await["error"]["code"],
+        "item_delete_invalid_item_id"
+    );
 }
 
 #[tokio::test]

@@ -109,7 +109,7 @@ async fn an_item_over_the_audio_cap_is_refused_and_stores_nothing() {
     c.send(json!({"type":"conversation.item.retrieve","item_id":"item_big"}))
         .await;
     let err = c.until("error").await;
-    assert_eq!(err["error"]["code"], "item_not_found");
+    assert_eq!(err["error"]["code"], "item_retrieve_invalid_item_id");
     // Just over the cap (301 s) is refused too; at the cap it is stored.
     c.send(ulaw_item("item_301", 301 * 8_000)).await;
     assert_eq!(

@@ -72,7 +72,10 @@ async fn text_only_response_and_out_of_band() {
     let oob_item = done["response"]["output"][0]["id"].as_str().unwrap();
     c.send(json!({"type":"conversation.item.retrieve","item_id": oob_item}))
         .await;
-    assert_eq!(c.until("error").await["error"]["code"], "item_not_found");
+    assert_eq!(
+        c.until("error").await["error"]["code"],
+        "item_retrieve_invalid_item_id"
+    );
 }
 
 #[tokio::test]

@@ -83,8 +83,16 @@ pub mod codes {
     pub const INPUT_AUDIO_BUFFER_COMMIT_EMPTY: &str = "input_audio_buffer_commit_empty";
     /// The uncommitted input buffer would exceed its limit.
     pub const INPUT_AUDIO_BUFFER_FULL: &str = "input_audio_buffer_full";
-    /// An `item_id` that the conversation does not hold.
+    /// An `item_id` that the conversation does not hold, where OpenAI has no code of its own
+    /// (`response.input` item references, `playback.ack`). The three item events use OpenAI's
+    /// codes below (they replaced this one there).
     pub const ITEM_NOT_FOUND: &str = "item_not_found";
+    /// OpenAI's code: `conversation.item.retrieve` of an id the conversation does not hold.
+    pub const ITEM_RETRIEVE_INVALID_ITEM_ID: &str = "item_retrieve_invalid_item_id";
+    /// OpenAI's code: `conversation.item.delete` of an id the conversation does not hold.
+    pub const ITEM_DELETE_INVALID_ITEM_ID: &str = "item_delete_invalid_item_id";
+    /// OpenAI's code: `conversation.item.truncate` of an id the conversation does not hold.
+    pub const ITEM_TRUNCATE_INVALID_ITEM_ID: &str = "item_truncate_invalid_item_id";
     /// `previous_item_id` names no item in the conversation.
     pub const PREVIOUS_ITEM_NOT_FOUND: &str = "previous_item_not_found";
     /// OpenAI's code: a response is already writing to the conversation.
@@ -107,6 +115,9 @@ pub mod codes {
     /// A `conversation.item.create` whose audio is longer than one item may hold (or than
     /// the whole conversation may store).
     pub const ITEM_AUDIO_TOO_LONG: &str = "item_audio_too_long";
+    /// A `conversation.item.create` with more text than the whole conversation keeps
+    /// (`--max-conversation-text-mib`).
+    pub const ITEM_TEXT_TOO_LONG: &str = "item_text_too_long";
     /// An event the transport cannot carry (larger than the session's outbound budget, or
     /// than the peer's data-channel `max-message-size`) was replaced by this error.
     pub const EVENT_TOO_LARGE_FOR_TRANSPORT: &str = "event_too_large_for_transport";

@@ -160,6 +160,45 @@ impl Item {
             | Item::FunctionCallOutput { status, .. } => *status = Some(new_status),
         }
     }
+
+    /// Bytes the item holds besides audio: its strings (text, transcripts, a call's name,
+    /// arguments and output, ids) and its parts. What a session charges to the memory
+    /// budget and counts against its conversation's text limit.
+    pub fn text_bytes(&self) -> usize {
+        let opt = |s: &Option<String>| s.as_ref().map_or(0, String::len);
+        let strings = match self {
+            Item::Message { id, content, .. } => {
+                opt(id)
+                    + content
+                        .iter()
+                        .map(|part| {
+                            std::mem::size_of::<Content>()
+                                + match part {
+                                    Content::InputText { text } | Content::OutputText { text } => {
+                                        text.len()
+                                    }
+                                    Content::InputAudio { transcript, .. }
+                                    | Content::OutputAudio { transcript, .. } => opt(transcript),
+                                }
+                        })
+                        .sum::<usize>()
+            }
+            Item::FunctionCall {
+                id,
+                name,
+                call_id,
+                arguments,
+                ..
+            } => opt(id) + name.len() + opt(call_id) + arguments.len(),
+            Item::FunctionCallOutput {
+                id,
+                call_id,
+                output,
+                ..
+            } => opt(id) + call_id.len() + output.len(),
+        };
+        std::mem::size_of::<Item>() + strings
+    }
 }
 
 /// `part` of `response.content_part.added|done`: `audio` or `text` (not `output_*`).

@@ -17,7 +17,7 @@ use axum::Extension;
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use serde::Deserialize;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use super::admission::{Kind, SidebandSlot};
 use super::error::ApiError;
@@ -247,16 +247,20 @@ async fn run(state: Arc<AppState>, socket: WebSocket, cred: Credential, transcri
         tracing::info_span!("session", session = %opened.session.id(), transport = "websocket");
     tracing::info!(parent: &span, "session opened");
     let (events, mut actor) = spawn_session(&state, opened, (in_tx.clone(), in_rx), None, ());
-    let mut writer = tokio::spawn(write_loop(sink, events, state.ws));
+    let (end_tx, end_rx) = oneshot::channel();
+    let mut writer = tokio::spawn(write_loop(sink, events, state.ws, end_rx));
     let budget = state.inbound_budget();
     let (mut writer_done, mut actor_done) = (false, false);
     tokio::select! {
-        _ = read_loop(&mut stream, in_tx, budget, state.ws, Reader::GA) => {}
+        end = read_loop(&mut stream, in_tx, budget, state.ws, Reader::GA) => {
+            let _ = end_tx.send(end);
+        }
         _ = &mut writer => writer_done = true,
         _ = &mut actor => actor_done = true,
     }
     // The reader's end closes the session's inbox: the session ends and its last events
-    // leave, unless the client stopped reading.
+    // leave (unless the client closed, or stopped reading); the writer closes as the reader's
+    // end says.
     if !writer_done && tokio::time::timeout(FLUSH, &mut writer).await.is_err() {
         writer.abort();
     }
@@ -405,7 +409,8 @@ async fn attach(
     attachment: AttachmentId,
 ) {
     let _counted = Counted::new(state);
-    let mut writer = tokio::spawn(write_loop(sink, events, state.ws));
+    let (end_tx, end_rx) = oneshot::channel();
+    let mut writer = tokio::spawn(write_loop(sink, events, state.ws, end_rx));
     let budget = state.inbound_budget();
     let reader = Reader {
         from: attachment,
@@ -413,7 +418,9 @@ async fn attach(
     };
     let mut writer_done = false;
     tokio::select! {
-        _ = read_loop(&mut stream, inbox.clone(), budget, state.ws, reader) => {}
+        end = read_loop(&mut stream, inbox.clone(), budget, state.ws, reader) => {
+            let _ = end_tx.send(end);
+        }
         _ = &mut writer => writer_done = true,
     }
     let detach = Inbound {
@@ -448,13 +455,44 @@ async fn sideband(
         // Errs once the call's guard (the only sender) is dropped.
         while ended.changed().await.is_ok() {}
     };
-    let call_over = tokio::select! {
-        _ = read_loop(&mut stream, session, budget, state.ws, Reader::GA) => false,
-        _ = write_events(&mut sink, &mut events, state.ws) => false,
-        _ = call_ended => true,
-    };
-    if call_over {
-        let _ = tokio::time::timeout(state.ws.write, sink.send(close(1000, "call ended"))).await;
+    // The reader's end is handled here, after the select: nothing tells the writer.
+    let (_never, mut no_end) = oneshot::channel();
+    tokio::select! {
+        end = read_loop(&mut stream, session, budget, state.ws, Reader::GA) => {
+            finish(&mut sink, end, state.ws).await;
+        }
+        _ = write_events(&mut sink, &mut events, state.ws, &mut no_end) => {}
+        _ = call_ended => send_close(&mut sink, close(1000, "call ended"), state.ws).await,
+    }
+}
+
+/// Sends a Close frame the server starts. When the client's Close came first, the send is
+/// refused (nothing may follow it) and flushing instead sends the answer to it that the
+/// WebSocket library queued.
+async fn send_close(sink: &mut SplitSink<WebSocket, Message>, frame: Message, limits: WsLimits) {
+    if let Ok(Err(_)) = tokio::time::timeout(limits.write, sink.send(frame)).await {
+        let _ = tokio::time::timeout(ABORT_GRACE, sink.close()).await;
+    }
+}
+
+/// Ends the connection as the reader's end says (RFC 6455 §5.5.1, §7.4): the client's Close
+/// is answered with a Close frame (its code echoed), a silent client gets 1001, an
+/// oversized message 1009; a broken connection gets nothing; when the session ended, the
+/// writer sends the session's close.
+async fn finish(sink: &mut SplitSink<WebSocket, Message>, end: ReadEnd, limits: WsLimits) {
+    match end {
+        // Flushing sends the answer the library queued when it read the client's Close.
+        ReadEnd::Closed => {
+            let _ = tokio::time::timeout(limits.write, sink.close()).await;
+        }
+        ReadEnd::Idle => {
+            send_close(sink, close(1001, "idle: no frame from the client"), limits).await
+        }
+        ReadEnd::TooBig => {
+            let reason = format!("message over {} bytes", MAX_WS_MESSAGE);
+            send_close(sink, close(1009, &reason), limits).await;
+        }
+        ReadEnd::Broken | ReadEnd::Session => {}
     }
 }
 
@@ -496,16 +534,31 @@ impl Reader {
     };
 }
 
+/// How the client's side of a connection ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ReadEnd {
+    /// The client sent a Close frame.
+    Closed,
+    /// No frame within `--ws-idle-secs`.
+    Idle,
+    /// A message over [`MAX_WS_MESSAGE`].
+    TooBig,
+    /// The connection broke (a reset, an end without a Close frame, a protocol error).
+    Broken,
+    /// The session no longer takes events (it ended).
+    Session,
+}
+
 async fn read_loop(
     stream: &mut SplitStream<WebSocket>,
     inbox: mpsc::Sender<Inbound>,
     budget: InboundBudget,
     limits: WsLimits,
     reader: Reader,
-) {
+) -> ReadEnd {
     loop {
         let input = match next_frame(stream, limits).await {
-            Frame::End => return,
+            Frame::End(end) => return end,
             Frame::Skip => continue,
             Frame::Invalid(err) => Inbound {
                 input: SessionInput::Invalid(err),
@@ -514,11 +567,11 @@ async fn read_loop(
             },
             Frame::Text(text) => match take_text(text, &budget, reader).await {
                 Some(inbound) => inbound,
-                None => return,
+                None => return ReadEnd::Session,
             },
         };
         if inbox.send(input).await.is_err() {
-            return;
+            return ReadEnd::Session;
         }
     }
 }
@@ -532,7 +585,7 @@ enum Frame {
     /// Nothing for the session (ping, pong).
     Skip,
     /// The connection ended (close, idle, error).
-    End,
+    End(ReadEnd),
 }
 
 /// The client's next frame, within `--ws-idle-secs`.
@@ -543,9 +596,9 @@ async fn next_frame(stream: &mut SplitStream<WebSocket>, limits: WsLimits) -> Fr
                 idle_secs = limits.idle.as_secs(),
                 "no frame from the client; closing the websocket"
             );
-            return Frame::End;
+            return Frame::End(ReadEnd::Idle);
         }
-        Ok(None) => return Frame::End,
+        Ok(None) => return Frame::End(ReadEnd::Broken),
         Ok(Some(msg)) => msg,
     };
     match msg {
@@ -554,11 +607,19 @@ async fn next_frame(stream: &mut SplitStream<WebSocket>, limits: WsLimits) -> Fr
             codes::INVALID_JSON,
             "binary frames are not supported; send JSON events as text frames",
         )),
-        Ok(Message::Close(_)) => Frame::End,
+        Ok(Message::Close(_)) => Frame::End(ReadEnd::Closed),
         Ok(Message::Ping(_) | Message::Pong(_)) => Frame::Skip,
         Err(e) => {
             tracing::debug!(error = %e, "websocket read ended");
-            Frame::End
+            let too_big = e
+                .into_inner()
+                .downcast_ref::<tokio_tungstenite::tungstenite::Error>()
+                .is_some_and(|e| matches!(e, tokio_tungstenite::tungstenite::Error::Capacity(_)));
+            Frame::End(if too_big {
+                ReadEnd::TooBig
+            } else {
+                ReadEnd::Broken
+            })
         }
     }
 }
@@ -599,40 +660,53 @@ async fn write_loop(
     mut sink: SplitSink<WebSocket, Message>,
     mut events: EventReceiver,
     limits: WsLimits,
+    mut reader_end: oneshot::Receiver<ReadEnd>,
 ) {
-    write_events(&mut sink, &mut events, limits).await;
+    write_events(&mut sink, &mut events, limits, &mut reader_end).await;
 }
 
-/// Sends the session's events until it closes the queue (then a close frame), aborts, or
-/// the client stops reading.
+/// Sends the session's events until it closes the queue (then a close frame), aborts, the
+/// client stops reading, or the reader's end arrives (then the connection ends as that
+/// says: see [`finish`]).
 async fn write_events(
     sink: &mut SplitSink<WebSocket, Message>,
     events: &mut EventReceiver,
     limits: WsLimits,
+    reader_end: &mut oneshot::Receiver<ReadEnd>,
 ) {
     let start = tokio::time::Instant::now() + limits.ping;
     let mut ping = tokio::time::interval_at(start, limits.ping);
+    let mut reader_open = true;
     loop {
         let (msg, held) = tokio::select! {
             biased;
+            end = &mut *reader_end, if reader_open => match end {
+                Ok(ReadEnd::Session) | Err(_) => {
+                    // The session's own close follows on the queue.
+                    reader_open = false;
+                    continue;
+                }
+                Ok(end) => return finish(sink, end, limits).await,
+            },
             next = events.recv() => match next {
                 Some(Ok(Delivery::Event(event, held))) => (text_frame(&event), Some(held)),
                 Some(Ok(Delivery::Close { code, reason })) => {
-                    let _ = tokio::time::timeout(limits.write, sink.send(close(code, &reason))).await;
-                    return;
+                    return send_close(sink, close(code, &reason), limits).await;
                 }
                 Some(Err(abort)) => return send_abort(sink, abort).await,
-                None => {
-                    let _ = tokio::time::timeout(limits.write, sink.send(close(1000, "session ended"))).await;
-                    return;
-                }
+                None => return send_close(sink, close(1000, "session ended"), limits).await,
             },
             _ = ping.tick() => (Message::Ping(bytes::Bytes::new()), None),
         };
         tokio::select! {
             sent = tokio::time::timeout(limits.write, sink.send(msg)) => match sent {
                 Ok(Ok(())) => {}
-                Ok(Err(_)) => return,
+                // Refused after the client's Close (nothing may follow it): flushing sends
+                // the answer to it that the library queued.
+                Ok(Err(_)) => {
+                    let _ = tokio::time::timeout(ABORT_GRACE, sink.close()).await;
+                    return;
+                }
                 Err(_) => {
                     tracing::info!(write_timeout_secs = limits.write.as_secs(), "the client stopped reading; closing the websocket");
                     return;

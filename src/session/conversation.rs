@@ -58,6 +58,13 @@ impl StoredItem {
     fn encoded_bytes(&self) -> usize {
         self.encoded.as_ref().map_or(0, |(_, b64)| b64.len())
     }
+
+    /// Bytes it holds besides audio (its text, ids, the ledger's timed transcript).
+    pub fn text_bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self.item.text_bytes()
+            + self.ledger.as_ref().map_or(0, PlaybackLedger::text_bytes)
+    }
 }
 
 /// Where a new item goes.
@@ -91,8 +98,11 @@ pub struct Conversation {
     audio_bytes: usize,
     /// Bytes of the one cached retrieve encoding (0: none).
     encoded_bytes: usize,
+    /// Bytes the items hold besides audio ([`StoredItem::text_bytes`]).
+    text_bytes: usize,
     max_items: usize,
     max_audio_samples: u64,
+    max_text_bytes: usize,
     /// Items that are never evicted while pinned: assistant items whose audio is still
     /// playing (their truncation to what was heard is still to come).
     pinned: Vec<String>,
@@ -106,10 +116,24 @@ impl Conversation {
             audio_samples: 0,
             audio_bytes: 0,
             encoded_bytes: 0,
+            text_bytes: 0,
             max_items: max_items.max(2),
             max_audio_samples,
+            max_text_bytes: usize::MAX,
             pinned: Vec::new(),
         }
+    }
+
+    /// The same, keeping at most `bytes` of text ([`StoredItem::text_bytes`]) before the
+    /// oldest items are evicted.
+    pub fn with_max_text(mut self, bytes: usize) -> Self {
+        self.max_text_bytes = bytes;
+        self
+    }
+
+    /// The most text the conversation keeps, in bytes.
+    pub fn max_text_bytes(&self) -> usize {
+        self.max_text_bytes
     }
 
     /// Keeps `id` from eviction until [`Self::unpin`].
@@ -133,10 +157,24 @@ impl Conversation {
         self.position(id).map(|i| &self.items[i])
     }
 
-    /// The item with `id`, mutably (its audio changes only through this type's methods,
-    /// which keep the stored-audio count).
-    pub fn get_mut(&mut self, id: &str) -> Option<&mut StoredItem> {
+    /// The item with `id`, mutably (private: its audio and text change only through this
+    /// type's methods, which keep the counts).
+    fn get_mut(&mut self, id: &str) -> Option<&mut StoredItem> {
         self.position(id).map(|i| &mut self.items[i])
+    }
+
+    /// Fills a user audio item's `transcript`. `false` when there is no such item.
+    pub fn set_transcript(&mut self, id: &str, text: &str) -> bool {
+        let Some(stored) = self.get_mut(id) else {
+            return false;
+        };
+        if let Item::Message { content, .. } = &mut stored.item {
+            if let Some(Content::InputAudio { transcript, .. }) = content.first_mut() {
+                *transcript = Some(text.to_string());
+            }
+        }
+        self.recount();
+        true
     }
 
     /// The most audio the conversation stores, in samples.
@@ -246,6 +284,7 @@ impl Conversation {
         let id = item.id().to_string();
         self.audio_samples += item.audio_len();
         self.audio_bytes += item.audio_bytes();
+        self.text_bytes += item.text_bytes();
         self.items.insert(index, item);
         Ok(self.evict_except(&id))
     }
@@ -263,6 +302,7 @@ impl Conversation {
         self.audio_samples = self.items.iter().map(StoredItem::audio_len).sum();
         self.audio_bytes = self.items.iter().map(StoredItem::audio_bytes).sum();
         self.encoded_bytes = self.items.iter().map(StoredItem::encoded_bytes).sum();
+        self.text_bytes = self.items.iter().map(StoredItem::text_bytes).sum();
     }
 
     /// An item left: its audio, and the cached encoding if it was its.
@@ -270,12 +310,17 @@ impl Conversation {
         self.audio_samples -= gone.audio_len();
         self.audio_bytes -= gone.audio_bytes();
         self.encoded_bytes -= gone.encoded_bytes();
+        self.text_bytes -= gone.text_bytes();
     }
 
-    /// Evicts the oldest items (never `keep`, nor a pinned one) until both limits hold.
+    /// Evicts the oldest items (never `keep`, nor a pinned one) until the limits (items,
+    /// audio, text) hold.
     pub fn evict_except(&mut self, keep: &str) -> Vec<String> {
         let mut evicted = Vec::new();
-        while self.items.len() > self.max_items || self.audio_samples > self.max_audio_samples {
+        while self.items.len() > self.max_items
+            || self.audio_samples > self.max_audio_samples
+            || self.text_bytes > self.max_text_bytes
+        {
             let evictable =
                 |s: &StoredItem| s.id() != keep && !self.pinned.iter().any(|p| p == s.id());
             let Some(i) = self.items.iter().position(evictable) else {
@@ -342,10 +387,15 @@ impl Conversation {
         self.audio_bytes
     }
 
-    /// Bytes the stored audio and the cached retrieve encoding take (kept as totals: the
-    /// session reads them after every step).
+    /// Bytes the items hold besides audio.
+    pub fn text_bytes(&self) -> usize {
+        self.text_bytes
+    }
+
+    /// Bytes the stored audio, the cached retrieve encoding and the items' text take (kept
+    /// as totals: the session reads them after every step).
     pub fn held_bytes(&self) -> usize {
-        self.audio_bytes + self.encoded_bytes
+        self.audio_bytes + self.encoded_bytes + self.text_bytes
     }
 }
 

@@ -196,13 +196,51 @@ fn a_stored_audio_item_costs_half_a_byte_a_sample() {
     c.cut_audio("a", 0, 4 * 24_000).unwrap();
     assert_eq!(c.audio_samples(), 4 * 24_000);
     assert_eq!(c.audio_bytes(), 48_000);
-    assert_eq!(c.held_bytes(), 48_000);
+    assert_eq!(c.held_bytes() - c.text_bytes(), 48_000);
     // The cached retrieve encoding counts until the item goes.
     c.audio_base64("a", AudioFormat::default(), |_| "x".repeat(1_000))
         .unwrap();
-    assert_eq!(c.held_bytes(), 49_000);
+    assert_eq!(c.held_bytes() - c.text_bytes(), 49_000);
     c.insert(Placement::End, text_item("b", "1")).unwrap();
-    assert_eq!(c.held_bytes(), 49_000);
+    assert_eq!(c.held_bytes() - c.text_bytes(), 49_000);
     c.remove("a").unwrap();
+    assert_eq!(c.held_bytes(), c.text_bytes());
+    c.remove("b").unwrap();
     assert_eq!(c.held_bytes(), 0);
+}
+
+#[test]
+fn text_is_counted_and_bounded() {
+    let item = |id: &str, n: usize| text_item(id, &"x".repeat(n));
+    let one = item("a", 1_000).text_bytes();
+    assert!(one > 1_000, "the text and the item around it: {one}");
+    // Room for two such items: a third evicts the oldest.
+    let mut c = Conversation::new(100, 1_000).with_max_text(2 * one + one / 2);
+    assert!(c
+        .insert(Placement::End, item("a", 1_000))
+        .unwrap()
+        .is_empty());
+    assert!(c
+        .insert(Placement::End, item("b", 1_000))
+        .unwrap()
+        .is_empty());
+    assert_eq!(c.text_bytes(), 2 * one);
+    assert_eq!(c.insert(Placement::End, item("c", 1_000)).unwrap(), ["a"]);
+    assert_eq!(ids(&c), ["b", "c"]);
+    assert_eq!(c.held_bytes(), 2 * one);
+    // A transcript filled in later counts too (and is given back with its item).
+    let mut audio_item = text_item("d", "");
+    if let Item::Message { content, .. } = &mut audio_item.item {
+        content[0] = Content::InputAudio {
+            audio: None,
+            transcript: None,
+        };
+    }
+    c.insert(Placement::End, audio_item).unwrap();
+    let before = c.text_bytes();
+    assert!(c.set_transcript("d", &"w".repeat(500)));
+    assert_eq!(c.text_bytes(), before + 500);
+    assert!(!c.set_transcript("zz", "nothing"));
+    c.remove("d").unwrap();
+    assert_eq!(c.text_bytes(), 2 * one);
 }

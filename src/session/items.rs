@@ -33,10 +33,12 @@ fn splice(json: &str, marker: &str, value: &str) -> String {
     out
 }
 
-fn not_found(item_id: &str) -> ErrorPayload {
+/// An unknown `item_id` in `conversation.item.{retrieve,truncate,delete}`, with OpenAI's code
+/// and message for each (`verb`: "retrieving", "truncating", "deleting").
+fn not_found(code: &'static str, verb: &str, item_id: &str) -> ErrorPayload {
     ErrorPayload::invalid(
-        codes::ITEM_NOT_FOUND,
-        format!("item {item_id:?} does not exist in the conversation"),
+        code,
+        format!("Error {verb} item: the item with id '{item_id}' does not exist."),
     )
     .with_param("item_id")
 }
@@ -48,6 +50,24 @@ impl Session {
         previous: Option<String>,
         mut item: Item,
     ) -> Result<(), ErrorPayload> {
+        // The text first (it is cheap to measure; the audio is decoded below).
+        let text = item.text_bytes() as u64;
+        let max = self.conv.max_text_bytes() as u64;
+        if text > max {
+            return Err(ErrorPayload::invalid(
+                codes::ITEM_TEXT_TOO_LONG,
+                format!(
+                    "the item holds {text} bytes of text; the conversation keeps at most {max} (--max-conversation-text-mib {})",
+                    max >> 20
+                ),
+            )
+            .with_param("item.content"));
+        }
+        // Room for the text and for its echoes in `conversation.item.added` and `.done` (the
+        // event queue charges those itself, and could only close the transport if it found
+        // no room): their share is handed back at once.
+        self.reserve(3 * text)?;
+        self.give_back(2 * text);
         let audio = self.item_audio(&mut item)?;
         item.stamp(ids::item_id, ItemStatus::Completed);
         let id = item.id().unwrap_or_default().to_string();
@@ -140,7 +160,9 @@ impl Session {
     /// the rendered event: a long item costs one buffer of its size, not several copies.
     /// Stored audio goes out as PCM16 without a pass through f32.
     pub(super) fn item_retrieve(&mut self, item_id: &str) -> Result<(), ErrorPayload> {
-        let stored = self.conv.get(item_id).ok_or_else(|| not_found(item_id))?;
+        let stored = self.conv.get(item_id).ok_or_else(|| {
+            not_found(codes::ITEM_RETRIEVE_INVALID_ITEM_ID, "retrieving", item_id)
+        })?;
         let mut item = stored.item.clone();
         // The encoding the cache may keep (settled away again when it was cached already),
         // and the decoded PCM16 for a moment.
@@ -193,7 +215,9 @@ impl Session {
             )
             .with_param("item_id"));
         }
-        let stored = self.conv.get(item_id).ok_or_else(|| not_found(item_id))?;
+        let stored = self.conv.get(item_id).ok_or_else(|| {
+            not_found(codes::ITEM_TRUNCATE_INVALID_ITEM_ID, "truncating", item_id)
+        })?;
         let (
             Item::Message {
                 role: Role::Assistant,
@@ -248,7 +272,7 @@ impl Session {
         }
         self.conv
             .remove(item_id)
-            .ok_or_else(|| not_found(item_id))?;
+            .ok_or_else(|| not_found(codes::ITEM_DELETE_INVALID_ITEM_ID, "deleting", item_id))?;
         self.emit(ServerEventBody::ConversationItemDeleted {
             item_id: item_id.to_string(),
         });

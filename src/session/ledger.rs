@@ -21,6 +21,11 @@ pub struct PlaybackLedger {
 }
 
 impl PlaybackLedger {
+    /// Bytes its timed transcript takes.
+    pub fn text_bytes(&self) -> usize {
+        self.transcript.len() + self.marks.len() * std::mem::size_of::<(u64, usize)>()
+    }
+
     /// Records generated audio.
     pub fn generated(&mut self, samples: u64) {
         self.generated += samples;

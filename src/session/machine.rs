@@ -84,6 +84,8 @@ pub struct Session {
     pub(super) memory: Option<super::SessionMemory>,
     /// Bytes of its own buffers charged to the meter (see `memory`).
     pub(super) metered: u64,
+    /// Bytes its `instructions` and `tools` take (counted in its buffers; see `memory`).
+    pub(super) prompt_bytes: u64,
     /// An answer started before its turn was confirmed (see `speculate`).
     pub(super) speculation: Option<super::speculate::Speculation>,
 }
@@ -109,7 +111,8 @@ impl Session {
         let input = InputState::new(&cfg, p.model_frame, p.limits.max_input_samples, vad);
         let floor = Floor::new(autonomous, p.limits.speak_timeout);
         Self {
-            conv: Conversation::new(p.limits.max_items, p.limits.max_conversation_samples),
+            conv: Conversation::new(p.limits.max_items, p.limits.max_conversation_samples)
+                .with_max_text(p.limits.max_conversation_text),
             cfg,
             transport: p.transport,
             conversation_id: ids::conversation_id(),
@@ -140,6 +143,7 @@ impl Session {
             transcripts: super::transcripts::Transcripts::new(p.transcriber),
             memory: p.memory,
             metered: 0,
+            prompt_bytes: 0,
             speculation: None,
         }
     }
@@ -156,6 +160,7 @@ impl Session {
         let mut next = self.cfg.clone();
         next.apply(patch)?;
         self.check_tools(&next.tools, &next.tool_choice, "session")?;
+        self.charge_prompt(&next)?;
         self.cfg = next;
         self.input.reconfigure(&self.cfg);
         Ok(())
@@ -452,6 +457,7 @@ impl Session {
         let mut next = self.cfg.clone();
         next.apply(patch)?;
         self.check_tools(&next.tools, &next.tool_choice, "session")?;
+        self.charge_prompt(&next)?;
         let needs = self.needs_for(&next);
         if needs.any() {
             self.hold_update(next, needs);

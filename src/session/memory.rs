@@ -9,9 +9,11 @@
 
 use std::sync::Arc;
 
+use serde_json::Value;
+
 use super::Session;
 use crate::memory::{Charge, Meter};
-use crate::protocol::ErrorPayload;
+use crate::protocol::{codes, ErrorPayload, SessionConfig};
 
 /// A session's memory: its meter, and the fixed charge of its model input queue.
 pub struct SessionMemory {
@@ -30,6 +32,15 @@ impl Session {
         m.meter.add(bytes).map_err(|e| e.error())?;
         self.metered += bytes;
         Ok(())
+    }
+
+    /// Gives back `bytes` of what [`Self::reserve`] charged.
+    pub(super) fn give_back(&mut self, bytes: u64) {
+        let bytes = bytes.min(self.metered);
+        if let Some(m) = &self.memory {
+            m.meter.sub(bytes);
+        }
+        self.metered -= bytes;
     }
 
     /// Settles the meter to what the session's own buffers hold now: gives back what shrank,
@@ -54,5 +65,65 @@ impl Session {
         let answer = self.active.as_ref().map_or(0, |a| a.audio_bytes());
         (self.input.allocated_bytes() + self.conv.held_bytes() + answer + self.subs.journal_bytes())
             as u64
+            + self.prompt_bytes
     }
+
+    /// Refuses `instructions` or `tools` (of `scope`: `session` or `response`) over their
+    /// limits; returns the bytes they take.
+    pub(super) fn check_prompt(
+        &self,
+        instructions: &str,
+        tools: &[Value],
+        scope: &str,
+    ) -> Result<u64, ErrorPayload> {
+        let over = |param: &str, bytes: usize, max: usize, flag: &str| {
+            ErrorPayload::invalid(
+                codes::INVALID_VALUE,
+                format!(
+                    "{scope}.{param} is {bytes} bytes; at most {max} are allowed ({flag} {})",
+                    max >> 10
+                ),
+            )
+            .with_param(format!("{scope}.{param}"))
+        };
+        let max = self.limits.max_instructions;
+        if instructions.len() > max {
+            let flag = "--max-instructions-kib";
+            return Err(over("instructions", instructions.len(), max, flag));
+        }
+        let tools_bytes = json_bytes(tools);
+        let max = self.limits.max_tools;
+        if tools_bytes > max {
+            return Err(over("tools", tools_bytes, max, "--max-tools-kib"));
+        }
+        Ok((instructions.len() + tools_bytes) as u64)
+    }
+
+    /// Checks the next configuration's `instructions` and `tools` against their limits and
+    /// charges what they add to the memory budget (refused past it); they count as the
+    /// session's from now on.
+    pub(super) fn charge_prompt(&mut self, next: &SessionConfig) -> Result<(), ErrorPayload> {
+        let bytes = self.check_prompt(&next.instructions, &next.tools, "session")?;
+        self.reserve(bytes.saturating_sub(self.prompt_bytes))?;
+        self.prompt_bytes = bytes;
+        Ok(())
+    }
+}
+
+/// The length of `tools` as JSON, without writing it anywhere.
+fn json_bytes(tools: &[Value]) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing to a counter cannot fail (a `Value` always serializes).
+    let _ = serde_json::to_writer(&mut count, tools);
+    count.0
 }

@@ -123,6 +123,13 @@ pub struct Limits {
     pub max_conversation_samples: u64,
     /// Audio of one item (`conversation.item.create`), in samples at 24 kHz.
     pub max_item_samples: u64,
+    /// Text the conversation keeps, in bytes, before the oldest items are evicted (one item
+    /// larger than this is refused).
+    pub max_conversation_text: usize,
+    /// Longest `instructions`, in bytes.
+    pub max_instructions: usize,
+    /// Largest `tools` array (as JSON), in bytes.
+    pub max_tools: usize,
     /// Bytes of events a subscriber may have unsent before the session closes
     /// (`event_queue_full`); a single larger event is replaced by an `error`.
     pub max_outbound_bytes: usize,
@@ -156,6 +163,9 @@ impl Default for Limits {
             max_items: 1_000,
             max_conversation_samples: 900 * SECOND,
             max_item_samples: 300 * SECOND,
+            max_conversation_text: 8 << 20,
+            max_instructions: 256 << 10,
+            max_tools: 1 << 20,
             max_outbound_bytes: 32 << 20,
             max_session: Duration::from_secs(3_600),
             idle: Duration::from_secs(300),

@@ -94,6 +94,13 @@ impl Session {
             }
         };
         self.check_none_active(in_conversation)?;
+        if params.instructions.is_some() || params.tools.is_some() {
+            self.check_prompt(
+                params.instructions.as_deref().unwrap_or_default(),
+                params.tools.as_deref().unwrap_or_default(),
+                "response",
+            )?;
+        }
         let modality = match params.output_modalities {
             Some(m) => validate_modalities(m, "response.output_modalities")?[0],
             None => self.cfg.output_modalities[0],

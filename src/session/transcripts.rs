@@ -18,7 +18,7 @@ use super::audio_io::to_f32;
 use super::{Epoch, Session, TranscriberPort, TranscriptEvent};
 use crate::protocol::server::{LogProb, TranscriptionError, TranscriptionUsage};
 use crate::protocol::session::INCLUDE_LOGPROBS;
-use crate::protocol::{codes, Content, Item, ServerEventBody};
+use crate::protocol::{codes, ServerEventBody};
 
 /// Longest a response's model request waits for its user item's transcript.
 pub(super) const TRANSCRIPT_WAIT: Duration = Duration::from_secs(3);
@@ -305,14 +305,7 @@ impl Session {
     /// Fills the user item's `transcript` (kept for `conversation.item.retrieve` and as
     /// model context).
     fn set_transcript(&mut self, item_id: &str, text: &str) {
-        let Some(stored) = self.conv.get_mut(item_id) else {
-            return;
-        };
-        if let Item::Message { content, .. } = &mut stored.item {
-            if let Some(Content::InputAudio { transcript, .. }) = content.first_mut() {
-                *transcript = Some(text.to_string());
-            }
-        }
+        self.conv.set_transcript(item_id, text);
     }
 
     /// Sends a response's model request, or holds it while the transcript of the user item
