@@ -388,6 +388,7 @@ impl Conversation {
     }
 
     /// Bytes the items hold besides audio.
+    #[cfg(test)]
     pub fn text_bytes(&self) -> usize {
         self.text_bytes
     }
