@@ -7,25 +7,7 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
-use common::cluster::{wait_nodes, Redis, AUTH, KEY};
-use common::process::ServerProcess;
-
-/// Node `id` on `redis` with `slots` model slots and `extra` flags.
-fn node(id: &str, redis: &Redis, slots: &str, extra: &[&str]) -> ServerProcess {
-    let url = redis.url();
-    let mut args = vec![
-        "--cluster-redis",
-        url.as_str(),
-        "--node-id",
-        id,
-        "--api-key",
-        KEY,
-        "--model-slots",
-        slots,
-    ];
-    args.extend_from_slice(extra);
-    ServerProcess::spawn(&args)
-}
+use common::cluster::{node_with_slots as node, wait_nodes, Redis, AUTH};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_proxied_socket_follows_the_proxying_nodes_limits() {

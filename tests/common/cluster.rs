@@ -139,6 +139,11 @@ impl Drop for Redis {
 
 /// Starts node `id` of the cluster on `redis` (`--model-slots 10`, the shared key).
 pub fn node(id: &str, redis: &Redis, extra: &[&str]) -> ServerProcess {
+    node_with_slots(id, redis, "10", extra)
+}
+
+/// [`node`] with `slots` model slots.
+pub fn node_with_slots(id: &str, redis: &Redis, slots: &str, extra: &[&str]) -> ServerProcess {
     let url = redis.url();
     let mut args = vec![
         "--cluster-redis",
@@ -148,7 +153,7 @@ pub fn node(id: &str, redis: &Redis, extra: &[&str]) -> ServerProcess {
         "--api-key",
         KEY,
         "--model-slots",
-        "10",
+        slots,
         "--max-calls",
         "10",
     ];
