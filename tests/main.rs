@@ -50,6 +50,7 @@ mod openai_python_sip;
 mod openai_python_tools;
 mod openai_python_transcription;
 mod panic_containment;
+mod pipecat_realtime;
 mod resume_expired_secret;
 mod sip_accept_without_slot;
 mod sip_baresip;

@@ -213,6 +213,27 @@ pub async fn run_openai_python_env(script: &str, addr: SocketAddr, env: &[(&str,
     run_script(cmd, SDK_SCRIPT_TIMEOUT).await
 }
 
+/// Runs `tests/python/<script> --base-url http://{addr}/v1` with Pipecat's own
+/// `OpenAIRealtimeLLMService` (`pipecat-ai[openai]`, installed into the venv by
+/// `./scripts/test`).
+pub async fn run_pipecat_python(script: &str, addr: SocketAddr) -> String {
+    let python = python();
+    require_python_modules(
+        &python,
+        &[
+            "pipecat",
+            "pipecat.services.openai.realtime.llm:OpenAIRealtimeLLMService",
+        ],
+        PYTHON_HOW_TO_INSTALL,
+    )
+    .await;
+    let mut cmd = python.command();
+    cmd.arg(repo_path("tests/python").join(script))
+        .arg("--base-url")
+        .arg(format!("http://{addr}/v1"));
+    run_script(cmd, SDK_SCRIPT_TIMEOUT).await
+}
+
 const AGENTS_HOW_TO_INSTALL: &str = "run ./scripts/test (it runs `npm ci --prefix tests/sdk-js`), \
      or run that command yourself; Node.js >= 20 must be on PATH or named by DUET_TEST_NODE";
 
