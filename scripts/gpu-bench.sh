@@ -3,7 +3,7 @@
 # batched transcriber (models/examples/stt_bench.rs) and of the cascade's embedded LLM
 # (models/examples/llm_bench.rs, SmolLM2-135M's shape with random weights), built here and run
 # on a GPU machine.
-# See "Benchmarks" in README.md.
+# See docs/benchmarks.md.
 #
 #   scripts/gpu-bench.sh build   on a machine with Rust and no GPU: fetch NVIDIA's CUDA 13.0
 #                                compiler from PyPI into .cuda/toolkit, make link stubs for the

@@ -469,7 +469,7 @@ pub struct ServeArgs {
 
     /// Phone calls: answer SIP on this address (UDP and TCP, e.g. `0.0.0.0:5060`). Each
     /// INVITE becomes a pending call `rtc_…` announced to --sip-webhook-url, which the app
-    /// accepts or rejects (README: Phone calls). Off when not given.
+    /// accepts or rejects (docs/phone-calls.md). Off when not given.
     #[arg(long, env = "DUET_SIP_LISTEN")]
     pub sip_listen: Option<SocketAddr>,
 
@@ -532,7 +532,7 @@ pub struct ServeArgs {
 
     /// Cluster mode: the Redis that nodes share (`redis://[:password@]host:port[/db]`, or
     /// `rediss://` for TLS). Calls and sessions are then placed on the node with the most
-    /// free model slots and routed to their owner by id (README: Running a cluster). Off
+    /// free model slots and routed to their owner by id (docs/cluster.md). Off
     /// when not given: a single node, as without it.
     #[arg(long, env = "DUET_CLUSTER_REDIS", hide_env_values = true)]
     pub cluster_redis: Option<String>,

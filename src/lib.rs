@@ -1,11 +1,15 @@
 //! Duet: a WebRTC-first realtime speech server speaking the OpenAI Realtime API.
 //!
-//! This library holds the server's drivers and nothing else: [`config`] (the command line) and [`config_file`] (the config file, `check-config`),
-//! [`engine`] (the WebRTC media engine threads), [`memory`] (the memory budget), [`metrics`]
-//! (Prometheus counters), [`model_loop`] (the model thread), [`server`] (HTTP, WebSocket and
-//! call signaling), [`session`] (the duplex session actor) and [`sip`] (phone calls), plus the event codec
-//! re-exported as [`protocol`]. The clients that the tests, examples and benchmarks use live
-//! in the `duet-client` crate, which the server never links.
+//! This library holds the server's drivers, and two pure cores that need the server's types
+//! (the session machine and cluster placement): [`cluster`] (cluster mode on Redis),
+//! [`config`] (the command line) and [`config_file`] (the config file, `check-config`),
+//! [`engine`] (the WebRTC media engine threads), [`llm`] (the cascade's LLM, remote or
+//! embedded), [`memory`] (the memory budget), [`metrics`] (Prometheus counters),
+//! [`model_loop`] (the model thread), [`server`] (HTTP, WebSocket and call signaling),
+//! [`session`] (the duplex session actor), [`sip`] (phone calls) and [`transcribe_loop`] (the
+//! transcription thread), plus the event codec re-exported as [`protocol`]. The clients that
+//! the tests, examples and benchmarks use live in the `duet-client` crate, which the server
+//! never links. The layout rules are in `docs/architecture.md`.
 
 #![warn(missing_docs)]
 

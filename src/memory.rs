@@ -1,8 +1,8 @@
 //! The server's memory budget: what one session can hold at worst under the configured
 //! limits, and what `--max-sessions` and `--max-calls` of them add up to. Logged at start-up
-//! (with a warning when it exceeds the machine's memory) and documented in the README, so
-//! an operator can size the limits to the machine; and the account that enforces a
-//! budget ([`MemoryAccount`]), which every client-fillable buffer is charged to.
+//! (with a warning when it exceeds the machine's memory) and documented in
+//! docs/configuration.md, so an operator can size the limits to the machine; and the account
+//! that enforces a budget ([`MemoryAccount`]), which every client-fillable buffer is charged to.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -426,7 +426,7 @@ mod tests {
             zero.per_session - queues - text,
             300 * 48_000 + 900 * 12_000
         );
-        // The defaults: the README's "≈ 115 MiB" per session (224 MiB with f32 audio).
+        // The defaults: docs/configuration.md's "≈ 115 MiB" per session (224 MiB with f32 audio).
         let defaults = Budget::of(&ServeArgs::parse_from(["serve"]));
         assert_eq!(defaults.per_session, 120_259_584, "{defaults}");
     }

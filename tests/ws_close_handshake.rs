@@ -1,8 +1,9 @@
 //! The WebSocket closing handshake (RFC 6455 §5.5.1, §7): a client's Close is answered with
 //! a Close frame before the connection ends (Pipecat logs `ConnectionClosedError: sent 1000
 //! (OK); no close frame received` at ERROR otherwise), and every close the server starts
-//! sends a Close frame with the code the README lists: a silent socket (1001), an event
-//! over the message limit (1009), an idle session (1000, after its `session_idle` error).
+//! sends a Close frame with the code docs/configuration.md lists: a silent socket (1001), an
+//! event over the message limit (1009), an idle session (1000, after its `session_idle`
+//! error).
 
 use crate::common;
 

@@ -63,7 +63,7 @@ impl ErrorPayload {
     }
 }
 
-/// Every error code Duet emits. The README lists them with their meaning.
+/// Every error code Duet emits. `docs/api.md` lists them with their meaning.
 pub mod codes {
     /// The message was not valid JSON, or not a JSON object.
     pub const INVALID_JSON: &str = "invalid_json";

@@ -544,7 +544,7 @@ fn log_memory_budget(args: &ServeArgs) {
     match crate::memory::Budget::machine() {
         Some(machine) if budget.total > machine => tracing::warn!(
             machine_mib = machine >> 20,
-            "memory budget: {budget}, more than this machine has: lower --max-sessions/--max-calls or the per-session limits (README: Memory budget)"
+            "memory budget: {budget}, more than this machine has: lower --max-sessions/--max-calls or the per-session limits (docs/configuration.md: Memory budget)"
         ),
         _ => tracing::info!("memory budget: {budget}"),
     }

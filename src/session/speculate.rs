@@ -9,8 +9,9 @@
 //! changed meanwhile), the speculative answer is cancelled and discarded.
 //!
 //! What it saves is the transcription and the model's first words after the silence window
-//! (`cascade_bench`, README "Cascade: voice to voice"); what it costs is a transcription and
-//! an answer started in vain whenever the user pauses that long mid-sentence.
+//! (`cascade_bench`, docs/benchmarks.md "Cascade: voice to voice"); what it costs is a
+//! transcription and an answer started in vain whenever the user pauses that long
+//! mid-sentence.
 
 use std::sync::Arc;
 
