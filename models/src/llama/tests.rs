@@ -303,3 +303,56 @@ fn answers_beyond_the_running_cap_wait_their_turn() {
     assert!(matches!(collect(&mut second).last(), Some(LlmEvent::Done)));
     assert_eq!(engine.stats().answers.load(Ordering::Relaxed), 2);
 }
+
+#[test]
+fn a_last_message_longer_than_the_context_fails_and_is_never_dropped() {
+    let (_dir, llm) = load(WeightFormat::F16);
+    let engine = EmbeddedLlm::start(llm, LlamaOptions::default()).unwrap();
+    // One user message of 6 000 letters: it was left out and the answer was to nothing.
+    let huge = "abcdefghij".repeat(600);
+    let alone = vec![json!({"role": "user", "content": huge.clone()})];
+    let events = collect(&mut engine.start(request(alone, 8)));
+    assert!(
+        matches!(events.last(), Some(LlmEvent::Failed(f)) if f.code == CONTEXT_LENGTH_EXCEEDED && f.message.contains("the last message")),
+        "{events:?}"
+    );
+    // After a history: still an error, not an answer to the history.
+    let after = vec![
+        json!({"role": "user", "content": "hello"}),
+        json!({"role": "assistant", "content": "hi"}),
+        json!({"role": "user", "content": huge.clone()}),
+    ];
+    let events = collect(&mut engine.start(request(after, 8)));
+    assert!(
+        matches!(events.last(), Some(LlmEvent::Failed(f)) if f.code == CONTEXT_LENGTH_EXCEEDED),
+        "{events:?}"
+    );
+    // A huge old message is what gets left out.
+    let before = vec![
+        json!({"role": "user", "content": huge}),
+        json!({"role": "assistant", "content": "hi"}),
+        json!({"role": "user", "content": "hello"}),
+    ];
+    let events = collect(&mut engine.start(request(before, 8)));
+    assert!(matches!(events.last(), Some(LlmEvent::Done)), "{events:?}");
+    assert!(usage(&events).0 < 100, "{:?}", usage(&events));
+}
+
+#[test]
+fn the_template_does_not_tokenize_what_cannot_fit() {
+    let (_dir, llm) = load(WeightFormat::F16);
+    // 15 MiB in one message: refused from its length, and the older messages are never read.
+    let huge = "q".repeat(15 << 20);
+    let messages = [
+        json!({"role": "system", "content": "Be brief."}),
+        json!({"role": "user", "content": "hello"}),
+        json!({"role": "user", "content": huge}),
+    ];
+    let started = Instant::now();
+    let err = llm
+        .template
+        .render(&llm.tokenizer, &messages, &[], &ToolChoice::Auto, 500)
+        .unwrap_err();
+    assert!(err.contains("at least"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+}

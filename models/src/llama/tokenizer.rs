@@ -32,6 +32,8 @@ pub struct Tokenizer {
     byte_token: [Option<u32>; 256],
     /// (left, right) → (rank, merged token).
     merges: HashMap<(u32, u32), (u32, u32)>,
+    /// The most bytes one token stands for.
+    longest: usize,
 }
 
 /// GPT-2's reversible map from bytes to printable characters (the vocabulary's spelling).
@@ -102,17 +104,25 @@ impl Tokenizer {
                 table.entry((l, r)).or_insert((rank as u32, m));
             }
         }
+        let longest = bytes.iter().map(Vec::len).max().unwrap_or(1).max(1);
         Ok(Self {
             bytes,
             control,
             byte_token,
             merges: table,
+            longest,
         })
     }
 
     /// Tokens in the vocabulary.
     pub fn vocab_size(&self) -> usize {
         self.bytes.len()
+    }
+
+    /// The fewest tokens `text` can take (each token stands for at most the longest token's
+    /// bytes): what a text is sure to cost without tokenizing it.
+    pub fn at_least(&self, text: &str) -> usize {
+        text.len().div_ceil(self.longest)
     }
 
     /// The control token spelled `text` (`<|im_start|>`), if the vocabulary has it.
