@@ -23,13 +23,7 @@ async fn a_voice_answer_is_not_behind_forty_completions() {
     )
     .unwrap();
     let llm = dir.display().to_string();
-    let addr = server(&[
-        "--model",
-        "cascade",
-        "--llm-model-dir",
-        &llm,
-    ])
-    .await;
+    let addr = server(&["--model", "cascade", "--llm-model-dir", &llm]).await;
     let body = json!({"messages":[{"role":"user","content":"Tell me a long story about the sea."}],
         "max_tokens": 200})
     .to_string();

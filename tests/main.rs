@@ -37,6 +37,7 @@ mod drain;
 mod http_body_deadline;
 mod http_endpoints;
 mod http_slow_clients;
+mod llm_long_instructions;
 mod llm_voice_priority;
 mod memory_budget_hostile;
 mod memory_text_budget;
