@@ -67,7 +67,9 @@ async fn a_voice_answer_is_not_behind_forty_completions() {
     let done = c.until("response.done").await;
     let voice = asked.elapsed();
     let voice_at = started.elapsed();
-    assert_eq!(done["response"]["status"], "completed", "{done}");
+    // Completed, or cut at its max_output_tokens: an answer, not a failure.
+    let status = done["response"]["status"].as_str().unwrap_or_default();
+    assert!(["completed", "incomplete"].contains(&status), "{done}");
 
     let mut statuses = Vec::new();
     let mut slowest = Duration::ZERO;

@@ -16,7 +16,8 @@
 //! - The wait is bounded: at most `max_waiting` answers wait for a place (past it an answer
 //!   is refused at once with [`LLM_QUEUE_FULL`]), none waits longer than `max_wait` (then
 //!   [`LLM_QUEUE_TIMEOUT`]), and voice answers ([`Priority::Voice`]) go ahead of HTTP
-//!   completions ([`Priority::Batch`]), which never take the last quarter of the places.
+//!   completions ([`Priority::Batch`]), which never take the last quarter of the places
+//!   and, on a CPU, step every other round while a voice answer runs.
 
 pub mod model;
 pub mod random;
@@ -618,6 +619,8 @@ impl Engine {
             1
         };
         let max_wait = self.options.max_wait;
+        let cpu = self.model.device().is_cpu();
+        let mut round = 0u64;
         loop {
             if running.is_empty() && waiting.iter().all(VecDeque::is_empty) {
                 match jobs.recv() {
@@ -654,11 +657,19 @@ impl Engine {
             }
             // Each answer's next input (a prefill chunk, or the token it just sampled), then
             // one pass of the model over all of them.
+            // On a CPU each answer is a pass of its own: while a voice answer runs,
+            // completions step every other round, so the voice answer's tokens come faster.
+            round = round.wrapping_add(1);
+            let yield_to_voice =
+                cpu && round % 2 == 1 && running.iter().any(|r| r.job.priority == Priority::Voice);
             let mut inputs: Vec<(usize, Vec<u32>)> = Vec::new();
             for (i, r) in running.iter_mut().enumerate() {
                 if r.job.cancelled.load(Ordering::Relaxed) {
                     r.over = true;
                     self.stats.cancelled.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                if yield_to_voice && r.job.priority == Priority::Batch {
                     continue;
                 }
                 match self.next_input(r) {
