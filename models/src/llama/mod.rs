@@ -218,6 +218,12 @@ pub struct LlmStats {
     pub running: AtomicUsize,
     /// Bytes of KV cache kept for later turns now.
     pub kept_bytes: AtomicUsize,
+    /// Answers waiting for a place now.
+    pub waiting: AtomicUsize,
+    /// Answers refused because the queue was full ([`LLM_QUEUE_FULL`]).
+    pub queue_full: AtomicU64,
+    /// Answers that waited past the deadline ([`LLM_QUEUE_TIMEOUT`]).
+    pub queue_timeouts: AtomicU64,
 }
 
 /// One answer's request: rendered by a prep thread, then run by the engine thread.
@@ -250,11 +256,12 @@ impl Job {
 }
 
 /// A place among the waiting answers of one priority; given back on drop.
-struct WaitSlot(Arc<AtomicUsize>);
+struct WaitSlot(Arc<AtomicUsize>, Arc<LlmStats>);
 
 impl Drop for WaitSlot {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::AcqRel);
+        self.1.waiting.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -274,6 +281,7 @@ struct Prep {
     max_tokens: usize,
     max_wait: Duration,
     engine: Sender<Job>,
+    stats: Arc<LlmStats>,
 }
 
 /// The tokenizer and the template, shared by the prep threads and the engine.
@@ -328,6 +336,7 @@ impl EmbeddedLlm {
             max_tokens: options.max_tokens,
             max_wait: options.max_wait,
             engine: tx,
+            stats: stats.clone(),
         });
         for _ in 0..PREP_THREADS {
             let prep = prep.clone();
@@ -386,9 +395,11 @@ impl EmbeddedLlm {
                 mine.fetch_add(1, Ordering::AcqRel) + voice
             }
         };
-        let slot = WaitSlot(mine.clone());
+        self.stats.waiting.fetch_add(1, Ordering::Relaxed);
+        let slot = WaitSlot(mine.clone(), self.stats.clone());
         if count >= self.max_waiting {
             drop(slot);
+            self.stats.queue_full.fetch_add(1, Ordering::Relaxed);
             return Err(QueueFull(format!(
                 "the embedded LLM has {} answers waiting already, the most it queues",
                 self.max_waiting
@@ -452,6 +463,7 @@ impl Prep {
                 continue;
             }
             if job.expired(self.max_wait) {
+                self.stats.queue_timeouts.fetch_add(1, Ordering::Relaxed);
                 job.fail(LLM_QUEUE_TIMEOUT, queue_timeout(self.max_wait));
                 continue;
             }
@@ -636,6 +648,7 @@ impl Engine {
                 queue.retain(|j| !j.cancelled.load(Ordering::Relaxed));
                 while queue.front().is_some_and(|j| j.expired(max_wait)) {
                     if let Some(job) = queue.pop_front() {
+                        self.stats.queue_timeouts.fetch_add(1, Ordering::Relaxed);
                         job.fail(LLM_QUEUE_TIMEOUT, queue_timeout(max_wait));
                     }
                 }

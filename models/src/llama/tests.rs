@@ -458,4 +458,8 @@ fn the_wait_queue_is_bounded_and_has_a_deadline() {
     );
     assert!(!codes.iter().any(|c| c == LLM_QUEUE_FULL), "{codes:?}");
     assert_eq!(engine.waiting(), 0);
+    let stats = engine.stats();
+    assert_eq!(stats.waiting.load(Ordering::Relaxed), 0);
+    assert!(stats.queue_full.load(Ordering::Relaxed) >= 1);
+    assert!(stats.queue_timeouts.load(Ordering::Relaxed) >= 1);
 }
