@@ -197,6 +197,17 @@ pub struct ServeArgs {
     #[arg(long, env = "DUET_LLM_CACHE_MIB", default_value_t = 256)]
     pub llm_cache_mib: usize,
 
+    /// Answers the embedded LLM lets wait for a place (8 run at once); past it an
+    /// `/v1/chat/completions` request gets `429 llm_queue_full` and a voice answer fails
+    /// with `llm_queue_full` (voice answers count only each other and go first).
+    #[arg(long, env = "DUET_LLM_MAX_WAITING", default_value_t = 32)]
+    pub llm_max_waiting: usize,
+
+    /// Longest wait of an embedded LLM answer for a place; past it the answer fails with
+    /// `llm_queue_timeout` (`503` on `/v1/chat/completions`).
+    #[arg(long, env = "DUET_LLM_MAX_WAIT_SECS", default_value_t = 20)]
+    pub llm_max_wait_secs: u64,
+
     /// The cascade's voice: a Piper voice directory (`<voice>.onnx`, `<voice>.onnx.json` and
     /// `libonnxruntime.so`, as `scripts/install-models DIR` writes DIR/piper-en_US-joe-medium).
     /// Without it the cascade answers in text only. Needs the `espeak-ng` program.
@@ -207,6 +218,12 @@ pub struct ServeArgs {
     /// past it the answer fails with `llm_unavailable`.
     #[arg(long, env = "DUET_LLM_TIMEOUT_SECS", default_value_t = 30)]
     pub llm_timeout_secs: u64,
+
+    /// Longest a cascade answer from `--llm-url` may take, from its request to its end
+    /// (an upstream that keeps the stream alive with pieces that say nothing is cut off
+    /// here); past it the answer fails with `llm_unavailable`.
+    #[arg(long, env = "DUET_LLM_ANSWER_SECS", default_value_t = 120)]
+    pub llm_answer_secs: u64,
 
     /// Sessions the model serves at once (Moshi steps them together in one batch and
     /// reserves KV-cache memory for every slot up front). Sessions beyond it are refused

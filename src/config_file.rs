@@ -192,6 +192,9 @@ pub fn problems(args: &ServeArgs) -> Vec<String> {
     };
     at_least(&mut p, "max_sessions", args.max_sessions as u64, 1);
     at_least(&mut p, "llm_timeout_secs", args.llm_timeout_secs, 1);
+    at_least(&mut p, "llm_answer_secs", args.llm_answer_secs, 1);
+    at_least(&mut p, "llm_max_wait_secs", args.llm_max_wait_secs, 1);
+    at_least(&mut p, "llm_max_waiting", args.llm_max_waiting as u64, 1);
     at_least(&mut p, "max_session_secs", args.max_session_secs, 1);
     at_least(&mut p, "session_idle_secs", args.session_idle_secs, 1);
     at_least(&mut p, "max_outbound_mib", args.max_outbound_mib as u64, 1);

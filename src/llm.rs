@@ -40,6 +40,9 @@ pub struct LlmConfig {
     pub api_key: Option<String>,
     /// Longest wait for the response head, and between two pieces of the stream.
     pub timeout: Duration,
+    /// Longest a cascade answer may take from its request to its end (`--llm-answer-secs`):
+    /// an upstream that keeps sending pieces that say nothing cannot hold a response forever.
+    pub answer_timeout: Duration,
 }
 
 /// The server's LLM: the remote one of `--llm-url`, or the embedded one of `--llm-model-dir`.
@@ -206,10 +209,24 @@ fn failure(code: &str, message: String) -> LlmEvent {
 
 impl Call {
     async fn run(self, body: String) {
-        let outcome = match self.open(body).await {
-            Ok(answer) => self.forward(answer).await,
-            Err(e) => Err(e),
+        let whole = self.upstream.cfg.answer_timeout;
+        let answer = async {
+            match self.open(body).await {
+                Ok(answer) => self.forward(answer).await,
+                Err(e) => Err(e),
+            }
         };
+        let outcome = tokio::time::timeout(whole, answer)
+            .await
+            .unwrap_or_else(|_| {
+                Err(failure(
+                    LLM_UNAVAILABLE,
+                    format!(
+                        "the LLM's answer did not end within {} s (--llm-answer-secs)",
+                        whole.as_secs_f32()
+                    ),
+                ))
+            });
         if let Err(ev) = outcome {
             let _ = self.tx.send(ev);
         }
@@ -237,7 +254,7 @@ impl Call {
             format!(
                 "the LLM answered HTTP {}: {}",
                 status.as_u16(),
-                error_message(&text)
+                error_message(&text, self.upstream.cfg.api_key.as_deref())
             ),
         ))
     }
@@ -358,12 +375,18 @@ fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
     cur.to_string()
 }
 
-/// An error body's message: OpenAI's `{"error":{"message"}}`, else the text itself.
-fn error_message(text: &str) -> String {
-    serde_json::from_str::<serde_json::Value>(text)
+/// An error body's message: OpenAI's `{"error":{"message"}}`, else the text itself; 300
+/// characters at most, with `secret` (the upstream key) redacted wherever it appears.
+pub fn error_message(text: &str, secret: Option<&str>) -> String {
+    let message = serde_json::from_str::<serde_json::Value>(text)
         .ok()
         .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
-        .unwrap_or_else(|| text.trim().chars().take(300).collect())
+        .unwrap_or_else(|| text.trim().to_string());
+    let message = match secret.filter(|k| !k.is_empty()) {
+        Some(k) => message.replace(k, "[redacted]"),
+        None => message,
+    };
+    message.chars().take(300).collect()
 }
 
 #[cfg(test)]
@@ -386,12 +409,60 @@ mod tests {
         assert!(chat_endpoint("not a url").is_err());
     }
 
+    /// An upstream that sends an empty delta every 300 ms holds the answer no longer than
+    /// `answer_timeout` (it held a response for as long as it dribbled).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_dribbling_upstream_is_cut_off_at_the_answer_deadline() {
+        use duet_client::scripted_llm::{Reply, ScriptedLlm};
+        let empty = r#"{"choices":[{"index":0,"delta":{"content":""}}]}"#.to_string();
+        let llm = ScriptedLlm::start(vec![Reply::Stream {
+            data: vec![empty; 40],
+            gap: Duration::from_millis(300),
+        }])
+        .await;
+        let upstream = Upstream::new(LlmConfig {
+            url: llm.url.clone(),
+            model: "m".into(),
+            api_key: None,
+            timeout: Duration::from_secs(1),
+            answer_timeout: Duration::from_secs(2),
+        })
+        .unwrap();
+        let remote = RemoteLlm::new(upstream, tokio::runtime::Handle::current());
+        let request = ChatRequest::new("hi", &[], Vec::new(), duet_models::ToolChoice::Auto);
+        let started = std::time::Instant::now();
+        let mut stream = remote.start(request);
+        let mut out = Vec::new();
+        while !matches!(out.last(), Some(LlmEvent::Done | LlmEvent::Failed(_))) {
+            assert!(started.elapsed() < Duration::from_secs(10), "{out:?}");
+            stream.poll(&mut out);
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let took = started.elapsed();
+        assert!(
+            matches!(out.last(), Some(LlmEvent::Failed(f)) if f.code == LLM_UNAVAILABLE
+                && f.message.contains("--llm-answer-secs")),
+            "{out:?}"
+        );
+        assert!(
+            took >= Duration::from_secs(2) && took < Duration::from_secs(4),
+            "{took:?}"
+        );
+    }
+
     #[test]
     fn error_bodies_give_their_message() {
         assert_eq!(
-            error_message(r#"{"error":{"message":"model not found"}}"#),
+            error_message(r#"{"error":{"message":"model not found"}}"#, None),
             "model not found"
         );
-        assert_eq!(error_message("  Bad Gateway\n"), "Bad Gateway");
+        assert_eq!(error_message("  Bad Gateway\n", None), "Bad Gateway");
+        // An upstream that echoes the key it was sent does not hand it on.
+        let echoed = r#"{"error":{"message":"bad key: Authorization: Bearer sk-upstream-123"}}"#;
+        let said = error_message(echoed, Some("sk-upstream-123"));
+        assert!(
+            !said.contains("sk-upstream-123") && said.contains("[redacted]"),
+            "{said}"
+        );
     }
 }

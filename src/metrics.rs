@@ -609,6 +609,24 @@ pub fn render_llm(out: &mut String, stats: &duet_models::llama::LlmStats) {
                 stats.running.load(Relaxed) as u64,
             ),
             (
+                "duet_llm_waiting",
+                "gauge",
+                "Answers of the embedded LLM waiting for a place (--llm-max-waiting).",
+                stats.waiting.load(Relaxed) as u64,
+            ),
+            (
+                "duet_llm_queue_full_total",
+                "counter",
+                "Answers refused because --llm-max-waiting answers were waiting (llm_queue_full).",
+                stats.queue_full.load(Relaxed),
+            ),
+            (
+                "duet_llm_queue_timeouts_total",
+                "counter",
+                "Answers that found no place within --llm-max-wait-secs (llm_queue_timeout).",
+                stats.queue_timeouts.load(Relaxed),
+            ),
+            (
                 "duet_llm_kept_cache_bytes",
                 "gauge",
                 "KV cache bytes kept between turns (--llm-cache-mib).",

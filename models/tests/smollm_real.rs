@@ -59,6 +59,33 @@ fn the_tokenizer_gives_the_reference_ids() {
     }
 }
 
+/// 400 000 random letters without a space are one pre-token: the merge must stay near linear
+/// in its length (it was quadratic-like: about 30 s on the server's LLM thread). Prints the
+/// time; fails only far beyond it.
+#[test]
+fn a_long_unspaced_word_tokenizes_in_near_linear_time() {
+    let llm = LoadedLlama::load(&dir(), WeightFormat::Quantized, &Device::Cpu).unwrap();
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let text: String = (0..400_000)
+        .map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            char::from(b'a' + (seed % 26) as u8)
+        })
+        .collect();
+    let started = Instant::now();
+    let ids = llm.tokenizer.encode(&text);
+    let took = started.elapsed();
+    println!(
+        "400 000 unspaced letters: {} tokens in {:.3} s",
+        ids.len(),
+        took.as_secs_f64()
+    );
+    assert_eq!(llm.tokenizer.decode(&ids), text);
+    assert!(took < Duration::from_secs(10), "{took:?}");
+}
+
 #[test]
 fn the_logits_match_candles_quantized_llama_on_smollm2() {
     let path = duet_models::llama::find_gguf(&dir()).unwrap();

@@ -5,41 +5,155 @@
 //! and each request is counted in `/v1/usage` (by outcome, 429 apart from the other 4xx, and
 //! the tokens the upstream reports). Only the server key may use them: client secrets are
 //! for realtime sessions.
+//!
+//! Each request is admitted like a session (a `--max-sessions` slot and the `--max-per-ip`
+//! count, held until its answer is sent), its body and a non-streamed answer are charged to
+//! the memory budget while held, a streamed answer that goes quiet for `--llm-timeout-secs`
+//! ends with an SSE `error` event, and an upstream's error answer is passed on as an
+//! OpenAI-shaped error with the upstream's status and message (the upstream key redacted),
+//! never its body or headers as they came.
 
+use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 use bytes::Bytes;
 use duet_models::cascade::SseDecoder;
-use http_body_util::BodyExt;
 use serde_json::Value;
 
+use super::admission::Kind;
 use super::error::ApiError;
 use super::secrets::{credential, Cred, Credential};
 use super::usage::{LlmCall, UsageLedger};
 use super::AppState;
-use crate::llm::{read_up_to, LlmBackend, Upstream, UpstreamError};
+use crate::llm::{next_data, LlmBackend, Upstream, UpstreamError};
+use crate::protocol::codes::SERVER_MEMORY_EXHAUSTED;
 
 /// The largest request body.
 const MAX_REQUEST: usize = 4 << 20;
 /// The largest non-streamed answer held to be counted and passed on.
 const MAX_ANSWER: usize = 16 << 20;
 
+/// The client's address, when the server's accept loop recorded it.
+type Peer = Option<Extension<ConnectInfo<SocketAddr>>>;
+
 /// `POST /v1/chat/completions`.
-pub async fn completions(State(state): State<Arc<AppState>>, cred: Cred, req: Request) -> Response {
-    proxy(&state, &credential(&cred), req, "/chat/completions")
-        .await
-        .unwrap_or_else(IntoResponse::into_response)
+pub async fn completions(
+    State(state): State<Arc<AppState>>,
+    peer: Peer,
+    cred: Cred,
+    req: Request,
+) -> Response {
+    serve(&state, &peer, &credential(&cred), req, "/chat/completions").await
 }
 
 /// `POST /v1/responses` (501 when the upstream has none).
-pub async fn responses(State(state): State<Arc<AppState>>, cred: Cred, req: Request) -> Response {
-    proxy(&state, &credential(&cred), req, "/responses")
-        .await
-        .unwrap_or_else(IntoResponse::into_response)
+pub async fn responses(
+    State(state): State<Arc<AppState>>,
+    peer: Peer,
+    cred: Cred,
+    req: Request,
+) -> Response {
+    serve(&state, &peer, &credential(&cred), req, "/responses").await
+}
+
+/// What an answer holds until it is sent: its admission and its memory charges.
+type Hold = Vec<Box<dyn Send + Sync>>;
+
+async fn serve(
+    state: &Arc<AppState>,
+    peer: &Peer,
+    cred: &Credential,
+    req: Request,
+    path: &'static str,
+) -> Response {
+    let mut hold: Hold = Vec::new();
+    match admit(state, peer, cred, &req, &mut hold) {
+        Ok(()) => match proxy(state, cred, req, path, &mut hold).await {
+            Ok(resp) => held(resp, hold),
+            Err(e) => e.into_response(),
+        },
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Admits a request: refused while draining, past `--max-sessions` or `--max-per-ip`, or
+/// when the memory budget has no room for its body (as long as it says it is; 4 MiB when
+/// it does not say).
+fn admit(
+    state: &Arc<AppState>,
+    peer: &Peer,
+    cred: &Credential,
+    req: &Request,
+    hold: &mut Hold,
+) -> Result<(), ApiError> {
+    if !matches!(cred, Credential::Server) {
+        return Ok(()); // refused by proxy, with nothing taken
+    }
+    if state.draining() {
+        return Err(ApiError::draining());
+    }
+    let ip = peer.as_ref().map(|Extension(ConnectInfo(a))| a.ip());
+    hold.push(Box::new(state.admissions.admit_as(
+        Kind::Session,
+        ip,
+        None,
+    )?));
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
+        .map_or(MAX_REQUEST, |n| n.min(MAX_REQUEST));
+    // The body, and its parsed and rewritten copies.
+    hold.push(Box::new(charge(state, 3 * declared as u64)?));
+    Ok(())
+}
+
+fn charge(state: &AppState, bytes: u64) -> Result<crate::memory::Charge, ApiError> {
+    state
+        .memory
+        .charge(bytes)
+        .map_err(|e| ApiError::unavailable(SERVER_MEMORY_EXHAUSTED, e.to_string()))
+}
+
+/// `resp` holding `hold` until its body is dropped (sent, or the client gone).
+fn held(resp: Response, hold: Hold) -> Response {
+    let (parts, body) = resp.into_parts();
+    Response::from_parts(parts, Body::new(Held { inner: body, hold }))
+}
+
+/// A body that holds what its answer costs until it is dropped.
+struct Held {
+    inner: Body,
+    #[allow(dead_code)]
+    hold: Hold,
+}
+
+impl http_body::Body for Held {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 async fn proxy(
@@ -47,6 +161,7 @@ async fn proxy(
     cred: &Credential,
     req: Request,
     path: &'static str,
+    hold: &mut Hold,
 ) -> Result<Response, ApiError> {
     if !matches!(cred, Credential::Server) {
         return Err(ApiError::new(
@@ -113,15 +228,38 @@ async fn proxy(
         ));
     }
     let ctype = resp.headers().get(header::CONTENT_TYPE).cloned();
-    let body = if stream && status.is_success() {
-        Body::new(counted_stream(resp.into_body(), usage))
+    let mut length = None;
+    if !status.is_success() {
+        return Err(upstream_error(resp.into_body(), status, usage, upstream).await);
+    }
+    let body = if stream {
+        Body::from_stream(counted_stream(
+            resp.into_body(),
+            usage,
+            upstream.config().timeout,
+        ))
     } else {
-        Body::from(answer_body(resp.into_body(), status.as_u16(), usage, upstream).await?)
+        let memory = &state.memory;
+        let whole = answer_body(
+            resp.into_body(),
+            status.as_u16(),
+            usage,
+            upstream,
+            memory,
+            hold,
+        )
+        .await?;
+        length = Some(whole.len());
+        in_pieces(whole)
     };
     let mut out = Response::new(body);
     *out.status_mut() = status;
     if let Some(ct) = ctype {
         out.headers_mut().insert(header::CONTENT_TYPE, ct);
+    }
+    if let Some(n) = length {
+        out.headers_mut()
+            .insert(header::CONTENT_LENGTH, HeaderValue::from(n));
     }
     if stream {
         out.headers_mut()
@@ -156,12 +294,18 @@ async fn request_body(req: Request, upstream: &Upstream) -> Result<(Bytes, bool)
     Ok((Bytes::from(body.to_string()), stream))
 }
 
-/// Reads a whole (non-streamed, or error) answer and counts it.
+/// Charged in steps of this many bytes while an answer is read.
+const CHARGE_STEP: usize = 1 << 20;
+
+/// Reads a whole (non-streamed) answer and counts it; what it holds is charged to the
+/// memory budget (onto `hold`) as it grows.
 async fn answer_body(
     mut body: hyper::body::Incoming,
     status: u16,
     usage: Counted,
     upstream: &Upstream,
+    memory: &Arc<crate::memory::MemoryAccount>,
+    hold: &mut Hold,
 ) -> Result<Bytes, ApiError> {
     let unavailable = |code: &str, message: String| {
         usage.record(LlmCall {
@@ -170,19 +314,40 @@ async fn answer_body(
         });
         ApiError::new(StatusCode::BAD_GATEWAY, code, message)
     };
-    let buf = match read_up_to(&mut body, upstream.config().timeout, MAX_ANSWER).await {
-        Ok((buf, true)) => buf,
-        Ok((_, false)) => {
+    let mut buf = Vec::new();
+    let mut charged = 0;
+    loop {
+        match next_data(&mut body, upstream.config().timeout).await {
+            Ok(Some(data)) => buf.extend_from_slice(&data),
+            Ok(None) => break,
+            Err(e) => {
+                return Err(unavailable(
+                    "llm_unavailable",
+                    format!("the LLM's answer {e}"),
+                ))
+            }
+        }
+        if buf.len() > MAX_ANSWER {
             let why = format!("the LLM's answer passed {MAX_ANSWER} bytes");
             return Err(unavailable("llm_error", why));
         }
-        Err(e) => {
-            return Err(unavailable(
-                "llm_unavailable",
-                format!("the LLM's answer {e}"),
-            ))
+        while charged < buf.len() {
+            match memory.charge(CHARGE_STEP as u64) {
+                Ok(c) => hold.push(Box::new(c)),
+                Err(e) => {
+                    usage.record(LlmCall {
+                        outcome: "unavailable",
+                        ..LlmCall::default()
+                    });
+                    return Err(ApiError::unavailable(
+                        SERVER_MEMORY_EXHAUSTED,
+                        e.to_string(),
+                    ));
+                }
+            }
+            charged += CHARGE_STEP;
         }
-    };
+    }
     let (prompt_tokens, completion_tokens) = serde_json::from_slice::<Value>(&buf)
         .map(|v| tokens(&v))
         .unwrap_or_default();
@@ -192,6 +357,51 @@ async fn answer_body(
         completion_tokens,
     });
     Ok(Bytes::from(buf))
+}
+
+/// A held answer sent in 64 KiB pieces: the server takes the next only as the client reads,
+/// so the answer's charge (dropped with the body after its last piece) lasts as long as it
+/// is held.
+fn in_pieces(whole: Bytes) -> Body {
+    const PIECE: usize = 64 << 10;
+    let pieces: Vec<Result<Bytes, std::convert::Infallible>> = (0..whole.len())
+        .step_by(PIECE)
+        .map(|at| Ok(whole.slice(at..(at + PIECE).min(whole.len()))))
+        .collect();
+    Body::from_stream(futures_util::stream::iter(pieces))
+}
+
+/// The most of an upstream's error body read.
+const MAX_ERROR_BODY: usize = 16 << 10;
+
+/// An upstream's error answer as an OpenAI-shaped error: its status, `llm_error`, and its
+/// message (OpenAI's `error.message`, else the text, 300 characters at most) with the
+/// upstream key redacted. Its body and headers are never passed on as they came (an
+/// upstream may echo the key it was sent).
+async fn upstream_error(
+    mut body: hyper::body::Incoming,
+    status: StatusCode,
+    usage: Counted,
+    upstream: &Upstream,
+) -> ApiError {
+    usage.record(LlmCall {
+        outcome: LlmCall::outcome_of(status.as_u16()),
+        ..LlmCall::default()
+    });
+    let text = crate::llm::read_up_to(&mut body, upstream.config().timeout, MAX_ERROR_BODY)
+        .await
+        .map(|(b, _)| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    let said = crate::llm::error_message(&text, upstream.config().api_key.as_deref());
+    let mut e = ApiError::new(
+        status,
+        "llm_error",
+        format!("the LLM answered HTTP {}: {said}", status.as_u16()),
+    );
+    if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
+        e = e.retry(super::error::RETRY_AFTER_SECS);
+    }
+    e
 }
 
 /// `usage` of a chat completion or a response: (prompt, completion) tokens.
@@ -217,22 +427,35 @@ impl Counted {
 }
 
 /// A streamed answer passed through as it comes; the tokens of a `usage` chunk (sent when
-/// the client asked `stream_options.include_usage`) are counted when the stream ends.
+/// the client asked `stream_options.include_usage`) are counted when the stream ends. When
+/// the upstream sends nothing for `quiet` (`--llm-timeout-secs`), or breaks off, the stream
+/// ends with an SSE `error` event (`llm_unavailable`).
 fn counted_stream(
     body: hyper::body::Incoming,
     usage: Counted,
-) -> impl http_body::Body<Data = Bytes, Error = hyper::Error> {
-    let mut scan = StreamScan {
+    quiet: Duration,
+) -> impl futures_util::Stream<Item = Result<Bytes, std::convert::Infallible>> {
+    let scan = StreamScan {
         usage,
         sse: SseDecoder::new(),
         data: Vec::new(),
         tokens: (0, 0),
     };
-    body.map_frame(move |frame| {
-        if let Some(d) = frame.data_ref() {
-            scan.feed(d);
+    futures_util::stream::unfold(Some((body, scan)), move |state| async move {
+        let (mut body, mut scan) = state?;
+        match next_data(&mut body, quiet).await {
+            Ok(Some(data)) => {
+                scan.feed(&data);
+                Some((Ok(data), Some((body, scan))))
+            }
+            Ok(None) => None,
+            Err(e) => {
+                let err = serde_json::json!({"error": {
+                    "message": format!("the LLM's answer {e}"),
+                    "type": "server_error", "code": "llm_unavailable"}});
+                Some((Ok(Bytes::from(format!("data: {err}\n\n"))), None))
+            }
         }
-        frame
     })
 }
 

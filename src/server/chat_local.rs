@@ -11,8 +11,12 @@ use axum::body::Body;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::Response;
 use bytes::Bytes;
-use duet_models::cascade::{ChatRequest, Llm, LlmEvent, LlmStream};
-use duet_models::llama::CONTEXT_LENGTH_EXCEEDED;
+use duet_models::cascade::LLM_UNAVAILABLE;
+use duet_models::cascade::{ChatRequest, LlmEvent, LlmStream};
+use duet_models::llama::{
+    Priority, QueueFull, CONTEXT_LENGTH_EXCEEDED, LLM_QUEUE_FULL, LLM_QUEUE_TIMEOUT,
+};
+use duet_models::AnswerFailure;
 use duet_models::{Tool, ToolChoice};
 use serde_json::{json, Value};
 
@@ -21,8 +25,13 @@ use super::error::ApiError;
 use super::usage::LlmCall;
 use crate::llm::Embedded;
 
-/// How often an answer in progress is looked at.
+/// How often an answer in progress is looked at: at first, and after each event.
 const POLL: Duration = Duration::from_millis(5);
+/// How often at most while it waits (the wait backs off to this).
+const POLL_SLOW: Duration = Duration::from_millis(50);
+/// Beyond the engine's own wait deadline, the longest silence of an answer before it is
+/// given up (the engine sends a token every step once an answer runs).
+const QUIET_MARGIN: Duration = Duration::from_secs(30);
 
 /// What the request asks, beside the conversation.
 struct Asked {
@@ -38,8 +47,20 @@ pub(super) async fn serve(
 ) -> Result<Response, ApiError> {
     let (request, asked) = parse(&body)?;
     let max_tokens = request.max_tokens;
+    let stream = embedded
+        .llm
+        .submit(request, Priority::Batch)
+        .map_err(|QueueFull(message)| {
+            usage.record(LlmCall {
+                outcome: "429",
+                ..LlmCall::default()
+            });
+            ApiError::new(StatusCode::TOO_MANY_REQUESTS, LLM_QUEUE_FULL, message)
+                .retry(retry_after(embedded))
+        })?;
     let mut answer = Answer {
-        stream: embedded.llm.start(request),
+        stream,
+        quiet: embedded.llm.max_wait() + QUIET_MARGIN,
         id: format!("chatcmpl-{:016x}", rand::random::<u64>()),
         created: super::secrets::unix_now(),
         model: embedded.name.clone(),
@@ -52,13 +73,17 @@ pub(super) async fn serve(
     // The first event decides the status: a failure before any output is an error answer.
     let first = answer.next().await;
     if let LlmEvent::Failed(f) = &first {
-        let (status, outcome) = if f.code == CONTEXT_LENGTH_EXCEEDED {
-            (StatusCode::BAD_REQUEST, "4xx")
-        } else {
-            (StatusCode::INTERNAL_SERVER_ERROR, "5xx")
+        let (status, outcome) = match f.code.as_str() {
+            CONTEXT_LENGTH_EXCEEDED => (StatusCode::BAD_REQUEST, "4xx"),
+            LLM_QUEUE_TIMEOUT => (StatusCode::SERVICE_UNAVAILABLE, "5xx"),
+            _ => (StatusCode::INTERNAL_SERVER_ERROR, "5xx"),
         };
         answer.record(outcome, (0, 0));
-        return Err(ApiError::new(status, &f.code, f.message.clone()));
+        let mut e = ApiError::new(status, &f.code, f.message.clone());
+        if f.code == LLM_QUEUE_TIMEOUT {
+            e = e.retry(retry_after(embedded));
+        }
+        return Err(e);
     }
     answer.events.insert(0, first);
     if asked.stream {
@@ -79,6 +104,11 @@ pub(super) async fn serve(
         );
         Ok(out)
     }
+}
+
+/// `Retry-After` for a full or slow queue: a tenth of the wait deadline, 1..=30 s.
+fn retry_after(embedded: &Embedded) -> u64 {
+    (embedded.llm.max_wait().as_secs() / 10).clamp(1, 30)
 }
 
 fn bad(message: impl Into<String>) -> ApiError {
@@ -172,6 +202,8 @@ fn parse(body: &[u8]) -> Result<(ChatRequest, Asked), ApiError> {
 /// An answer being read from the engine.
 struct Answer {
     stream: Box<dyn LlmStream>,
+    /// The longest wait for the next event.
+    quiet: Duration,
     id: String,
     created: u64,
     model: String,
@@ -183,15 +215,27 @@ struct Answer {
 }
 
 impl Answer {
-    /// The next event (waits for it).
+    /// The next event (waits for it, at most `quiet`: then the answer fails).
     async fn next(&mut self) -> LlmEvent {
+        let since = tokio::time::Instant::now();
+        let mut poll = POLL;
         loop {
             if !self.events.is_empty() {
                 return self.events.remove(0);
             }
             self.stream.poll(&mut self.events);
             if self.events.is_empty() {
-                tokio::time::sleep(POLL).await;
+                if since.elapsed() > self.quiet {
+                    return LlmEvent::Failed(AnswerFailure {
+                        code: LLM_UNAVAILABLE.into(),
+                        message: format!(
+                            "the embedded LLM said nothing for {} s",
+                            self.quiet.as_secs()
+                        ),
+                    });
+                }
+                tokio::time::sleep(poll).await;
+                poll = (poll * 2).min(POLL_SLOW);
             }
         }
     }

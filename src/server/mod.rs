@@ -559,6 +559,7 @@ async fn llm_backend(args: &ServeArgs) -> anyhow::Result<Option<crate::llm::LlmB
             model: args.llm_model.clone(),
             api_key: args.llm_api_key.clone(),
             timeout: std::time::Duration::from_secs(args.llm_timeout_secs.max(1)),
+            answer_timeout: std::time::Duration::from_secs(args.llm_answer_secs.max(1)),
         };
         let upstream = crate::llm::Upstream::new(cfg)?;
         return Ok(Some(crate::llm::LlmBackend::Remote(upstream)));
@@ -572,6 +573,8 @@ async fn llm_backend(args: &ServeArgs) -> anyhow::Result<Option<crate::llm::LlmB
         max_tokens: args.llm_max_tokens.max(1),
         cache_bytes: args.llm_cache_mib << 20,
         context: args.llm_context,
+        max_waiting: args.llm_max_waiting.max(1),
+        max_wait: std::time::Duration::from_secs(args.llm_max_wait_secs.max(1)),
         seed: args
             .model_seed
             .unwrap_or(duet_models::llama::LlamaOptions::default().seed),

@@ -11,16 +11,25 @@
 //! - Answers in flight take turns a step at a time (a prefill chunk, or one token), so one
 //!   long prompt does not stall every other conversation. Dropping an answer's stream
 //!   cancels it before its next step.
+//! - Prompts are rendered and tokenized on threads of their own (`duet-llm-prep`), never on
+//!   the engine's: a long prompt delays only its own answer.
+//! - The wait is bounded: at most `max_waiting` answers wait for a place (past it an answer
+//!   is refused at once with [`LLM_QUEUE_FULL`]), none waits longer than `max_wait` (then
+//!   [`LLM_QUEUE_TIMEOUT`]), and voice answers ([`Priority::Voice`]) go ahead of HTTP
+//!   completions ([`Priority::Batch`]), which never take the last quarter of the places
+//!   and, on a CPU, step every other round while a voice answer runs.
 
 pub mod model;
 pub mod random;
 pub mod template;
 pub mod tokenizer;
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use candle::quantized::gguf_file;
 use candle::{Device, Tensor};
@@ -35,6 +44,22 @@ pub use tokenizer::Tokenizer;
 /// The failure code of a conversation that cannot fit the model's context even with its
 /// oldest messages left out (OpenAI's code for it).
 pub const CONTEXT_LENGTH_EXCEEDED: &str = "context_length_exceeded";
+/// The failure code of an answer refused because `max_waiting` answers already wait.
+pub const LLM_QUEUE_FULL: &str = "llm_queue_full";
+/// The failure code of an answer that waited `max_wait` without starting.
+pub const LLM_QUEUE_TIMEOUT: &str = "llm_queue_timeout";
+
+/// Whose answer it is: voice answers go first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Priority {
+    /// A realtime session's (the cascade's) answer: someone is listening.
+    Voice = 0,
+    /// An HTTP request's (`/v1/chat/completions`).
+    Batch = 1,
+}
+
+/// Threads that render and tokenize prompts.
+const PREP_THREADS: usize = 2;
 
 /// Prompt tokens run in one step (a longer prompt takes several, between other answers').
 const PREFILL_CHUNK: usize = 128;
@@ -63,6 +88,12 @@ pub struct LlamaOptions {
     pub repeat_penalty: f32,
     /// Seed of the sampler (answer n uses seed + n).
     pub seed: u64,
+    /// Answers that may wait for a place (rendering, or for one of `max_running`); past it
+    /// a new answer fails at once with [`LLM_QUEUE_FULL`] (a voice answer only when this
+    /// many voice answers wait: HTTP completions never fill the queue for it).
+    pub max_waiting: usize,
+    /// Longest wait for a place; past it the answer fails with [`LLM_QUEUE_TIMEOUT`].
+    pub max_wait: Duration,
 }
 
 impl Default for LlamaOptions {
@@ -76,6 +107,8 @@ impl Default for LlamaOptions {
             temperature: 0.0,
             repeat_penalty: 1.1,
             seed: 299_792_458,
+            max_waiting: 32,
+            max_wait: Duration::from_secs(20),
         }
     }
 }
@@ -185,39 +218,139 @@ pub struct LlmStats {
     pub running: AtomicUsize,
     /// Bytes of KV cache kept for later turns now.
     pub kept_bytes: AtomicUsize,
+    /// Answers waiting for a place now.
+    pub waiting: AtomicUsize,
+    /// Answers refused because the queue was full ([`LLM_QUEUE_FULL`]).
+    pub queue_full: AtomicU64,
+    /// Answers that waited past the deadline ([`LLM_QUEUE_TIMEOUT`]).
+    pub queue_timeouts: AtomicU64,
 }
 
-/// One answer's request to the engine thread.
+/// One answer's request: rendered by a prep thread, then run by the engine thread.
 struct Job {
     request: ChatRequest,
+    priority: Priority,
+    queued: Instant,
     events: Sender<LlmEvent>,
     cancelled: Arc<AtomicBool>,
+    /// Its place among the waiting; given back when it starts or ends.
+    slot: Option<WaitSlot>,
+    /// The prompt and the answer's most tokens, once rendered.
+    prompt: Option<(Prompt, usize)>,
 }
+
+impl Job {
+    /// Ends the answer before it started.
+    fn fail(mut self, code: &str, message: String) {
+        self.slot = None;
+        let _ = self.events.send(LlmEvent::Failed(AnswerFailure {
+            code: code.into(),
+            message,
+        }));
+    }
+
+    /// Whether it waited past `max_wait`.
+    fn expired(&self, max_wait: Duration) -> bool {
+        self.queued.elapsed() > max_wait
+    }
+}
+
+/// A place among the waiting answers of one priority; given back on drop.
+struct WaitSlot(Arc<AtomicUsize>, Arc<LlmStats>);
+
+impl Drop for WaitSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+        self.1.waiting.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Answers waiting to be rendered, voice first.
+#[derive(Default)]
+struct PrepQueue {
+    jobs: [VecDeque<Job>; 2],
+    closed: bool,
+}
+
+/// What the prep threads share.
+struct Prep {
+    queue: Mutex<PrepQueue>,
+    ready: Condvar,
+    text: Arc<TextSide>,
+    context: usize,
+    max_tokens: usize,
+    max_wait: Duration,
+    engine: Sender<Job>,
+    stats: Arc<LlmStats>,
+}
+
+/// The tokenizer and the template, shared by the prep threads and the engine.
+struct TextSide {
+    tokenizer: Tokenizer,
+    template: ChatMl,
+}
+
+/// Why an answer was refused at once.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct QueueFull(pub String);
 
 /// The embedded LLM. See the module docs.
 pub struct EmbeddedLlm {
-    jobs: Sender<Job>,
+    prep: Arc<Prep>,
+    /// Answers waiting, by priority.
+    waiting: [Arc<AtomicUsize>; 2],
+    max_waiting: usize,
     name: String,
     context: usize,
     stats: Arc<LlmStats>,
 }
 
 impl EmbeddedLlm {
-    /// Starts the engine thread on a loaded model.
+    /// Starts the engine thread and the prep threads on a loaded model.
     pub fn start(loaded: LoadedLlama, options: LlamaOptions) -> Result<Self, ModelError> {
         let (tx, rx) = mpsc::channel();
-        let name = loaded.name.clone();
-        let context = loaded.model.shape().context;
+        let LoadedLlama {
+            model,
+            tokenizer,
+            template,
+            name,
+        } = loaded;
+        let model_context = model.shape().context;
         let stats = Arc::new(LlmStats::default());
-        let engine = Engine::new(loaded, options, stats.clone());
+        let text = Arc::new(TextSide {
+            tokenizer,
+            template,
+        });
+        let engine = Engine::new(model, text.clone(), options.clone(), stats.clone());
+        let context = engine.context();
         std::thread::Builder::new()
             .name("duet-llm".into())
             .spawn(move || engine.run(rx))
             .map_err(|e| ModelError::Failed(format!("starting the LLM thread: {e}")))?;
-        Ok(Self {
-            jobs: tx,
-            name,
+        let prep = Arc::new(Prep {
+            queue: Mutex::new(PrepQueue::default()),
+            ready: Condvar::new(),
+            text,
             context,
+            max_tokens: options.max_tokens,
+            max_wait: options.max_wait,
+            engine: tx,
+            stats: stats.clone(),
+        });
+        for _ in 0..PREP_THREADS {
+            let prep = prep.clone();
+            std::thread::Builder::new()
+                .name("duet-llm-prep".into())
+                .spawn(move || prep.run())
+                .map_err(|e| ModelError::Failed(format!("starting the LLM thread: {e}")))?;
+        }
+        Ok(Self {
+            prep,
+            waiting: Default::default(),
+            max_waiting: options.max_waiting.max(1),
+            name,
+            context: model_context,
             stats,
         })
     }
@@ -235,6 +368,144 @@ impl EmbeddedLlm {
     /// The model's context, in tokens.
     pub fn context(&self) -> usize {
         self.context
+    }
+
+    /// The longest an answer waits for a place.
+    pub fn max_wait(&self) -> Duration {
+        self.prep.max_wait
+    }
+
+    /// Answers waiting for a place now.
+    pub fn waiting(&self) -> usize {
+        self.waiting.iter().map(|w| w.load(Ordering::Acquire)).sum()
+    }
+
+    /// Starts an answer with `priority`, or refuses it at once when the queue is full.
+    pub fn submit(
+        &self,
+        request: ChatRequest,
+        priority: Priority,
+    ) -> Result<Box<dyn LlmStream>, QueueFull> {
+        let mine = &self.waiting[priority as usize];
+        // Voice answers count only each other: HTTP completions never fill their queue.
+        let count = match priority {
+            Priority::Voice => mine.fetch_add(1, Ordering::AcqRel),
+            Priority::Batch => {
+                let voice = self.waiting[Priority::Voice as usize].load(Ordering::Acquire);
+                mine.fetch_add(1, Ordering::AcqRel) + voice
+            }
+        };
+        self.stats.waiting.fetch_add(1, Ordering::Relaxed);
+        let slot = WaitSlot(mine.clone(), self.stats.clone());
+        if count >= self.max_waiting {
+            drop(slot);
+            self.stats.queue_full.fetch_add(1, Ordering::Relaxed);
+            return Err(QueueFull(format!(
+                "the embedded LLM has {} answers waiting already, the most it queues",
+                self.max_waiting
+            )));
+        }
+        let (tx, rx) = mpsc::channel();
+        let cancelled = Arc::new(AtomicBool::new(false));
+        self.prep.push(Job {
+            request,
+            priority,
+            queued: Instant::now(),
+            events: tx,
+            cancelled: cancelled.clone(),
+            slot: Some(slot),
+            prompt: None,
+        });
+        Ok(Box::new(EmbeddedStream {
+            events: rx,
+            cancelled,
+            ended: false,
+        }))
+    }
+}
+
+impl Drop for EmbeddedLlm {
+    fn drop(&mut self) {
+        if let Ok(mut q) = self.prep.queue.lock() {
+            q.closed = true;
+        }
+        self.prep.ready.notify_all();
+    }
+}
+
+impl Prep {
+    fn push(&self, job: Job) {
+        match self.queue.lock() {
+            Ok(mut q) => q.jobs[job.priority as usize].push_back(job),
+            Err(_) => job.fail(LLM_UNAVAILABLE, "the embedded LLM stopped".into()),
+        }
+        self.ready.notify_one();
+    }
+
+    /// The next job to render, voice first (`None` when the LLM is gone).
+    fn next(&self) -> Option<Job> {
+        let mut q = self.queue.lock().ok()?;
+        loop {
+            if q.closed {
+                return None;
+            }
+            if let Some(job) = q.jobs[0].pop_front().or_else(|| q.jobs[1].pop_front()) {
+                return Some(job);
+            }
+            q = self.ready.wait(q).ok()?;
+        }
+    }
+
+    /// Renders prompts and hands them to the engine.
+    fn run(&self) {
+        while let Some(mut job) = self.next() {
+            if job.cancelled.load(Ordering::Relaxed) {
+                continue;
+            }
+            if job.expired(self.max_wait) {
+                self.stats.queue_timeouts.fetch_add(1, Ordering::Relaxed);
+                job.fail(LLM_QUEUE_TIMEOUT, queue_timeout(self.max_wait));
+                continue;
+            }
+            let req = &job.request;
+            let max_tokens = req
+                .max_tokens
+                .map_or(self.max_tokens, |n| n as usize)
+                .clamp(1, self.context / 2);
+            let prompt = self.text.template.render(
+                &self.text.tokenizer,
+                &req.messages,
+                &req.tools,
+                &req.tool_choice,
+                self.context - max_tokens,
+            );
+            match prompt {
+                Ok(p) => job.prompt = Some((p, max_tokens)),
+                Err(message) => {
+                    job.fail(CONTEXT_LENGTH_EXCEEDED, message);
+                    continue;
+                }
+            }
+            if self.engine.send(job).is_err() {
+                return; // the engine is gone
+            }
+        }
+    }
+}
+
+fn queue_timeout(max_wait: Duration) -> String {
+    format!(
+        "the embedded LLM had no place for this answer within {} s",
+        max_wait.as_secs_f32()
+    )
+}
+
+/// A stream that has already failed.
+struct Refused(Option<LlmEvent>);
+
+impl LlmStream for Refused {
+    fn poll(&mut self, out: &mut Vec<LlmEvent>) {
+        out.extend(self.0.take());
     }
 }
 
@@ -272,20 +543,16 @@ impl Drop for EmbeddedStream {
     }
 }
 
+/// The cascade's answers are voice answers.
 impl Llm for EmbeddedLlm {
     fn start(&self, request: ChatRequest) -> Box<dyn LlmStream> {
-        let (tx, rx) = mpsc::channel();
-        let cancelled = Arc::new(AtomicBool::new(false));
-        let _ = self.jobs.send(Job {
-            request,
-            events: tx,
-            cancelled: cancelled.clone(),
-        });
-        Box::new(EmbeddedStream {
-            events: rx,
-            cancelled,
-            ended: false,
-        })
+        self.submit(request, Priority::Voice)
+            .unwrap_or_else(|QueueFull(message)| {
+                Box::new(Refused(Some(LlmEvent::Failed(AnswerFailure {
+                    code: LLM_QUEUE_FULL.into(),
+                    message,
+                }))))
+            })
     }
 }
 
@@ -319,7 +586,8 @@ struct Running {
 }
 
 struct Engine {
-    llm: LoadedLlama,
+    model: Llama,
+    text: Arc<TextSide>,
     options: LlamaOptions,
     kept: Vec<Kept>,
     answers: u64,
@@ -340,9 +608,10 @@ fn common_prefix(a: &[u32], b: &[u32]) -> usize {
 }
 
 impl Engine {
-    fn new(llm: LoadedLlama, options: LlamaOptions, stats: Arc<LlmStats>) -> Self {
+    fn new(model: Llama, text: Arc<TextSide>, options: LlamaOptions, stats: Arc<LlmStats>) -> Self {
         Self {
-            llm,
+            model,
+            text,
             options,
             kept: Vec::new(),
             answers: 0,
@@ -352,31 +621,68 @@ impl Engine {
 
     fn run(mut self, jobs: Receiver<Job>) {
         let mut running: Vec<Running> = Vec::new();
-        let mut waiting: std::collections::VecDeque<Job> = Default::default();
+        // Waiting for a place, by priority (voice first).
+        let mut waiting: [VecDeque<Job>; 2] = Default::default();
         let max_running = self.options.max_running.max(1);
+        // HTTP completions leave a quarter of the places (at least one) to voice answers.
+        let max_batch = if max_running > 1 {
+            max_running - (max_running / 4).max(1)
+        } else {
+            1
+        };
+        let max_wait = self.options.max_wait;
+        let cpu = self.model.device().is_cpu();
+        let mut round = 0u64;
         loop {
-            if running.is_empty() && waiting.is_empty() {
+            if running.is_empty() && waiting.iter().all(VecDeque::is_empty) {
                 match jobs.recv() {
-                    Ok(job) => waiting.push_back(job),
+                    Ok(job) => waiting[job.priority as usize].push_back(job),
                     Err(_) => return, // the server is gone
                 }
             }
-            waiting.extend(jobs.try_iter());
-            // Answers cancelled while they waited never start.
-            waiting.retain(|j| !j.cancelled.load(Ordering::Relaxed));
+            for job in jobs.try_iter() {
+                waiting[job.priority as usize].push_back(job);
+            }
+            for queue in &mut waiting {
+                // Answers cancelled while they waited never start; those past the wait fail.
+                queue.retain(|j| !j.cancelled.load(Ordering::Relaxed));
+                while queue.front().is_some_and(|j| j.expired(max_wait)) {
+                    if let Some(job) = queue.pop_front() {
+                        self.stats.queue_timeouts.fetch_add(1, Ordering::Relaxed);
+                        job.fail(LLM_QUEUE_TIMEOUT, queue_timeout(max_wait));
+                    }
+                }
+            }
             while running.len() < max_running {
-                let Some(job) = waiting.pop_front() else {
+                let batch = running
+                    .iter()
+                    .filter(|r| r.job.priority == Priority::Batch)
+                    .count();
+                let job = waiting[0].pop_front().or_else(|| {
+                    (batch < max_batch)
+                        .then(|| waiting[1].pop_front())
+                        .flatten()
+                });
+                let Some(job) = job else {
                     break;
                 };
                 self.admit(job, &mut running);
             }
             // Each answer's next input (a prefill chunk, or the token it just sampled), then
             // one pass of the model over all of them.
+            // On a CPU each answer is a pass of its own: while a voice answer runs,
+            // completions step every other round, so the voice answer's tokens come faster.
+            round = round.wrapping_add(1);
+            let yield_to_voice =
+                cpu && round % 2 == 1 && running.iter().any(|r| r.job.priority == Priority::Voice);
             let mut inputs: Vec<(usize, Vec<u32>)> = Vec::new();
             for (i, r) in running.iter_mut().enumerate() {
                 if r.job.cancelled.load(Ordering::Relaxed) {
                     r.over = true;
                     self.stats.cancelled.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                if yield_to_voice && r.job.priority == Priority::Batch {
                     continue;
                 }
                 match self.next_input(r) {
@@ -400,37 +706,20 @@ impl Engine {
         }
     }
 
-    /// Renders the job's prompt and finds the longest kept prefix of it.
-    fn admit(&mut self, job: Job, running: &mut Vec<Running>) {
+    /// Starts a rendered job: finds the longest kept prefix of its prompt.
+    fn admit(&mut self, mut job: Job, running: &mut Vec<Running>) {
+        job.slot = None; // no longer waiting
         self.answers += 1;
         self.stats.answers.fetch_add(1, Ordering::Relaxed);
+        let Some((prompt, max_tokens)) = job.prompt.take() else {
+            return job.fail(LLM_ERROR, "the prompt was not rendered".into());
+        };
         let req = &job.request;
-        let context = self.context();
-        let max_tokens = req
-            .max_tokens
-            .map_or(self.options.max_tokens, |n| n as usize)
-            .clamp(1, context / 2);
-        let prompt = self.llm.template.render(
-            &self.llm.tokenizer,
-            &req.messages,
-            &req.tools,
-            &req.tool_choice,
-            context - max_tokens,
-        );
         let Prompt {
             tokens,
             answer_prefix,
             ..
-        } = match prompt {
-            Ok(p) => p,
-            Err(message) => {
-                let _ = job.events.send(LlmEvent::Failed(AnswerFailure {
-                    code: CONTEXT_LENGTH_EXCEEDED.into(),
-                    message,
-                }));
-                return;
-            }
-        };
+        } = prompt;
         let sampler = self.sampler(req.temperature);
         let cache = self.kept_prefix(&tokens);
         let reused = cache.len();
@@ -460,7 +749,7 @@ impl Engine {
 
     /// The longest conversation an answer runs on.
     fn context(&self) -> usize {
-        let model = self.llm.model.shape().context;
+        let model = self.model.shape().context;
         model.min(self.options.context.max(64))
     }
 
@@ -521,13 +810,13 @@ impl Engine {
             logits
         };
         let next = r.sampler.sample(&logits).map_err(|e| e.to_string())?;
-        let stop = self.llm.template.stops().contains(&next)
-            || self.llm.tokenizer.token_bytes(next).is_empty();
+        let stop = self.text.template.stops().contains(&next)
+            || self.text.tokenizer.token_bytes(next).is_empty();
         let mut events = Vec::new();
         if !stop {
             r.generated += 1;
             self.stats.completion_tokens.fetch_add(1, Ordering::Relaxed);
-            let piece = r.text.push(&self.llm.tokenizer, next);
+            let piece = r.text.push(&self.text.tokenizer, next);
             r.parser.push(&piece, &mut events)?;
         }
         let full = r.generated >= r.max_tokens || r.cache.len() + 1 >= self.context();
@@ -564,12 +853,12 @@ impl Engine {
         // On the CPU one pass per answer: candle's f16 matmul packs the whole weight matrix
         // for every call of more than one row, so a few rows together cost more than apart
         // (llm_bench: 2 conversations together 15 tok/s against 77 alone); on a GPU together.
-        let result = if self.llm.model.device().is_cpu() {
+        let result = if self.model.device().is_cpu() {
             seqs.iter_mut()
-                .map(|(t, c)| self.llm.model.forward(t, c))
+                .map(|(t, c)| self.model.forward(t, c))
                 .collect::<candle::Result<Vec<_>>>()
         } else {
-            self.llm.model.forward_many(&mut seqs)
+            self.model.forward_many(&mut seqs)
         };
         drop(seqs);
         match result {

@@ -78,7 +78,10 @@ impl ChatMl {
 
     /// Renders `messages` (OpenAI chat format) and the tools into a prompt of at most
     /// `limit` tokens, leaving out the oldest messages after the first system one when
-    /// it would be longer.
+    /// it would be longer. The last message is never left out: when it (or the system
+    /// message with the tools) cannot fit, the prompt fails. Messages are tokenized newest
+    /// first and only while they can fit, and a text whose bytes alone need more tokens than
+    /// are left is never tokenized: a huge message costs its length in bytes, not in BPE.
     pub fn render(
         &self,
         tokenizer: &Tokenizer,
@@ -99,19 +102,19 @@ impl ChatMl {
             let text = system.get_or_insert_with(String::new);
             text.push_str(&tools_block(tools));
         }
+        let too_long = |what: &str, need: usize| {
+            format!(
+                "{what} needs at least {need} tokens, more than the {limit} this model can take"
+            )
+        };
         let mut head = Vec::new();
         if let Some(text) = &system {
+            let need = tokenizer.at_least(text);
+            if need > limit {
+                return Err(too_long("the system message", need));
+            }
             self.message(tokenizer, "system", text, &mut head);
         }
-        let bodies: Vec<Vec<u32>> = rest
-            .iter()
-            .map(|m| {
-                let mut out = Vec::new();
-                let (role, text) = message_text(m);
-                self.message(tokenizer, role, &text, &mut out);
-                out
-            })
-            .collect();
         let answer_prefix = match choice {
             ToolChoice::Function(name) if offer => {
                 format!("{OPEN_CALL}\n{{\"name\": {}, \"arguments\": ", json!(name))
@@ -122,19 +125,38 @@ impl ChatMl {
         let mut tail = vec![self.start];
         tokenizer.encode_into("assistant\n", &mut tail);
         tokenizer.encode_into(&answer_prefix, &mut tail);
-        let mut total = head.len() + tail.len() + bodies.iter().map(Vec::len).sum::<usize>();
-        let mut dropped = 0;
-        while total > limit && dropped < bodies.len() {
-            total -= bodies[dropped].len();
-            dropped += 1;
+        let fixed = head.len() + tail.len();
+        if fixed > limit {
+            return Err(too_long("the system message", fixed));
         }
-        if total > limit {
-            return Err(format!(
-                "the conversation needs {total} tokens, more than the {limit} this model can take"
-            ));
+        let mut left = limit - fixed;
+        // Newest first, while they fit.
+        let mut bodies: Vec<Vec<u32>> = Vec::new();
+        for m in rest.iter().rev() {
+            let (role, text) = message_text(m);
+            let need = tokenizer.at_least(&text);
+            let body = (need <= left).then(|| {
+                let mut out = Vec::new();
+                self.message(tokenizer, role, &text, &mut out);
+                out
+            });
+            match body {
+                Some(body) if body.len() <= left => {
+                    left -= body.len();
+                    bodies.push(body);
+                }
+                body => {
+                    if bodies.is_empty() {
+                        let need = body.map_or(need, |b| b.len());
+                        return Err(too_long("the last message", need + fixed));
+                    }
+                    break;
+                }
+            }
         }
+        let dropped = rest.len() - bodies.len();
         let mut tokens = head;
-        for body in &bodies[dropped..] {
+        for body in bodies.iter().rev() {
             tokens.extend_from_slice(body);
         }
         tokens.extend_from_slice(&tail);

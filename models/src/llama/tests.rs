@@ -303,3 +303,163 @@ fn answers_beyond_the_running_cap_wait_their_turn() {
     assert!(matches!(collect(&mut second).last(), Some(LlmEvent::Done)));
     assert_eq!(engine.stats().answers.load(Ordering::Relaxed), 2);
 }
+
+#[test]
+fn a_last_message_longer_than_the_context_fails_and_is_never_dropped() {
+    let (_dir, llm) = load(WeightFormat::F16);
+    let engine = EmbeddedLlm::start(llm, LlamaOptions::default()).unwrap();
+    // One user message of 6 000 letters: it was left out and the answer was to nothing.
+    let huge = "abcdefghij".repeat(600);
+    let alone = vec![json!({"role": "user", "content": huge.clone()})];
+    let events = collect(&mut engine.start(request(alone, 8)));
+    assert!(
+        matches!(events.last(), Some(LlmEvent::Failed(f)) if f.code == CONTEXT_LENGTH_EXCEEDED && f.message.contains("the last message")),
+        "{events:?}"
+    );
+    // After a history: still an error, not an answer to the history.
+    let after = vec![
+        json!({"role": "user", "content": "hello"}),
+        json!({"role": "assistant", "content": "hi"}),
+        json!({"role": "user", "content": huge.clone()}),
+    ];
+    let events = collect(&mut engine.start(request(after, 8)));
+    assert!(
+        matches!(events.last(), Some(LlmEvent::Failed(f)) if f.code == CONTEXT_LENGTH_EXCEEDED),
+        "{events:?}"
+    );
+    // A huge old message is what gets left out.
+    let before = vec![
+        json!({"role": "user", "content": huge}),
+        json!({"role": "assistant", "content": "hi"}),
+        json!({"role": "user", "content": "hello"}),
+    ];
+    let events = collect(&mut engine.start(request(before, 8)));
+    assert!(matches!(events.last(), Some(LlmEvent::Done)), "{events:?}");
+    assert!(usage(&events).0 < 100, "{:?}", usage(&events));
+}
+
+#[test]
+fn the_template_does_not_tokenize_what_cannot_fit() {
+    let (_dir, llm) = load(WeightFormat::F16);
+    // 15 MiB in one message: refused from its length, and the older messages are never read.
+    let huge = "q".repeat(15 << 20);
+    let messages = [
+        json!({"role": "system", "content": "Be brief."}),
+        json!({"role": "user", "content": "hello"}),
+        json!({"role": "user", "content": huge}),
+    ];
+    let started = Instant::now();
+    let err = llm
+        .template
+        .render(&llm.tokenizer, &messages, &[], &ToolChoice::Auto, 500)
+        .unwrap_err();
+    assert!(err.contains("at least"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+/// Polls every stream until all ended; the order in which they ended (by index).
+fn finish_order(streams: &mut [Box<dyn LlmStream>]) -> (Vec<usize>, Vec<Vec<LlmEvent>>) {
+    let mut events: Vec<Vec<LlmEvent>> = streams.iter().map(|_| Vec::new()).collect();
+    let mut order = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while order.len() < streams.len() && Instant::now() < deadline {
+        for (i, s) in streams.iter_mut().enumerate() {
+            if order.contains(&i) {
+                continue;
+            }
+            s.poll(&mut events[i]);
+            if matches!(events[i].last(), Some(LlmEvent::Done | LlmEvent::Failed(_))) {
+                order.push(i);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(order.len(), streams.len(), "not all ended: {order:?}");
+    (order, events)
+}
+
+#[test]
+fn a_voice_answer_goes_ahead_of_waiting_completions() {
+    let (_dir, llm) = load(WeightFormat::F16);
+    let options = LlamaOptions {
+        max_running: 2,
+        ..LlamaOptions::default()
+    };
+    let engine = EmbeddedLlm::start(llm, options).unwrap();
+    let ask = |n| request(vec![json!({"role": "user", "content": "hello there"})], n);
+    let mut streams: Vec<Box<dyn LlmStream>> = (0..12)
+        .map(|_| engine.submit(ask(40), Priority::Batch).unwrap())
+        .collect();
+    let asked = Instant::now();
+    streams.push(engine.start(ask(3))); // the cascade's: a voice answer
+    let (order, events) = finish_order(&mut streams);
+    let voice = order.iter().position(|&i| i == 12).unwrap();
+    println!(
+        "voice answer finished {} of 13 ({} ms after it was asked)",
+        voice + 1,
+        asked.elapsed().as_millis()
+    );
+    assert!(
+        matches!(events[12].last(), Some(LlmEvent::Done)),
+        "{:?}",
+        events[12]
+    );
+    // Two places: batch answers take one, so the voice answer starts at once and ends
+    // before all but the first completions.
+    assert!(
+        voice <= 2,
+        "the voice answer ended {}th: {order:?}",
+        voice + 1
+    );
+}
+
+#[test]
+fn the_wait_queue_is_bounded_and_has_a_deadline() {
+    let (_dir, llm) = load(WeightFormat::F16);
+    let options = LlamaOptions {
+        max_running: 1,
+        max_waiting: 3,
+        max_wait: Duration::from_millis(150),
+        ..LlamaOptions::default()
+    };
+    let engine = EmbeddedLlm::start(llm, options).unwrap();
+    let long = "hello there, how are you ".repeat(8);
+    let ask = |n| request(vec![json!({"role": "user", "content": long.clone()})], n);
+    // One runs, three wait, the fifth is refused at once.
+    let mut streams: Vec<Box<dyn LlmStream>> = Vec::new();
+    let mut refused = 0;
+    for _ in 0..5 {
+        match engine.submit(ask(250), Priority::Batch) {
+            Ok(s) => streams.push(s),
+            Err(QueueFull(m)) => {
+                assert!(m.contains("waiting"), "{m}");
+                refused += 1;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(refused >= 1, "nothing refused");
+    // A voice answer is not refused for the completions that fill the queue.
+    let started = Instant::now();
+    streams.push(engine.start(ask(2)));
+    let (_, events) = finish_order(&mut streams);
+    let codes: Vec<String> = events
+        .iter()
+        .map(|e| match e.last() {
+            Some(LlmEvent::Failed(f)) => f.code.clone(),
+            Some(LlmEvent::Done) => "done".into(),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    println!("{codes:?} after {} ms", started.elapsed().as_millis());
+    assert!(
+        codes.iter().any(|c| c == LLM_QUEUE_TIMEOUT),
+        "no answer hit the wait deadline: {codes:?}"
+    );
+    assert!(!codes.iter().any(|c| c == LLM_QUEUE_FULL), "{codes:?}");
+    assert_eq!(engine.waiting(), 0);
+    let stats = engine.stats();
+    assert_eq!(stats.waiting.load(Ordering::Relaxed), 0);
+    assert!(stats.queue_full.load(Ordering::Relaxed) >= 1);
+    assert!(stats.queue_timeouts.load(Ordering::Relaxed) >= 1);
+}

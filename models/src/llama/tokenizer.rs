@@ -32,6 +32,8 @@ pub struct Tokenizer {
     byte_token: [Option<u32>; 256],
     /// (left, right) → (rank, merged token).
     merges: HashMap<(u32, u32), (u32, u32)>,
+    /// The most bytes one token stands for.
+    longest: usize,
 }
 
 /// GPT-2's reversible map from bytes to printable characters (the vocabulary's spelling).
@@ -102,17 +104,25 @@ impl Tokenizer {
                 table.entry((l, r)).or_insert((rank as u32, m));
             }
         }
+        let longest = bytes.iter().map(Vec::len).max().unwrap_or(1).max(1);
         Ok(Self {
             bytes,
             control,
             byte_token,
             merges: table,
+            longest,
         })
     }
 
     /// Tokens in the vocabulary.
     pub fn vocab_size(&self) -> usize {
         self.bytes.len()
+    }
+
+    /// The fewest tokens `text` can take (each token stands for at most the longest token's
+    /// bytes): what a text is sure to cost without tokenizing it.
+    pub fn at_least(&self, text: &str) -> usize {
+        text.len().div_ceil(self.longest)
     }
 
     /// The control token spelled `text` (`<|im_start|>`), if the vocabulary has it.
@@ -143,32 +153,67 @@ impl Tokenizer {
         out
     }
 
-    /// Applies the merges to one pre-tokenized word, best-ranked pair first.
-    fn merge(&self, word: &mut Vec<u32>) {
-        while word.len() > 1 {
-            let best = word
-                .windows(2)
-                .enumerate()
-                .filter_map(|(i, w)| self.merges.get(&(w[0], w[1])).map(|&(r, m)| (r, i, m)))
-                .min();
-            let Some((_, at, merged)) = best else {
-                return;
+    /// Applies the merges to one pre-tokenized word, best-ranked pair first (the leftmost of
+    /// equal rank first), as GPT-2's BPE does. A heap of candidate pairs over a linked list
+    /// of symbols: each merge costs O(log n), so a word of n bytes takes O(n log n) however
+    /// long it is (rescanning the word per merge took O(n²) on a long word without spaces).
+    /// Returns the heap entries looked at (a measure of the work, for tests).
+    fn merge(&self, word: &mut Vec<u32>) -> usize {
+        use std::cmp::Reverse;
+        use std::collections::BinaryHeap;
+        const NONE: usize = usize::MAX;
+        let n = word.len();
+        if n < 2 {
+            return 0;
+        }
+        let mut next: Vec<usize> = (1..=n).map(|i| if i == n { NONE } else { i }).collect();
+        let mut prev: Vec<usize> = (0..n).map(|i| i.wrapping_sub(1)).collect();
+        prev[0] = NONE;
+        let mut alive = vec![true; n];
+        // (rank, left position, right position): the lowest rank, then the leftmost.
+        let mut heap: BinaryHeap<Reverse<(u32, usize, usize)>> = BinaryHeap::new();
+        let rank = |w: &[u32], l: usize, r: usize| self.merges.get(&(w[l], w[r])).map(|m| m.0);
+        for i in 0..n - 1 {
+            if let Some(r) = rank(word, i, i + 1) {
+                heap.push(Reverse((r, i, i + 1)));
+            }
+        }
+        let mut looked = 0;
+        while let Some(Reverse((r, left, right))) = heap.pop() {
+            looked += 1;
+            // A stale entry: one side merged away, or the pair is no longer this one.
+            if !alive[left] || !alive[right] || next[left] != right {
+                continue;
+            }
+            let Some(&(current, merged)) = self.merges.get(&(word[left], word[right])) else {
+                continue;
             };
-            // Merge every occurrence of this pair, left to right.
-            let (l, r) = (word[at], word[at + 1]);
-            let mut i = 0;
-            let mut next = Vec::with_capacity(word.len());
-            while i < word.len() {
-                if i + 1 < word.len() && word[i] == l && word[i + 1] == r {
-                    next.push(merged);
-                    i += 2;
-                } else {
-                    next.push(word[i]);
-                    i += 1;
+            if current != r {
+                continue;
+            }
+            word[left] = merged;
+            alive[right] = false;
+            let after = next[right];
+            next[left] = after;
+            if after != NONE {
+                prev[after] = left;
+                if let Some(r) = rank(word, left, after) {
+                    heap.push(Reverse((r, left, after)));
                 }
             }
-            *word = next;
+            let before = prev[left];
+            if before != NONE {
+                if let Some(r) = rank(word, before, left) {
+                    heap.push(Reverse((r, before, left)));
+                }
+            }
         }
+        let mut i = 0;
+        word.retain(|_| {
+            i += 1;
+            alive[i - 1]
+        });
+        looked
     }
 
     /// Decodes tokens to text (invalid UTF-8 replaced).
@@ -380,6 +425,141 @@ mod tests {
             assert_eq!(pre_tokenize(&text).concat(), text, "{text:?}");
             assert_eq!(t.decode(&t.encode(&text)), text, "{text:?}");
         }
+    }
+
+    /// The merge as it was: rescans the word once per rule applied (O(n²) on a long word).
+    fn merge_by_rescanning(t: &Tokenizer, word: &mut Vec<u32>) {
+        while word.len() > 1 {
+            let best = word
+                .windows(2)
+                .enumerate()
+                .filter_map(|(i, w)| t.merges.get(&(w[0], w[1])).map(|&(r, m)| (r, i, m)))
+                .min();
+            let Some((_, at, merged)) = best else {
+                return;
+            };
+            let (l, r) = (word[at], word[at + 1]);
+            let mut i = 0;
+            let mut next = Vec::with_capacity(word.len());
+            while i < word.len() {
+                if i + 1 < word.len() && word[i] == l && word[i + 1] == r {
+                    next.push(merged);
+                    i += 2;
+                } else {
+                    next.push(word[i]);
+                    i += 1;
+                }
+            }
+            *word = next;
+        }
+    }
+
+    /// A vocabulary learned like BPE's own training (the most frequent pair of a corpus,
+    /// round after round), so that its merges are ordered as real ones are.
+    fn trained() -> Tokenizer {
+        let chars = byte_chars();
+        let spell = |bytes: &[u8]| -> String { bytes.iter().map(|&b| chars[b as usize]).collect() };
+        let mut tokens: Vec<String> = (0..=255u8).map(|b| chars[b as usize].to_string()).collect();
+        let corpus = "the quick brown fox jumps over the lazy dog; the other dogs sleep \
+                      there then, and theirs is the best of the rest. aaaa abab baba";
+        let mut words: Vec<Vec<Vec<u8>>> = pre_tokenize(corpus)
+            .iter()
+            .map(|w| w.bytes().map(|b| vec![b]).collect())
+            .collect();
+        let mut merges = Vec::new();
+        for _ in 0..120 {
+            let mut counts: HashMap<(Vec<u8>, Vec<u8>), usize> = HashMap::new();
+            for w in &words {
+                for p in w.windows(2) {
+                    *counts.entry((p[0].clone(), p[1].clone())).or_default() += 1;
+                }
+            }
+            let Some(((l, r), _)) = counts
+                .into_iter()
+                .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
+            else {
+                break;
+            };
+            merges.push(format!("{} {}", spell(&l), spell(&r)));
+            let joined: Vec<u8> = [l.clone(), r.clone()].concat();
+            tokens.push(spell(&joined));
+            for w in &mut words {
+                let mut i = 0;
+                while i + 1 < w.len() {
+                    if w[i] == l && w[i + 1] == r {
+                        w[i] = joined.clone();
+                        w.remove(i + 1);
+                    }
+                    i += 1;
+                }
+            }
+        }
+        let types = vec![1; tokens.len()];
+        Tokenizer::new("gpt2", &tokens, &types, &merges).unwrap()
+    }
+
+    fn random_text(seed: &mut u64, len: usize, alphabet: &[u8]) -> String {
+        (0..len)
+            .map(|_| {
+                *seed ^= *seed << 13;
+                *seed ^= *seed >> 7;
+                *seed ^= *seed << 17;
+                char::from(alphabet[(*seed % alphabet.len() as u64) as usize])
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_heap_merge_gives_the_tokens_of_the_rescanning_merge() {
+        let t = trained();
+        assert!(t.merges.len() >= 60, "{}", t.merges.len());
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let samples = [
+            "the quick brown fox jumps over the lazy dog".to_string(),
+            "There, then: theirs is the best of the rest!".into(),
+            "aaaaaaaaaaaaaaaaaaaaaabababababababbbbbbaaa".into(),
+        ];
+        let random = (0..400).map(|i| random_text(&mut seed, 1 + i % 300, b"theabrosdg ,.aaa"));
+        for text in samples.into_iter().chain(random) {
+            for piece in pre_tokenize(&text) {
+                let bytes: Vec<u32> = piece
+                    .bytes()
+                    .filter_map(|b| t.byte_token[b as usize])
+                    .collect();
+                let (mut heap, mut rescan) = (bytes.clone(), bytes);
+                t.merge(&mut heap);
+                merge_by_rescanning(&t, &mut rescan);
+                assert_eq!(heap, rescan, "{piece:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_long_word_without_spaces_costs_work_linear_in_its_length() {
+        let t = trained();
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let letters: Vec<u8> = (b'a'..=b'z').collect();
+        for len in [4_000usize, 40_000, 400_000] {
+            let text = random_text(&mut seed, len, &letters);
+            assert_eq!(pre_tokenize(&text).len(), 1, "one pre-token");
+            let mut word: Vec<u32> = text
+                .bytes()
+                .filter_map(|b| t.byte_token[b as usize])
+                .collect();
+            let looked = t.merge(&mut word);
+            // Each byte starts at most one candidate pair and each merge adds at most two.
+            assert!(looked <= 3 * len, "{len} letters: {looked} heap entries");
+            assert_eq!(t.decode(&word), text);
+        }
+        // Text of repeated pairs merges at every position: still bounded.
+        let text = "ab".repeat(200_000);
+        let mut word: Vec<u32> = text
+            .bytes()
+            .filter_map(|b| t.byte_token[b as usize])
+            .collect();
+        let looked = t.merge(&mut word);
+        assert!(looked <= 3 * text.len(), "{looked}");
+        assert_eq!(t.decode(&word), text);
     }
 
     #[test]
