@@ -168,12 +168,15 @@ impl Conversation {
         let Some(stored) = self.get_mut(id) else {
             return false;
         };
+        let before = stored.text_bytes();
         if let Item::Message { content, .. } = &mut stored.item {
             if let Some(Content::InputAudio { transcript, .. }) = content.first_mut() {
                 *transcript = Some(text.to_string());
             }
         }
-        self.recount();
+        // Only this item's text changed: the total follows it (no pass over the others).
+        let after = stored.text_bytes();
+        self.text_bytes = self.text_bytes - before + after;
         true
     }
 
