@@ -575,6 +575,7 @@ async fn llm_backend(args: &ServeArgs) -> anyhow::Result<Option<crate::llm::LlmB
         context: args.llm_context,
         max_waiting: args.llm_max_waiting.max(1),
         max_wait: std::time::Duration::from_secs(args.llm_max_wait_secs.max(1)),
+        clock: Some(duet_models::llama::Clock(Arc::new(std::time::Instant::now))),
         seed: args
             .model_seed
             .unwrap_or(duet_models::llama::LlamaOptions::default().seed),

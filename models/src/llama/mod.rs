@@ -14,8 +14,8 @@
 //! - Prompts are rendered and tokenized on threads of their own (`duet-llm-prep`), never on
 //!   the engine's: a long prompt delays only its own answer.
 //! - The wait is bounded: at most `max_waiting` answers wait for a place (past it an answer
-//!   is refused at once with [`LLM_QUEUE_FULL`]), none waits longer than `max_wait` (then
-//!   [`LLM_QUEUE_TIMEOUT`]), and voice answers ([`Priority::Voice`]) go ahead of HTTP
+//!   is refused at once with [`LLM_QUEUE_FULL`]), none waits longer than `max_wait`, by the
+//!   driver's [`Clock`] (then [`LLM_QUEUE_TIMEOUT`]), and voice answers ([`Priority::Voice`]) go ahead of HTTP
 //!   completions ([`Priority::Batch`]), which never take the last quarter of the places
 //!   and, on a CPU, step every other round while a voice answer runs.
 
@@ -94,6 +94,25 @@ pub struct LlamaOptions {
     pub max_waiting: usize,
     /// Longest wait for a place; past it the answer fails with [`LLM_QUEUE_TIMEOUT`].
     pub max_wait: Duration,
+    /// What tells the time for `max_wait`, given by the driver (`models/` reads no clock);
+    /// without one, answers wait for a place without a deadline.
+    pub clock: Option<Clock>,
+}
+
+/// A clock the driver lends the engine: the time now.
+#[derive(Clone)]
+pub struct Clock(pub Arc<dyn Fn() -> Instant + Send + Sync>);
+
+impl Clock {
+    fn now(&self) -> Instant {
+        (self.0)()
+    }
+}
+
+impl std::fmt::Debug for Clock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Clock")
+    }
 }
 
 impl Default for LlamaOptions {
@@ -109,6 +128,7 @@ impl Default for LlamaOptions {
             seed: 299_792_458,
             max_waiting: 32,
             max_wait: Duration::from_secs(20),
+            clock: None,
         }
     }
 }
@@ -230,7 +250,8 @@ pub struct LlmStats {
 struct Job {
     request: ChatRequest,
     priority: Priority,
-    queued: Instant,
+    /// When it stops waiting for a place (`None`: no clock was given).
+    deadline: Option<Instant>,
     events: Sender<LlmEvent>,
     cancelled: Arc<AtomicBool>,
     /// Its place among the waiting; given back when it starts or ends.
@@ -249,9 +270,11 @@ impl Job {
         }));
     }
 
-    /// Whether it waited past `max_wait`.
-    fn expired(&self, max_wait: Duration) -> bool {
-        self.queued.elapsed() > max_wait
+    /// Whether it waited past its deadline, by `clock`.
+    fn expired(&self, clock: Option<&Clock>) -> bool {
+        self.deadline
+            .zip(clock)
+            .is_some_and(|(deadline, clock)| clock.now() > deadline)
     }
 }
 
@@ -280,6 +303,7 @@ struct Prep {
     context: usize,
     max_tokens: usize,
     max_wait: Duration,
+    clock: Option<Clock>,
     engine: Sender<Job>,
     stats: Arc<LlmStats>,
 }
@@ -335,6 +359,7 @@ impl EmbeddedLlm {
             context,
             max_tokens: options.max_tokens,
             max_wait: options.max_wait,
+            clock: options.clock.clone(),
             engine: tx,
             stats: stats.clone(),
         });
@@ -410,7 +435,11 @@ impl EmbeddedLlm {
         self.prep.push(Job {
             request,
             priority,
-            queued: Instant::now(),
+            deadline: self
+                .prep
+                .clock
+                .as_ref()
+                .map(|c| c.now() + self.prep.max_wait),
             events: tx,
             cancelled: cancelled.clone(),
             slot: Some(slot),
@@ -462,7 +491,7 @@ impl Prep {
             if job.cancelled.load(Ordering::Relaxed) {
                 continue;
             }
-            if job.expired(self.max_wait) {
+            if job.expired(self.clock.as_ref()) {
                 self.stats.queue_timeouts.fetch_add(1, Ordering::Relaxed);
                 job.fail(LLM_QUEUE_TIMEOUT, queue_timeout(self.max_wait));
                 continue;
@@ -643,16 +672,7 @@ impl Engine {
             for job in jobs.try_iter() {
                 waiting[job.priority as usize].push_back(job);
             }
-            for queue in &mut waiting {
-                // Answers cancelled while they waited never start; those past the wait fail.
-                queue.retain(|j| !j.cancelled.load(Ordering::Relaxed));
-                while queue.front().is_some_and(|j| j.expired(max_wait)) {
-                    if let Some(job) = queue.pop_front() {
-                        self.stats.queue_timeouts.fetch_add(1, Ordering::Relaxed);
-                        job.fail(LLM_QUEUE_TIMEOUT, queue_timeout(max_wait));
-                    }
-                }
-            }
+            self.drop_stale(&mut waiting, max_wait);
             while running.len() < max_running {
                 let batch = running
                     .iter()
@@ -675,25 +695,7 @@ impl Engine {
             round = round.wrapping_add(1);
             let yield_to_voice =
                 cpu && round % 2 == 1 && running.iter().any(|r| r.job.priority == Priority::Voice);
-            let mut inputs: Vec<(usize, Vec<u32>)> = Vec::new();
-            for (i, r) in running.iter_mut().enumerate() {
-                if r.job.cancelled.load(Ordering::Relaxed) {
-                    r.over = true;
-                    self.stats.cancelled.fetch_add(1, Ordering::Relaxed);
-                    continue;
-                }
-                if yield_to_voice && r.job.priority == Priority::Batch {
-                    continue;
-                }
-                match self.next_input(r) {
-                    Ok(Some(input)) => inputs.push((i, input)),
-                    Ok(None) => {}
-                    Err(message) => fail(r, message),
-                }
-            }
-            if !inputs.is_empty() {
-                self.run_inputs(&mut running, inputs);
-            }
+            self.step(&mut running, yield_to_voice);
             let (over, going): (Vec<_>, Vec<_>) = running.into_iter().partition(|r| r.over);
             running = going;
             for r in over {
@@ -703,6 +705,47 @@ impl Engine {
             self.stats
                 .kept_bytes
                 .store(self.kept_bytes(), Ordering::Relaxed);
+        }
+    }
+
+    /// One round: each running answer's next input (cancelled ones are marked over; HTTP
+    /// completions sit it out when `yield_to_voice`), then one pass of the model.
+    fn step(&mut self, running: &mut [Running], yield_to_voice: bool) {
+        let mut inputs: Vec<(usize, Vec<u32>)> = Vec::new();
+        for (i, r) in running.iter_mut().enumerate() {
+            if r.job.cancelled.load(Ordering::Relaxed) {
+                r.over = true;
+                self.stats.cancelled.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            if yield_to_voice && r.job.priority == Priority::Batch {
+                continue;
+            }
+            match self.next_input(r) {
+                Ok(Some(input)) => inputs.push((i, input)),
+                Ok(None) => {}
+                Err(message) => fail(r, message),
+            }
+        }
+        if !inputs.is_empty() {
+            self.run_inputs(running, inputs);
+        }
+    }
+
+    /// Drops the waiting answers that were cancelled (they never start) and fails those
+    /// past their wait deadline.
+    fn drop_stale(&self, waiting: &mut [VecDeque<Job>; 2], max_wait: Duration) {
+        for queue in waiting {
+            queue.retain(|j| !j.cancelled.load(Ordering::Relaxed));
+            while queue
+                .front()
+                .is_some_and(|j| j.expired(self.options.clock.as_ref()))
+            {
+                if let Some(job) = queue.pop_front() {
+                    self.stats.queue_timeouts.fetch_add(1, Ordering::Relaxed);
+                    job.fail(LLM_QUEUE_TIMEOUT, queue_timeout(max_wait));
+                }
+            }
         }
     }
 

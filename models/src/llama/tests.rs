@@ -420,6 +420,7 @@ fn the_wait_queue_is_bounded_and_has_a_deadline() {
         max_running: 1,
         max_waiting: 3,
         max_wait: Duration::from_millis(150),
+        clock: Some(Clock(Arc::new(Instant::now))),
         ..LlamaOptions::default()
     };
     let engine = EmbeddedLlm::start(llm, options).unwrap();
