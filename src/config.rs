@@ -3,6 +3,11 @@
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
+use std::ffi::OsStr;
+use std::marker::PhantomData;
+
+use clap::builder::TypedValueParser;
+use clap::error::ErrorKind;
 use clap::{Parser, Subcommand, ValueEnum};
 
 /// Duet: a WebRTC-first realtime speech server for full-duplex speech models, speaking the
@@ -182,7 +187,7 @@ pub struct ServeArgs {
     pub llm_weights: LlmWeights,
 
     /// The embedded LLM's longest answer, in tokens, when a request does not say.
-    #[arg(long, env = "DUET_LLM_MAX_TOKENS", default_value_t = 256)]
+    #[arg(long, env = "DUET_LLM_MAX_TOKENS", default_value_t = 256, value_parser = at_least::<usize>(1))]
     pub llm_max_tokens: usize,
 
     /// Longest conversation the embedded LLM answers on, in tokens (prompt and answer; the
@@ -200,12 +205,12 @@ pub struct ServeArgs {
     /// Answers the embedded LLM lets wait for a place (8 run at once); past it an
     /// `/v1/chat/completions` request gets `429 llm_queue_full` and a voice answer fails
     /// with `llm_queue_full` (voice answers count only each other and go first).
-    #[arg(long, env = "DUET_LLM_MAX_WAITING", default_value_t = 32)]
+    #[arg(long, env = "DUET_LLM_MAX_WAITING", default_value_t = 32, value_parser = at_least::<usize>(1))]
     pub llm_max_waiting: usize,
 
     /// Longest wait of an embedded LLM answer for a place; past it the answer fails with
     /// `llm_queue_timeout` (`503` on `/v1/chat/completions`).
-    #[arg(long, env = "DUET_LLM_MAX_WAIT_SECS", default_value_t = 20)]
+    #[arg(long, env = "DUET_LLM_MAX_WAIT_SECS", default_value_t = 20, value_parser = at_least::<u64>(1))]
     pub llm_max_wait_secs: u64,
 
     /// The cascade's voice: a Piper voice directory (`<voice>.onnx`, `<voice>.onnx.json` and
@@ -216,19 +221,19 @@ pub struct ServeArgs {
 
     /// Longest wait for the LLM's first response and between two pieces of its stream;
     /// past it the answer fails with `llm_unavailable`.
-    #[arg(long, env = "DUET_LLM_TIMEOUT_SECS", default_value_t = 30)]
+    #[arg(long, env = "DUET_LLM_TIMEOUT_SECS", default_value_t = 30, value_parser = at_least::<u64>(1))]
     pub llm_timeout_secs: u64,
 
     /// Longest a cascade answer from `--llm-url` may take, from its request to its end
     /// (an upstream that keeps the stream alive with pieces that say nothing is cut off
     /// here); past it the answer fails with `llm_unavailable`.
-    #[arg(long, env = "DUET_LLM_ANSWER_SECS", default_value_t = 120)]
+    #[arg(long, env = "DUET_LLM_ANSWER_SECS", default_value_t = 120, value_parser = at_least::<u64>(1))]
     pub llm_answer_secs: u64,
 
     /// Sessions the model serves at once (Moshi steps them together in one batch and
     /// reserves KV-cache memory for every slot up front). Sessions beyond it are refused
     /// with `model_slots_exhausted`. Default: 8 for Moshi, 1024 for echo, 256 for the cascade.
-    #[arg(long, env = "DUET_MODEL_SLOTS")]
+    #[arg(long, env = "DUET_MODEL_SLOTS", value_parser = at_least::<usize>(1))]
     pub model_slots: Option<usize>,
 
     /// Decode Moshi's audio for all sessions in one batched Mimi pass: `auto` (on CUDA yes,
@@ -308,11 +313,11 @@ pub struct ServeArgs {
 
     /// Concurrent sessions accepted: WebSocket sessions, every call's session (attached or
     /// detached) and sideband sockets; further ones get 503.
-    #[arg(long, env = "DUET_MAX_SESSIONS", default_value_t = 256)]
+    #[arg(long, env = "DUET_MAX_SESSIONS", default_value_t = 256, value_parser = at_least::<usize>(1))]
     pub max_sessions: usize,
 
     /// Longest session in seconds; the session then gets `session_expired` and is closed.
-    #[arg(long, env = "DUET_MAX_SESSION_SECS", default_value_t = 3600)]
+    #[arg(long, env = "DUET_MAX_SESSION_SECS", default_value_t = 3600, value_parser = at_least::<u64>(1))]
     pub max_session_secs: u64,
 
     /// Address of the UDP socket that carries every WebRTC call's media.
@@ -336,21 +341,21 @@ pub struct ServeArgs {
 
     /// Media threads, each with its own UDP socket (ports --udp-port, +1, …) and a share of
     /// the calls. Default: the number of cores, at most 4.
-    #[arg(long, env = "DUET_MEDIA_THREADS")]
+    #[arg(long, env = "DUET_MEDIA_THREADS", value_parser = at_least::<usize>(1))]
     pub media_threads: Option<usize>,
 
     /// A WebRTC call that receives no packet for this many seconds is ended.
-    #[arg(long, env = "DUET_CALL_INACTIVITY_SECS", default_value_t = 30)]
+    #[arg(long, env = "DUET_CALL_INACTIVITY_SECS", default_value_t = 30, value_parser = at_least::<u64>(1))]
     pub call_inactivity_secs: u64,
 
     /// A WebRTC call whose ICE and DTLS are not connected this many seconds after the
     /// offer is ended, releasing its call and model slots.
-    #[arg(long, env = "DUET_CALL_CONNECT_SECS", default_value_t = 10)]
+    #[arg(long, env = "DUET_CALL_CONNECT_SECS", default_value_t = 10, value_parser = at_least::<u64>(1))]
     pub call_connect_secs: u64,
 
     /// A session with no client event and no audio for this many seconds is closed
     /// (`session_idle`).
-    #[arg(long, env = "DUET_SESSION_IDLE_SECS", default_value_t = 300)]
+    #[arg(long, env = "DUET_SESSION_IDLE_SECS", default_value_t = 300, value_parser = at_least::<u64>(1))]
     pub session_idle_secs: u64,
 
     /// Sessions (a call's included, attached or detached) and sidebands one client IP
@@ -360,64 +365,64 @@ pub struct ServeArgs {
 
     /// Unsent events a session may queue for one connection, in MiB; past it the session
     /// closes (`event_queue_full`, WebSocket close 1008).
-    #[arg(long, env = "DUET_MAX_OUTBOUND_MIB", default_value_t = 32)]
+    #[arg(long, env = "DUET_MAX_OUTBOUND_MIB", default_value_t = 32, value_parser = at_least::<usize>(1))]
     pub max_outbound_mib: usize,
 
     /// Client events a WebSocket or data channel may have waiting for its session, in MiB
     /// (at least 16: one event may be 15 MiB); the reader waits beyond it.
-    #[arg(long, env = "DUET_MAX_INBOUND_MIB", default_value_t = 16)]
+    #[arg(long, env = "DUET_MAX_INBOUND_MIB", default_value_t = 16, value_parser = at_least::<usize>(16))]
     pub max_inbound_mib: usize,
 
     /// Longest audio one `conversation.item.create` may carry, in seconds.
-    #[arg(long, env = "DUET_MAX_ITEM_AUDIO_SECS", default_value_t = 300)]
+    #[arg(long, env = "DUET_MAX_ITEM_AUDIO_SECS", default_value_t = 300, value_parser = at_least::<u64>(1))]
     pub max_item_audio_secs: u64,
 
     /// Text a session's conversation keeps (messages, transcripts, function arguments and
     /// outputs), in MiB; past it the oldest items are evicted, and one item larger than this
     /// is refused (`item_text_too_long`).
-    #[arg(long, env = "DUET_MAX_CONVERSATION_TEXT_MIB", default_value_t = 8)]
+    #[arg(long, env = "DUET_MAX_CONVERSATION_TEXT_MIB", default_value_t = 8, value_parser = at_least::<usize>(1))]
     pub max_conversation_text_mib: usize,
 
     /// Longest `instructions` (session or response), in KiB; longer is refused
     /// (`invalid_value`).
-    #[arg(long, env = "DUET_MAX_INSTRUCTIONS_KIB", default_value_t = 256)]
+    #[arg(long, env = "DUET_MAX_INSTRUCTIONS_KIB", default_value_t = 256, value_parser = at_least::<usize>(1))]
     pub max_instructions_kib: usize,
 
     /// Largest `tools` array (session or response, as JSON), in KiB; larger is refused
     /// (`invalid_value`).
-    #[arg(long, env = "DUET_MAX_TOOLS_KIB", default_value_t = 1024)]
+    #[arg(long, env = "DUET_MAX_TOOLS_KIB", default_value_t = 1024, value_parser = at_least::<usize>(1))]
     pub max_tools_kib: usize,
 
     /// Open HTTP connections (WebSockets included); further ones get a bare 503.
-    #[arg(long, env = "DUET_MAX_CONNECTIONS", default_value_t = 4096)]
+    #[arg(long, env = "DUET_MAX_CONNECTIONS", default_value_t = 4096, value_parser = at_least::<usize>(1))]
     pub max_connections: usize,
 
     /// A new connection's first request head must arrive within this many seconds.
-    #[arg(long, env = "DUET_HTTP_HEAD_TIMEOUT_SECS", default_value_t = 10)]
+    #[arg(long, env = "DUET_HTTP_HEAD_TIMEOUT_SECS", default_value_t = 10, value_parser = at_least::<u64>(1))]
     pub http_head_timeout_secs: u64,
 
     /// A request's whole body (`Content-Length` or chunked) must arrive within this many
     /// seconds of its head; past it the request gets 408 `request_timeout` and the
     /// connection closes.
-    #[arg(long, env = "DUET_HTTP_BODY_TIMEOUT_SECS", default_value_t = 10)]
+    #[arg(long, env = "DUET_HTTP_BODY_TIMEOUT_SECS", default_value_t = 10, value_parser = at_least::<u64>(1))]
     pub http_body_timeout_secs: u64,
 
     /// An idle keep-alive connection is closed after this many seconds.
-    #[arg(long, env = "DUET_HTTP_IDLE_SECS", default_value_t = 60)]
+    #[arg(long, env = "DUET_HTTP_IDLE_SECS", default_value_t = 60, value_parser = at_least::<u64>(1))]
     pub http_idle_secs: u64,
 
     /// The server pings every WebSocket this often, in seconds.
-    #[arg(long, env = "DUET_WS_PING_SECS", default_value_t = 20)]
+    #[arg(long, env = "DUET_WS_PING_SECS", default_value_t = 20, value_parser = at_least::<u64>(1))]
     pub ws_ping_secs: u64,
 
     /// A WebSocket with no inbound frame (pongs included) for this many seconds is closed
     /// and its session released.
-    #[arg(long, env = "DUET_WS_IDLE_SECS", default_value_t = 60)]
+    #[arg(long, env = "DUET_WS_IDLE_SECS", default_value_t = 60, value_parser = at_least::<u64>(1))]
     pub ws_idle_secs: u64,
 
     /// A WebSocket whose writer has been blocked this many seconds (the client stopped
     /// reading) is closed and its session released.
-    #[arg(long, env = "DUET_WS_WRITE_TIMEOUT_SECS", default_value_t = 30)]
+    #[arg(long, env = "DUET_WS_WRITE_TIMEOUT_SECS", default_value_t = 30, value_parser = at_least::<u64>(1))]
     pub ws_write_timeout_secs: u64,
 
     /// On SIGTERM/SIGINT, live sessions get `server_draining` at once and are closed after
@@ -432,7 +437,7 @@ pub struct ServeArgs {
 
     /// Duplex extension: bytes of events (compact JSON) a session keeps for replay; past
     /// it the client gets `session.resync_required` and events go on without a seq.
-    #[arg(long, env = "DUET_RESUME_JOURNAL_BYTES", default_value_t = 8 << 20)]
+    #[arg(long, env = "DUET_RESUME_JOURNAL_BYTES", default_value_t = 8 << 20, value_parser = at_least::<usize>(1024))]
     pub resume_journal_bytes: usize,
 
     /// Duplex extension: seconds an event stays in the replay journal.
@@ -442,7 +447,7 @@ pub struct ServeArgs {
     /// At capacity (calls, sessions or model slots), hold a new call or WebSocket upgrade up
     /// to this many milliseconds for a slot to free (oldest first) before `503 server_busy`;
     /// 0 refuses at once.
-    #[arg(long, env = "DUET_ADMISSION_WAIT_MS", default_value_t = 0)]
+    #[arg(long, env = "DUET_ADMISSION_WAIT_MS", default_value_t = 0, value_parser = Bounded::<u64>::new(0, 600_000, "10 minutes"))]
     pub admission_wait_ms: u64,
 
     /// Sessions (a call's included, attached or detached) and sidebands one credential (the
@@ -459,7 +464,7 @@ pub struct ServeArgs {
 
     /// Live client secrets (`POST /v1/realtime/client_secrets`) kept at once; minting more
     /// gets 503 until some expire.
-    #[arg(long, env = "DUET_MAX_CLIENT_SECRETS", default_value_t = 10_000)]
+    #[arg(long, env = "DUET_MAX_CLIENT_SECRETS", default_value_t = 10_000, value_parser = at_least::<usize>(1))]
     pub max_client_secrets: usize,
 
     /// With --demo-mint-secrets: live secrets the demo page may mint at once, in a pool of
@@ -476,8 +481,9 @@ pub struct ServeArgs {
     /// conversation audio, responses, event queues, journals, retrieve caches, transcription
     /// queues, client secrets, a call's media) is charged to one account, and a request past
     /// it is refused with `server_memory_exhausted`. Default: three quarters of the
-    /// machine's memory (or of its cgroup limit), logged at start.
-    #[arg(long, env = "DUET_MEMORY_BUDGET_MIB")]
+    /// machine's memory (or of its cgroup limit), logged at start. At least 32 (one call
+    /// with its session reserves about 16 MiB).
+    #[arg(long, env = "DUET_MEMORY_BUDGET_MIB", value_parser = at_least::<u64>(32))]
     pub memory_budget_mib: Option<u64>,
 
     /// Duplex extension: seconds before --max-session-secs that `session.expiring` is sent.
@@ -509,7 +515,7 @@ pub struct ServeArgs {
 
     /// Phone calls: seconds the app has to accept or reject a call; then the caller gets
     /// `480 Temporarily Unavailable`.
-    #[arg(long, env = "DUET_SIP_DECISION_SECS", default_value_t = 10)]
+    #[arg(long, env = "DUET_SIP_DECISION_SECS", default_value_t = 10, value_parser = at_least::<u64>(1))]
     pub sip_decision_secs: u64,
 
     /// Phone calls: source networks allowed to send SIP (comma-separated CIDRs, e.g.
@@ -519,7 +525,7 @@ pub struct ServeArgs {
 
     /// Phone calls: an RTP leg that receives nothing for this many seconds is hung up (30 s
     /// are given before its first packet).
-    #[arg(long, env = "DUET_SIP_RTP_TIMEOUT_SECS", default_value_t = 15)]
+    #[arg(long, env = "DUET_SIP_RTP_TIMEOUT_SECS", default_value_t = 15, value_parser = at_least::<u64>(1))]
     pub sip_rtp_timeout_secs: u64,
 
     /// Phone calls: the UDP ports of their RTP legs, `LOW-HIGH` (one port per call, so the
@@ -530,21 +536,21 @@ pub struct ServeArgs {
 
     /// Phone calls: new INVITEs a second from one source address (a burst of one second's
     /// worth, then this rate); more are dropped unanswered, before any transaction.
-    #[arg(long, env = "DUET_SIP_INVITE_RATE", default_value_t = 20)]
+    #[arg(long, env = "DUET_SIP_INVITE_RATE", default_value_t = 20, value_parser = at_least::<u32>(1))]
     pub sip_invite_rate: u32,
 
     /// Phone calls: calls ringing at once (announced, not yet decided); further INVITEs get
     /// `503 Service Unavailable` at once, as they do while ringing calls and --max-calls's
     /// calls together fill --max-calls.
-    #[arg(long, env = "DUET_SIP_MAX_RINGING", default_value_t = 100)]
+    #[arg(long, env = "DUET_SIP_MAX_RINGING", default_value_t = 100, value_parser = at_least::<usize>(1))]
     pub sip_max_ringing: usize,
 
     /// Phone calls: SIP TCP connections held at once; further ones are closed at accept.
-    #[arg(long, env = "DUET_SIP_MAX_TCP", default_value_t = 256)]
+    #[arg(long, env = "DUET_SIP_MAX_TCP", default_value_t = 256, value_parser = at_least::<usize>(1))]
     pub sip_max_tcp: usize,
 
     /// Phone calls: SIP TCP connections held at once from one source address.
-    #[arg(long, env = "DUET_SIP_MAX_TCP_PER_IP", default_value_t = 16)]
+    #[arg(long, env = "DUET_SIP_MAX_TCP_PER_IP", default_value_t = 16, value_parser = at_least::<usize>(1))]
     pub sip_max_tcp_per_ip: usize,
 
     /// Cluster mode: the Redis that nodes share (`redis://[:password@]host:port[/db]`, or
@@ -640,5 +646,74 @@ mod tests {
         };
         assert_eq!((t.out.to_str(), t.seed), (Some("/tmp/x"), 42));
         assert!(Cli::try_parse_from(["duet", "moshi-tiny"]).is_err());
+    }
+}
+
+/// A whole-number flag's range, stated once on the flag: `serve` and `check-config` (and a
+/// config file's value, which goes through the same parser) refuse what is outside it with
+/// "N is below the minimum of M", naming the flag.
+#[derive(Clone, Debug)]
+pub struct Bounded<T> {
+    min: u64,
+    max: u64,
+    /// How the maximum reads to a person, when it has one ("10 minutes").
+    max_note: &'static str,
+    kind: PhantomData<fn() -> T>,
+}
+
+impl<T> Bounded<T> {
+    /// `min..=max`; `max_note` says what the maximum means (shown in the error).
+    pub const fn new(min: u64, max: u64, max_note: &'static str) -> Self {
+        Self {
+            min,
+            max,
+            max_note,
+            kind: PhantomData,
+        }
+    }
+}
+
+/// A whole number of at least `min`.
+pub const fn at_least<T>(min: u64) -> Bounded<T> {
+    Bounded::new(min, u64::MAX, "")
+}
+
+impl<T: TryFrom<u64> + Clone + Send + Sync + 'static> TypedValueParser for Bounded<T> {
+    type Value = T;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &OsStr,
+    ) -> Result<T, clap::Error> {
+        let flag = arg.map_or_else(|| "the value".to_string(), |a| format!("'{a}'"));
+        let text = value.to_string_lossy();
+        let fail = |why: String| {
+            clap::Error::raw(
+                ErrorKind::ValueValidation,
+                format!("invalid value '{text}' for {flag}: {why}\n"),
+            )
+            .with_cmd(cmd)
+        };
+        let v: u64 = text
+            .trim()
+            .parse()
+            .map_err(|_| fail("not a whole number".into()))?;
+        if v < self.min {
+            return Err(fail(format!("{v} is below the minimum of {}", self.min)));
+        }
+        if v > self.max {
+            let note = if self.max_note.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", self.max_note)
+            };
+            return Err(fail(format!(
+                "{v} is over the maximum of {}{note}",
+                self.max
+            )));
+        }
+        T::try_from(v).map_err(|_| fail(format!("{v} is too large")))
     }
 }

@@ -171,9 +171,10 @@ fn model_problems(args: &ServeArgs) -> Vec<String> {
     p
 }
 
-/// Everything `duet check-config` checks beyond what the flags' parsers did: the model and
-/// its files, the device, the auth rules, addresses and ranges. Each problem is one line
-/// naming its key.
+/// Everything `duet check-config` checks beyond what the flags' parsers did (each flag's
+/// range is stated on the flag, [`crate::config::Bounded`]): the model and its files, the
+/// device, the auth rules, addresses and the flags that must agree with each other. Each
+/// problem is one line naming its key.
 pub fn problems(args: &ServeArgs) -> Vec<String> {
     let mut p = model_problems(args);
     if let Err(e) = crate::server::check_auth(args) {
@@ -185,90 +186,9 @@ pub fn problems(args: &ServeArgs) -> Vec<String> {
             args.udp_host
         ));
     }
-    let at_least = |p: &mut Vec<String>, key: &str, v: u64, min: u64| {
-        if v < min {
-            p.push(format!("{key}: {v} is below the minimum of {min}"));
-        }
-    };
-    at_least(&mut p, "max_sessions", args.max_sessions as u64, 1);
-    at_least(&mut p, "llm_timeout_secs", args.llm_timeout_secs, 1);
-    at_least(&mut p, "llm_answer_secs", args.llm_answer_secs, 1);
-    at_least(&mut p, "llm_max_wait_secs", args.llm_max_wait_secs, 1);
-    at_least(&mut p, "llm_max_waiting", args.llm_max_waiting as u64, 1);
-    at_least(&mut p, "max_session_secs", args.max_session_secs, 1);
-    at_least(&mut p, "session_idle_secs", args.session_idle_secs, 1);
-    at_least(&mut p, "max_outbound_mib", args.max_outbound_mib as u64, 1);
-    at_least(&mut p, "max_inbound_mib", args.max_inbound_mib as u64, 16);
-    at_least(&mut p, "max_item_audio_secs", args.max_item_audio_secs, 1);
-    at_least(
-        &mut p,
-        "max_conversation_text_mib",
-        args.max_conversation_text_mib as u64,
-        1,
-    );
-    at_least(
-        &mut p,
-        "max_instructions_kib",
-        args.max_instructions_kib as u64,
-        1,
-    );
-    at_least(&mut p, "max_tools_kib", args.max_tools_kib as u64, 1);
-    at_least(&mut p, "max_connections", args.max_connections as u64, 1);
-    at_least(
-        &mut p,
-        "http_head_timeout_secs",
-        args.http_head_timeout_secs,
-        1,
-    );
-    at_least(&mut p, "http_idle_secs", args.http_idle_secs, 1);
-    at_least(&mut p, "ws_ping_secs", args.ws_ping_secs, 1);
-    at_least(&mut p, "ws_idle_secs", args.ws_idle_secs, 1);
-    at_least(
-        &mut p,
-        "ws_write_timeout_secs",
-        args.ws_write_timeout_secs,
-        1,
-    );
-    at_least(
-        &mut p,
-        "resume_journal_bytes",
-        args.resume_journal_bytes as u64,
-        1024,
-    );
-    at_least(
-        &mut p,
-        "max_client_secrets",
-        args.max_client_secrets as u64,
-        1,
-    );
-    at_least(
-        &mut p,
-        "sip_invite_rate",
-        u64::from(args.sip_invite_rate),
-        1,
-    );
-    at_least(&mut p, "sip_max_ringing", args.sip_max_ringing as u64, 1);
-    at_least(&mut p, "sip_max_tcp", args.sip_max_tcp as u64, 1);
-    at_least(
-        &mut p,
-        "sip_max_tcp_per_ip",
-        args.sip_max_tcp_per_ip as u64,
-        1,
-    );
-    if args.media_threads == Some(0) {
-        p.push("media_threads: 0 is below the minimum of 1".into());
-    }
     let bound = std::net::SocketAddr::new(args.host, args.port);
     if let Err(e) = crate::cluster::ClusterSettings::from_args(args, bound) {
         p.push(format!("cluster_redis: {e:#}"));
-    }
-    if args.model_slots == Some(0) {
-        p.push("model_slots: 0 is below the minimum of 1".into());
-    }
-    if let Some(m) = args.memory_budget_mib.filter(|&m| m < 32) {
-        p.push(format!(
-            "memory_budget_mib: {m} is below the minimum of 32 (one call with its session reserves about 16 MiB)"
-        ));
     }
     if args.ws_idle_secs <= args.ws_ping_secs {
         p.push(format!(
@@ -280,12 +200,6 @@ pub fn problems(args: &ServeArgs) -> Vec<String> {
         p.push(format!(
             "expiry_warning_secs: {} must be shorter than max_session_secs ({})",
             args.expiry_warning_secs, args.max_session_secs
-        ));
-    }
-    if args.admission_wait_ms > 600_000 {
-        p.push(format!(
-            "admission_wait_ms: {} is over the maximum of 600000 (10 minutes)",
-            args.admission_wait_ms
         ));
     }
     p

@@ -28,3 +28,6 @@ pub mod transcribe_loop;
 
 /// The event codec (the `duet-protocol` crate).
 pub use duet_protocol as protocol;
+
+#[cfg(test)]
+mod function_length_tests;

@@ -416,117 +416,29 @@ impl Metrics {
     /// Renders everything, with the live gauges passed in.
     pub fn render(&self, calls: usize, sessions: usize, websockets: usize) -> String {
         let mut out = String::with_capacity(8 * 1024);
-        for (name, help, v) in [
-            ("duet_calls", "Live calls (WebRTC and SIP).", calls),
-            (
-                "duet_sessions",
-                "Sessions holding a model slot (WebRTC and WebSocket).",
-                sessions,
-            ),
-            (
-                "duet_websocket_sessions",
-                "Open WebSocket connections carrying a session or a sideband.",
-                websockets,
-            ),
-        ] {
+        for ((name, help), v) in LIVE_GAUGES.iter().zip([calls, sessions, websockets]) {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
         }
-        for (name, help, v) in [
-            (
-                "duet_pacing_skipped_total",
-                "Media grid slots skipped after a stall.",
-                &self.pacing_skipped,
-            ),
-            (
-                "duet_frames_sent_total",
-                "RTP audio frames sent.",
-                &self.frames_sent,
-            ),
-            (
-                "duet_frames_inline_total",
-                "RTP audio frames encoded at their tick rather than ahead of it (an answer that ran dry mid-frame).",
-                &self.frames_inline,
-            ),
-        ] {
+        let counters = [&self.pacing_skipped, &self.frames_sent, &self.frames_inline];
+        for ((name, help), v) in COUNTERS.iter().zip(counters) {
             let _ = writeln!(
                 out,
                 "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
                 v.load(Ordering::Relaxed)
             );
         }
-        let _ = writeln!(
-            out,
-            "# HELP duet_takeovers_total Resumes that took a session over from a live transport.\n# TYPE duet_takeovers_total counter\nduet_takeovers_total {}",
-            self.takeovers.load(Ordering::Relaxed)
-        );
-        for (state, v) in [
-            ("attached", &self.sessions_attached),
-            ("detached", &self.sessions_detached),
-        ] {
-            if state == "attached" {
-                let _ = writeln!(out, "# HELP duet_durable_sessions Sessions that opted into the duplex extension, by state.\n# TYPE duet_durable_sessions gauge");
-            }
-            let _ = writeln!(
-                out,
-                "duet_durable_sessions{{state=\"{state}\"}} {}",
-                v.load(Ordering::Relaxed).max(0)
-            );
-        }
-        let _ = writeln!(
-            out,
-            "# HELP duet_journal_bytes Bytes held by the replay journals.\n# TYPE duet_journal_bytes gauge\nduet_journal_bytes {}",
-            self.journal_bytes.load(Ordering::Relaxed).max(0)
-        );
-        for (name, help, label, map) in [
-            (
-                "duet_errors_total",
-                "Error events sent to clients, by code.",
-                "code",
-                &self.errors,
-            ),
-            (
-                "duet_resumes_total",
-                "Session resumes, by outcome (ok or the error code).",
-                "outcome",
-                &self.resumes,
-            ),
-            (
-                "duet_session_expiries_total",
-                "Opted-in sessions whose lease ran out, by reason.",
-                "reason",
-                &self.expiries,
-            ),
-            (
-                "duet_speculative_starts_total",
-                "Answers started before the turn was confirmed (--speculative-start-ms), by outcome: started, adopted, abandoned.",
-                "outcome",
-                &self.speculations,
-            ),
-            (
-                "duet_sip_webhook_failures_total",
-                "realtime.call.incoming deliveries that failed, by kind: retry (an attempt), refused (4xx), gave_up.",
-                "kind",
-                &self.sip_webhooks,
-            ),
-            (
-                "duet_sip_calls_total",
-                "SIP INVITEs by outcome: accepted, rejected, cancelled, timeout, busy, not_acceptable, refused, webhook_failed, webhook_busy, ringing_full.",
-                "outcome",
-                &self.sip_calls,
-            ),
-            (
-                "duet_sip_dropped_total",
-                "SIP input dropped unanswered, by reason: refused_source, invite_rate, tcp_limit, tcp_silent, tcp_accept_error.",
-                "reason",
-                &self.sip_dropped,
-            ),
-            (
-                "duet_cluster_routed_total",
-                "Requests cluster routing sent to another node, by outcome: forwarded, proxied, refused (503 there), unreachable, gone (the id's node is gone).",
-                "outcome",
-                &self.cluster_routed,
-            ),
-        ] {
+        self.render_durable(&mut out);
+        let maps = [
+            &self.errors,
+            &self.resumes,
+            &self.expiries,
+            &self.speculations,
+            &self.sip_webhooks,
+            &self.sip_calls,
+            &self.sip_dropped,
+            &self.cluster_routed,
+        ];
+        for ((name, help, label), map) in LABELLED.iter().zip(maps) {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
             if let Ok(m) = map.lock() {
                 for (key, n) in m.iter() {
@@ -552,7 +464,102 @@ impl Metrics {
         }
         out
     }
+
+    /// The durable sessions' takeovers, states and journal bytes.
+    fn render_durable(&self, out: &mut String) {
+        let _ = writeln!(
+            out,
+            "# HELP duet_takeovers_total Resumes that took a session over from a live transport.\n# TYPE duet_takeovers_total counter\nduet_takeovers_total {}",
+            self.takeovers.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(out, "# HELP duet_durable_sessions Sessions that opted into the duplex extension, by state.\n# TYPE duet_durable_sessions gauge");
+        for (state, v) in [
+            ("attached", &self.sessions_attached),
+            ("detached", &self.sessions_detached),
+        ] {
+            let _ = writeln!(
+                out,
+                "duet_durable_sessions{{state=\"{state}\"}} {}",
+                v.load(Ordering::Relaxed).max(0)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP duet_journal_bytes Bytes held by the replay journals.\n# TYPE duet_journal_bytes gauge\nduet_journal_bytes {}",
+            self.journal_bytes.load(Ordering::Relaxed).max(0)
+        );
+    }
 }
+
+/// The live gauges passed to [`Metrics::render`]: name and help, in argument order.
+const LIVE_GAUGES: [(&str, &str); 3] = [
+    ("duet_calls", "Live calls (WebRTC and SIP)."),
+    (
+        "duet_sessions",
+        "Sessions holding a model slot (WebRTC and WebSocket).",
+    ),
+    (
+        "duet_websocket_sessions",
+        "Open WebSocket connections carrying a session or a sideband.",
+    ),
+];
+
+/// The media counters: name and help, in the order [`Metrics::render`] reads them.
+const COUNTERS: [(&str, &str); 3] = [
+    (
+        "duet_pacing_skipped_total",
+        "Media grid slots skipped after a stall.",
+    ),
+    ("duet_frames_sent_total", "RTP audio frames sent."),
+    (
+        "duet_frames_inline_total",
+        "RTP audio frames encoded at their tick rather than ahead of it (an answer that ran dry mid-frame).",
+    ),
+];
+
+/// The counters by label: name, help and label, in the order [`Metrics::render`] reads them.
+const LABELLED: [(&str, &str, &str); 8] = [
+    (
+        "duet_errors_total",
+        "Error events sent to clients, by code.",
+        "code",
+    ),
+    (
+        "duet_resumes_total",
+        "Session resumes, by outcome (ok or the error code).",
+        "outcome",
+    ),
+    (
+        "duet_session_expiries_total",
+        "Opted-in sessions whose lease ran out, by reason.",
+        "reason",
+    ),
+    (
+        "duet_speculative_starts_total",
+        "Answers started before the turn was confirmed (--speculative-start-ms), by outcome: started, adopted, abandoned.",
+        "outcome",
+    ),
+    (
+        "duet_sip_webhook_failures_total",
+        "realtime.call.incoming deliveries that failed, by kind: retry (an attempt), refused (4xx), gave_up.",
+        "kind",
+    ),
+    (
+        "duet_sip_calls_total",
+        "SIP INVITEs by outcome: accepted, rejected, cancelled, timeout, busy, not_acceptable, refused, webhook_failed, webhook_busy, ringing_full.",
+        "outcome",
+    ),
+    (
+        "duet_sip_dropped_total",
+        "SIP input dropped unanswered, by reason: refused_source, invite_rate, tcp_limit, tcp_silent, tcp_accept_error.",
+        "reason",
+    ),
+    (
+        "duet_cluster_routed_total",
+        "Requests cluster routing sent to another node, by outcome: forwarded, proxied, refused (503 there), unreachable, gone (the id's node is gone).",
+        "outcome",
+    ),
+];
 
 fn bump(map: &Mutex<BTreeMap<String, u64>>, key: &str) {
     if let Ok(mut m) = map.lock() {
@@ -569,72 +576,79 @@ fn bump(map: &Mutex<BTreeMap<String, u64>>, key: &str) {
 /// The embedded LLM's counters (`--llm-model-dir`).
 pub fn render_llm(out: &mut String, stats: &duet_models::llama::LlmStats) {
     use std::sync::atomic::Ordering::Relaxed;
-    render_values(
-        out,
-        [
-            (
-                "duet_llm_answers_total",
-                "counter",
-                "Answers asked of the embedded LLM.",
-                stats.answers.load(Relaxed),
-            ),
-            (
-                "duet_llm_cancelled_total",
-                "counter",
-                "Answers of the embedded LLM stopped before their end (barge-in, a client gone).",
-                stats.cancelled.load(Relaxed),
-            ),
-            (
-                "duet_llm_prefill_tokens_total",
-                "counter",
-                "Prompt tokens the embedded LLM ran.",
-                stats.prefill_tokens.load(Relaxed),
-            ),
-            (
-                "duet_llm_cached_tokens_total",
-                "counter",
-                "Prompt tokens taken from the KV cache kept between turns.",
-                stats.cached_tokens.load(Relaxed),
-            ),
-            (
-                "duet_llm_completion_tokens_total",
-                "counter",
-                "Tokens the embedded LLM generated.",
-                stats.completion_tokens.load(Relaxed),
-            ),
-            (
-                "duet_llm_running",
-                "gauge",
-                "Answers of the embedded LLM in progress.",
-                stats.running.load(Relaxed) as u64,
-            ),
-            (
-                "duet_llm_waiting",
-                "gauge",
-                "Answers of the embedded LLM waiting for a place (--llm-max-waiting).",
-                stats.waiting.load(Relaxed) as u64,
-            ),
-            (
-                "duet_llm_queue_full_total",
-                "counter",
-                "Answers refused because --llm-max-waiting answers were waiting (llm_queue_full).",
-                stats.queue_full.load(Relaxed),
-            ),
-            (
-                "duet_llm_queue_timeouts_total",
-                "counter",
-                "Answers that found no place within --llm-max-wait-secs (llm_queue_timeout).",
-                stats.queue_timeouts.load(Relaxed),
-            ),
-            (
-                "duet_llm_kept_cache_bytes",
-                "gauge",
-                "KV cache bytes kept between turns (--llm-cache-mib).",
-                stats.kept_bytes.load(Relaxed) as u64,
-            ),
-        ],
-    );
+    let values = [
+        stats.answers.load(Relaxed),
+        stats.cancelled.load(Relaxed),
+        stats.prefill_tokens.load(Relaxed),
+        stats.cached_tokens.load(Relaxed),
+        stats.completion_tokens.load(Relaxed),
+        stats.running.load(Relaxed) as u64,
+        stats.waiting.load(Relaxed) as u64,
+        stats.queue_full.load(Relaxed),
+        stats.queue_timeouts.load(Relaxed),
+        stats.kept_bytes.load(Relaxed) as u64,
+    ];
+    for ((name, kind, help), v) in LLM_VALUES.iter().zip(values) {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
+        );
+    }
 }
+
+/// The embedded LLM's figures: name, type and help, in the order [`render_llm`] reads them.
+const LLM_VALUES: [(&str, &str, &str); 10] = [
+    (
+        "duet_llm_answers_total",
+        "counter",
+        "Answers asked of the embedded LLM.",
+    ),
+    (
+        "duet_llm_cancelled_total",
+        "counter",
+        "Answers of the embedded LLM stopped before their end (barge-in, a client gone).",
+    ),
+    (
+        "duet_llm_prefill_tokens_total",
+        "counter",
+        "Prompt tokens the embedded LLM ran.",
+    ),
+    (
+        "duet_llm_cached_tokens_total",
+        "counter",
+        "Prompt tokens taken from the KV cache kept between turns.",
+    ),
+    (
+        "duet_llm_completion_tokens_total",
+        "counter",
+        "Tokens the embedded LLM generated.",
+    ),
+    (
+        "duet_llm_running",
+        "gauge",
+        "Answers of the embedded LLM in progress.",
+    ),
+    (
+        "duet_llm_waiting",
+        "gauge",
+        "Answers of the embedded LLM waiting for a place (--llm-max-waiting).",
+    ),
+    (
+        "duet_llm_queue_full_total",
+        "counter",
+        "Answers refused because --llm-max-waiting answers were waiting (llm_queue_full).",
+    ),
+    (
+        "duet_llm_queue_timeouts_total",
+        "counter",
+        "Answers that found no place within --llm-max-wait-secs (llm_queue_timeout).",
+    ),
+    (
+        "duet_llm_kept_cache_bytes",
+        "gauge",
+        "KV cache bytes kept between turns (--llm-cache-mib).",
+    ),
+];
 
 #[cfg(test)]
 mod tests {
