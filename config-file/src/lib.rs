@@ -136,74 +136,76 @@ pub fn tokens(
         if overridden(&flag.id) {
             continue;
         }
-        let bad = |problem: String| Error::Value {
+        let args = flag_args(flag, value).map_err(|problem| Error::Value {
             key: flag.id.clone(),
             problem,
-        };
-        let long = &flag.long;
-        let mut push = |arg: String| {
-            out.push(Token {
-                key: flag.id.clone(),
-                arg,
-            })
-        };
-        match (flag.kind, value) {
-            (Kind::Switch, toml::Value::Boolean(true)) => push(format!("--{long}")),
-            (Kind::Switch, toml::Value::Boolean(false)) => {}
-            (Kind::Switch, _) => return Err(bad("must be true or false".into())),
-            (Kind::One, toml::Value::Array(_)) => {
-                return Err(bad("takes one value, not a list".into()))
-            }
-            (Kind::One, v) => push(format!("--{long}={}", scalar(v).map_err(bad)?)),
-            (Kind::List { .. }, toml::Value::Array(items)) if items.is_empty() => return Err(bad(
-                "is an empty list: give at least one value, or leave the key out for the default"
-                    .into(),
-            )),
-            (Kind::List { delimiter }, toml::Value::Array(items)) => {
-                for (n, item) in items.iter().enumerate() {
-                    let n = n + 1;
-                    let v = match item {
-                        toml::Value::Array(_)
-                        | toml::Value::Table(_)
-                        | toml::Value::Datetime(_) => {
-                            return Err(bad(format!(
-                                "has a list whose element {n} is {} {}, not a value",
-                                article(item.type_str()),
-                                item.type_str()
-                            )))
-                        }
-                        v => scalar(v).map_err(bad)?,
-                    };
-                    if v.is_empty() {
-                        return Err(bad(format!(
-                            "has a list whose element {n} is an empty string"
-                        )));
-                    }
-                    if let Some(d) = delimiter.filter(|d| v.contains(*d)) {
-                        return Err(bad(format!(
-                            "has a list whose element {n} contains `{d}`, which separates values: give each value as an element of its own"
-                        )));
-                    }
-                    push(format!("--{long}={v}"));
-                }
-            }
-            (Kind::List { delimiter }, v) => {
-                let v = scalar(v).map_err(bad)?;
-                let empty = match delimiter {
-                    Some(d) => v.split(d).any(str::is_empty),
-                    None => v.is_empty(),
-                };
-                if empty {
-                    return Err(bad(
-                        "has an empty value: give each value, or leave the key out for the default"
-                            .into(),
-                    ));
-                }
-                push(format!("--{long}={v}"));
-            }
-        }
+        })?;
+        out.extend(args.into_iter().map(|arg| Token {
+            key: flag.id.clone(),
+            arg,
+        }));
     }
     Ok(out)
+}
+
+/// One key's value as the flag's command-line tokens, or what is wrong with it.
+fn flag_args(flag: &Flag, value: &toml::Value) -> Result<Vec<String>, String> {
+    let long = &flag.long;
+    Ok(match (flag.kind, value) {
+        (Kind::Switch, toml::Value::Boolean(true)) => vec![format!("--{long}")],
+        (Kind::Switch, toml::Value::Boolean(false)) => Vec::new(),
+        (Kind::Switch, _) => return Err("must be true or false".into()),
+        (Kind::One, toml::Value::Array(_)) => return Err("takes one value, not a list".into()),
+        (Kind::One, v) => vec![format!("--{long}={}", scalar(v)?)],
+        (Kind::List { .. }, toml::Value::Array(items)) if items.is_empty() => {
+            return Err(
+                "is an empty list: give at least one value, or leave the key out for the default"
+                    .into(),
+            )
+        }
+        (Kind::List { delimiter }, toml::Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(n, item)| Ok(format!("--{long}={}", list_item(n + 1, item, delimiter)?)))
+            .collect::<Result<_, String>>()?,
+        (Kind::List { delimiter }, v) => {
+            let v = scalar(v)?;
+            let empty = match delimiter {
+                Some(d) => v.split(d).any(str::is_empty),
+                None => v.is_empty(),
+            };
+            if empty {
+                return Err(
+                    "has an empty value: give each value, or leave the key out for the default"
+                        .into(),
+                );
+            }
+            vec![format!("--{long}={v}")]
+        }
+    })
+}
+
+/// Element `n` (from 1) of a list flag's array.
+fn list_item(n: usize, item: &toml::Value, delimiter: Option<char>) -> Result<String, String> {
+    let v = match item {
+        toml::Value::Array(_) | toml::Value::Table(_) | toml::Value::Datetime(_) => {
+            return Err(format!(
+                "has a list whose element {n} is {} {}, not a value",
+                article(item.type_str()),
+                item.type_str()
+            ))
+        }
+        v => scalar(v)?,
+    };
+    if v.is_empty() {
+        return Err(format!("has a list whose element {n} is an empty string"));
+    }
+    if let Some(d) = delimiter.filter(|d| v.contains(*d)) {
+        return Err(format!(
+            "has a list whose element {n} contains `{d}`, which separates values: give each value as an element of its own"
+        ));
+    }
+    Ok(v)
 }
 
 /// A TOML scalar as a flag's value.

@@ -153,7 +153,7 @@ impl SttConfig {
     /// by or index with).
     pub fn validate(&self) -> Result<(), ModelError> {
         let bad = inconsistent("Kyutai STT");
-        let (lm, a) = (&self.lm, &self.asr);
+        let lm = &self.lm;
         if lm.depformer.is_some() {
             return bad(
                 "lm.depformer must be absent (a speech-to-text model makes no audio)".into(),
@@ -172,46 +172,7 @@ impl SttConfig {
             return bad("mimi needs at least 2 codebooks (one semantic, one acoustic)".into());
         }
         check_audio_vocab(lm, &self.mimi).or_else(&bad)?;
-        if lm.text_out_vocab_size + 1 != lm.text_in_vocab_size {
-            // The start token is the last input id, and sampled tokens are fed back.
-            return bad(format!(
-                "text_in_vocab_size {} must be text_out_vocab_size {} + 1",
-                lm.text_in_vocab_size, lm.text_out_vocab_size
-            ));
-        }
-        if [TEXT_PAD, TEXT_EOP]
-            .iter()
-            .any(|&t| t as usize >= lm.text_out_vocab_size)
-        {
-            return bad(format!(
-                "text_out_vocab_size {} leaves no room for the pad ({TEXT_PAD}) and \
-                 end-of-pause ({TEXT_EOP}) tokens",
-                lm.text_out_vocab_size
-            ));
-        }
-        if let Some(h) = &lm.extra_heads {
-            if h.dim == 0 {
-                return bad("extra_heads.dim must be at least 1".into());
-            }
-        }
-        if a.delay_tokens > MAX_DELAY {
-            return bad(format!(
-                "asr.delay_tokens {} over {MAX_DELAY} steps",
-                a.delay_tokens
-            ));
-        }
-        if a.flush_frames() > MAX_FLUSH {
-            return bad(format!(
-                "asr.flush_frames {} over {MAX_FLUSH}",
-                a.flush_frames()
-            ));
-        }
-        if !(a.temperature.is_finite() && a.temperature >= 0.0) {
-            return bad(format!(
-                "asr.temperature {} must be 0 or more",
-                a.temperature
-            ));
-        }
+        self.check_text_and_asr().or_else(&bad)?;
         check_transformers(&[
             ("lm", &lm.transformer, 2),
             ("mimi", &self.mimi.transformer, 2),
@@ -221,6 +182,52 @@ impl SttConfig {
             return bad("lm.transformer must be causal (it streams)".into());
         }
         check_mimi_rate(&self.mimi).or_else(bad)
+    }
+
+    /// The text vocabulary's special tokens, the extra heads and the `asr` section.
+    fn check_text_and_asr(&self) -> Result<(), String> {
+        let (lm, a) = (&self.lm, &self.asr);
+        if lm.text_out_vocab_size + 1 != lm.text_in_vocab_size {
+            // The start token is the last input id, and sampled tokens are fed back.
+            return Err(format!(
+                "text_in_vocab_size {} must be text_out_vocab_size {} + 1",
+                lm.text_in_vocab_size, lm.text_out_vocab_size
+            ));
+        }
+        if [TEXT_PAD, TEXT_EOP]
+            .iter()
+            .any(|&t| t as usize >= lm.text_out_vocab_size)
+        {
+            return Err(format!(
+                "text_out_vocab_size {} leaves no room for the pad ({TEXT_PAD}) and \
+                 end-of-pause ({TEXT_EOP}) tokens",
+                lm.text_out_vocab_size
+            ));
+        }
+        if let Some(h) = &lm.extra_heads {
+            if h.dim == 0 {
+                return Err("extra_heads.dim must be at least 1".into());
+            }
+        }
+        if a.delay_tokens > MAX_DELAY {
+            return Err(format!(
+                "asr.delay_tokens {} over {MAX_DELAY} steps",
+                a.delay_tokens
+            ));
+        }
+        if a.flush_frames() > MAX_FLUSH {
+            return Err(format!(
+                "asr.flush_frames {} over {MAX_FLUSH}",
+                a.flush_frames()
+            ));
+        }
+        if !(a.temperature.is_finite() && a.temperature >= 0.0) {
+            return Err(format!(
+                "asr.temperature {} must be 0 or more",
+                a.temperature
+            ));
+        }
+        Ok(())
     }
 
     /// The end-of-turn head's index when the model has it.

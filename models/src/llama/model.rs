@@ -346,26 +346,7 @@ impl Llama {
     /// several answers a token each costs little more than one), and attention runs on each
     /// conversation's own cache. Returns each one's logits, in order.
     pub fn forward_many(&self, seqs: &mut [(&[u32], &mut KvCache)]) -> candle::Result<Vec<Tensor>> {
-        let s = &self.shape;
-        // Per conversation: its first row in the batch, its length and where it starts.
-        let mut rows = Vec::with_capacity(seqs.len());
-        let mut ids = Vec::new();
-        for (tokens, cache) in seqs.iter_mut() {
-            let (t, start) = (tokens.len(), cache.len);
-            if t == 0 {
-                candle::bail!("nothing to run");
-            }
-            if start + t > s.context {
-                candle::bail!(
-                    "{} tokens pass the model's context of {}",
-                    start + t,
-                    s.context
-                );
-            }
-            cache.reserve(s, t, &self.device)?;
-            rows.push((ids.len(), t, start));
-            ids.extend_from_slice(tokens);
-        }
+        let (rows, ids) = self.batch_rows(seqs)?;
         let n = ids.len();
         let masks = rows
             .iter()
@@ -386,11 +367,7 @@ impl Llama {
                 let cache = &seqs[si].1.kv[li];
                 ys.push(self.attend(q?, k?, v?, cache, start, masks[si].as_ref())?);
             }
-            let y = if ys.len() == 1 {
-                ys.remove(0)
-            } else {
-                Tensor::cat(&ys, 1)?
-            };
+            let y = cat_rows(ys)?;
             x = (layer.wo.forward(&y)? + x)?;
             let h = layer.ffn_norm.forward(&x)?;
             let ffn = (candle_nn::ops::silu(&layer.gate.forward(&h)?)? * layer.up.forward(&h)?)?;
@@ -402,19 +379,52 @@ impl Llama {
             .iter()
             .map(|&(row, t, _)| x.narrow(1, row + t - 1, 1))
             .collect::<candle::Result<_>>()?;
-        let last = if last.len() == 1 {
-            last[0].clone()
-        } else {
-            Tensor::cat(&last, 1)?
-        };
         let logits = self
             .output
-            .forward(&self.norm.forward(&last)?)?
+            .forward(&self.norm.forward(&cat_rows(last)?)?)?
             .to_dtype(DType::F32)?
             .squeeze(0)?; // (conversations, vocab)
         for ((_, cache), &(_, t, start)) in seqs.iter_mut().zip(&rows) {
             cache.len = start + t;
         }
         (0..rows.len()).map(|i| logits.get(i)).collect()
+    }
+
+    /// Per conversation: its first row in the batch, its length and where it starts in its
+    /// cache (room reserved there); and the batch's token ids.
+    #[allow(clippy::type_complexity)]
+    fn batch_rows(
+        &self,
+        seqs: &mut [(&[u32], &mut KvCache)],
+    ) -> candle::Result<(Vec<(usize, usize, usize)>, Vec<u32>)> {
+        let s = &self.shape;
+        let mut rows = Vec::with_capacity(seqs.len());
+        let mut ids = Vec::new();
+        for (tokens, cache) in seqs.iter_mut() {
+            let (t, start) = (tokens.len(), cache.len);
+            if t == 0 {
+                candle::bail!("nothing to run");
+            }
+            if start + t > s.context {
+                candle::bail!(
+                    "{} tokens pass the model's context of {}",
+                    start + t,
+                    s.context
+                );
+            }
+            cache.reserve(s, t, &self.device)?;
+            rows.push((ids.len(), t, start));
+            ids.extend_from_slice(tokens);
+        }
+        Ok((rows, ids))
+    }
+}
+
+/// The conversations' rows side by side on the sequence axis (one needs no copy).
+fn cat_rows(mut parts: Vec<Tensor>) -> candle::Result<Tensor> {
+    if parts.len() == 1 {
+        Ok(parts.remove(0))
+    } else {
+        Tensor::cat(&parts, 1)
     }
 }

@@ -91,17 +91,7 @@ impl ChatMl {
         limit: usize,
     ) -> Result<Prompt, String> {
         let offer = !tools.is_empty() && *choice != ToolChoice::None;
-        let mut system: Option<String> = None;
-        let mut rest = messages;
-        if let Some(first) = messages.first().filter(|m| m["role"] == "system") {
-            system = Some(content_text(&first["content"]));
-            rest = &messages[1..];
-        }
-        let mut system = system.or_else(|| self.default_system.clone());
-        if offer {
-            let text = system.get_or_insert_with(String::new);
-            text.push_str(&tools_block(tools));
-        }
+        let (system, rest) = self.system_text(messages, tools, offer);
         let too_long = |what: &str, need: usize| {
             format!(
                 "{what} needs at least {need} tokens, more than the {limit} this model can take"
@@ -115,13 +105,7 @@ impl ChatMl {
             }
             self.message(tokenizer, "system", text, &mut head);
         }
-        let answer_prefix = match choice {
-            ToolChoice::Function(name) if offer => {
-                format!("{OPEN_CALL}\n{{\"name\": {}, \"arguments\": ", json!(name))
-            }
-            ToolChoice::Required if offer => format!("{OPEN_CALL}\n{{\"name\": \""),
-            _ => String::new(),
-        };
+        let answer_prefix = answer_prefix(choice, offer);
         let mut tail = vec![self.start];
         tokenizer.encode_into("assistant\n", &mut tail);
         tokenizer.encode_into(&answer_prefix, &mut tail);
@@ -129,8 +113,52 @@ impl ChatMl {
         if fixed > limit {
             return Err(too_long("the system message", fixed));
         }
-        let mut left = limit - fixed;
-        // Newest first, while they fit.
+        let bodies = self
+            .newest_first(tokenizer, rest, limit - fixed)
+            .map_err(|need| too_long("the last message", need + fixed))?;
+        let dropped = rest.len() - bodies.len();
+        let mut tokens = head;
+        for body in bodies.iter().rev() {
+            tokens.extend_from_slice(body);
+        }
+        tokens.extend_from_slice(&tail);
+        Ok(Prompt {
+            tokens,
+            answer_prefix,
+            dropped,
+        })
+    }
+
+    /// The system message's text (the first message's, or the template's default), with the
+    /// tools block when tools are offered, and the messages after it.
+    fn system_text<'m>(
+        &self,
+        messages: &'m [Value],
+        tools: &[Tool],
+        offer: bool,
+    ) -> (Option<String>, &'m [Value]) {
+        let mut system: Option<String> = None;
+        let mut rest = messages;
+        if let Some(first) = messages.first().filter(|m| m["role"] == "system") {
+            system = Some(content_text(&first["content"]));
+            rest = &messages[1..];
+        }
+        let mut system = system.or_else(|| self.default_system.clone());
+        if offer {
+            let text = system.get_or_insert_with(String::new);
+            text.push_str(&tools_block(tools));
+        }
+        (system, rest)
+    }
+
+    /// The messages' tokens, newest first, while they fit in `left` tokens; the tokens the
+    /// last message needs when even it cannot fit.
+    fn newest_first(
+        &self,
+        tokenizer: &Tokenizer,
+        rest: &[Value],
+        mut left: usize,
+    ) -> Result<Vec<Vec<u32>>, usize> {
         let mut bodies: Vec<Vec<u32>> = Vec::new();
         for m in rest.iter().rev() {
             let (role, text) = message_text(m);
@@ -147,24 +175,13 @@ impl ChatMl {
                 }
                 body => {
                     if bodies.is_empty() {
-                        let need = body.map_or(need, |b| b.len());
-                        return Err(too_long("the last message", need + fixed));
+                        return Err(body.map_or(need, |b| b.len()));
                     }
                     break;
                 }
             }
         }
-        let dropped = rest.len() - bodies.len();
-        let mut tokens = head;
-        for body in bodies.iter().rev() {
-            tokens.extend_from_slice(body);
-        }
-        tokens.extend_from_slice(&tail);
-        Ok(Prompt {
-            tokens,
-            answer_prefix,
-            dropped,
-        })
+        Ok(bodies)
     }
 
     fn message(&self, tokenizer: &Tokenizer, role: &str, text: &str, out: &mut Vec<u32>) {
@@ -174,6 +191,17 @@ impl ChatMl {
         tokenizer.encode_into(text, out);
         out.push(self.end);
         tokenizer.encode_into("\n", out);
+    }
+}
+
+/// What the answer starts with when a tool call is forced: the opening of the call.
+fn answer_prefix(choice: &ToolChoice, offer: bool) -> String {
+    match choice {
+        ToolChoice::Function(name) if offer => {
+            format!("{OPEN_CALL}\n{{\"name\": {}, \"arguments\": ", json!(name))
+        }
+        ToolChoice::Required if offer => format!("{OPEN_CALL}\n{{\"name\": \""),
+        _ => String::new(),
     }
 }
 

@@ -191,41 +191,9 @@ impl MoshiConfig {
                 self.lm.audio_codebooks
             ));
         }
-        if g.generated_audio_codebooks == 0 || g.input_audio_codebooks == 0 {
-            return bad("a duplex model needs generated and input codebooks".into());
-        }
-        let needed = g.generated_audio_codebooks.max(g.input_audio_codebooks);
-        if self.mimi.quantizer_n_q < needed.max(2) {
-            return bad(format!(
-                "mimi has {} codebooks, the LM needs {needed}",
-                self.mimi.quantizer_n_q
-            ));
-        }
+        self.check_codebooks().or_else(&bad)?;
         check_audio_vocab(&self.lm, &self.mimi).or_else(&bad)?;
-        if g.text_start_token as usize >= self.lm.text_in_vocab_size {
-            return bad(format!(
-                "text_start_token {} outside text_in_vocab_size {}",
-                g.text_start_token, self.lm.text_in_vocab_size
-            ));
-        }
-        for (name, t) in [("pad", g.text_pad_token), ("eop", g.text_eop_token)] {
-            if t as usize >= self.lm.text_out_vocab_size {
-                return bad(format!("text_{name}_token {t} outside the text vocabulary"));
-            }
-        }
-        if self.lm.text_out_vocab_size > self.lm.text_in_vocab_size {
-            // A sampled text token is fed back through the input embedding.
-            return bad(format!(
-                "text_out_vocab_size {} > text_in_vocab_size {}",
-                self.lm.text_out_vocab_size, self.lm.text_in_vocab_size
-            ));
-        }
-        if g.acoustic_delay > MAX_ACOUSTIC_DELAY {
-            return bad(format!(
-                "acoustic_delay {} over {MAX_ACOUSTIC_DELAY} steps",
-                g.acoustic_delay
-            ));
-        }
+        self.check_text_tokens().or_else(&bad)?;
         check_transformers(&[
             ("lm", &self.lm.transformer, 2),
             ("lm.depformer", &dep.transformer, dep.num_slices),
@@ -233,6 +201,52 @@ impl MoshiConfig {
         ])
         .or_else(&bad)?;
         check_mimi_rate(&self.mimi).or_else(bad)
+    }
+
+    /// The codebooks generated and read, against what Mimi has.
+    fn check_codebooks(&self) -> Result<(), String> {
+        let g = &self.generation;
+        if g.generated_audio_codebooks == 0 || g.input_audio_codebooks == 0 {
+            return Err("a duplex model needs generated and input codebooks".into());
+        }
+        let needed = g.generated_audio_codebooks.max(g.input_audio_codebooks);
+        if self.mimi.quantizer_n_q < needed.max(2) {
+            return Err(format!(
+                "mimi has {} codebooks, the LM needs {needed}",
+                self.mimi.quantizer_n_q
+            ));
+        }
+        Ok(())
+    }
+
+    /// The text tokens and vocabularies, and the acoustic delay.
+    fn check_text_tokens(&self) -> Result<(), String> {
+        let g = &self.generation;
+        if g.text_start_token as usize >= self.lm.text_in_vocab_size {
+            return Err(format!(
+                "text_start_token {} outside text_in_vocab_size {}",
+                g.text_start_token, self.lm.text_in_vocab_size
+            ));
+        }
+        for (name, t) in [("pad", g.text_pad_token), ("eop", g.text_eop_token)] {
+            if t as usize >= self.lm.text_out_vocab_size {
+                return Err(format!("text_{name}_token {t} outside the text vocabulary"));
+            }
+        }
+        if self.lm.text_out_vocab_size > self.lm.text_in_vocab_size {
+            // A sampled text token is fed back through the input embedding.
+            return Err(format!(
+                "text_out_vocab_size {} > text_in_vocab_size {}",
+                self.lm.text_out_vocab_size, self.lm.text_in_vocab_size
+            ));
+        }
+        if g.acoustic_delay > MAX_ACOUSTIC_DELAY {
+            return Err(format!(
+                "acoustic_delay {} over {MAX_ACOUSTIC_DELAY} steps",
+                g.acoustic_delay
+            ));
+        }
+        Ok(())
     }
 }
 

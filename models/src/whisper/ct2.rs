@@ -111,36 +111,7 @@ impl Ct2Model {
         r.need(n.saturating_mul(9), "the variables")?;
         let mut variables = Vec::with_capacity(n);
         for i in 0..n {
-            let name = r.str(&format!("variable {i} name"))?;
-            let rank = r.u8(&format!("rank of {name}"))?;
-            if rank > MAX_RANK {
-                return Err(format!("{name} has rank {rank} (at most {MAX_RANK})"));
-            }
-            let mut dims = Vec::with_capacity(rank as usize);
-            for _ in 0..rank {
-                dims.push(r.u32(&format!("dimensions of {name}"))? as usize);
-            }
-            let code = r.u8(&format!("type of {name}"))?;
-            let dtype = Dtype::from_code(code)
-                .ok_or_else(|| format!("{name} has unknown data type {code}"))?;
-            let nbytes = r.u32(&format!("size of {name}"))? as usize;
-            let want = dims
-                .iter()
-                .try_fold(dtype.size(), |acc, &d| acc.checked_mul(d))
-                .ok_or_else(|| format!("{name}: dimensions {dims:?} overflow"))?;
-            if nbytes != want {
-                return Err(format!(
-                    "{name}: {nbytes} data bytes, but dimensions {dims:?} of {dtype:?} take {want}"
-                ));
-            }
-            let start = r.pos;
-            r.skip(nbytes, &format!("data of {name}"))?;
-            variables.push(Variable {
-                name,
-                dims,
-                dtype,
-                data: start..r.pos,
-            });
+            variables.push(read_variable(&mut r, i)?);
         }
         let n_alias = r.u32("alias count")? as usize;
         r.need(n_alias.saturating_mul(6), "the aliases")?;
@@ -227,6 +198,40 @@ impl Ct2Model {
             other => return Err(format!("{name} is {other:?}, expected an integer")),
         })
     }
+}
+
+/// The `i`th variable's header, its data skipped (its byte range kept).
+fn read_variable(r: &mut Reader, i: usize) -> Result<Variable, String> {
+    let name = r.str(&format!("variable {i} name"))?;
+    let rank = r.u8(&format!("rank of {name}"))?;
+    if rank > MAX_RANK {
+        return Err(format!("{name} has rank {rank} (at most {MAX_RANK})"));
+    }
+    let mut dims = Vec::with_capacity(rank as usize);
+    for _ in 0..rank {
+        dims.push(r.u32(&format!("dimensions of {name}"))? as usize);
+    }
+    let code = r.u8(&format!("type of {name}"))?;
+    let dtype =
+        Dtype::from_code(code).ok_or_else(|| format!("{name} has unknown data type {code}"))?;
+    let nbytes = r.u32(&format!("size of {name}"))? as usize;
+    let want = dims
+        .iter()
+        .try_fold(dtype.size(), |acc, &d| acc.checked_mul(d))
+        .ok_or_else(|| format!("{name}: dimensions {dims:?} overflow"))?;
+    if nbytes != want {
+        return Err(format!(
+            "{name}: {nbytes} data bytes, but dimensions {dims:?} of {dtype:?} take {want}"
+        ));
+    }
+    let start = r.pos;
+    r.skip(nbytes, &format!("data of {name}"))?;
+    Ok(Variable {
+        name,
+        dims,
+        dtype,
+        data: start..r.pos,
+    })
 }
 
 struct Reader<'a> {

@@ -318,84 +318,13 @@ impl WhisperTranscriber {
     /// Loads a model directory written by [`convert_ct2`] onto `device`, with room for
     /// `max_streams` streams. Never downloads anything.
     pub fn load(dir: &Path, device: &Device, max_streams: usize) -> Result<Self, ModelError> {
-        if !dir.is_dir() {
-            return Err(ModelError::Failed(format!(
-                "Whisper model directory {} does not exist; {HINT}",
-                dir.display()
-            )));
-        }
-        let file = |name: &str| -> Result<PathBuf, ModelError> {
-            let p = dir.join(name);
-            if p.is_file() {
-                Ok(p)
-            } else {
-                Err(ModelError::Failed(format!(
-                    "{} is missing {name} (expected {WEIGHTS_FILE}, {CONFIG_FILE}, \
-                     {TOKENIZER_FILE}, {CHECKSUM_FILE}); {HINT}",
-                    dir.display()
-                )))
-            }
-        };
-        let weights = file(WEIGHTS_FILE)?;
-        let config = file(CONFIG_FILE)?;
-        let tokenizer = file(TOKENIZER_FILE)?;
-        file(CHECKSUM_FILE)?;
-        check_sums(dir)?;
-        let bad =
-            |p: &Path, why: String| ModelError::Failed(format!("{}: {why}; {HINT}", p.display()));
-        let text = std::fs::read_to_string(&config).map_err(|e| bad(&config, e.to_string()))?;
-        let mut cfg: DirConfig =
-            serde_json::from_str(&text).map_err(|e| bad(&config, e.to_string()))?;
-        if cfg.name.is_empty() {
-            cfg.name = cfg.openai_name().unwrap_or_else(|| {
-                dir.file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_else(|| "whisper".into())
-            });
-        }
-        if cfg.d_model == 0 || cfg.max_source_positions == 0 || cfg.vocab_size == 0 {
-            return Err(bad(&config, "zero dimensions".into()));
-        }
+        let [weights, config, tokenizer] = required_files(dir)?;
+        let cfg = read_config(dir, &config)?;
         let text =
             std::fs::read_to_string(&tokenizer).map_err(|e| bad(&tokenizer, e.to_string()))?;
         let tok = Tokenizer::from_json(&text).map_err(|e| bad(&tokenizer, e))?;
-        let id = |name: &str| {
-            tok.special_id(name)
-                .filter(|&i| (i as usize) < cfg.vocab_size)
-                .ok_or_else(|| bad(&tokenizer, format!("no {name} token in the vocabulary")))
-        };
-        let mut prompt = vec![id(SPECIAL_SOT)?];
-        if cfg.vocab_size > ENGLISH_ONLY_VOCAB {
-            // A multilingual model: English, transcribed.
-            prompt.push(id("<|en|>")?);
-            prompt.push(id("<|transcribe|>")?);
-        }
-        prompt.push(id(SPECIAL_NOTIMESTAMPS)?);
-        let specials = Specials {
-            prompt,
-            eot: id(SPECIAL_EOT)?,
-            no_speech: SPECIAL_NO_SPEECH.iter().find_map(|n| id(n).ok()),
-        };
-        let mut suppress = vec![false; cfg.vocab_size];
-        for &t in &cfg.suppress_tokens {
-            if let Some(s) = suppress.get_mut(t as usize) {
-                *s = true;
-            }
-        }
-        // Every special token (and timestamp) but the end of text.
-        for (i, s) in suppress.iter_mut().enumerate() {
-            let i = i as u32;
-            if i != specials.eot && (i > specials.eot || tok.is_special(i)) {
-                *s = true;
-            }
-        }
-        let mut suppress_begin = suppress.clone();
-        for &t in &cfg.begin_suppress_tokens {
-            if let Some(s) = suppress_begin.get_mut(t as usize) {
-                *s = true;
-            }
-        }
-
+        let specials = Specials::of(&tok, &cfg, &tokenizer)?;
+        let (suppress, suppress_begin) = suppress_masks(&cfg, &tok, specials.eot);
         filecheck::check_safetensors(&weights)?;
         // SAFETY: a read-only mapping of a file Duet never writes; the operator must not
         // modify it while the server runs (as with any mapped model).
@@ -485,26 +414,7 @@ impl WhisperTranscriber {
         let features = self.net.encoder.forward(&mel).map_err(failed("encoder"))?;
         let decoder = &self.net.decoder;
         let mut state = decoder.start(&features).map_err(failed("decoder"))?;
-        let host = |t: Tensor| {
-            t.to_dtype(DType::F32)
-                .and_then(|t| t.to_vec1::<f32>())
-                .map_err(failed("decoder output"))
-        };
-        // The prompt, one token at a time: the logits after <|startoftranscript|> give the
-        // no-speech probability, those after the last (<|notimestamps|>) the first text
-        // token.
-        let mut no_speech = 0.0;
-        let mut logits = None;
-        for (i, &t) in self.specials.prompt.iter().enumerate() {
-            let l = decoder.step(&mut state, t).map_err(failed("decoder"))?;
-            if i == 0 {
-                if let Some(ns) = self.specials.no_speech {
-                    no_speech = softmax_at(&host(l.clone())?, ns as usize);
-                }
-            }
-            logits = Some(l);
-        }
-        let mut logits = logits.expect("the prompt is never empty");
+        let (no_speech, logits) = self.read_prompt(&mut state)?;
         let seconds = pcm.len() as f64 / SAMPLE_RATE as f64;
         let budget = (BASE_TOKENS + (seconds * TOKENS_PER_SECOND) as usize)
             .min(MAX_NEW_TOKENS)
@@ -513,6 +423,46 @@ impl WhisperTranscriber {
                     .max_positions()
                     .saturating_sub(self.specials.prompt.len() + 1),
             );
+        let (tokens, lps, avg) = self.decode(&mut state, logits, budget)?;
+        if no_speech > NO_SPEECH_THRESHOLD && avg < LOGPROB_THRESHOLD {
+            return Ok((String::new(), Vec::new()));
+        }
+        let text = self.tokenizer.decode(&tokens).trim().to_string();
+        let logprobs = if want_logprobs {
+            self.token_logprobs(&tokens, &lps)
+        } else {
+            Vec::new()
+        };
+        Ok((text, logprobs))
+    }
+
+    /// Runs the prompt one token at a time: the logits after `<|startoftranscript|>` give
+    /// the no-speech probability, those after the last (`<|notimestamps|>`) the first text
+    /// token.
+    fn read_prompt(&self, state: &mut model::DecodeState) -> Result<(f32, Tensor), ModelError> {
+        let mut no_speech = 0.0;
+        let mut logits = None;
+        for (i, &t) in self.specials.prompt.iter().enumerate() {
+            let l = self.net.decoder.step(state, t).map_err(failed("decoder"))?;
+            if i == 0 {
+                if let Some(ns) = self.specials.no_speech {
+                    no_speech = softmax_at(&host(l.clone())?, ns as usize);
+                }
+            }
+            logits = Some(l);
+        }
+        let logits = logits.ok_or_else(|| ModelError::Failed("whisper: empty prompt".into()))?;
+        Ok((no_speech, logits))
+    }
+
+    /// Greedy decoding from `logits` until the end of text, a loop or `budget` tokens: the
+    /// tokens, their log probabilities and the average log probability (the end included).
+    fn decode(
+        &self,
+        state: &mut model::DecodeState,
+        mut logits: Tensor,
+        budget: usize,
+    ) -> Result<(Vec<u32>, Vec<f32>, f32), ModelError> {
         let mut tokens: Vec<u32> = Vec::new();
         let mut lps: Vec<f32> = Vec::new();
         let mut sum_lp = 0f64;
@@ -541,31 +491,137 @@ impl WhisperTranscriber {
             if tokens.len() >= budget {
                 break;
             }
-            logits = decoder.step(&mut state, best).map_err(failed("decoder"))?;
+            logits = self
+                .net
+                .decoder
+                .step(state, best)
+                .map_err(failed("decoder"))?;
         }
         let avg = (sum_lp / (tokens.len() + 1) as f64) as f32;
-        if no_speech > NO_SPEECH_THRESHOLD && avg < LOGPROB_THRESHOLD {
-            return Ok((String::new(), Vec::new()));
-        }
-        let text = self.tokenizer.decode(&tokens).trim().to_string();
-        let logprobs = if want_logprobs {
-            tokens
-                .iter()
-                .zip(&lps)
-                .map(|(&t, &logprob)| {
-                    let bytes = self.tokenizer.token_bytes(t).unwrap_or_default().to_vec();
-                    TokenLogprob {
-                        token: String::from_utf8_lossy(&bytes).into_owned(),
-                        logprob,
-                        bytes,
-                    }
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
-        Ok((text, logprobs))
+        Ok((tokens, lps, avg))
     }
+
+    fn token_logprobs(&self, tokens: &[u32], lps: &[f32]) -> Vec<TokenLogprob> {
+        tokens
+            .iter()
+            .zip(lps)
+            .map(|(&t, &logprob)| {
+                let bytes = self.tokenizer.token_bytes(t).unwrap_or_default().to_vec();
+                TokenLogprob {
+                    token: String::from_utf8_lossy(&bytes).into_owned(),
+                    logprob,
+                    bytes,
+                }
+            })
+            .collect()
+    }
+}
+
+/// A decoder output on the host as `f32`s.
+fn host(t: Tensor) -> Result<Vec<f32>, ModelError> {
+    t.to_dtype(DType::F32)
+        .and_then(|t| t.to_vec1::<f32>())
+        .map_err(failed("decoder output"))
+}
+
+/// A model directory's problem, naming the file.
+fn bad(p: &Path, why: String) -> ModelError {
+    ModelError::Failed(format!("{}: {why}; {HINT}", p.display()))
+}
+
+/// The weights, config and tokenizer files of `dir` (the checksum file is there and every
+/// sum matches).
+fn required_files(dir: &Path) -> Result<[PathBuf; 3], ModelError> {
+    if !dir.is_dir() {
+        return Err(ModelError::Failed(format!(
+            "Whisper model directory {} does not exist; {HINT}",
+            dir.display()
+        )));
+    }
+    let file = |name: &str| -> Result<PathBuf, ModelError> {
+        let p = dir.join(name);
+        if p.is_file() {
+            Ok(p)
+        } else {
+            Err(ModelError::Failed(format!(
+                "{} is missing {name} (expected {WEIGHTS_FILE}, {CONFIG_FILE}, \
+                 {TOKENIZER_FILE}, {CHECKSUM_FILE}); {HINT}",
+                dir.display()
+            )))
+        }
+    };
+    let files = [
+        file(WEIGHTS_FILE)?,
+        file(CONFIG_FILE)?,
+        file(TOKENIZER_FILE)?,
+    ];
+    file(CHECKSUM_FILE)?;
+    check_sums(dir)?;
+    Ok(files)
+}
+
+/// The directory's configuration, named after the OpenAI model (or the directory).
+fn read_config(dir: &Path, config: &Path) -> Result<DirConfig, ModelError> {
+    let text = std::fs::read_to_string(config).map_err(|e| bad(config, e.to_string()))?;
+    let mut cfg: DirConfig = serde_json::from_str(&text).map_err(|e| bad(config, e.to_string()))?;
+    if cfg.name.is_empty() {
+        cfg.name = cfg.openai_name().unwrap_or_else(|| {
+            dir.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "whisper".into())
+        });
+    }
+    if cfg.d_model == 0 || cfg.max_source_positions == 0 || cfg.vocab_size == 0 {
+        return Err(bad(config, "zero dimensions".into()));
+    }
+    Ok(cfg)
+}
+
+impl Specials {
+    /// The prompt and special tokens of `tok`'s vocabulary.
+    fn of(tok: &Tokenizer, cfg: &DirConfig, path: &Path) -> Result<Self, ModelError> {
+        let id = |name: &str| {
+            tok.special_id(name)
+                .filter(|&i| (i as usize) < cfg.vocab_size)
+                .ok_or_else(|| bad(path, format!("no {name} token in the vocabulary")))
+        };
+        let mut prompt = vec![id(SPECIAL_SOT)?];
+        if cfg.vocab_size > ENGLISH_ONLY_VOCAB {
+            // A multilingual model: English, transcribed.
+            prompt.push(id("<|en|>")?);
+            prompt.push(id("<|transcribe|>")?);
+        }
+        prompt.push(id(SPECIAL_NOTIMESTAMPS)?);
+        Ok(Self {
+            prompt,
+            eot: id(SPECIAL_EOT)?,
+            no_speech: SPECIAL_NO_SPEECH.iter().find_map(|n| id(n).ok()),
+        })
+    }
+}
+
+/// The tokens never picked (the config's, and every special token and timestamp but the end
+/// of text), and those never picked first (the config's begin list too).
+fn suppress_masks(cfg: &DirConfig, tok: &Tokenizer, eot: u32) -> (Vec<bool>, Vec<bool>) {
+    let mut suppress = vec![false; cfg.vocab_size];
+    for &t in &cfg.suppress_tokens {
+        if let Some(s) = suppress.get_mut(t as usize) {
+            *s = true;
+        }
+    }
+    for (i, s) in suppress.iter_mut().enumerate() {
+        let i = i as u32;
+        if i != eot && (i > eot || tok.is_special(i)) {
+            *s = true;
+        }
+    }
+    let mut suppress_begin = suppress.clone();
+    for &t in &cfg.begin_suppress_tokens {
+        if let Some(s) = suppress_begin.get_mut(t as usize) {
+            *s = true;
+        }
+    }
+    (suppress, suppress_begin)
 }
 
 /// If `tokens` ends in a loop (a block of 4 or more tokens twice in a row, or a shorter
