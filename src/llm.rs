@@ -61,6 +61,8 @@ pub struct Embedded {
     pub llm: Arc<duet_models::llama::EmbeddedLlm>,
     /// The model's name in answers (its directory's name).
     pub name: String,
+    /// Its threads (for `/ready`).
+    pub threads: crate::llm_loop::LlmLoop,
 }
 
 /// The upstream LLM server: one pooled HTTP client, shared by the cascade's answers and

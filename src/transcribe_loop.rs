@@ -261,20 +261,20 @@ impl LoopThread {
         );
         ready.store(true, Ordering::Release);
         while let Ok(cmd) = self.rx.recv() {
-            self.apply(cmd);
+            self.handle(cmd);
             // Everything that arrived meanwhile joins this batch.
             while let Ok(cmd) = self.rx.try_recv() {
-                self.apply(cmd);
+                self.handle(cmd);
             }
             while self.step() {
                 while let Ok(cmd) = self.rx.try_recv() {
-                    self.apply(cmd);
+                    self.handle(cmd);
                 }
             }
         }
     }
 
-    fn apply(&mut self, cmd: Command) {
+    fn handle(&mut self, cmd: Command) {
         match cmd {
             Command::Open {
                 events,

@@ -78,6 +78,28 @@ pub fn espeak(text: &str) -> Vec<f32> {
     resample_linear(&pcm, rate, RATE)
 }
 
+/// espeak-ng's IPA for `input` (`-q --ipa -v VOICE`, the clauses on standard input): the
+/// phonemes a test's Piper voice speaks (the server runs its own, `duet::espeak`).
+pub fn espeak_ipa(voice: &str, input: &str) -> Result<String, String> {
+    use std::io::Write;
+    let mut child = Command::new("espeak-ng")
+        .args(["-q", "--ipa", "-v", voice])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin
+            .write_all(input.as_bytes())
+            .map_err(|e| e.to_string())?;
+    }
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(out.status.to_string());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 fn fnv(s: &str) -> u64 {
     s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)

@@ -18,7 +18,9 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use duet_models::cascade::{ChatRequest, Llm, LlmEvent};
-use duet_models::llama::{EmbeddedLlm, KvCache, LlamaOptions, LoadedLlama, WeightFormat};
+use duet_models::llama::{
+    EmbeddedLlm, KvCache, LlamaOptions, LoadedLlama, WeightFormat, PREP_THREADS,
+};
 use duet_models::ToolChoice;
 use serde_json::json;
 
@@ -173,7 +175,7 @@ fn main() {
     }
     // A voice conversation's turns: the first from nothing, the next ones on the kept cache.
     let loaded = LoadedLlama::load(&dir, WeightFormat::F16, &device).expect("load");
-    let llm = EmbeddedLlm::start(loaded, LlamaOptions::default()).expect("engine");
+    let llm = start_llm(loaded, LlamaOptions::default());
     let mut messages = vec![json!({"role": "system",
         "content": "You are a helpful voice assistant. Keep your answers short."})];
     println!();
@@ -197,4 +199,20 @@ fn main() {
         );
         messages.push(json!({"role": "assistant", "content": text}));
     }
+}
+
+/// The embedded LLM run the way the server's driver runs it: the engine on one thread, the
+/// prompt side on [`PREP_THREADS`] others (threads of this benchmark, not of the crate).
+fn start_llm(loaded: LoadedLlama, options: LlamaOptions) -> EmbeddedLlm {
+    let (llm, mut engine, prep) = EmbeddedLlm::new(loaded, options);
+    std::thread::spawn(move || {
+        while engine.receive() {
+            engine.step();
+        }
+    });
+    for _ in 0..PREP_THREADS {
+        let prep = prep.clone();
+        std::thread::spawn(move || while prep.render_next() {});
+    }
+    llm
 }

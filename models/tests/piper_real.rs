@@ -31,7 +31,11 @@ const MAX_WER: f64 = 0.25;
 fn whisper_hears_what_the_piper_voice_says() {
     let dir = models_dir();
     let start = Instant::now();
-    let mut voice = PiperVoice::load(&dir.join("piper-en_US-joe-medium")).unwrap();
+    let mut voice = PiperVoice::load(
+        &dir.join("piper-en_US-joe-medium"),
+        Box::new(duet_client::speech::espeak_ipa),
+    )
+    .unwrap();
     println!(
         "{}: load {:.0} ms",
         voice.name(),

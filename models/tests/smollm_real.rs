@@ -17,7 +17,9 @@ use std::time::{Duration, Instant};
 use candle::{Device, Tensor};
 use duet_client::speech::models_dir;
 use duet_models::cascade::{ChatRequest, Llm, LlmEvent};
-use duet_models::llama::{EmbeddedLlm, KvCache, LlamaOptions, LoadedLlama, WeightFormat};
+use duet_models::llama::{
+    EmbeddedLlm, KvCache, LlamaOptions, LoadedLlama, WeightFormat, PREP_THREADS,
+};
 use duet_models::ToolChoice;
 use serde_json::json;
 
@@ -159,7 +161,7 @@ fn smollm2_answers_a_factual_question_and_reuses_its_cache() {
     let start = Instant::now();
     let loaded = LoadedLlama::load(&dir(), WeightFormat::F16, &Device::Cpu).unwrap();
     println!("load (f16): {:.0} ms", start.elapsed().as_secs_f64() * 1e3);
-    let llm = EmbeddedLlm::start(loaded, LlamaOptions::default()).unwrap();
+    let llm = start_llm(loaded, LlamaOptions::default());
     let mut messages = vec![
         json!({"role": "system", "content": "You are a helpful voice assistant. Answer in one short sentence."}),
         json!({"role": "user", "content": "What is the capital of France?"}),
@@ -176,4 +178,20 @@ fn smollm2_answers_a_factual_question_and_reuses_its_cache() {
     println!("next: {text:?} (cached {cached} prompt tokens)");
     assert!(cached > 30, "the second turn reused {cached} tokens");
     assert!(text.contains("Rome"), "{text:?}");
+}
+
+/// The embedded LLM run the way the server's driver runs it: the engine on one thread, the
+/// prompt side on [`PREP_THREADS`] others (threads of this test, not of the crate).
+fn start_llm(loaded: LoadedLlama, options: LlamaOptions) -> EmbeddedLlm {
+    let (llm, mut engine, prep) = EmbeddedLlm::new(loaded, options);
+    std::thread::spawn(move || {
+        while engine.receive() {
+            engine.step();
+        }
+    });
+    for _ in 0..PREP_THREADS {
+        let prep = prep.clone();
+        std::thread::spawn(move || while prep.render_next() {});
+    }
+    llm
 }

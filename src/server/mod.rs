@@ -279,6 +279,11 @@ impl AppState {
                 "media engine thread {i} stopped"
             )));
         }
+        if let Some(crate::llm::LlmBackend::Embedded(e)) = &self.llm {
+            if !e.threads.is_alive() {
+                return Err(ApiError::not_ready("the embedded LLM's thread stopped"));
+            }
+        }
         if let Some(t) = &self.speech.transcriber {
             // Sessions still open without it (their transcriptions fail), but the process
             // should be replaced: it no longer does what it was configured to.
@@ -585,11 +590,13 @@ async fn llm_backend(args: &ServeArgs) -> anyhow::Result<Option<crate::llm::LlmB
         .file_name()
         .map_or_else(|| "embedded".into(), |n| n.to_string_lossy().into_owned());
     let started = std::time::Instant::now();
-    let llm = tokio::task::spawn_blocking(move || {
-        let loaded = duet_models::llama::LoadedLlama::load(&dir, options.format, &device.open()?)?;
-        duet_models::llama::EmbeddedLlm::start(loaded, options)
+    let loaded = tokio::task::spawn_blocking(move || {
+        duet_models::llama::LoadedLlama::load(&dir, options.format, &device.open()?)
+            .map(|loaded| duet_models::llama::EmbeddedLlm::new(loaded, options))
     })
     .await??;
+    let (llm, engine, prep) = loaded;
+    let threads = crate::llm_loop::LlmLoop::spawn(engine, prep)?;
     tracing::info!(
         model = %name,
         context = llm.context(),
@@ -600,6 +607,7 @@ async fn llm_backend(args: &ServeArgs) -> anyhow::Result<Option<crate::llm::LlmB
         crate::llm::Embedded {
             llm: std::sync::Arc::new(llm),
             name,
+            threads,
         },
     )))
 }
@@ -648,13 +656,17 @@ async fn start_cascade(
              DIR/smollm2-135m-instruct)"
         ),
     };
-    let speaker: Option<Box<dyn duet_models::cascade::Speaker>> = match args.tts_model_dir.clone() {
+    let speech = match args.tts_model_dir.clone() {
         Some(dir) => {
-            let voice =
-                tokio::task::spawn_blocking(move || duet_models::piper::PiperVoice::load(&dir))
-                    .await??;
+            let voice = tokio::task::spawn_blocking(move || {
+                duet_models::piper::PiperVoice::load(&dir, Box::new(crate::espeak::EspeakNg))
+            })
+            .await??;
             tracing::info!(voice = voice.name(), "cascade voice loaded");
-            Some(Box::new(voice))
+            let (worker, synthesis) = duet_models::cascade::SpeechWorker::new(Box::new(voice));
+            // Ends with the worker, when the model is dropped.
+            crate::speech_loop::SpeechLoop::spawn(synthesis)?;
+            Some(worker)
         }
         None => {
             tracing::warn!("--model cascade without --tts-model-dir: answers in text only");
@@ -662,7 +674,7 @@ async fn start_cascade(
         }
     };
     let slots = args.model_slots.unwrap_or(256);
-    let model = duet_models::cascade::CascadeModel::new(llm, speaker, slots)?;
+    let model = duet_models::cascade::CascadeModel::new(llm, speech, slots);
     Ok(ModelLoop::spawn(Box::new(model), &args.device)?)
 }
 

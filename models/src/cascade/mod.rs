@@ -15,7 +15,7 @@ pub mod sse;
 
 use answer::{Answer, Voice};
 pub use chat::{ChatRequest, ChunkReader};
-pub use speech::{Speaker, SpeechWorker};
+pub use speech::{Speaker, SpeechWorker, Synthesis};
 pub use sse::SseDecoder;
 
 use crate::model::*;
@@ -84,18 +84,10 @@ pub struct CascadeModel {
 }
 
 impl CascadeModel {
-    /// A cascade on `llm` that speaks with `speaker` (none: text answers only), serving up
+    /// A cascade on `llm` that speaks through `speech` (none: text answers only), serving up
     /// to `max_slots` sessions.
-    pub fn new(
-        llm: Box<dyn Llm>,
-        speaker: Option<Box<dyn Speaker>>,
-        max_slots: usize,
-    ) -> Result<Self, ModelError> {
-        let speech = speaker
-            .map(SpeechWorker::start)
-            .transpose()
-            .map_err(|e| ModelError::Failed(format!("starting the speech thread: {e}")))?;
-        Ok(Self {
+    pub fn new(llm: Box<dyn Llm>, speech: Option<SpeechWorker>, max_slots: usize) -> Self {
+        Self {
             info: ModelInfo {
                 name: "cascade".into(),
                 frame_samples: FRAME,
@@ -109,7 +101,7 @@ impl CascadeModel {
             slots: Vec::new(),
             scratch: Vec::new(),
             answers: 0,
-        })
+        }
     }
 
     fn slot_mut(&mut self, slot: SlotId) -> Result<&mut Option<Answer>, ModelError> {

@@ -1,11 +1,11 @@
 //! The cascade's voice: the answer's words cut into clauses as they arrive ([`Clauses`]),
-//! each clause synthesized on a worker thread ([`SpeechWorker`]) while the LLM goes on, so
-//! the model loop's 20 ms steps never wait for synthesis.
+//! each clause synthesized off the model loop ([`SpeechWorker`] queues it, [`Synthesis`]
+//! speaks it on a thread the driver runs) while the LLM goes on, so the model loop's 20 ms
+//! steps never wait for synthesis.
 
 use std::collections::HashMap;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-use std::thread;
 
 use crate::{ModelError, SlotId};
 
@@ -106,7 +106,8 @@ pub struct Spoken {
     pub audio: Result<Vec<f32>, String>,
 }
 
-/// A thread that synthesizes clauses in order, skipping those of answers that were dropped.
+/// The cascade's side of synthesis: queues clauses and takes what was spoken. The clauses
+/// are spoken in order by [`Synthesis`], which skips those of answers that were dropped.
 pub struct SpeechWorker {
     jobs: mpsc::Sender<Job>,
     done: mpsc::Receiver<Spoken>,
@@ -114,42 +115,61 @@ pub struct SpeechWorker {
     live: Arc<Mutex<HashMap<SlotId, u64>>>,
 }
 
+/// The speaking side: the driver runs `while synthesis.speak_next() {}` on a thread of its
+/// own; it ends once the [`SpeechWorker`] is dropped.
+pub struct Synthesis {
+    speaker: Box<dyn Speaker>,
+    jobs: mpsc::Receiver<Job>,
+    done: mpsc::Sender<Spoken>,
+    live: Arc<Mutex<HashMap<SlotId, u64>>>,
+}
+
+impl Synthesis {
+    /// Waits for the next clause and speaks it (a clause of an answer no longer live is
+    /// skipped; a voice that panics fails its clause, not every answer after it); `false`
+    /// once the [`SpeechWorker`] is gone.
+    pub fn speak_next(&mut self) -> bool {
+        let Ok(job) = self.jobs.recv() else {
+            return false;
+        };
+        let current = self
+            .live
+            .lock()
+            .map(|m| m.get(&job.slot) == Some(&job.answer));
+        if !current.unwrap_or(false) {
+            return true;
+        }
+        let speaker = &mut self.speaker;
+        let spoken = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            speaker.speak(&job.text, job.speed)
+        }));
+        let audio = match spoken {
+            Ok(result) => result.map_err(|e| e.to_string()),
+            Err(_) => Err("the voice panicked".to_string()),
+        };
+        let spoken = Spoken {
+            slot: job.slot,
+            answer: job.answer,
+            index: job.index,
+            audio,
+        };
+        self.done.send(spoken).is_ok()
+    }
+}
+
 impl SpeechWorker {
-    /// Starts the thread with `speaker`.
-    pub fn start(mut speaker: Box<dyn Speaker>) -> std::io::Result<Self> {
+    /// The queue and the speaking side, speaking with `speaker`.
+    pub fn new(speaker: Box<dyn Speaker>) -> (Self, Synthesis) {
         let (jobs, rx) = mpsc::channel::<Job>();
         let (tx, done) = mpsc::channel();
         let live: Arc<Mutex<HashMap<SlotId, u64>>> = Arc::default();
-        let alive = live.clone();
-        thread::Builder::new()
-            .name("cascade-tts".into())
-            .spawn(move || {
-                for job in rx {
-                    let current = alive.lock().map(|m| m.get(&job.slot) == Some(&job.answer));
-                    if !current.unwrap_or(false) {
-                        continue;
-                    }
-                    // A voice that panics fails its clause, not the thread (and every answer
-                    // after it).
-                    let spoken = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        speaker.speak(&job.text, job.speed)
-                    }));
-                    let audio = match spoken {
-                        Ok(result) => result.map_err(|e| e.to_string()),
-                        Err(_) => Err("the voice panicked".to_string()),
-                    };
-                    let spoken = Spoken {
-                        slot: job.slot,
-                        answer: job.answer,
-                        index: job.index,
-                        audio,
-                    };
-                    if tx.send(spoken).is_err() {
-                        return;
-                    }
-                }
-            })?;
-        Ok(Self { jobs, done, live })
+        let synthesis = Synthesis {
+            speaker,
+            jobs: rx,
+            done: tx,
+            live: live.clone(),
+        };
+        (Self { jobs, done, live }, synthesis)
     }
 
     /// Marks `answer` as the slot's live one (`None`: none), so older jobs are skipped.
@@ -162,7 +182,7 @@ impl SpeechWorker {
         }
     }
 
-    /// Queues a clause; `false` when the speech thread is gone.
+    /// Queues a clause; `false` when the speaking side is gone.
     pub fn speak(&self, slot: SlotId, answer: u64, index: u32, text: String, speed: f32) -> bool {
         self.jobs
             .send(Job {
@@ -237,7 +257,8 @@ mod tests {
 
     #[test]
     fn the_worker_speaks_live_answers_and_skips_dropped_ones() {
-        let w = SpeechWorker::start(Box::new(Echo)).unwrap();
+        let (w, mut synthesis) = SpeechWorker::new(Box::new(Echo));
+        std::thread::spawn(move || while synthesis.speak_next() {});
         w.set_live(0, Some(1));
         w.speak(0, 7, 0, "stale".into(), 1.0);
         w.speak(0, 1, 0, "abc".into(), 1.0);

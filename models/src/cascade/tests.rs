@@ -74,7 +74,7 @@ fn an_answer_streams_its_words_then_ends() {
         LlmEvent::Text("ten.".into()),
         LlmEvent::Done,
     ]);
-    let mut m = CascadeModel::new(Box::new(llm.clone()), None, 4).unwrap();
+    let mut m = CascadeModel::new(Box::new(llm.clone()), None, 4);
     let slot = m.open_slot().unwrap();
     m.request(slot, respond(OutputModality::Text)).unwrap();
     let out = steps(&mut m, slot, 4);
@@ -90,7 +90,7 @@ fn an_answer_streams_its_words_then_ends() {
 #[test]
 fn call_pieces_come_together_and_words_never_share_a_step_with_a_call() {
     let llm = ScriptedLlm::default();
-    let mut m = CascadeModel::new(Box::new(llm.clone()), None, 4).unwrap();
+    let mut m = CascadeModel::new(Box::new(llm.clone()), None, 4);
     let slot = m.open_slot().unwrap();
     m.request(slot, respond(OutputModality::Text)).unwrap();
     // Everything arrives before the first step (a fast upstream).
@@ -124,7 +124,7 @@ fn cancel_and_close_drop_the_upstream_answer() {
         vec![LlmEvent::Text("a".into()); 10],
         vec![LlmEvent::Text("b".into()); 10],
     ]);
-    let mut m = CascadeModel::new(Box::new(llm.clone()), None, 4).unwrap();
+    let mut m = CascadeModel::new(Box::new(llm.clone()), None, 4);
     let slot = m.open_slot().unwrap();
     m.request(slot, respond(OutputModality::Text)).unwrap();
     steps(&mut m, slot, 2);
@@ -146,7 +146,7 @@ fn failures_end_the_answer_and_audio_is_refused_without_speech_synthesis() {
             code: LLM_UNAVAILABLE.into(),
             message: "connection refused".into(),
         })]);
-    let mut m = CascadeModel::new(Box::new(llm.clone()), None, 1).unwrap();
+    let mut m = CascadeModel::new(Box::new(llm.clone()), None, 1);
     let slot = m.open_slot().unwrap();
     assert!(matches!(m.open_slot(), Err(ModelError::SlotsExhausted(1))));
     m.request(slot, respond(OutputModality::Text)).unwrap();
@@ -192,6 +192,14 @@ fn until_end(m: &mut CascadeModel, slot: SlotId, max: usize) -> Vec<StepOutput> 
     );
 }
 
+/// A speech worker whose clauses are spoken on a thread of the test, as the server's driver
+/// does.
+fn speaking(speaker: impl Speaker + 'static) -> SpeechWorker {
+    let (worker, mut synthesis) = SpeechWorker::new(Box::new(speaker));
+    std::thread::spawn(move || while synthesis.speak_next() {});
+    worker
+}
+
 #[test]
 fn a_spoken_answer_plays_each_clause_with_its_words() {
     let llm = ScriptedLlm::default();
@@ -201,7 +209,7 @@ fn a_spoken_answer_plays_each_clause_with_its_words() {
         LlmEvent::Text(" else?".into()),
         LlmEvent::Done,
     ]);
-    let mut m = CascadeModel::new(Box::new(llm.clone()), Some(Box::new(Counting)), 2).unwrap();
+    let mut m = CascadeModel::new(Box::new(llm.clone()), Some(speaking(Counting)), 2);
     let slot = m.open_slot().unwrap();
     m.request(slot, respond(OutputModality::Audio)).unwrap();
     let outs = until_end(&mut m, slot, 500);
@@ -232,7 +240,7 @@ fn a_cancelled_spoken_answer_stops_and_the_next_one_speaks() {
         ],
         vec![LlmEvent::Text("Second.".into()), LlmEvent::Done],
     ]);
-    let mut m = CascadeModel::new(Box::new(llm.clone()), Some(Box::new(Counting)), 2).unwrap();
+    let mut m = CascadeModel::new(Box::new(llm.clone()), Some(speaking(Counting)), 2);
     let slot = m.open_slot().unwrap();
     m.request(slot, respond(OutputModality::Audio)).unwrap();
     steps(&mut m, slot, 3);

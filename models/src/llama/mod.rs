@@ -1,6 +1,11 @@
 //! The embedded LLM: a Llama-architecture GGUF chat model (SmolLM2-135M-Instruct by default)
-//! run by candle on a thread of its own, behind the cascade's [`Llm`] port, so the cascade
-//! needs no server beside Duet.
+//! run by candle behind the cascade's [`Llm`] port, so the cascade needs no server beside
+//! Duet.
+//!
+//! [`EmbeddedLlm::new`] gives three parts: the port ([`EmbeddedLlm`], which answers are
+//! asked of), the stepped engine ([`LlmEngine`]: `receive`, then `step`, a round at a time)
+//! and the prompt side ([`LlmPrep`]: `render_next`). This crate runs no thread: the driver
+//! runs the engine on one thread and the prompt side on [`PREP_THREADS`] others.
 //!
 //! - The tokenizer and the chat template come from the GGUF ([`tokenizer`], [`template`]);
 //!   tools are offered and parsed in the Hermes `<tool_call>` format.
@@ -11,8 +16,8 @@
 //! - Answers in flight take turns a step at a time (a prefill chunk, or one token), so one
 //!   long prompt does not stall every other conversation. Dropping an answer's stream
 //!   cancels it before its next step.
-//! - Prompts are rendered and tokenized on threads of their own (`duet-llm-prep`), never on
-//!   the engine's: a long prompt delays only its own answer.
+//! - Prompts are rendered and tokenized by [`LlmPrep`], never by the engine: a long prompt
+//!   delays only its own answer.
 //! - The wait is bounded: at most `max_waiting` answers wait for a place (past it an answer
 //!   is refused at once with [`LLM_QUEUE_FULL`]), none waits longer than `max_wait`, by the
 //!   driver's [`Clock`] (then [`LLM_QUEUE_TIMEOUT`]), and voice answers ([`Priority::Voice`]) go ahead of HTTP
@@ -58,8 +63,8 @@ pub enum Priority {
     Batch = 1,
 }
 
-/// Threads that render and tokenize prompts.
-const PREP_THREADS: usize = 2;
+/// Threads the driver gives [`LlmPrep`] to render and tokenize prompts.
+pub const PREP_THREADS: usize = 2;
 
 /// Prompt tokens run in one step (a longer prompt takes several, between other answers').
 const PREFILL_CHUNK: usize = 128;
@@ -246,7 +251,7 @@ pub struct LlmStats {
     pub queue_timeouts: AtomicU64,
 }
 
-/// One answer's request: rendered by a prep thread, then run by the engine thread.
+/// One answer's request: rendered by [`LlmPrep`], then run by [`LlmEngine`].
 struct Job {
     request: ChatRequest,
     priority: Priority,
@@ -331,8 +336,11 @@ pub struct EmbeddedLlm {
 }
 
 impl EmbeddedLlm {
-    /// Starts the engine thread and the prep threads on a loaded model.
-    pub fn start(loaded: LoadedLlama, options: LlamaOptions) -> Result<Self, ModelError> {
+    /// The embedded LLM on a loaded model: the port, the engine and the prompt side, which
+    /// the driver runs (`while engine.receive() { engine.step() }` on one thread, `while
+    /// prep.render_next() {}` on [`PREP_THREADS`] others). Both end once the port is
+    /// dropped.
+    pub fn new(loaded: LoadedLlama, options: LlamaOptions) -> (Self, LlmEngine, LlmPrep) {
         let (tx, rx) = mpsc::channel();
         let LoadedLlama {
             model,
@@ -346,38 +354,30 @@ impl EmbeddedLlm {
             tokenizer,
             template,
         });
-        let engine = Engine::new(model, text.clone(), options.clone(), stats.clone());
-        let context = engine.context();
-        std::thread::Builder::new()
-            .name("duet-llm".into())
-            .spawn(move || engine.run(rx))
-            .map_err(|e| ModelError::Failed(format!("starting the LLM thread: {e}")))?;
+        let engine = LlmEngine::new(
+            Engine::new(model, text.clone(), options.clone(), stats.clone()),
+            rx,
+        );
         let prep = Arc::new(Prep {
             queue: Mutex::new(PrepQueue::default()),
             ready: Condvar::new(),
             text,
-            context,
+            context: engine.engine.context(),
             max_tokens: options.max_tokens,
             max_wait: options.max_wait,
             clock: options.clock.clone(),
             engine: tx,
             stats: stats.clone(),
         });
-        for _ in 0..PREP_THREADS {
-            let prep = prep.clone();
-            std::thread::Builder::new()
-                .name("duet-llm-prep".into())
-                .spawn(move || prep.run())
-                .map_err(|e| ModelError::Failed(format!("starting the LLM thread: {e}")))?;
-        }
-        Ok(Self {
-            prep,
+        let llm = Self {
+            prep: prep.clone(),
             waiting: Default::default(),
             max_waiting: options.max_waiting.max(1),
             name,
             context: model_context,
             stats,
-        })
+        };
+        (llm, engine, LlmPrep(prep))
     }
 
     /// What the engine has done.
@@ -485,40 +485,54 @@ impl Prep {
         }
     }
 
-    /// Renders prompts and hands them to the engine.
-    fn run(&self) {
-        while let Some(mut job) = self.next() {
-            if job.cancelled.load(Ordering::Relaxed) {
-                continue;
-            }
-            if job.expired(self.clock.as_ref()) {
-                self.stats.queue_timeouts.fetch_add(1, Ordering::Relaxed);
-                job.fail(LLM_QUEUE_TIMEOUT, queue_timeout(self.max_wait));
-                continue;
-            }
-            let req = &job.request;
-            let max_tokens = req
-                .max_tokens
-                .map_or(self.max_tokens, |n| n as usize)
-                .clamp(1, self.context / 2);
-            let prompt = self.text.template.render(
-                &self.text.tokenizer,
-                &req.messages,
-                &req.tools,
-                &req.tool_choice,
-                self.context - max_tokens,
-            );
-            match prompt {
-                Ok(p) => job.prompt = Some((p, max_tokens)),
-                Err(message) => {
-                    job.fail(CONTEXT_LENGTH_EXCEEDED, message);
-                    continue;
-                }
-            }
-            if self.engine.send(job).is_err() {
-                return; // the engine is gone
+    /// Renders one prompt and hands it to the engine; `false` once the LLM or the engine
+    /// is gone.
+    fn render_next(&self) -> bool {
+        let Some(mut job) = self.next() else {
+            return false;
+        };
+        if job.cancelled.load(Ordering::Relaxed) {
+            return true;
+        }
+        if job.expired(self.clock.as_ref()) {
+            self.stats.queue_timeouts.fetch_add(1, Ordering::Relaxed);
+            job.fail(LLM_QUEUE_TIMEOUT, queue_timeout(self.max_wait));
+            return true;
+        }
+        let req = &job.request;
+        let max_tokens = req
+            .max_tokens
+            .map_or(self.max_tokens, |n| n as usize)
+            .clamp(1, self.context / 2);
+        let prompt = self.text.template.render(
+            &self.text.tokenizer,
+            &req.messages,
+            &req.tools,
+            &req.tool_choice,
+            self.context - max_tokens,
+        );
+        match prompt {
+            Ok(p) => job.prompt = Some((p, max_tokens)),
+            Err(message) => {
+                job.fail(CONTEXT_LENGTH_EXCEEDED, message);
+                return true;
             }
         }
+        self.engine.send(job).is_ok()
+    }
+}
+
+/// The prompt side of the embedded LLM: renders and tokenizes prompts, voice first, and
+/// hands them to the engine. The driver calls [`LlmPrep::render_next`] in a loop on each of
+/// [`PREP_THREADS`] threads (it waits while no prompt is queued).
+#[derive(Clone)]
+pub struct LlmPrep(Arc<Prep>);
+
+impl LlmPrep {
+    /// Waits for the next queued answer, renders its prompt and hands it to the engine;
+    /// `false` once the LLM or the engine is gone (the driver's loop ends).
+    pub fn render_next(&self) -> bool {
+        self.0.render_next()
     }
 }
 
@@ -623,6 +637,113 @@ struct Engine {
     stats: Arc<LlmStats>,
 }
 
+/// The embedded LLM's engine as a stepped core: answers rendered by [`LlmPrep`] come in
+/// ([`LlmEngine::receive`]); each [`LlmEngine::step`] admits waiting answers (voice first,
+/// within `max_running`) and runs one round, a prefill chunk or one token for each. The
+/// driver owns the thread: `while engine.receive() { engine.step() }`.
+pub struct LlmEngine {
+    engine: Engine,
+    jobs: Receiver<Job>,
+    running: Vec<Running>,
+    /// Waiting for a place, by priority (voice first).
+    waiting: [VecDeque<Job>; 2],
+    max_running: usize,
+    /// The places HTTP completions may take: they leave a quarter (at least one) to voice.
+    max_batch: usize,
+    round: u64,
+}
+
+impl LlmEngine {
+    fn new(engine: Engine, jobs: Receiver<Job>) -> Self {
+        let max_running = engine.options.max_running.max(1);
+        let max_batch = if max_running > 1 {
+            max_running - (max_running / 4).max(1)
+        } else {
+            1
+        };
+        Self {
+            engine,
+            jobs,
+            running: Vec::new(),
+            waiting: Default::default(),
+            max_running,
+            max_batch,
+            round: 0,
+        }
+    }
+
+    /// Takes the answers handed over since the last call, waiting for one when none is
+    /// running or waiting; `false` once the [`EmbeddedLlm`] and its prompt side are gone.
+    pub fn receive(&mut self) -> bool {
+        if self.running.is_empty() && self.waiting.iter().all(VecDeque::is_empty) {
+            match self.jobs.recv() {
+                Ok(job) => self.waiting[job.priority as usize].push_back(job),
+                Err(_) => return false,
+            }
+        }
+        for job in self.jobs.try_iter() {
+            self.waiting[job.priority as usize].push_back(job);
+        }
+        true
+    }
+
+    /// Fails every running answer with `llm_error` (`message`) and forgets them: what a
+    /// driver does when a step panicked, so the engine goes on with the next answers.
+    pub fn fail_running(&mut self, message: &str) {
+        for mut r in std::mem::take(&mut self.running) {
+            if !r.over {
+                fail(&mut r, message.to_string());
+            }
+        }
+        self.engine.stats.running.store(0, Ordering::Relaxed);
+    }
+
+    /// One round: stale waiting answers dropped, waiting ones admitted while there is a
+    /// place, then each running answer's next input through the model (on a CPU, while a
+    /// voice answer runs, HTTP completions step every other round), and the answers that
+    /// ended keep their caches.
+    pub fn step(&mut self) {
+        let max_wait = self.engine.options.max_wait;
+        self.engine.drop_stale(&mut self.waiting, max_wait);
+        while self.running.len() < self.max_running {
+            let batch = self
+                .running
+                .iter()
+                .filter(|r| r.job.priority == Priority::Batch)
+                .count();
+            let job = self.waiting[0].pop_front().or_else(|| {
+                (batch < self.max_batch)
+                    .then(|| self.waiting[1].pop_front())
+                    .flatten()
+            });
+            let Some(job) = job else {
+                break;
+            };
+            self.engine.admit(job, &mut self.running);
+        }
+        self.round = self.round.wrapping_add(1);
+        let yield_to_voice = self.engine.model.device().is_cpu()
+            && self.round % 2 == 1
+            && self
+                .running
+                .iter()
+                .any(|r| r.job.priority == Priority::Voice);
+        self.engine.round(&mut self.running, yield_to_voice);
+        let (over, going): (Vec<_>, Vec<_>) = std::mem::take(&mut self.running)
+            .into_iter()
+            .partition(|r| r.over);
+        self.running = going;
+        for r in over {
+            self.engine.keep(r.tokens, r.cache);
+        }
+        let stats = &self.engine.stats;
+        stats.running.store(self.running.len(), Ordering::Relaxed);
+        stats
+            .kept_bytes
+            .store(self.engine.kept_bytes(), Ordering::Relaxed);
+    }
+}
+
 /// Ends an answer with `llm_error`.
 fn fail(r: &mut Running, message: String) {
     r.over = true;
@@ -648,69 +769,9 @@ impl Engine {
         }
     }
 
-    fn run(mut self, jobs: Receiver<Job>) {
-        let mut running: Vec<Running> = Vec::new();
-        // Waiting for a place, by priority (voice first).
-        let mut waiting: [VecDeque<Job>; 2] = Default::default();
-        let max_running = self.options.max_running.max(1);
-        // HTTP completions leave a quarter of the places (at least one) to voice answers.
-        let max_batch = if max_running > 1 {
-            max_running - (max_running / 4).max(1)
-        } else {
-            1
-        };
-        let max_wait = self.options.max_wait;
-        let cpu = self.model.device().is_cpu();
-        let mut round = 0u64;
-        loop {
-            if running.is_empty() && waiting.iter().all(VecDeque::is_empty) {
-                match jobs.recv() {
-                    Ok(job) => waiting[job.priority as usize].push_back(job),
-                    Err(_) => return, // the server is gone
-                }
-            }
-            for job in jobs.try_iter() {
-                waiting[job.priority as usize].push_back(job);
-            }
-            self.drop_stale(&mut waiting, max_wait);
-            while running.len() < max_running {
-                let batch = running
-                    .iter()
-                    .filter(|r| r.job.priority == Priority::Batch)
-                    .count();
-                let job = waiting[0].pop_front().or_else(|| {
-                    (batch < max_batch)
-                        .then(|| waiting[1].pop_front())
-                        .flatten()
-                });
-                let Some(job) = job else {
-                    break;
-                };
-                self.admit(job, &mut running);
-            }
-            // Each answer's next input (a prefill chunk, or the token it just sampled), then
-            // one pass of the model over all of them.
-            // On a CPU each answer is a pass of its own: while a voice answer runs,
-            // completions step every other round, so the voice answer's tokens come faster.
-            round = round.wrapping_add(1);
-            let yield_to_voice =
-                cpu && round % 2 == 1 && running.iter().any(|r| r.job.priority == Priority::Voice);
-            self.step(&mut running, yield_to_voice);
-            let (over, going): (Vec<_>, Vec<_>) = running.into_iter().partition(|r| r.over);
-            running = going;
-            for r in over {
-                self.keep(r.tokens, r.cache);
-            }
-            self.stats.running.store(running.len(), Ordering::Relaxed);
-            self.stats
-                .kept_bytes
-                .store(self.kept_bytes(), Ordering::Relaxed);
-        }
-    }
-
     /// One round: each running answer's next input (cancelled ones are marked over; HTTP
     /// completions sit it out when `yield_to_voice`), then one pass of the model.
-    fn step(&mut self, running: &mut [Running], yield_to_voice: bool) {
+    fn round(&mut self, running: &mut [Running], yield_to_voice: bool) {
         let mut inputs: Vec<(usize, Vec<u32>)> = Vec::new();
         for (i, r) in running.iter_mut().enumerate() {
             if r.job.cancelled.load(Ordering::Relaxed) {

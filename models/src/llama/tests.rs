@@ -13,6 +13,22 @@ pub(crate) fn tiny_gguf(dir: &Path) {
     random::write_random_gguf(dir, &random::RandomShape::tiny(), 7).unwrap();
 }
 
+/// The embedded LLM run the way the server's driver runs it: the engine on one thread, the
+/// prompt side on [`PREP_THREADS`] others (threads of this test, not of the crate).
+fn start_llm(loaded: LoadedLlama, options: LlamaOptions) -> EmbeddedLlm {
+    let (llm, mut engine, prep) = EmbeddedLlm::new(loaded, options);
+    std::thread::spawn(move || {
+        while engine.receive() {
+            engine.step();
+        }
+    });
+    for _ in 0..PREP_THREADS {
+        let prep = prep.clone();
+        std::thread::spawn(move || while prep.render_next() {});
+    }
+    llm
+}
+
 fn load(format: WeightFormat) -> (tempfile::TempDir, LoadedLlama) {
     let dir = tempfile::tempdir().unwrap();
     tiny_gguf(dir.path());
@@ -191,7 +207,7 @@ fn answer_text(events: &[LlmEvent]) -> String {
 #[test]
 fn the_next_turn_prefills_only_what_is_new() {
     let (_dir, llm) = load(WeightFormat::F16);
-    let engine = EmbeddedLlm::start(llm, LlamaOptions::default()).unwrap();
+    let engine = start_llm(llm, LlamaOptions::default());
     let first = vec![json!({"role": "user", "content": "hello world"})];
     let events = collect(&mut engine.start(request(first.clone(), 6)));
     assert!(matches!(events.last(), Some(LlmEvent::Done)), "{events:?}");
@@ -214,7 +230,7 @@ fn the_next_turn_prefills_only_what_is_new() {
 #[test]
 fn a_dropped_stream_stops_its_answer_and_others_go_on() {
     let (_dir, llm) = load(WeightFormat::F16);
-    let engine = EmbeddedLlm::start(llm, LlamaOptions::default()).unwrap();
+    let engine = start_llm(llm, LlamaOptions::default());
     let long = engine.start(request(
         vec![json!({"role": "user", "content": "hello"})],
         200,
@@ -231,7 +247,7 @@ fn a_dropped_stream_stops_its_answer_and_others_go_on() {
 #[test]
 fn a_conversation_too_long_for_the_context_drops_its_oldest_turns() {
     let (_dir, llm) = load(WeightFormat::F16);
-    let engine = EmbeddedLlm::start(llm, LlamaOptions::default()).unwrap();
+    let engine = start_llm(llm, LlamaOptions::default());
     let mut messages = vec![json!({"role": "system", "content": "Be brief."})];
     for i in 0..40 {
         messages.push(json!({"role": "user", "content": format!("message number {i} is here")}));
@@ -295,7 +311,7 @@ fn answers_beyond_the_running_cap_wait_their_turn() {
         max_running: 1,
         ..LlamaOptions::default()
     };
-    let engine = EmbeddedLlm::start(llm, options).unwrap();
+    let engine = start_llm(llm, options);
     let ask = |text: &str, n| request(vec![json!({"role": "user", "content": text})], n);
     let mut first = engine.start(ask("hello", 50));
     let mut second = engine.start(ask("world", 4));
@@ -307,7 +323,7 @@ fn answers_beyond_the_running_cap_wait_their_turn() {
 #[test]
 fn a_last_message_longer_than_the_context_fails_and_is_never_dropped() {
     let (_dir, llm) = load(WeightFormat::F16);
-    let engine = EmbeddedLlm::start(llm, LlamaOptions::default()).unwrap();
+    let engine = start_llm(llm, LlamaOptions::default());
     // One user message of 6 000 letters: it was left out and the answer was to nothing.
     let huge = "abcdefghij".repeat(600);
     let alone = vec![json!({"role": "user", "content": huge.clone()})];
@@ -385,7 +401,7 @@ fn a_voice_answer_goes_ahead_of_waiting_completions() {
         max_running: 2,
         ..LlamaOptions::default()
     };
-    let engine = EmbeddedLlm::start(llm, options).unwrap();
+    let engine = start_llm(llm, options);
     let ask = |n| request(vec![json!({"role": "user", "content": "hello there"})], n);
     let mut streams: Vec<Box<dyn LlmStream>> = (0..12)
         .map(|_| engine.submit(ask(40), Priority::Batch).unwrap())
@@ -423,7 +439,7 @@ fn the_wait_queue_is_bounded_and_has_a_deadline() {
         clock: Some(Clock(Arc::new(Instant::now))),
         ..LlamaOptions::default()
     };
-    let engine = EmbeddedLlm::start(llm, options).unwrap();
+    let engine = start_llm(llm, options);
     let long = "hello there, how are you ".repeat(8);
     let ask = |n| request(vec![json!({"role": "user", "content": long.clone()})], n);
     // One runs, three wait, the fifth is refused at once.

@@ -1,7 +1,8 @@
 //! Piper TTS (VITS, ONNX): a voice directory holds `<voice>.onnx`, `<voice>.onnx.json` and
 //! the ONNX Runtime library (`libonnxruntime.so*`) that runs it, so the directory is
 //! self-contained (`scripts/install-models` writes `piper-en_US-joe-medium`). Phonemes come
-//! from the `espeak-ng` program ([`phonemes`]); the audio is resampled to the session's
+//! through the [`phonemes::Phonemizer`] port, which the server implements with the
+//! `espeak-ng` program; the audio is resampled to the session's
 //! 24 kHz.
 
 pub mod phonemes;
@@ -140,11 +141,13 @@ pub struct PiperVoice {
     name: String,
     session: Session,
     cfg: VoiceConfig,
+    phonemizer: Box<dyn phonemes::Phonemizer>,
 }
 
 impl PiperVoice {
     /// Loads the voice in `dir` (about a second for a medium voice).
-    pub fn load(dir: &Path) -> Result<Self, ModelError> {
+    /// Its phonemes come through `phonemizer` (the server's runs `espeak-ng`).
+    pub fn load(dir: &Path, phonemizer: Box<dyn phonemes::Phonemizer>) -> Result<Self, ModelError> {
         let files = VoiceFiles::find(dir)?;
         let cfg = VoiceConfig::read(&files.config)?;
         let env = runtime(&files.runtime)?;
@@ -161,7 +164,12 @@ impl PiperVoice {
             .and_then(|s| s.to_str())
             .unwrap_or("piper")
             .to_string();
-        Ok(Self { name, session, cfg })
+        Ok(Self {
+            name,
+            session,
+            cfg,
+            phonemizer,
+        })
     }
 
     /// The voice's name (its file name, `en_US-joe-medium`).
@@ -172,7 +180,8 @@ impl PiperVoice {
     /// Speaks `text` at `speed` (1.0: the voice's own pace; 0.25–4): 24 kHz samples, each
     /// sentence followed by a short pause.
     pub fn speak(&mut self, text: &str, speed: f32) -> Result<Vec<f32>, ModelError> {
-        let sentences = phonemes::phonemize(&self.cfg.espeak_voice, text)?;
+        let sentences =
+            phonemes::phonemize(self.phonemizer.as_mut(), &self.cfg.espeak_voice, text)?;
         let mut native = Vec::new();
         for s in &sentences {
             let ids = phonemes::to_ids(&self.cfg.ids, s);

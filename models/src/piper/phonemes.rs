@@ -1,10 +1,9 @@
 //! Text → Piper phoneme ids: clauses split the way espeak-ng splits them (its command line
-//! drops punctuation, so the clause ends are kept here), IPA from the `espeak-ng` program
-//! (run, never linked: it is GPL), and each sentence as `^ _ p₁ _ p₂ _ … pₙ _ $`.
+//! drops punctuation, so the clause ends are kept here), IPA through the [`Phonemizer`] port
+//! (the server implements it with the `espeak-ng` program: run, never linked, as it is GPL),
+//! and each sentence as `^ _ p₁ _ p₂ _ … pₙ _ $`.
 
 use std::collections::HashMap;
-use std::io::Write;
-use std::process::{Command, Stdio};
 
 use unicode_normalization::UnicodeNormalization;
 
@@ -60,33 +59,34 @@ pub fn split_clauses(text: &str) -> Vec<(String, char)> {
     out
 }
 
-/// IPA for each clause, one `espeak-ng -q --ipa -v VOICE` for all of them (one line each);
-/// when espeak splits a clause further, one run per clause.
-fn espeak_lines(voice: &str, clauses: &[String]) -> Result<Vec<String>, ModelError> {
-    let run = |input: String| -> Result<Vec<String>, ModelError> {
-        let fail = |e: &dyn std::fmt::Display| {
+/// The port that gives IPA: `espeak-ng -q --ipa -v VOICE` on `input` (one clause a line),
+/// its output as text. The driver implements it (the server with the `espeak-ng` program);
+/// any `FnMut(voice, input) -> Result<String, String>` is one.
+pub trait Phonemizer: Send {
+    /// espeak-ng's IPA for `input` with `voice`, or why it failed.
+    fn ipa(&mut self, voice: &str, input: &str) -> Result<String, String>;
+}
+
+impl<F: FnMut(&str, &str) -> Result<String, String> + Send> Phonemizer for F {
+    fn ipa(&mut self, voice: &str, input: &str) -> Result<String, String> {
+        self(voice, input)
+    }
+}
+
+/// IPA for each clause, one run for all of them (one line each); when espeak splits a
+/// clause further, one run per clause.
+fn espeak_lines(
+    ipa: &mut dyn Phonemizer,
+    voice: &str,
+    clauses: &[String],
+) -> Result<Vec<String>, ModelError> {
+    let mut run = |input: String| -> Result<Vec<String>, ModelError> {
+        let out = ipa.ipa(voice, &input).map_err(|e| {
             ModelError::Failed(format!(
                 "espeak-ng (the Debian package espeak-ng) failed: {e}"
             ))
-        };
-        let mut child = Command::new("espeak-ng")
-            .args(["-q", "--ipa", "-v", voice])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| fail(&e))?;
-        if let Some(mut stdin) = child.stdin.take() {
-            stdin.write_all(input.as_bytes()).map_err(|e| fail(&e))?;
-        }
-        let out = child.wait_with_output().map_err(|e| fail(&e))?;
-        if !out.status.success() {
-            return Err(fail(&out.status));
-        }
-        Ok(String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(|l| l.trim().to_string())
-            .collect())
+        })?;
+        Ok(out.lines().map(|l| l.trim().to_string()).collect())
     };
     let out = run(clauses.join("\n") + "\n")?;
     if out.len() == clauses.len() {
@@ -99,15 +99,19 @@ fn espeak_lines(voice: &str, clauses: &[String]) -> Result<Vec<String>, ModelErr
 }
 
 /// `text` as one phoneme string per sentence, in Piper's form (clause punctuation kept).
-pub fn phonemize(voice: &str, text: &str) -> Result<Vec<String>, ModelError> {
+pub fn phonemize(
+    ipa: &mut dyn Phonemizer,
+    voice: &str,
+    text: &str,
+) -> Result<Vec<String>, ModelError> {
     let clauses = split_clauses(text);
     if clauses.is_empty() {
         return Ok(Vec::new());
     }
     let spoken: Vec<String> = clauses.iter().map(|(c, _)| c.clone()).collect();
-    let ipa = espeak_lines(voice, &spoken)?;
+    let lines = espeak_lines(ipa, voice, &spoken)?;
     let (mut sentences, mut cur) = (Vec::new(), String::new());
-    for ((_, term), ph) in clauses.iter().zip(ipa) {
+    for ((_, term), ph) in clauses.iter().zip(lines) {
         // NFD as piper-phonemize; "(en)"-style language switches dropped.
         let mut flag = false;
         for c in ph.nfd() {
@@ -183,11 +187,39 @@ mod tests {
     }
 
     #[test]
-    fn espeak_gives_ipa_with_the_clause_punctuation() {
-        let s = phonemize("en-us", "Hello, world. How are you?").expect("espeak-ng on PATH");
-        assert_eq!(s.len(), 2, "{s:?}");
-        assert!(s[0].contains(", ") && s[0].ends_with('.'), "{s:?}");
-        assert!(s[1].ends_with('?'), "{s:?}");
-        assert!(s[0].contains('ˈ'), "stress marks: {s:?}");
+    fn each_clause_gets_its_line_and_its_punctuation_back() {
+        let mut calls = Vec::new();
+        // Like espeak-ng: a line per clause, its punctuation dropped, language marks kept.
+        let mut fake = |voice: &str, input: &str| {
+            calls.push((voice.to_string(), input.to_string()));
+            Ok(input
+                .lines()
+                .map(|l| {
+                    format!(
+                        "(en){}",
+                        l.trim_end_matches(|c: char| c.is_ascii_punctuation())
+                            .to_lowercase()
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n"))
+        };
+        let s = phonemize(&mut fake, "en-us", "Hello, world. How are you?").unwrap();
+        assert_eq!(s, ["hello, world.", "how are you?"]);
+        assert_eq!(
+            calls,
+            [(
+                "en-us".to_string(),
+                "Hello,\nworld.\nHow are you?\n".to_string()
+            )]
+        );
+        let mut failing = |_: &str, _: &str| Err("not installed".to_string());
+        let e = phonemize(&mut failing, "en-us", "Hi.")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("espeak-ng") && e.contains("not installed"),
+            "{e}"
+        );
     }
 }
