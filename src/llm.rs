@@ -5,7 +5,7 @@
 //! closes the upstream request (a barge-in stops the LLM at once). The upstream key stays
 //! here: it is never sent to a client.
 
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -164,7 +164,7 @@ pub fn chat_endpoint(url: &str) -> anyhow::Result<Uri> {
 
 impl Llm for RemoteLlm {
     fn start(&self, request: ChatRequest) -> Box<dyn LlmStream> {
-        let (tx, rx) = mpsc::channel();
+        let (tx, rx) = duet_models::cascade::answer_channel();
         let body = request.body(&self.upstream.cfg.model, true).to_string();
         let call = Call {
             upstream: self.upstream.clone(),
@@ -180,7 +180,7 @@ impl Llm for RemoteLlm {
 
 /// An answer's end of the channel; dropping it aborts the request.
 struct RemoteAnswer {
-    rx: mpsc::Receiver<LlmEvent>,
+    rx: duet_models::cascade::AnswerEvents,
     task: tokio::task::AbortHandle,
 }
 
@@ -192,14 +192,20 @@ impl Drop for RemoteAnswer {
 
 impl LlmStream for RemoteAnswer {
     fn poll(&mut self, out: &mut Vec<LlmEvent>) {
-        out.extend(self.rx.try_iter());
+        while let Ok(ev) = self.rx.try_recv() {
+            out.push(ev);
+        }
+    }
+
+    fn wake_on(&mut self, waker: &std::task::Waker) {
+        self.rx.wake_on(waker);
     }
 }
 
 /// One request in flight.
 struct Call {
     upstream: Upstream,
-    tx: mpsc::Sender<LlmEvent>,
+    tx: duet_models::cascade::AnswerSender,
 }
 
 fn failure(code: &str, message: String) -> LlmEvent {

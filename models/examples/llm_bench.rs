@@ -69,7 +69,8 @@ fn batched_decode(llm: &LoadedLlama, prompt: &[u32], n: usize, steps: usize) -> 
 fn first_token(llm: &EmbeddedLlm, messages: Vec<serde_json::Value>) -> (Duration, usize, String) {
     let t = Instant::now();
     let mut stream = llm.start(ChatRequest {
-        messages,
+        messages: serde_json::from_value(serde_json::Value::Array(messages))
+            .expect("chat messages"),
         tools: Vec::new(),
         tool_choice: ToolChoice::Auto,
         max_tokens: Some(24),

@@ -125,7 +125,8 @@ fn the_logits_match_candles_quantized_llama_on_smollm2() {
 
 fn answer(llm: &EmbeddedLlm, messages: Vec<serde_json::Value>) -> (String, usize, usize) {
     let mut stream = llm.start(ChatRequest {
-        messages,
+        messages: serde_json::from_value(serde_json::Value::Array(messages))
+            .expect("chat messages"),
         tools: Vec::new(),
         tool_choice: ToolChoice::Auto,
         max_tokens: Some(48),

@@ -1,11 +1,13 @@
 //! Duet's event codec: the OpenAI Realtime API's GA contract as typed client and server
 //! events, the session object, items, responses and errors, plus the strictness real
-//! clients need ([`strict`]). Pure data and serde: no session logic, no I/O, no runtime;
+//! clients need ([`strict`]); and the chat-completions wire ([`chat`], with the server-sent
+//! events it streams as, [`sse`]). Pure data and serde: no session logic, no I/O, no runtime;
 //! the server, the clients and the fuzz targets all depend on it alone.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod chat;
 pub mod client;
 pub mod duplex;
 pub mod error;
@@ -16,6 +18,7 @@ pub mod response;
 pub mod secrets;
 pub mod server;
 pub mod session;
+pub mod sse;
 pub mod strict;
 
 #[cfg(test)]

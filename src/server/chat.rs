@@ -25,7 +25,8 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use bytes::Bytes;
-use duet_models::cascade::SseDecoder;
+use duet_protocol::chat::{ChatError, ChatErrorEvent};
+use duet_protocol::sse::SseDecoder;
 use serde_json::Value;
 
 use super::admission::Kind;
@@ -450,9 +451,14 @@ fn counted_stream(
             }
             Ok(None) => None,
             Err(e) => {
-                let err = serde_json::json!({"error": {
-                    "message": format!("the LLM's answer {e}"),
-                    "type": "server_error", "code": "llm_unavailable"}});
+                let err = ChatErrorEvent {
+                    error: ChatError {
+                        message: Some(format!("the LLM's answer {e}")),
+                        kind: Some("server_error".into()),
+                        code: Some("llm_unavailable".into()),
+                    },
+                };
+                let err = serde_json::to_string(&err).unwrap_or_default();
                 Some((Ok(Bytes::from(format!("data: {err}\n\n"))), None))
             }
         }

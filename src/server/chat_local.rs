@@ -5,6 +5,8 @@
 //! back as `tool_calls` (see `duet_models::llama::template`). The request's `model` is
 //! ignored: the answer names the embedded model.
 
+use std::collections::VecDeque;
+use std::task::Poll;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -18,17 +20,18 @@ use duet_models::llama::{
 };
 use duet_models::AnswerFailure;
 use duet_models::{Tool, ToolChoice};
-use serde_json::{json, Value};
+use duet_protocol::chat::{
+    ChatCompletion, ChatCompletionChunk, ChatCompletionRequest, ChatError, ChatErrorEvent,
+    ChatMessage, ChatRole, ChatToolCall, ChatToolChoice, ChatUsage, ChunkChoice, ChunkDelta,
+    CompletionChoice, FunctionCall, FunctionChunk, ToolCallChunk, ToolChoiceMode,
+};
+use serde::Serialize;
 
 use super::chat::Counted;
 use super::error::ApiError;
 use super::usage::LlmCall;
 use crate::llm::Embedded;
 
-/// How often an answer in progress is looked at: at first, and after each event.
-const POLL: Duration = Duration::from_millis(5);
-/// How often at most while it waits (the wait backs off to this).
-const POLL_SLOW: Duration = Duration::from_millis(50);
 /// Beyond the engine's own wait deadline, the longest silence of an answer before it is
 /// given up (the engine sends a token every step once an answer runs).
 const QUIET_MARGIN: Duration = Duration::from_secs(30);
@@ -66,7 +69,7 @@ pub(super) async fn serve(
         model: embedded.name.clone(),
         max_tokens,
         usage,
-        events: Vec::new(),
+        events: VecDeque::new(),
         calls: 0,
         finished: false,
     };
@@ -85,7 +88,7 @@ pub(super) async fn serve(
         }
         return Err(e);
     }
-    answer.events.insert(0, first);
+    answer.events.push_front(first);
     if asked.stream {
         let mut out = Response::new(Body::from_stream(answer.chunks(asked.include_usage)));
         let h = out.headers_mut();
@@ -97,7 +100,7 @@ pub(super) async fn serve(
         Ok(out)
     } else {
         let body = answer.whole().await?;
-        let mut out = Response::new(Body::from(body.to_string()));
+        let mut out = Response::new(Body::from(serde_json::to_string(&body).unwrap_or_default()));
         out.headers_mut().insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
@@ -117,84 +120,57 @@ fn bad(message: impl Into<String>) -> ApiError {
 
 /// The body as the engine's request.
 fn parse(body: &[u8]) -> Result<(ChatRequest, Asked), ApiError> {
-    let v: Value = serde_json::from_slice(body)
+    let v: serde_json::Value = serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request("invalid_json", format!("the body is not JSON: {e}")))?;
-    let Some(messages) = v["messages"].as_array().filter(|m| !m.is_empty()) else {
+    let wire: ChatCompletionRequest = serde_path_to_error::deserialize(v)
+        .map_err(|e| bad(format!("{}: {}", e.path(), e.inner())))?;
+    if wire.messages.is_empty() {
         return Err(bad("messages: a non-empty array of messages is required"));
-    };
-    for (i, m) in messages.iter().enumerate() {
-        let role = m["role"].as_str().unwrap_or_default();
-        if ![
-            "system",
-            "developer",
-            "user",
-            "assistant",
-            "tool",
-            "function",
-        ]
-        .contains(&role)
-        {
-            return Err(bad(format!(
-                "messages[{i}].role: {role:?} is not a chat role"
-            )));
-        }
     }
     let mut tools = Vec::new();
-    for (i, t) in v["tools"].as_array().into_iter().flatten().enumerate() {
-        let f = &t["function"];
-        let Some(name) = f["name"].as_str().filter(|n| !n.is_empty()) else {
+    for (i, t) in wire.tools.iter().enumerate() {
+        let f = &t.function;
+        if f.name.is_empty() {
             return Err(bad(format!("tools[{i}].function.name is required")));
-        };
+        }
         tools.push(Tool {
-            name: name.to_string(),
-            description: f["description"].as_str().unwrap_or_default().to_string(),
+            name: f.name.clone(),
+            description: f.description.clone(),
             parameters: f
-                .get("parameters")
-                .map_or_else(|| "{}".into(), Value::to_string),
+                .parameters
+                .as_ref()
+                .map_or_else(|| "{}".into(), |p| p.to_string()),
         });
     }
-    let tool_choice = match &v["tool_choice"] {
-        Value::Null => ToolChoice::Auto,
-        Value::String(s) => match s.as_str() {
-            "auto" => ToolChoice::Auto,
-            "none" => ToolChoice::None,
-            "required" => ToolChoice::Required,
-            other => {
-                return Err(bad(format!(
-                    "tool_choice: {other:?} is not auto, none or required"
-                )))
-            }
-        },
-        c => match c["function"]["name"].as_str() {
-            Some(name) if tools.iter().any(|t| t.name == name) => {
-                ToolChoice::Function(name.to_string())
-            }
-            _ => return Err(bad("tool_choice: names no function of tools")),
-        },
+    let tool_choice = match &wire.tool_choice {
+        None | Some(ChatToolChoice::Mode(ToolChoiceMode::Auto)) => ToolChoice::Auto,
+        Some(ChatToolChoice::Mode(ToolChoiceMode::None)) => ToolChoice::None,
+        Some(ChatToolChoice::Mode(ToolChoiceMode::Required)) => ToolChoice::Required,
+        Some(ChatToolChoice::Named(n)) if tools.iter().any(|t| t.name == n.function.name) => {
+            ToolChoice::Function(n.function.name.clone())
+        }
+        Some(ChatToolChoice::Named(_)) => {
+            return Err(bad("tool_choice: names no function of tools"))
+        }
     };
-    let max_tokens = v["max_completion_tokens"]
-        .as_u64()
-        .or_else(|| v["max_tokens"].as_u64())
-        .map(|n| n.clamp(1, u64::from(u32::MAX)) as u32);
-    let temperature = match &v["temperature"] {
-        Value::Null => None,
-        t => match t.as_f64() {
-            Some(t) if (0.0..=2.0).contains(&t) => Some(t as f32),
-            _ => return Err(bad("temperature: a number from 0 to 2")),
-        },
-    };
-    let request = ChatRequest {
-        messages: messages.clone(),
-        tools,
-        tool_choice,
-        max_tokens,
-        temperature,
+    let temperature = match wire.temperature {
+        None => None,
+        Some(t) if (0.0..=2.0).contains(&t) => Some(t as f32),
+        Some(_) => return Err(bad("temperature: a number from 0 to 2")),
     };
     let asked = Asked {
-        stream: v["stream"].as_bool().unwrap_or(false),
-        include_usage: v["stream_options"]["include_usage"]
-            .as_bool()
-            .unwrap_or(false),
+        stream: wire.stream,
+        include_usage: wire.stream_options.is_some_and(|o| o.include_usage),
+    };
+    let request = ChatRequest {
+        max_tokens: wire
+            .max_completion_tokens
+            .or(wire.max_tokens)
+            .map(|n| n.clamp(1, u64::from(u32::MAX)) as u32),
+        messages: wire.messages,
+        tools,
+        tool_choice,
+        temperature,
     };
     Ok((request, asked))
 }
@@ -209,35 +185,57 @@ struct Answer {
     model: String,
     max_tokens: Option<u32>,
     usage: Counted,
-    events: Vec<LlmEvent>,
+    events: VecDeque<LlmEvent>,
     calls: usize,
     finished: bool,
 }
 
+/// Where a streamed answer is.
+enum Phase {
+    /// The first chunk (the assistant's role) is still to go.
+    Head,
+    /// The answer's pieces.
+    Body,
+    /// `[DONE]` or the error went out.
+    Done,
+}
+
+/// One server-sent event carrying `v`.
+fn sse(v: &impl Serialize) -> Bytes {
+    Bytes::from(format!(
+        "data: {}\n\n",
+        serde_json::to_string(v).unwrap_or_default()
+    ))
+}
+
 impl Answer {
-    /// The next event (waits for it, at most `quiet`: then the answer fails).
+    /// The next event (waits for it, woken by the engine, at most `quiet`: then the
+    /// answer fails).
     async fn next(&mut self) -> LlmEvent {
-        let since = tokio::time::Instant::now();
-        let mut poll = POLL;
-        loop {
-            if !self.events.is_empty() {
-                return self.events.remove(0);
-            }
-            self.stream.poll(&mut self.events);
-            if self.events.is_empty() {
-                if since.elapsed() > self.quiet {
-                    return LlmEvent::Failed(AnswerFailure {
-                        code: LLM_UNAVAILABLE.into(),
-                        message: format!(
-                            "the embedded LLM said nothing for {} s",
-                            self.quiet.as_secs()
-                        ),
-                    });
-                }
-                tokio::time::sleep(poll).await;
-                poll = (poll * 2).min(POLL_SLOW);
-            }
+        if let Some(ev) = self.events.pop_front() {
+            return ev;
         }
+        let mut got = Vec::new();
+        let arrived = std::future::poll_fn(|cx| {
+            self.stream.wake_on(cx.waker());
+            self.stream.poll(&mut got);
+            if got.is_empty() {
+                Poll::Pending
+            } else {
+                Poll::Ready(())
+            }
+        });
+        if tokio::time::timeout(self.quiet, arrived).await.is_err() {
+            return LlmEvent::Failed(AnswerFailure {
+                code: LLM_UNAVAILABLE.into(),
+                message: format!(
+                    "the embedded LLM said nothing for {} s",
+                    self.quiet.as_secs()
+                ),
+            });
+        }
+        self.events.extend(got);
+        self.events.pop_front().unwrap_or(LlmEvent::Done)
     }
 
     fn record(&mut self, outcome: &'static str, tokens: (usize, usize)) {
@@ -259,24 +257,24 @@ impl Answer {
         }
     }
 
-    fn usage_json(prompt: usize, completion: usize, cached: usize) -> Value {
-        json!({"prompt_tokens": prompt, "completion_tokens": completion,
-               "total_tokens": prompt + completion,
-               "prompt_tokens_details": {"cached_tokens": cached}})
-    }
-
     /// The whole answer as one `chat.completion`.
-    async fn whole(mut self) -> Result<Value, ApiError> {
+    async fn whole(mut self) -> Result<ChatCompletion, ApiError> {
         let mut text = String::new();
-        let mut calls: Vec<Value> = Vec::new();
+        let mut calls: Vec<ChatToolCall> = Vec::new();
         let mut tokens = (0, 0, 0);
         loop {
             match self.next().await {
                 LlmEvent::Text(t) => text.push_str(&t),
                 LlmEvent::ToolCall(c) => {
                     self.calls += 1;
-                    calls.push(json!({"id": c.call_id, "type": "function",
-                        "function": {"name": c.name, "arguments": c.arguments}}));
+                    calls.push(ChatToolCall {
+                        id: c.call_id,
+                        kind: "function".into(),
+                        function: FunctionCall {
+                            name: c.name,
+                            arguments: c.arguments,
+                        },
+                    });
                 }
                 LlmEvent::Usage {
                     prompt_tokens,
@@ -295,24 +293,42 @@ impl Answer {
             }
         }
         self.record("2xx", (tokens.0, tokens.1));
-        let mut message = json!({"role": "assistant",
-            "content": if text.is_empty() && !calls.is_empty() { Value::Null } else { json!(text) }});
+        let mut message = ChatMessage::text(ChatRole::Assistant, text);
         if !calls.is_empty() {
-            message["tool_calls"] = Value::Array(calls);
+            if message.content_text().is_empty() {
+                message.content = None;
+            }
+            message.tool_calls = calls;
         }
-        Ok(json!({
-            "id": self.id, "object": "chat.completion", "created": self.created,
-            "model": self.model,
-            "choices": [{"index": 0, "message": message, "logprobs": null,
-                         "finish_reason": self.finish_reason(tokens.1)}],
-            "usage": Self::usage_json(tokens.0, tokens.1, tokens.2),
-        }))
+        Ok(ChatCompletion {
+            id: self.id.clone(),
+            object: "chat.completion".into(),
+            created: self.created,
+            model: self.model.clone(),
+            choices: vec![CompletionChoice {
+                index: 0,
+                message,
+                logprobs: None,
+                finish_reason: Some(self.finish_reason(tokens.1).into()),
+            }],
+            usage: Some(usage(tokens)),
+        })
     }
 
-    fn chunk(&self, delta: Value, finish: Option<&str>) -> Value {
-        json!({"id": self.id, "object": "chat.completion.chunk", "created": self.created,
-               "model": self.model,
-               "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}]})
+    fn chunk(&self, delta: ChunkDelta, finish: Option<&str>) -> ChatCompletionChunk {
+        ChatCompletionChunk {
+            id: self.id.clone(),
+            object: "chat.completion.chunk".into(),
+            created: self.created,
+            model: self.model.clone(),
+            choices: vec![ChunkChoice {
+                index: 0,
+                delta,
+                logprobs: None,
+                finish_reason: finish.map(String::from),
+            }],
+            ..ChatCompletionChunk::default()
+        }
     }
 
     /// The answer as SSE chunks, as they come.
@@ -320,63 +336,82 @@ impl Answer {
         self,
         include_usage: bool,
     ) -> impl futures_util::Stream<Item = Result<Bytes, std::convert::Infallible>> {
-        let sse = |v: Value| Bytes::from(format!("data: {v}\n\n"));
-        let state = (self, 0u8);
-        futures_util::stream::unfold(state, move |(mut a, phase)| async move {
-            match phase {
-                0 => {
-                    let first = a.chunk(json!({"role": "assistant", "content": ""}), None);
-                    Some((Ok(sse(first)), (a, 1)))
-                }
-                1 => {
-                    let out = match a.next().await {
-                        LlmEvent::Text(t) => a.chunk(json!({"content": t}), None),
-                        LlmEvent::ToolCall(c) => {
-                            let index = a.calls;
-                            a.calls += 1;
-                            a.chunk(
-                                json!({"tool_calls": [{"index": index, "id": c.call_id,
-                                    "type": "function",
-                                    "function": {"name": c.name, "arguments": c.arguments}}]}),
-                                None,
-                            )
-                        }
-                        LlmEvent::Usage {
-                            prompt_tokens,
-                            completion_tokens,
-                            cached_tokens,
-                        } => {
-                            a.record("2xx", (prompt_tokens, completion_tokens));
-                            let reason = a.finish_reason(completion_tokens);
-                            let mut last = vec![sse(a.chunk(json!({}), Some(reason)))];
-                            if include_usage {
-                                let mut u = a.chunk(json!({}), None);
-                                u["choices"] = json!([]);
-                                u["usage"] = Self::usage_json(
-                                    prompt_tokens,
-                                    completion_tokens,
-                                    cached_tokens,
-                                );
-                                last.push(sse(u));
-                            }
-                            return Some((Ok(Bytes::from(last.concat())), (a, 1)));
-                        }
-                        LlmEvent::Done => {
-                            return Some((Ok(Bytes::from_static(b"data: [DONE]\n\n")), (a, 2)))
-                        }
-                        LlmEvent::Failed(f) => {
-                            a.record("5xx", (0, 0));
-                            let err = json!({"error": {"message": f.message, "type": "server_error",
-                                "code": f.code}});
-                            return Some((Ok(sse(err)), (a, 2)));
-                        }
+        futures_util::stream::unfold((self, Phase::Head), move |(mut a, phase)| async move {
+            let (bytes, next) = match phase {
+                Phase::Head => {
+                    let delta = ChunkDelta {
+                        role: Some(ChatRole::Assistant),
+                        content: Some(String::new()),
+                        ..ChunkDelta::default()
                     };
-                    Some((Ok(sse(out)), (a, 1)))
+                    (sse(&a.chunk(delta, None)), Phase::Body)
                 }
-                _ => None,
-            }
+                Phase::Body => a.next_piece(include_usage).await,
+                Phase::Done => return None,
+            };
+            Some((Ok(bytes), (a, next)))
         })
     }
+
+    /// The SSE bytes of the answer's next event, and where the stream is after them.
+    async fn next_piece(&mut self, include_usage: bool) -> (Bytes, Phase) {
+        let delta = match self.next().await {
+            LlmEvent::Text(t) => ChunkDelta {
+                content: Some(t),
+                ..ChunkDelta::default()
+            },
+            LlmEvent::ToolCall(c) => {
+                let index = self.calls as u64;
+                self.calls += 1;
+                ChunkDelta {
+                    tool_calls: vec![ToolCallChunk {
+                        index: Some(index),
+                        id: Some(c.call_id),
+                        kind: Some("function".into()),
+                        function: Some(FunctionChunk {
+                            name: Some(c.name),
+                            arguments: Some(c.arguments),
+                        }),
+                    }],
+                    ..ChunkDelta::default()
+                }
+            }
+            LlmEvent::Usage {
+                prompt_tokens,
+                completion_tokens,
+                cached_tokens,
+            } => {
+                self.record("2xx", (prompt_tokens, completion_tokens));
+                let reason = self.finish_reason(completion_tokens);
+                let mut last = vec![sse(&self.chunk(ChunkDelta::default(), Some(reason)))];
+                if include_usage {
+                    let mut u = self.chunk(ChunkDelta::default(), None);
+                    u.choices.clear();
+                    u.usage = Some(usage((prompt_tokens, completion_tokens, cached_tokens)));
+                    last.push(sse(&u));
+                }
+                return (Bytes::from(last.concat()), Phase::Body);
+            }
+            LlmEvent::Done => return (Bytes::from_static(b"data: [DONE]\n\n"), Phase::Done),
+            LlmEvent::Failed(f) => {
+                self.record("5xx", (0, 0));
+                let err = ChatErrorEvent {
+                    error: ChatError {
+                        message: Some(f.message),
+                        kind: Some("server_error".into()),
+                        code: Some(f.code.into()),
+                    },
+                };
+                return (sse(&err), Phase::Done);
+            }
+        };
+        (sse(&self.chunk(delta, None)), Phase::Body)
+    }
+}
+
+/// The usage of an answer: prompt, completion and cached tokens.
+fn usage((prompt, completion, cached): (usize, usize, usize)) -> ChatUsage {
+    ChatUsage::new(prompt as u64, completion as u64, cached as u64)
 }
 
 impl Drop for Answer {

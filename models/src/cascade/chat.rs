@@ -1,8 +1,13 @@
-//! The OpenAI chat-completions wire for the cascade's LLM: the conversation as `messages`,
-//! the tools as `tools`, and the streamed chunks back as text and tool-call pieces. Pure
-//! JSON in and out; the HTTP is the server's.
+//! The OpenAI chat-completions wire for the cascade's LLM (its types are
+//! `duet_protocol::chat`): the conversation as `messages`, the tools as `tools`, and the
+//! streamed chunks back as text and tool-call pieces. The HTTP is the server's.
 
-use serde_json::{json, Map, Value};
+use duet_protocol::chat::{
+    ChatCompletionChunk, ChatCompletionRequest, ChatMessage, ChatRole, ChatTool, ChatToolCall,
+    ChatToolChoice, FunctionCall, FunctionDef, FunctionName, NamedToolChoice, ToolCallChunk,
+    ToolChoiceMode,
+};
+use serde_json::{json, Value};
 
 use super::LlmEvent;
 use crate::{AnswerFailure, ContextItem, Tool, ToolCallDelta, ToolChoice};
@@ -10,8 +15,8 @@ use crate::{AnswerFailure, ContextItem, Tool, ToolCallDelta, ToolChoice};
 /// What the cascade asks its LLM.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ChatRequest {
-    /// `messages`, in the OpenAI chat format.
-    pub messages: Vec<Value>,
+    /// The conversation.
+    pub messages: Vec<ChatMessage>,
     /// Functions the model may call.
     pub tools: Vec<Tool>,
     /// Whether it must call one.
@@ -39,40 +44,49 @@ impl ChatRequest {
         }
     }
 
-    /// The JSON body of `POST /chat/completions` for `model`, streaming or not.
+    /// The request of `POST /chat/completions` for `model`, streaming or not.
+    pub fn wire(&self, model: &str, stream: bool) -> ChatCompletionRequest {
+        let offer = !self.tools.is_empty();
+        ChatCompletionRequest {
+            model: Some(model.to_string()),
+            messages: self.messages.clone(),
+            stream,
+            max_tokens: self.max_tokens.map(u64::from),
+            temperature: self.temperature.map(f64::from),
+            tools: self.tools.iter().map(tool_wire).collect(),
+            tool_choice: offer.then(|| tool_choice_wire(&self.tool_choice)),
+            ..ChatCompletionRequest::default()
+        }
+    }
+
+    /// [`ChatRequest::wire`] as JSON.
     pub fn body(&self, model: &str, stream: bool) -> Value {
-        let mut body = Map::new();
-        body.insert("model".into(), json!(model));
-        body.insert("messages".into(), Value::Array(self.messages.clone()));
-        body.insert("stream".into(), json!(stream));
-        if let Some(n) = self.max_tokens {
-            body.insert("max_tokens".into(), json!(n));
-        }
-        if let Some(t) = self.temperature {
-            body.insert("temperature".into(), json!(t));
-        }
-        if !self.tools.is_empty() {
-            let tools: Vec<Value> = self.tools.iter().map(tool_json).collect();
-            body.insert("tools".into(), Value::Array(tools));
-            body.insert("tool_choice".into(), tool_choice_json(&self.tool_choice));
-        }
-        Value::Object(body)
+        serde_json::to_value(self.wire(model, stream)).unwrap_or(Value::Null)
     }
 }
 
-fn tool_json(t: &Tool) -> Value {
+fn tool_wire(t: &Tool) -> ChatTool {
     let parameters: Value =
         serde_json::from_str(&t.parameters).unwrap_or_else(|_| json!({"type": "object"}));
-    json!({"type": "function", "function": {
-        "name": t.name, "description": t.description, "parameters": parameters}})
+    ChatTool {
+        kind: "function".into(),
+        function: FunctionDef {
+            name: t.name.clone(),
+            description: t.description.clone(),
+            parameters: Some(parameters),
+        },
+    }
 }
 
-fn tool_choice_json(c: &ToolChoice) -> Value {
+fn tool_choice_wire(c: &ToolChoice) -> ChatToolChoice {
     match c {
-        ToolChoice::Auto => json!("auto"),
-        ToolChoice::None => json!("none"),
-        ToolChoice::Required => json!("required"),
-        ToolChoice::Function(name) => json!({"type": "function", "function": {"name": name}}),
+        ToolChoice::Auto => ChatToolChoice::Mode(ToolChoiceMode::Auto),
+        ToolChoice::None => ChatToolChoice::Mode(ToolChoiceMode::None),
+        ToolChoice::Required => ChatToolChoice::Mode(ToolChoiceMode::Required),
+        ToolChoice::Function(name) => ChatToolChoice::Named(NamedToolChoice {
+            kind: "function".into(),
+            function: FunctionName { name: name.clone() },
+        }),
     }
 }
 
@@ -80,40 +94,43 @@ fn tool_choice_json(c: &ToolChoice) -> Value {
 /// user turns as their words (audio nobody transcribed has none and is left out), the
 /// assistant's calls as `tool_calls` of an assistant message, their results as `tool`
 /// messages.
-pub fn messages(instructions: &str, items: &[ContextItem]) -> Vec<Value> {
+pub fn messages(instructions: &str, items: &[ContextItem]) -> Vec<ChatMessage> {
     let mut out = Vec::new();
     if !instructions.trim().is_empty() {
-        out.push(json!({"role": "system", "content": instructions}));
+        out.push(ChatMessage::text(ChatRole::System, instructions));
     }
     for item in items {
         match item {
-            ContextItem::System(text) => out.push(json!({"role": "system", "content": text})),
+            ContextItem::System(text) => out.push(ChatMessage::text(ChatRole::System, text)),
             ContextItem::User(turn) => match turn.text() {
                 Some(text) if !text.trim().is_empty() => {
-                    out.push(json!({"role": "user", "content": text}))
+                    out.push(ChatMessage::text(ChatRole::User, text))
                 }
                 _ => {}
             },
-            ContextItem::Assistant(text) => out.push(json!({"role": "assistant", "content": text})),
+            ContextItem::Assistant(text) => out.push(ChatMessage::text(ChatRole::Assistant, text)),
             ContextItem::ToolCall(call) => {
-                let call = json!({"id": call.call_id, "type": "function",
-                    "function": {"name": call.name, "arguments": call.arguments}});
+                let call = ChatToolCall {
+                    id: call.call_id.clone(),
+                    kind: "function".into(),
+                    function: FunctionCall {
+                        name: call.name.clone(),
+                        arguments: call.arguments.clone(),
+                    },
+                };
                 match out.last_mut() {
-                    Some(m) if m["role"] == "assistant" => {
-                        let calls = m
-                            .as_object_mut()
-                            .map(|o| o.entry("tool_calls").or_insert_with(|| json!([])));
-                        if let Some(Value::Array(calls)) = calls {
-                            calls.push(call);
-                        }
-                    }
-                    _ => out
-                        .push(json!({"role": "assistant", "content": null, "tool_calls": [call]})),
+                    Some(m) if m.role == ChatRole::Assistant => m.tool_calls.push(call),
+                    _ => out.push(ChatMessage {
+                        content: None,
+                        tool_calls: vec![call],
+                        ..ChatMessage::text(ChatRole::Assistant, "")
+                    }),
                 }
             }
-            ContextItem::ToolResult { call_id, output } => {
-                out.push(json!({"role": "tool", "tool_call_id": call_id, "content": output}))
-            }
+            ContextItem::ToolResult { call_id, output } => out.push(ChatMessage {
+                tool_call_id: Some(call_id.clone()),
+                ..ChatMessage::text(ChatRole::Tool, output)
+            }),
         }
     }
     out
@@ -148,56 +165,53 @@ impl ChunkReader {
             out.push(LlmEvent::Done);
             return;
         }
-        let chunk: Value = match serde_json::from_str(data) {
+        let chunk: ChatCompletionChunk = match serde_json::from_str(data) {
             Ok(v) => v,
-            Err(e) => return self.fail(out, format!("the LLM sent a chunk that is not JSON: {e}")),
+            Err(e) => {
+                return self.fail(
+                    out,
+                    format!("the LLM sent a chunk that is not a chat completion chunk: {e}"),
+                )
+            }
         };
-        if let Some(err) = chunk.get("error") {
-            let message = err["message"]
-                .as_str()
-                .unwrap_or("an error with no message");
+        if let Some(err) = chunk.error {
+            let message = err.message.as_deref().unwrap_or("an error with no message");
             return self.fail(out, format!("the LLM failed mid-answer: {message}"));
         }
-        let Some(choice) = chunk["choices"].get(0) else {
+        let Some(choice) = chunk.choices.into_iter().next() else {
             return; // usage-only or keep-alive chunks
         };
-        let delta = &choice["delta"];
-        if let Some(text) = delta["content"].as_str().filter(|t| !t.is_empty()) {
-            out.push(LlmEvent::Text(text.to_string()));
+        if let Some(text) = choice.delta.content.filter(|t| !t.is_empty()) {
+            out.push(LlmEvent::Text(text));
         }
-        if let Some(calls) = delta["tool_calls"].as_array() {
-            for call in calls {
-                self.read_call(call, out);
-            }
+        for call in choice.delta.tool_calls {
+            self.read_call(call, out);
         }
-        if choice["finish_reason"].is_string() {
+        if choice.finish_reason.is_some() {
             self.done = true;
             out.push(LlmEvent::Done);
         }
     }
 
-    fn read_call(&mut self, call: &Value, out: &mut Vec<LlmEvent>) {
-        let index = call["index"].as_u64().unwrap_or(self.call_ids.len() as u64) as usize;
+    fn read_call(&mut self, call: ToolCallChunk, out: &mut Vec<LlmEvent>) {
+        let index = call.index.unwrap_or(self.call_ids.len() as u64) as usize;
         if index > self.call_ids.len() + 64 {
             return; // an index no real stream sends; refuse to grow for it
         }
         while self.call_ids.len() <= index {
             self.call_ids.push(String::new());
         }
-        if let Some(id) = call["id"].as_str().filter(|s| !s.is_empty()) {
-            self.call_ids[index] = id.to_string();
+        if let Some(id) = call.id.filter(|s| !s.is_empty()) {
+            self.call_ids[index] = id;
         }
         if self.call_ids[index].is_empty() {
             self.call_ids[index] = format!("call_{}{index}", rand::random::<u32>());
         }
-        let function = &call["function"];
+        let function = call.function.unwrap_or_default();
         out.push(LlmEvent::ToolCall(ToolCallDelta {
             call_id: self.call_ids[index].clone(),
-            name: function["name"].as_str().unwrap_or_default().to_string(),
-            arguments: function["arguments"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string(),
+            name: function.name.unwrap_or_default(),
+            arguments: function.arguments.unwrap_or_default(),
         }));
     }
 

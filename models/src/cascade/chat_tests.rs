@@ -27,9 +27,9 @@ fn the_conversation_becomes_chat_messages() {
             output: "10:00".into(),
         },
     ];
-    let m = messages("You tell the time.", &items);
+    let m = serde_json::to_value(messages("You tell the time.", &items)).unwrap();
     assert_eq!(
-        Value::Array(m),
+        m,
         json!([
             {"role":"system","content":"You tell the time."},
             {"role":"system","content":"Answer in English."},
@@ -41,7 +41,7 @@ fn the_conversation_becomes_chat_messages() {
         ])
     );
     // A call with nothing said before it opens its own assistant message.
-    let m = messages("", &items[4..5]);
+    let m = serde_json::to_value(messages("", &items[4..5])).unwrap();
     assert_eq!(m[0]["content"], Value::Null);
     assert_eq!(m[0]["tool_calls"][0]["id"], "call_1");
 }

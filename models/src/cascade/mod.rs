@@ -4,19 +4,20 @@
 //! calls. Turn-based: the session's server VAD ends the user's turn, its transcriber fills in
 //! what was said, and a [`Request::Respond`] carries the whole conversation.
 //!
-//! Spoken answers: the words are cut into clauses as they arrive and each is synthesized on a
-//! worker thread ([`speech`]) while the LLM goes on; a cascade started without a voice
+//! Spoken answers: the words are cut into clauses as they arrive and each is synthesized off the
+//! model loop ([`speech`]) while the LLM goes on; a cascade started without a voice
 //! answers audio requests with [`TTS_UNAVAILABLE`] (the session goes on).
 
 mod answer;
+mod channel;
 pub mod chat;
 pub mod speech;
-pub mod sse;
 
 use answer::{Answer, Voice};
+pub use channel::{answer_channel, AnswerEvents, AnswerSender};
 pub use chat::{ChatRequest, ChunkReader};
+pub use duet_protocol::sse::SseDecoder;
 pub use speech::{Speaker, SpeechWorker, Synthesis};
-pub use sse::SseDecoder;
 
 use crate::model::*;
 
@@ -71,6 +72,11 @@ impl<T: Llm + ?Sized> Llm for std::sync::Arc<T> {
 pub trait LlmStream: Send {
     /// Pushes what arrived since the last call onto `out`; never blocks.
     fn poll(&mut self, out: &mut Vec<LlmEvent>);
+
+    /// Wakes `waker` when something arrives after the last [`LlmStream::poll`] (at once when
+    /// something is already there): an async consumer waits for it instead of polling on a
+    /// timer. (The model loop polls every step and needs no waking.)
+    fn wake_on(&mut self, waker: &std::task::Waker);
 }
 
 /// The cascade model. See the module docs.

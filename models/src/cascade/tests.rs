@@ -25,6 +25,10 @@ impl LlmStream for ScriptedStream {
     fn poll(&mut self, out: &mut Vec<LlmEvent>) {
         out.extend(self.0.pop_front());
     }
+
+    fn wake_on(&mut self, waker: &std::task::Waker) {
+        waker.wake_by_ref(); // its events are all there
+    }
 }
 
 impl Llm for ScriptedLlm {
@@ -83,8 +87,8 @@ fn an_answer_streams_its_words_then_ends() {
     assert!(out[2].end_of_turn && !out[3].end_of_turn);
     assert!(out.iter().all(|o| o.audio.is_empty() && o.failed.is_none()));
     let req = &llm.requests.lock().unwrap()[0];
-    assert_eq!(req.messages[0]["content"], "Be brief.");
-    assert_eq!(req.messages[1]["content"], "time?");
+    assert_eq!(req.messages[0].content_text(), "Be brief.");
+    assert_eq!(req.messages[1].content_text(), "time?");
 }
 
 #[test]

@@ -40,7 +40,10 @@ use candle::quantized::gguf_file;
 use candle::{Device, Tensor};
 use candle_transformers::generation::{LogitsProcessor, Sampling};
 
-use crate::cascade::{ChatRequest, Llm, LlmEvent, LlmStream, LLM_ERROR, LLM_UNAVAILABLE};
+use crate::cascade::{
+    answer_channel, AnswerEvents, AnswerSender, ChatRequest, Llm, LlmEvent, LlmStream, LLM_ERROR,
+    LLM_UNAVAILABLE,
+};
 use crate::{AnswerFailure, ModelError};
 pub use model::{KvCache, Llama, WeightFormat};
 use template::{ChatMl, Prompt, ToolCallParser};
@@ -257,7 +260,7 @@ struct Job {
     priority: Priority,
     /// When it stops waiting for a place (`None`: no clock was given).
     deadline: Option<Instant>,
-    events: Sender<LlmEvent>,
+    events: AnswerSender,
     cancelled: Arc<AtomicBool>,
     /// Its place among the waiting; given back when it starts or ends.
     slot: Option<WaitSlot>,
@@ -430,7 +433,7 @@ impl EmbeddedLlm {
                 self.max_waiting
             )));
         }
-        let (tx, rx) = mpsc::channel();
+        let (tx, rx) = answer_channel();
         let cancelled = Arc::new(AtomicBool::new(false));
         self.prep.push(Job {
             request,
@@ -550,11 +553,15 @@ impl LlmStream for Refused {
     fn poll(&mut self, out: &mut Vec<LlmEvent>) {
         out.extend(self.0.take());
     }
+
+    fn wake_on(&mut self, waker: &std::task::Waker) {
+        waker.wake_by_ref(); // its one event is there
+    }
 }
 
 /// An answer's stream: the engine's events, in order.
 struct EmbeddedStream {
-    events: Receiver<LlmEvent>,
+    events: AnswerEvents,
     cancelled: Arc<AtomicBool>,
     ended: bool,
 }
@@ -577,6 +584,10 @@ impl LlmStream for EmbeddedStream {
                 }
             }
         }
+    }
+
+    fn wake_on(&mut self, waker: &std::task::Waker) {
+        self.events.wake_on(waker);
     }
 }
 

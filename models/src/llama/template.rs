@@ -4,6 +4,7 @@
 //! `<tool_call>{"name": …, "arguments": …}</tool_call>`, results given back in
 //! `<tool_response>`. [`ToolCallParser`] turns the model's output back into text and calls.
 
+use duet_protocol::chat::{ChatMessage, ChatRole};
 use serde_json::{json, Value};
 
 use super::tokenizer::Tokenizer;
@@ -32,19 +33,6 @@ pub struct Prompt {
     pub answer_prefix: String,
     /// Messages left out (the oldest) so that the prompt fits.
     pub dropped: usize,
-}
-
-/// A message's content as text: a string, or the text parts of an array of parts.
-fn content_text(content: &Value) -> String {
-    match content {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p["text"].as_str())
-            .collect::<Vec<_>>()
-            .join(""),
-        _ => String::new(),
-    }
 }
 
 impl ChatMl {
@@ -85,7 +73,7 @@ impl ChatMl {
     pub fn render(
         &self,
         tokenizer: &Tokenizer,
-        messages: &[Value],
+        messages: &[ChatMessage],
         tools: &[Tool],
         choice: &ToolChoice,
         limit: usize,
@@ -133,14 +121,14 @@ impl ChatMl {
     /// tools block when tools are offered, and the messages after it.
     fn system_text<'m>(
         &self,
-        messages: &'m [Value],
+        messages: &'m [ChatMessage],
         tools: &[Tool],
         offer: bool,
-    ) -> (Option<String>, &'m [Value]) {
+    ) -> (Option<String>, &'m [ChatMessage]) {
         let mut system: Option<String> = None;
         let mut rest = messages;
-        if let Some(first) = messages.first().filter(|m| m["role"] == "system") {
-            system = Some(content_text(&first["content"]));
+        if let Some(first) = messages.first().filter(|m| m.role == ChatRole::System) {
+            system = Some(first.content_text());
             rest = &messages[1..];
         }
         let mut system = system.or_else(|| self.default_system.clone());
@@ -156,7 +144,7 @@ impl ChatMl {
     fn newest_first(
         &self,
         tokenizer: &Tokenizer,
-        rest: &[Value],
+        rest: &[ChatMessage],
         mut left: usize,
     ) -> Result<Vec<Vec<u32>>, usize> {
         let mut bodies: Vec<Vec<u32>> = Vec::new();
@@ -207,28 +195,28 @@ fn answer_prefix(choice: &ToolChoice, offer: bool) -> String {
 
 /// A message's role in the template and its text: assistant calls as `<tool_call>`
 /// blocks, tool results as a user message with a `<tool_response>`.
-fn message_text(m: &Value) -> (&'static str, String) {
-    let text = content_text(&m["content"]);
-    match m["role"].as_str().unwrap_or("user") {
-        "system" | "developer" => ("system", text),
-        "assistant" => {
+fn message_text(m: &ChatMessage) -> (&'static str, String) {
+    let text = m.content_text();
+    match m.role {
+        ChatRole::System | ChatRole::Developer => ("system", text),
+        ChatRole::Assistant => {
             let mut text = text;
-            for call in m["tool_calls"].as_array().into_iter().flatten() {
-                let f = &call["function"];
-                let arguments: Value = f["arguments"]
-                    .as_str()
-                    .and_then(|a| serde_json::from_str(a).ok())
-                    .unwrap_or_else(|| f["arguments"].clone());
+            for call in &m.tool_calls {
+                let f = &call.function;
+                let arguments: Value = serde_json::from_str(&f.arguments)
+                    .unwrap_or_else(|_| Value::String(f.arguments.clone()));
                 if !text.is_empty() {
                     text.push('\n');
                 }
-                let body = json!({"name": f["name"], "arguments": arguments});
+                let body = json!({"name": f.name, "arguments": arguments});
                 text.push_str(&format!("{OPEN_CALL}\n{body}\n{CLOSE_CALL}"));
             }
             ("assistant", text)
         }
-        "tool" | "function" => ("user", format!("<tool_response>\n{text}\n</tool_response>")),
-        _ => ("user", text),
+        ChatRole::Tool | ChatRole::Function => {
+            ("user", format!("<tool_response>\n{text}\n</tool_response>"))
+        }
+        ChatRole::User => ("user", text),
     }
 }
 
@@ -439,6 +427,10 @@ mod tests {
                 "function": {"name": "get_time", "arguments": "{}"}}]}),
             json!({"role": "tool", "tool_call_id": "c1", "content": "12:00"}),
         ];
+        let m: Vec<ChatMessage> = m
+            .iter()
+            .map(|v| serde_json::from_value(v.clone()).unwrap())
+            .collect();
         let rendered: Vec<(&str, String)> = m.iter().map(message_text).collect();
         assert_eq!(rendered[0], ("user", "What time is it?".to_string()));
         assert_eq!(

@@ -160,9 +160,14 @@ fn collect(stream: &mut Box<dyn LlmStream>) -> Vec<LlmEvent> {
     panic!("no end: {out:?}");
 }
 
+/// Chat messages written as JSON.
+fn msgs(messages: Vec<serde_json::Value>) -> Vec<duet_protocol::chat::ChatMessage> {
+    serde_json::from_value(serde_json::Value::Array(messages)).expect("chat messages")
+}
+
 fn request(messages: Vec<serde_json::Value>, max_tokens: u32) -> ChatRequest {
     ChatRequest {
-        messages,
+        messages: msgs(messages),
         tools: Vec::new(),
         tool_choice: ToolChoice::Auto,
         max_tokens: Some(max_tokens),
@@ -273,7 +278,7 @@ fn the_template_keeps_the_models_default_system_message() {
         .template
         .render(
             &llm.tokenizer,
-            &[json!({"role": "user", "content": "hi"})],
+            &msgs(vec![json!({"role": "user", "content": "hi"})]),
             &[],
             &ToolChoice::Auto,
             512,
@@ -291,7 +296,7 @@ fn the_template_keeps_the_models_default_system_message() {
         .template
         .render(
             &llm.tokenizer,
-            &[json!({"role": "user", "content": "hi"})],
+            &msgs(vec![json!({"role": "user", "content": "hi"})]),
             &[tool],
             &ToolChoice::Function("get_time".into()),
             4096,
@@ -359,11 +364,11 @@ fn the_template_does_not_tokenize_what_cannot_fit() {
     let (_dir, llm) = load(WeightFormat::F16);
     // 15 MiB in one message: refused from its length, and the older messages are never read.
     let huge = "q".repeat(15 << 20);
-    let messages = [
+    let messages = msgs(vec![
         json!({"role": "system", "content": "Be brief."}),
         json!({"role": "user", "content": "hello"}),
         json!({"role": "user", "content": huge}),
-    ];
+    ]);
     let started = Instant::now();
     let err = llm
         .template

@@ -1,5 +1,6 @@
-//! Server-sent events, as an OpenAI-compatible server streams `/chat/completions`: bytes in,
-//! each event's `data` out. Sans-IO; the caller feeds what the socket gave.
+//! Server-sent events, as an OpenAI-compatible server streams `/chat/completions`
+//! ([`crate::chat`]): bytes in, each event's `data` out. Sans-IO; the caller feeds what the
+//! socket gave.
 
 /// The longest event this decoder holds (bytes); a longer one is an error, not memory.
 pub const MAX_EVENT: usize = 1 << 20;
@@ -14,9 +15,16 @@ pub struct SseDecoder {
 }
 
 /// An event over [`MAX_EVENT`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("a server-sent event is longer than {MAX_EVENT} bytes")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EventTooLong;
+
+impl std::fmt::Display for EventTooLong {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "a server-sent event is longer than {MAX_EVENT} bytes")
+    }
+}
+
+impl std::error::Error for EventTooLong {}
 
 impl SseDecoder {
     /// A decoder at the start of a stream.
