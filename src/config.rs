@@ -10,6 +10,8 @@ use clap::builder::TypedValueParser;
 use clap::error::ErrorKind;
 use clap::{Parser, Subcommand, ValueEnum};
 
+use crate::memory::{self, Budget};
+
 /// Duet: a WebRTC-first realtime speech server for full-duplex speech models, speaking the
 /// OpenAI Realtime API over WebRTC and WebSocket.
 #[derive(Debug, Parser)]
@@ -521,7 +523,7 @@ pub struct ServeArgs {
     /// Phone calls: source networks allowed to send SIP (comma-separated CIDRs, e.g.
     /// `10.0.0.0/8,192.0.2.7/32`); others get `403 Forbidden`. Default: any source.
     #[arg(long, env = "DUET_SIP_ALLOW", value_delimiter = ',')]
-    pub sip_allow: Vec<crate::sip::Cidr>,
+    pub sip_allow: Vec<crate::cidr::Cidr>,
 
     /// Phone calls: an RTP leg that receives nothing for this many seconds is hung up (30 s
     /// are given before its first packet).
@@ -532,7 +534,7 @@ pub struct ServeArgs {
     /// range caps the calls: an accept with none free gets 503 and the caller 486). Default:
     /// the operating system's ephemeral ports.
     #[arg(long, env = "DUET_SIP_RTP_PORTS")]
-    pub sip_rtp_ports: Option<crate::sip::cidr::PortRange>,
+    pub sip_rtp_ports: Option<crate::cidr::PortRange>,
 
     /// Phone calls: new INVITEs a second from one source address (a burst of one second's
     /// worth, then this rate); more are dropped unanswered, before any transaction.
@@ -715,5 +717,43 @@ impl<T: TryFrom<u64> + Clone + Send + Sync + 'static> TypedValueParser for Bound
             )));
         }
         T::try_from(v).map_err(|_| fail(format!("{v} is too large")))
+    }
+}
+
+/// The memory budget of a configuration (here, beside the flags it reads, so that the
+/// memory account needs nothing of the configuration).
+impl Budget {
+    /// The budget for `args`.
+    pub fn of(args: &ServeArgs) -> Self {
+        let item = args.max_item_audio_secs * memory::RATE;
+        let per_session = 300 * memory::RATE * memory::PCM16 // input buffer
+            + 900 * memory::RATE / 2 // conversation audio (ADPCM, 4 bits a sample)
+            + item / 2 // the response being generated (ADPCM)
+            + item * memory::PCM16 * 4 / 3 // one cached retrieve encoding (PCM16, base64)
+            + ((args.max_outbound_mib as u64) << 20)
+            + ((args.max_inbound_mib.max(16) as u64) << 20)
+            + ((args.max_conversation_text_mib as u64) << 20) // conversation text
+            + ((args.max_instructions_kib as u64 + args.max_tools_kib as u64) << 10) // instructions, tools
+            + args.resume_journal_bytes as u64 // replay journal (opted-in sessions)
+            + memory::MODEL_QUEUE
+            + if args.transcription_model_dir.is_some() {
+                crate::transcribe_loop::MAX_QUEUED_SAMPLES as u64 * memory::F32 // audio waiting for the transcriber
+            } else {
+                0
+            };
+        let per_call = memory::CALL_MEDIA;
+        let sessions = args.max_sessions as u64;
+        let demo = if args.demo_mint_secrets {
+            args.max_demo_secrets as u64
+        } else {
+            0
+        };
+        let shared = (args.max_client_secrets as u64 + demo) * memory::SECRET;
+        Self {
+            per_session,
+            per_call,
+            shared,
+            total: sessions * per_session + args.max_calls as u64 * per_call + shared,
+        }
     }
 }

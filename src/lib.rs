@@ -14,10 +14,13 @@
 
 #![warn(missing_docs)]
 
+pub mod calls;
+pub mod cidr;
 pub mod cluster;
 pub mod config;
 pub mod config_file;
 pub mod engine;
+pub mod error;
 pub mod espeak;
 pub mod llm;
 pub mod llm_loop;
@@ -28,6 +31,7 @@ pub mod server;
 pub mod session;
 pub mod sip;
 pub mod speech_loop;
+pub mod stores;
 pub mod transcribe_loop;
 
 /// The event codec (the `duet-protocol` crate).
@@ -35,3 +39,6 @@ pub use duet_protocol as protocol;
 
 #[cfg(test)]
 mod function_length_tests;
+
+#[cfg(test)]
+mod module_graph_tests;

@@ -10,18 +10,16 @@ use std::sync::{Arc, Mutex};
 
 use crate::protocol::{codes, ErrorPayload};
 
-use crate::config::ServeArgs;
-
 /// Bytes per sample of the audio a session keeps for its life (PCM16): the input buffer,
 /// the conversation, the response being generated.
-const PCM16: u64 = std::mem::size_of::<i16>() as u64;
+pub(crate) const PCM16: u64 = std::mem::size_of::<i16>() as u64;
 /// Bytes per sample of audio on its way (f32): the model's and the transcriber's queues, a
 /// call's playback queue.
-const F32: u64 = std::mem::size_of::<f32>() as u64;
+pub(crate) const F32: u64 = std::mem::size_of::<f32>() as u64;
 /// Session audio rate.
-const RATE: u64 = duet_media::SESSION_RATE as u64;
+pub(crate) const RATE: u64 = duet_media::SESSION_RATE as u64;
 /// A call's media state at worst: 30 s of 48 kHz playback queue, jitter buffer, codecs.
-const CALL_MEDIA: u64 = 30 * 48_000 * F32 + (1 << 20);
+pub(crate) const CALL_MEDIA: u64 = 30 * 48_000 * F32 + (1 << 20);
 /// The model loop's input queue per session at worst (500 frames of 80 ms, Moshi's frame).
 pub const MODEL_QUEUE: u64 = 500 * 1_920 * F32;
 
@@ -44,40 +42,6 @@ pub struct Budget {
 pub const SECRET: u64 = 32 * 1024;
 
 impl Budget {
-    /// The budget for `args`.
-    pub fn of(args: &ServeArgs) -> Self {
-        let item = args.max_item_audio_secs * RATE;
-        let per_session = 300 * RATE * PCM16 // input buffer
-            + 900 * RATE / 2 // conversation audio (ADPCM, 4 bits a sample)
-            + item / 2 // the response being generated (ADPCM)
-            + item * PCM16 * 4 / 3 // one cached retrieve encoding (PCM16, base64)
-            + ((args.max_outbound_mib as u64) << 20)
-            + ((args.max_inbound_mib.max(16) as u64) << 20)
-            + ((args.max_conversation_text_mib as u64) << 20) // conversation text
-            + ((args.max_instructions_kib as u64 + args.max_tools_kib as u64) << 10) // instructions, tools
-            + args.resume_journal_bytes as u64 // replay journal (opted-in sessions)
-            + MODEL_QUEUE
-            + if args.transcription_model_dir.is_some() {
-                crate::transcribe_loop::MAX_QUEUED_SAMPLES as u64 * F32 // audio waiting for the transcriber
-            } else {
-                0
-            };
-        let per_call = CALL_MEDIA;
-        let sessions = args.max_sessions as u64;
-        let demo = if args.demo_mint_secrets {
-            args.max_demo_secrets as u64
-        } else {
-            0
-        };
-        let shared = (args.max_client_secrets as u64 + demo) * SECRET;
-        Self {
-            per_session,
-            per_call,
-            shared,
-            total: sessions * per_session + args.max_calls as u64 * per_call + shared,
-        }
-    }
-
     /// The machine's memory, from `/proc/meminfo` (Linux), in bytes.
     pub fn machine() -> Option<u64> {
         let info = std::fs::read_to_string("/proc/meminfo").ok()?;
@@ -334,6 +298,7 @@ pub fn default_budget() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::ServeArgs;
     use clap::Parser;
 
     #[test]
@@ -411,14 +376,18 @@ mod tests {
 
     #[test]
     fn stored_audio_counts_its_encoding() {
-        let args = |secs: &str| ServeArgs::parse_from(["serve", "--max-item-audio-secs", secs]);
-        let (one, two) = (Budget::of(&args("1")), Budget::of(&args("2")));
+        // Set on the parsed flags: 0 is below the flag's minimum, but shows the rest alone.
+        let args = |secs: u64| ServeArgs {
+            max_item_audio_secs: secs,
+            ..ServeArgs::parse_from(["serve"])
+        };
+        let (one, two) = (Budget::of(&args(1)), Budget::of(&args(2)));
         // A second more of item audio: the response being generated (ADPCM) and its cached
         // retrieve encoding (base64 of PCM16).
         assert_eq!(two.per_session - one.per_session, 12_000 + 64_000);
         // With no item audio at all, the audio kept is the input buffer's 300 s (PCM16,
         // 48 000 bytes a second) and the conversation's 900 s (ADPCM, 12 000).
-        let zero = Budget::of(&args("0"));
+        let zero = Budget::of(&args(0));
         // Besides the queues: the conversation's text (8 MiB), instructions and tools (1.25 MiB).
         let queues = (32 << 20) + (16 << 20) + (8 << 20) + MODEL_QUEUE;
         let text = (8 << 20) + (1280 << 10);

@@ -14,8 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::Cluster;
-use crate::server::secrets::StoreFuture;
-use crate::server::{SharedHold, SharedKeys};
+use crate::stores::{SharedHold, SharedKeys, StoreFuture};
 
 /// A credential's hash outlives its last session by this much (then Redis forgets it).
 const KEEP: Duration = Duration::from_secs(24 * 3600);

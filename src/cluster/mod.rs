@@ -9,14 +9,16 @@
 //! calls go on, each node admits locally, routing by id uses the last view, and what needs
 //! the shared state (minting secrets) answers 503 until Redis is back.
 
+mod forward;
 mod keys;
 pub mod placement;
+pub use forward::ForwardClient;
 mod secrets;
 mod usage;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context};
@@ -27,14 +29,12 @@ pub use placement::{NodeRecord, Want};
 pub use secrets::RedisSecrets;
 pub use usage::ClusterUsage;
 
-use crate::server::AppState;
-
 /// Every heartbeat (record written, view read).
 pub const HEARTBEAT: Duration = Duration::from_secs(2);
 /// A record's expiry: a node that stopped beating leaves placement by then.
 pub const NODE_TTL: Duration = Duration::from_secs(6);
 /// Longest a Redis command may take before the node treats Redis as down.
-const REDIS_TIMEOUT: Duration = Duration::from_millis(1_000);
+pub(crate) const REDIS_TIMEOUT: Duration = Duration::from_millis(1_000);
 /// The set of node ids (records expire on their own; ids whose record is gone are pruned).
 const NODES: &str = "duet:nodes";
 /// The token nodes prove a forwarded request with (made once per cluster, kept in Redis).
@@ -155,9 +155,9 @@ pub struct Cluster {
     /// Whether the last Redis round trip worked.
     redis_up: AtomicBool,
     /// The HTTP client requests are forwarded with.
-    pub(crate) http: crate::server::ForwardClient,
+    pub(crate) http: ForwardClient,
     /// This process's life of the node (a restarted node is a new one for shared counts).
-    boot: String,
+    pub(crate) boot: String,
     /// The CPU load (bits of an `f64`), read from the system once per heartbeat: placing a
     /// call reads no file.
     load: std::sync::atomic::AtomicU64,
@@ -181,7 +181,7 @@ impl Cluster {
             view: Mutex::default(),
             token: Mutex::default(),
             redis_up: AtomicBool::new(false),
-            http: crate::server::ForwardClient::new(),
+            http: ForwardClient::new(),
             boot: format!("{:016x}", rand::random::<u64>()),
             load: std::sync::atomic::AtomicU64::new(0),
         }))
@@ -214,12 +214,12 @@ impl Cluster {
     }
 
     /// The CPU load as the last heartbeat read it.
-    fn load(&self) -> f64 {
+    pub(crate) fn load(&self) -> f64 {
         f64::from_bits(self.load.load(Ordering::Relaxed))
     }
 
     /// Reads the CPU load again (each heartbeat).
-    fn refresh_load(&self) {
+    pub(crate) fn refresh_load(&self) {
         self.load.store(cpu_load().to_bits(), Ordering::Relaxed);
     }
 
@@ -406,39 +406,6 @@ impl Cluster {
     }
 }
 
-/// This node's record now (its CPU load as of the last heartbeat).
-pub fn own_record(state: &AppState, settings: &ClusterSettings) -> NodeRecord {
-    let info = state.model.info();
-    let (max_sessions, max_calls) = state.admissions.limits();
-    let public_ip = settings.public_ip;
-    NodeRecord {
-        id: settings.node_id.clone(),
-        node_url: settings.node_url.clone(),
-        public_url: settings.public_url.clone(),
-        udp: state
-            .engines
-            .local_addrs()
-            .iter()
-            .map(|a| public_ip.map_or(*a, |ip| std::net::SocketAddr::new(ip, a.port())))
-            .map(|a| a.to_string())
-            .collect(),
-        free_slots: info.max_slots.saturating_sub(state.model.active_sessions()),
-        slots: info.max_slots,
-        calls: state.admissions.calls(),
-        max_calls,
-        sessions: state.admissions.sessions(),
-        max_sessions,
-        load: state.cluster.as_ref().map_or(0.0, |c| c.load()),
-        // Draining, not warm yet, or the model thread stopped: it takes nothing new.
-        draining: state.accepting().is_err(),
-        seen_ms: now_ms(),
-        boot: state
-            .cluster
-            .as_ref()
-            .map_or_else(String::new, |c| c.boot.clone()),
-    }
-}
-
 /// The 1-minute load average per core (0 where the system does not say).
 fn cpu_load() -> f64 {
     let avg = std::fs::read_to_string("/proc/loadavg")
@@ -447,39 +414,4 @@ fn cpu_load() -> f64 {
         .unwrap_or(0.0);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     avg / cores as f64
-}
-
-/// Beats every [`HEARTBEAT`] (and at once when the node starts draining) until the state
-/// is dropped; then leaves the registry.
-pub fn spawn_heartbeat(state: &Arc<AppState>) -> Option<tokio::task::JoinHandle<()>> {
-    let cluster = state.cluster.clone()?;
-    let weak: Weak<AppState> = Arc::downgrade(state);
-    let mut lifecycle = state.lifecycle.subscribe();
-    Some(tokio::spawn(async move {
-        let mut tick = tokio::time::interval(HEARTBEAT);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {}
-                changed = lifecycle.changed() => if changed.is_err() { break },
-            }
-            let Some(state) = weak.upgrade() else { break };
-            cluster.refresh_load();
-            let own = own_record(&state, &cluster.settings);
-            drop(state);
-            let beat = tokio::time::timeout(REDIS_TIMEOUT * 2, cluster.beat(&own)).await;
-            let ok = matches!(beat, Ok(Ok(())));
-            if let Ok(Err(e)) = &beat {
-                tracing::debug!(error = %e, "cluster heartbeat failed");
-            }
-            cluster.note_redis(ok);
-            if ok {
-                if let Some(state) = weak.upgrade() {
-                    state.usage.flush().await;
-                    let heal = state.admissions.heal_shared();
-                    let _ = tokio::time::timeout(REDIS_TIMEOUT, heal).await;
-                }
-            }
-        }
-    }))
 }

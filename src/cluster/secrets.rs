@@ -11,9 +11,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::Cluster;
-use crate::server::secrets::{
-    SecretCaps, SecretRecord, SecretStore, StoreDown, StoreFull, StoreFuture,
-};
+use crate::stores::secrets::{SecretCaps, SecretRecord, SecretStore, StoreFull};
+use crate::stores::{StoreDown, StoreFuture};
 
 /// The secrets of a cluster, in Redis.
 pub struct RedisSecrets {

@@ -9,10 +9,10 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::Cluster;
-use crate::server::secrets::{StoreDown, StoreFuture};
-use crate::server::usage::{report_of, Flat, LlmCall, Opened};
-use crate::server::{LocalUsage, UsageLedger};
 use crate::session::UsageSink;
+use crate::stores::usage::{report_of, Flat, LlmCall, Opened};
+use crate::stores::usage::{LocalUsage, UsageLedger};
+use crate::stores::{StoreDown, StoreFuture};
 
 /// Credentials listed in a cluster report at the most (the rest still count in `total`
 /// of their own node's report).

@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 use axum::http::StatusCode;
 use tokio::sync::Notify;
 
-use super::error::ApiError;
+use crate::error::ApiError;
+use crate::stores::{SharedHold, SharedKeys};
 
 /// What is admitted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,33 +52,6 @@ pub struct Admissions {
     releases: Mutex<VecDeque<Instant>>,
     /// Cluster mode: `--max-sessions-per-key` counted across every node.
     shared_keys: std::sync::OnceLock<Arc<dyn SharedKeys>>,
-}
-
-/// A count of sessions per credential that a cluster shares.
-pub trait SharedKeys: Send + Sync + std::fmt::Debug {
-    /// Counts one more session of `key` across the cluster: `Err` when that passes `max`
-    /// (nothing counted then); `Ok(None)` when the count cannot be reached (the node's own
-    /// cap then applies alone). The hold gives the session back when dropped.
-    fn take<'a>(
-        &'a self,
-        key: &'a str,
-        max: usize,
-    ) -> super::secrets::StoreFuture<'a, Result<Option<SharedHold>, ()>>;
-
-    /// Rewrites this node's share of every credential's count from `local`, this node's own
-    /// count of its sessions per credential (a credential missing from it holds none here).
-    /// A count an increment or decrement left wrong (Redis slow or briefly unreachable)
-    /// heals by the next call.
-    fn heal<'a>(&'a self, local: HashMap<String, usize>) -> super::secrets::StoreFuture<'a, ()>;
-}
-
-/// A session counted by [`SharedKeys`]; given back on drop.
-pub struct SharedHold(pub Box<dyn Send + Sync>);
-
-impl std::fmt::Debug for SharedHold {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("SharedHold")
-    }
 }
 
 /// Releases remembered for the turnover estimate.
@@ -172,7 +146,7 @@ impl Admissions {
                 self.max_per_key
             ),
         )
-        .retry(super::error::RETRY_AFTER_SECS)
+        .retry(crate::error::RETRY_AFTER_SECS)
     }
 
     /// Open sessions (sidebands included).
@@ -299,7 +273,7 @@ impl Admissions {
     /// (within a minute), 1..=60; the default when there were too few.
     pub fn retry_after(&self) -> u64 {
         let Ok(r) = self.releases.lock() else {
-            return super::error::RETRY_AFTER_SECS;
+            return crate::error::RETRY_AFTER_SECS;
         };
         let recent: Vec<&Instant> = r
             .iter()
@@ -311,7 +285,7 @@ impl Admissions {
                 let mean = span / (recent.len() - 1) as f64;
                 (mean.ceil() as u64).clamp(1, 60)
             }
-            _ => super::error::RETRY_AFTER_SECS,
+            _ => crate::error::RETRY_AFTER_SECS,
         }
     }
 
@@ -333,7 +307,7 @@ impl Admissions {
                     self.max_per_ip
                 ),
             )
-            .retry(super::error::RETRY_AFTER_SECS));
+            .retry(crate::error::RETRY_AFTER_SECS));
         }
         *n += 1;
         admitted.ip = Some(ip);

@@ -105,7 +105,7 @@ fn retry_after_follows_the_turnover() {
     let a = Admissions::new(100, 100, 0);
     assert_eq!(
         a.retry_after(),
-        super::super::error::RETRY_AFTER_SECS,
+        crate::error::RETRY_AFTER_SECS,
         "no data yet"
     );
     let slots: Vec<_> = (0..5)
@@ -136,7 +136,7 @@ fn a_refusal_is_not_turnover() {
     assert_eq!(a.sessions(), 1, "every refusal undid its count");
     assert_eq!(
         a.retry_after(),
-        super::super::error::RETRY_AFTER_SECS,
+        crate::error::RETRY_AFTER_SECS,
         "ten refusals are no turnover: Retry-After keeps its default"
     );
     assert!(

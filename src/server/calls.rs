@@ -15,11 +15,12 @@ use duet_signaling::{check_offer, multipart, Call, SignalError, MAX_OFFER_BYTES}
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::admission::{Admitted, Kind};
-use super::error::ApiError;
 use super::open::{open_session, spawn_session, Initial, OpenError};
 use super::secrets::{credential, Cred, Credential};
-use super::{AppState, CallEntry, CallMedia, CallRegistry};
+use super::AppState;
+use crate::calls::{CallEntry, CallMedia, CallRegistry, PhoneSession};
 use crate::engine::{CallKey, NewCall};
+use crate::error::ApiError;
 use crate::memory::Charge;
 use crate::protocol::duplex::ResumeRequest;
 use crate::protocol::{codes, ErrorPayload, SessionPatch};
@@ -326,7 +327,9 @@ async fn create_call(
         ended,
     };
     register(&state, &id, entry);
-    state.usage.opened(&usage_id, super::usage::Opened::Call);
+    state
+        .usage
+        .opened(&usage_id, crate::stores::usage::Opened::Call);
     tracing::info!(call = %id, codec = ?summary.codec, "call created");
     Ok(answered(&id, answer))
 }
@@ -584,20 +587,37 @@ async fn start_session(
     let inbox = (in_tx.clone(), in_rx);
     state
         .usage
-        .opened(&credential, super::usage::Opened::Session);
+        .opened(&credential, crate::stores::usage::Opened::Session);
     let (events, _) = spawn_session(state, opened, inbox, start.owner, start.admitted);
     Ok((events, in_tx))
 }
 
-/// A phone call's session, opened when the call is accepted.
-pub(crate) struct PhoneSession {
-    /// What the session sends (no data channel: the call's task discards it; sidebands
-    /// get their own copy).
-    pub events: EventReceiver,
-    /// The session's inbox.
-    pub inbox: mpsc::Sender<Inbound>,
-    /// The call's slot and its media's share of the memory budget, held while it lives.
-    pub _hold: Box<dyn Send>,
+/// The server as SIP's host: its call registry, its call room, its node id, and phone
+/// calls' sessions.
+impl crate::calls::PhoneHost for Arc<AppState> {
+    fn calls(&self) -> &crate::calls::CallRegistry {
+        &self.calls
+    }
+
+    fn call_room(&self) -> usize {
+        let admissions = &self.admissions;
+        admissions.limits().1.saturating_sub(admissions.calls())
+    }
+
+    fn node_id(&self) -> Option<&str> {
+        AppState::node_id(self)
+    }
+
+    fn open_phone_session(
+        &self,
+        transport: Transport,
+        patch: SessionPatch,
+        owner: Option<String>,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<PhoneSession, ApiError>> + Send + '_>,
+    > {
+        Box::pin(open_phone_session(self, transport, patch, owner))
+    }
 }
 
 /// Opens the session of an accepted phone call on `transport` (its RTP leg), configured by
@@ -628,7 +648,9 @@ pub(crate) async fn open_phone_session(
         admitted,
     };
     let (events, inbox) = start_session(state, transport, start).await?;
-    state.usage.opened(&usage_id, super::usage::Opened::Call);
+    state
+        .usage
+        .opened(&usage_id, crate::stores::usage::Opened::Call);
     Ok(PhoneSession {
         events,
         inbox,

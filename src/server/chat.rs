@@ -30,12 +30,12 @@ use duet_protocol::sse::SseDecoder;
 use serde_json::Value;
 
 use super::admission::Kind;
-use super::error::ApiError;
 use super::secrets::{credential, Cred, Credential};
-use super::usage::{LlmCall, UsageLedger};
 use super::AppState;
+use crate::error::ApiError;
 use crate::llm::{next_data, LlmBackend, Upstream, UpstreamError};
 use crate::protocol::codes::SERVER_MEMORY_EXHAUSTED;
+use crate::stores::usage::{LlmCall, UsageLedger};
 
 /// The largest request body.
 const MAX_REQUEST: usize = 4 << 20;
@@ -400,7 +400,7 @@ async fn upstream_error(
         format!("the LLM answered HTTP {}: {said}", status.as_u16()),
     );
     if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
-        e = e.retry(super::error::RETRY_AFTER_SECS);
+        e = e.retry(crate::error::RETRY_AFTER_SECS);
     }
     e
 }

@@ -28,9 +28,9 @@ use duet_protocol::chat::{
 use serde::Serialize;
 
 use super::chat::Counted;
-use super::error::ApiError;
-use super::usage::LlmCall;
+use crate::error::ApiError;
 use crate::llm::Embedded;
+use crate::stores::usage::LlmCall;
 
 /// Beyond the engine's own wait deadline, the longest silence of an answer before it is
 /// given up (the engine sends a token every step once an answer runs).

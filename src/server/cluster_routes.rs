@@ -21,13 +21,11 @@ use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode}
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 
-use super::error::ApiError;
+use super::heartbeat::own_record;
 use super::AppState;
-use crate::cluster::{own_record, Cluster, Want};
+use crate::cluster::{Cluster, Want};
+use crate::error::ApiError;
 
 /// The header a forwarded request proves itself with (the cluster's token).
 pub const FORWARDED: &str = "x-duet-forwarded";
@@ -54,30 +52,6 @@ const HOP: &[&str] = &[
     FORWARDED,
     CLIENT_IP,
 ];
-
-/// The HTTP client of forwarded requests (plain HTTP between nodes).
-#[derive(Clone)]
-pub struct ForwardClient(Client<HttpConnector, Full<Bytes>>);
-
-impl ForwardClient {
-    /// A pooled client.
-    pub fn new() -> Self {
-        let mut connector = HttpConnector::new();
-        connector.set_connect_timeout(Some(Duration::from_secs(2)));
-        connector.set_nodelay(true);
-        Self(
-            Client::builder(TokioExecutor::new())
-                .pool_idle_timeout(Duration::from_secs(30))
-                .build(connector),
-        )
-    }
-}
-
-impl Default for ForwardClient {
-    fn default() -> Self {
-        Self::new()
-    }
-}
 
 /// Where a request goes.
 enum Route {

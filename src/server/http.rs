@@ -14,9 +14,9 @@ use std::time::Duration;
 use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
 
 use super::auth::{authorized, presented};
-use super::error::ApiError;
 use super::secrets::{lookup, Credential};
 use super::{calls, chat, cluster_routes, pool, secrets, sip_calls, ws, AppState};
+use crate::error::ApiError;
 
 /// The demo page: plain files, embedded in the binary (no build step).
 const INDEX_HTML: &str = include_str!("../../web/index.html");

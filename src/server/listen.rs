@@ -242,6 +242,27 @@ impl AsyncWrite for Counted {
     }
 }
 
+/// The error of a request body that could not be read (here, beside the body deadline it
+/// recognises).
+impl crate::error::ApiError {
+    /// A request body that could not be read: past its deadline (`408 request_timeout`)
+    /// or over `limit` bytes (`413 request_too_large`, naming `what`).
+    pub fn body(e: &axum::Error, limit: usize, what: &str) -> Self {
+        if BodyTimeout::caused(e) {
+            return Self::new(
+                axum::http::StatusCode::REQUEST_TIMEOUT,
+                "request_timeout",
+                format!("the {what} did not arrive within the request deadline (--http-body-timeout-secs)"),
+            );
+        }
+        Self::new(
+            axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+            "request_too_large",
+            format!("{what} over {limit} bytes"),
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -5,47 +5,47 @@
 mod admission;
 mod auth;
 mod calls;
-pub(crate) use calls::{open_phone_session, PhoneSession};
+
 mod chat;
 mod chat_local;
 mod cluster_routes;
 mod directory;
-pub(crate) mod error;
+mod heartbeat;
 mod http;
 mod listen;
 mod open;
 mod pool;
 pub(crate) mod secrets;
 mod sip_calls;
-pub(crate) mod usage;
 mod ws;
 mod ws_proxy;
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicU64, AtomicUsize};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::bail;
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
 use crate::config::ServeArgs;
 use crate::engine::{EngineConfig, EnginePool};
 use crate::model_loop::ModelLoop;
-use crate::session::{Inbound, Lifecycle, Limits};
+use crate::session::{Lifecycle, Limits};
 
-pub use admission::{Admissions, Admitted, Kind, SharedHold, SharedKeys, MAX_SIDEBANDS};
-pub use cluster_routes::ForwardClient;
+pub use crate::calls::{CallEntry, CallMedia, CallRegistry};
+pub use crate::error::ApiError;
+pub use crate::stores::secrets::SecretStore;
+pub use crate::stores::usage::{LocalUsage, UsageLedger};
+pub use crate::stores::{SharedHold, SharedKeys};
+pub use admission::{Admissions, Admitted, Kind, MAX_SIDEBANDS};
 pub use directory::{LocalDirectory, SessionDirectory};
-pub use error::ApiError;
 pub use http::router;
 pub use listen::{BodyTimeout, HttpLimits};
 pub use pool::{LiveSession, LiveSessions};
-pub use secrets::{Credential, LocalSecrets, SecretStore};
-pub use usage::{LocalUsage, UsageLedger};
+pub use secrets::{Credential, LocalSecrets};
 
 /// WebSocket keep-alive and timeouts.
 #[derive(Clone, Copy, Debug)]
@@ -117,43 +117,6 @@ pub struct Speech {
     pub transcriber: Option<crate::transcribe_loop::TranscribeLoop>,
     /// Silero VAD weights (`--vad-model-dir`).
     pub vad: Option<duet_models::silero::SileroVad>,
-}
-
-/// Live calls by id, shared with the calls' cleanup guards.
-pub type CallRegistry = Arc<Mutex<HashMap<String, CallEntry>>>;
-
-/// What carries a call's media, and so how it is hung up.
-#[derive(Clone)]
-pub enum CallMedia {
-    /// A WebRTC call: engine `engine` of the pool runs it under `key`.
-    Engine {
-        /// Which engine of the pool.
-        engine: usize,
-        /// Its key there.
-        key: crate::engine::CallKey,
-    },
-    /// A phone call (SIP): its call task takes `/hangup` and `/refer`.
-    Sip(tokio::sync::mpsc::Sender<crate::sip::Control>),
-}
-
-/// A live call, as the HTTP layer sees it.
-#[derive(Clone)]
-pub struct CallEntry {
-    /// What carries its media.
-    pub media: CallMedia,
-    /// The call's session inbox (sideband connections).
-    pub session: mpsc::Sender<Inbound>,
-    /// The call as its session's attachment.
-    pub attachment: crate::session::AttachmentId,
-    /// The client secret that opened it (`None`: the server key): only it, or the server
-    /// key, reaches the call.
-    pub owner: Option<String>,
-    /// Sideband sockets attached now.
-    pub sidebands: Arc<AtomicUsize>,
-    /// The call's media signals (a hangup is told there, where it cannot be lost).
-    pub signals: Arc<crate::session::MediaSignals>,
-    /// Closed when the call ends (its sidebands end with it).
-    pub ended: watch::Receiver<()>,
 }
 
 impl AppState {
@@ -304,7 +267,7 @@ fn secret_store(
     memory: &Arc<crate::memory::MemoryAccount>,
     cluster: Option<&Arc<crate::cluster::Cluster>>,
 ) -> Arc<dyn SecretStore> {
-    let caps = secrets::SecretCaps {
+    let caps = crate::stores::secrets::SecretCaps {
         secrets: args.max_client_secrets,
         demo: args.max_demo_secrets,
         demo_per_ip: args.max_demo_secrets_per_ip,
@@ -349,7 +312,7 @@ impl Server {
     pub async fn drain(&self, grace: Duration) {
         // In a cluster, the registry hears first: other nodes stop placing here.
         if let Some(cluster) = &self.state.cluster {
-            let mut own = crate::cluster::own_record(&self.state, &cluster.settings);
+            let mut own = heartbeat::own_record(&self.state, &cluster.settings);
             own.draining = true;
             let beat = tokio::time::timeout(Duration::from_secs(1), cluster.beat(&own)).await;
             if !matches!(beat, Ok(Ok(()))) {
@@ -462,10 +425,10 @@ pub async fn start_on(args: &ServeArgs, sockets: Sockets) -> anyhow::Result<Serv
         let keys = crate::cluster::ClusterKeys::new(c.clone());
         state.admissions.share_keys(Arc::new(keys));
     }
-    let heartbeat = crate::cluster::spawn_heartbeat(&state);
+    let heartbeat = heartbeat::spawn_heartbeat(&state);
     let sip = match crate::sip::SipSettings::from_args(args)? {
         Some(settings) => {
-            let sip = crate::sip::Sip::start(settings, state.clone()).await?;
+            let sip = crate::sip::Sip::start(settings, Arc::new(state.clone())).await?;
             let _ = state.sip.set(sip.calls.clone());
             Some(sip)
         }

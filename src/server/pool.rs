@@ -13,9 +13,9 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
-use super::error::ApiError;
 use super::secrets::{credential, Cred, Credential};
 use super::AppState;
+use crate::error::ApiError;
 use crate::session::SessionStatus;
 
 /// A running session, as the pool view lists it.

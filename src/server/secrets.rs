@@ -20,78 +20,15 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::error::ApiError;
 use super::AppState;
+use crate::error::ApiError;
 use crate::protocol::secrets::{MintRequest, DEFAULT_SECS};
 use crate::protocol::{ids, SessionConfig, SessionPatch};
+use crate::stores::secrets::{SecretCaps, SecretRecord, SecretStore, StoreFull};
+use crate::stores::{StoreDown, StoreFuture};
 
 /// Largest `client_secrets` request body.
 const MAX_BODY: usize = 32 * 1024;
-
-/// A minted secret, as the store keeps it.
-#[derive(Clone, Debug)]
-pub struct SecretRecord {
-    /// A non-reversible id for logs, usage and scoping (`cred_…`, from the digest).
-    pub id: String,
-    /// SHA-256 of the secret.
-    pub(crate) digest: [u8; 32],
-    /// Unix seconds when it stops opening sessions.
-    pub expires_at: u64,
-    /// The starting configuration of every session it opens.
-    pub session: Option<SessionPatch>,
-    /// The session object as the mint request sent it (what a shared store keeps, and
-    /// reads back into `session`).
-    pub session_json: Option<Value>,
-    /// Minted anonymously for the demo page, by this address: counted apart from the
-    /// server key's secrets.
-    pub demo: Option<IpAddr>,
-}
-
-/// Why a secret was not kept.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StoreFull {
-    /// `--max-client-secrets` live secrets minted with the server key.
-    Secrets,
-    /// `--max-demo-secrets` live demo secrets.
-    Demo,
-    /// `--max-demo-secrets-per-ip` live demo secrets for this address.
-    DemoPerIp,
-    /// The server's memory budget has no room for it.
-    Memory(crate::memory::Exhausted),
-    /// The shared store (cluster mode: Redis) cannot be reached.
-    Unavailable,
-}
-
-/// The shared store (cluster mode: Redis) cannot be reached: a secret can be neither
-/// minted nor checked.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct StoreDown;
-
-/// A store operation's future.
-pub type StoreFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
-
-/// Where secrets are kept (by digest): in this process, or shared by a cluster.
-pub trait SecretStore: Send + Sync {
-    /// Keeps `record`, or says which cap of live secrets it would pass.
-    fn put(&self, record: SecretRecord, now: u64) -> StoreFuture<'_, Result<(), StoreFull>>;
-    /// The live secret with this digest.
-    fn find(
-        &self,
-        digest: [u8; 32],
-        now: u64,
-    ) -> StoreFuture<'_, Result<Option<SecretRecord>, StoreDown>>;
-}
-
-/// The caps of a [`LocalSecrets`].
-#[derive(Clone, Copy, Debug)]
-pub struct SecretCaps {
-    /// Live secrets minted with the server key (`--max-client-secrets`).
-    pub secrets: usize,
-    /// Live demo-page secrets (`--max-demo-secrets`).
-    pub demo: usize,
-    /// Live demo-page secrets per address (`--max-demo-secrets-per-ip`).
-    pub demo_per_ip: usize,
-}
 
 /// The secrets of one process, in two pools so that anonymous demo mints never take the
 /// server key's places (expired ones are dropped as new ones come).
@@ -424,7 +361,7 @@ fn store_full(full: StoreFull) -> ApiError {
             "too_many_demo_secrets_from_ip",
             "this address holds the most live demo secrets one may (--max-demo-secrets-per-ip); retry when one expires",
         )
-        .retry(super::error::RETRY_AFTER_SECS),
+        .retry(crate::error::RETRY_AFTER_SECS),
         StoreFull::Memory(e) => ApiError::unavailable(crate::protocol::codes::SERVER_MEMORY_EXHAUSTED, e.to_string()),
         StoreFull::Unavailable => store_down(),
     }

@@ -11,9 +11,9 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use tokio::sync::oneshot;
 
-use super::error::ApiError;
 use super::secrets::{credential, Cred, Credential};
 use super::AppState;
+use crate::error::ApiError;
 use crate::protocol::codes;
 use crate::sip::Control;
 

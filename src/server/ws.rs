@@ -20,16 +20,16 @@ use serde::Deserialize;
 use tokio::sync::{mpsc, oneshot};
 
 use super::admission::{Kind, SidebandSlot};
-use super::error::ApiError;
 use super::open::{open_session, spawn_session};
 use super::secrets::{credential, Cred, Credential};
-use super::usage::Opened;
 use super::{AppState, WsLimits};
+use crate::error::ApiError;
 use crate::protocol::{self, codes, ErrorPayload, ServerEvent, ServerEventBody, MAX_EVENT_BYTES};
 use crate::session::{
     event_id_of, Abort, AttachmentId, Delivery, EventReceiver, Inbound, InboundBudget,
     InboundRefused, Rendered, SessionInput, Transport,
 };
+use crate::stores::usage::Opened;
 
 /// Largest WebSocket message read; events over [`MAX_EVENT_BYTES`] but under this get an
 /// `event_too_large` error and the session continues, larger ones close the socket (1009).

@@ -25,9 +25,9 @@ use super::media::{self, MediaEnd, MediaHandle, MediaInbox, MediaParams};
 use super::stack::Shared;
 use super::webhook::Delivery;
 use super::Control;
+use crate::calls::{CallEntry, CallMedia, PhoneSession};
+use crate::error::ApiError;
 use crate::metrics::METRICS;
-use crate::server::error::ApiError;
-use crate::server::{CallEntry, CallMedia, PhoneSession};
 use crate::session::{AttachmentId, Inbound, MediaSignals, SessionInput, Transport};
 
 /// How often `180 Ringing` is repeated while the app decides: every minute, as RFC 3261
@@ -106,8 +106,7 @@ pub(super) async fn ringing_full(mut tx: Transaction) {
 /// A place for one more ringing call: fewer than `--sip-max-ringing` ring, and the ringing
 /// and admitted calls together stay under `--max-calls`.
 pub(super) fn ring_slot(shared: &Shared) -> Option<super::limits::RingSlot> {
-    let admissions = &shared.state.admissions;
-    let room = admissions.limits().1.saturating_sub(admissions.calls());
+    let room = shared.host.call_room();
     shared
         .calls
         .take_ring(shared.settings.max_ringing.min(room))
@@ -201,7 +200,7 @@ enum Media {
 
 impl Call {
     fn new(shared: Arc<Shared>, dialog: InviteDialog, offer: Option<PlainOffer>) -> Self {
-        let id = duet_signaling::call_id_on(shared.state.node_id());
+        let id = duet_signaling::call_id_on(shared.host.node_id());
         let (state_tx, states) = mpsc::unbounded_channel();
         if let Ok(mut r) = shared.routes.lock() {
             r.insert(dialog.id().to_string(), state_tx);
@@ -229,7 +228,7 @@ impl Call {
             self.live(live).await;
         }
         self.shared.calls.remove(&self.id);
-        if let Ok(mut m) = self.shared.state.calls.lock() {
+        if let Ok(mut m) = self.shared.host.calls().lock() {
             m.remove(&self.id);
         }
         tracing::info!(call = %self.id, "SIP call ended");
@@ -347,9 +346,11 @@ impl Call {
             sink: Box::new(sink),
             signals: signals.clone(),
         };
-        let phone =
-            crate::server::open_phone_session(&self.shared.state, transport, patch, owner.clone())
-                .await?;
+        let phone = self
+            .shared
+            .host
+            .open_phone_session(transport, patch, owner.clone())
+            .await?;
         let attachment = AttachmentId::fresh();
         // SDES: our own key for what we send, in the offer's suite and tag.
         let ours = self
@@ -413,7 +414,7 @@ impl Call {
             signals: signals.clone(),
             ended,
         };
-        if let Ok(mut m) = self.shared.state.calls.lock() {
+        if let Ok(mut m) = self.shared.host.calls().lock() {
             m.insert(self.id.clone(), entry);
         }
     }

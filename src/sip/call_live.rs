@@ -11,7 +11,7 @@ use rsipstack::sip::{Header, Request, StatusCode};
 use super::{
     ended_by, media, media_end_reason, not_yet, session_input, Call, Control, Live, Media,
 };
-use crate::server::error::ApiError;
+use crate::error::ApiError;
 use crate::session::SessionInput;
 
 /// What ended the call, or nothing yet.

@@ -10,11 +10,9 @@
 //! - [`call`]: one call's life, from ringing to BYE, and its session.
 //! - [`media`]: the call's RTP leg on its own UDP port, paced on the 20 ms grid.
 //! - [`webhook`]: the signed webhook, retried with backoff.
-//! - [`cidr`]: `--sip-allow` source networks.
 //! - [`limits`]: the INVITE rate per source, SIP TCP connections, calls ringing.
 
 mod call;
-pub mod cidr;
 pub mod limits;
 pub mod media;
 mod stack;
@@ -25,11 +23,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-pub use cidr::Cidr;
-use tokio::sync::{mpsc, oneshot};
-
-use crate::protocol::SessionPatch;
-use crate::server::error::ApiError;
+pub use crate::cidr::{Cidr, PortRange};
+use tokio::sync::mpsc;
 
 /// What `--sip-*` configures.
 #[derive(Clone)]
@@ -47,7 +42,7 @@ pub struct SipSettings {
     /// RTP silence that ends a call.
     pub rtp_timeout: Duration,
     /// The RTP legs' ports (`None`: ephemeral ones).
-    pub rtp_ports: Option<cidr::PortRange>,
+    pub rtp_ports: Option<PortRange>,
     /// Where the next search of `rtp_ports` starts (so ports rotate).
     pub next_port: Arc<std::sync::atomic::AtomicUsize>,
     /// New INVITEs a second from one source (`--sip-invite-rate`).
@@ -123,37 +118,7 @@ impl SipSettings {
     }
 }
 
-/// What the HTTP API asks of a SIP call; each answers on its `reply`.
-pub enum Control {
-    /// `/accept`: open the session with this configuration and answer `200 OK`.
-    Accept {
-        /// The session configuration of the body.
-        patch: Box<SessionPatch>,
-        /// The credential that accepted (`None`: the server key): it owns the call.
-        owner: Option<String>,
-        /// Done, or why not.
-        reply: oneshot::Sender<Result<(), ApiError>>,
-    },
-    /// `/reject`: answer the INVITE with `status`.
-    Reject {
-        /// A SIP status (4xx–6xx).
-        status: u16,
-        /// Done, or why not.
-        reply: oneshot::Sender<Result<(), ApiError>>,
-    },
-    /// `/refer`: transfer the caller to `target` (REFER).
-    Refer {
-        /// `sip:…` or `tel:…`, put in `Refer-To`.
-        target: String,
-        /// Done (the REFER was accepted), or why not.
-        reply: oneshot::Sender<Result<(), ApiError>>,
-    },
-    /// `/hangup`: BYE (or, still ringing, `603 Decline`).
-    Hangup {
-        /// Done.
-        reply: oneshot::Sender<Result<(), ApiError>>,
-    },
-}
+pub use crate::calls::PhoneControl as Control;
 
 /// SIP calls by id, pending or live, with the credential that owns each once accepted.
 #[derive(Default)]
@@ -249,13 +214,13 @@ pub struct Sip {
 }
 
 impl Sip {
-    /// Starts answering SIP on `settings.listen` for the server `state`.
+    /// Starts answering SIP on `settings.listen`, its calls' sessions opened by `host`.
     pub async fn start(
         settings: SipSettings,
-        state: Arc<crate::server::AppState>,
+        host: Arc<dyn crate::calls::PhoneHost>,
     ) -> anyhow::Result<Self> {
         let calls = Arc::new(SipCalls::default());
-        let (local, stop) = stack::start(settings, state, calls.clone()).await?;
+        let (local, stop) = stack::start(settings, host, calls.clone()).await?;
         tracing::info!(%local, "SIP listening (UDP and TCP)");
         Ok(Self { local, calls, stop })
     }

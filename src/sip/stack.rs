@@ -33,8 +33,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::limits::{InviteRate, TcpSlots};
 use super::{call, SipCalls, SipSettings};
+use crate::calls::PhoneHost;
 use crate::metrics::METRICS;
-use crate::server::AppState;
 
 /// How long a SIP TCP connection may stay silent after accept before it is closed.
 const FIRST_BYTES: Duration = Duration::from_secs(10);
@@ -52,7 +52,7 @@ pub(super) type Routes = Arc<Mutex<HashMap<String, mpsc::UnboundedSender<DialogS
 /// What every call task shares.
 pub(super) struct Shared {
     pub settings: SipSettings,
-    pub state: Arc<AppState>,
+    pub host: Arc<dyn PhoneHost>,
     pub calls: Arc<SipCalls>,
     pub dialogs: Arc<DialogLayer>,
     pub routes: Routes,
@@ -74,7 +74,7 @@ struct Started {
 /// the endpoint on its own thread; returns the bound address and the token that stops it.
 pub(super) async fn start(
     settings: SipSettings,
-    state: Arc<AppState>,
+    host: Arc<dyn PhoneHost>,
     calls: Arc<SipCalls>,
 ) -> anyhow::Result<(SocketAddr, CancellationToken)> {
     let token = CancellationToken::new();
@@ -105,7 +105,7 @@ pub(super) async fn start(
     let (states, state_rx) = dialogs.new_dialog_state_channel();
     let shared = Arc::new(Shared {
         settings,
-        state,
+        host,
         calls,
         dialogs,
         routes: Routes::default(),

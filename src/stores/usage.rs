@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 
-use super::secrets::{StoreDown, StoreFuture};
+use super::{StoreDown, StoreFuture};
 use crate::session::{UsageEvent, UsageSink};
 
 /// Credentials tracked one by one; beyond it new ones count under `other`.

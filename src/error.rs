@@ -1,4 +1,5 @@
-//! The one HTTP error type: OpenAI's JSON envelope `{"error":{message,type,code,param}}` with
+//! The one HTTP error type (every module that answers HTTP, the server, SIP's call control
+//! and the cluster's routes, shares it): OpenAI's JSON envelope `{"error":{message,type,code,param}}` with
 //! the right status, and `Retry-After` where waiting helps.
 
 use axum::http::{header, HeaderValue, StatusCode};
@@ -72,23 +73,6 @@ impl ApiError {
             param: e.param,
             ..Self::bad_request(e.code.as_deref().unwrap_or("invalid_value"), e.message)
         }
-    }
-
-    /// A request body that could not be read: past its deadline (`408 request_timeout`)
-    /// or over `limit` bytes (`413 request_too_large`, naming `what`).
-    pub fn body(e: &axum::Error, limit: usize, what: &str) -> Self {
-        if super::listen::BodyTimeout::caused(e) {
-            return Self::new(
-                StatusCode::REQUEST_TIMEOUT,
-                "request_timeout",
-                format!("the {what} did not arrive within the request deadline (--http-body-timeout-secs)"),
-            );
-        }
-        Self::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "request_too_large",
-            format!("{what} over {limit} bytes"),
-        )
     }
 
     /// Sets `param`.
