@@ -13,6 +13,7 @@ mod model;
 pub mod moshi;
 pub mod piper;
 pub mod silero;
+pub mod smart_turn;
 #[cfg(test)]
 mod test_util;
 mod transcribe;

@@ -3,5 +3,6 @@
 
 mod piper_real;
 mod silero_accuracy;
+mod smart_turn_real;
 mod smollm_real;
 mod whisper_real;

@@ -122,8 +122,9 @@ impl VoiceConfig {
     }
 }
 
-/// The process's ONNX Runtime (one per process; the first voice's library loads it).
-fn runtime(lib: &Path) -> Result<ort::environment::Environment, ModelError> {
+/// The process's ONNX Runtime (one per process; the first model's library loads it: the
+/// Piper voice's or the turn model's).
+pub(crate) fn runtime(lib: &Path) -> Result<ort::environment::Environment, ModelError> {
     static ENV: OnceLock<Result<ort::environment::Environment, String>> = OnceLock::new();
     ENV.get_or_init(|| {
         ort::init_from(lib)
