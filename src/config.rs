@@ -731,7 +731,7 @@ impl Budget {
             + item / 2 // the response being generated (ADPCM)
             + item * memory::PCM16 * 4 / 3 // one cached retrieve encoding (PCM16, base64)
             + ((args.max_outbound_mib as u64) << 20)
-            + ((args.max_inbound_mib.max(16) as u64) << 20)
+            + ((args.max_inbound_mib as u64) << 20)
             + ((args.max_conversation_text_mib as u64) << 20) // conversation text
             + ((args.max_instructions_kib as u64 + args.max_tools_kib as u64) << 10) // instructions, tools
             + args.resume_journal_bytes as u64 // replay journal (opted-in sessions)
