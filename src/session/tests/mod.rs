@@ -631,5 +631,6 @@ mod input_and_playback;
 mod lifecycle;
 mod memory;
 mod outbound_limits;
+mod shape;
 mod tools;
 mod transcription;
