@@ -85,8 +85,7 @@ impl Session {
         {
             Ok(evicted) => {
                 let prev = self.conv.previous_id(&id);
-                self.emit_item_added(prev, item, false);
-                self.emit_evicted(evicted);
+                self.emit_all(super::input::item_added(prev, item, false, evicted));
             }
             Err(e) => self.error(e),
         }

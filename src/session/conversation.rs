@@ -92,6 +92,8 @@ impl Placement {
 /// The items of one conversation.
 #[derive(Debug)]
 pub struct Conversation {
+    /// `conv_…`, for the responses in it.
+    pub id: String,
     items: Vec<StoredItem>,
     audio_samples: u64,
     /// Bytes the stored audio takes.
@@ -112,6 +114,7 @@ impl Conversation {
     /// An empty conversation with limits.
     pub fn new(max_items: usize, max_audio_samples: u64) -> Self {
         Self {
+            id: crate::protocol::ids::conversation_id(),
             items: Vec::new(),
             audio_samples: 0,
             audio_bytes: 0,

@@ -55,7 +55,10 @@ impl Session {
     /// A step of an autonomous model: its speaking frames open or fill a response, its
     /// falling silent completes it; listening frames (silence) are dropped.
     pub(super) fn on_autonomous_output(&mut self, out: StepOutput) {
-        if !self.model_speaking_now(out.speaking) {
+        if self.floor.speaking(out.speaking) {
+            self.model_fell_silent();
+        }
+        if !out.speaking {
             return;
         }
         if self.floor.suppress_speak {
@@ -86,15 +89,6 @@ impl Session {
             Ok((active, _)) => self.begin(active, None, true),
             Err(e) => self.error(e),
         }
-    }
-
-    /// Tracks the autonomous model's speaking state; true if it speaks now. Falling silent
-    /// ends the suppression and reports it ([`Self::model_fell_silent`]).
-    fn model_speaking_now(&mut self, speaking: bool) -> bool {
-        if self.floor.speaking(speaking) {
-            self.model_fell_silent();
-        }
-        speaking
     }
 
     /// The autonomous model stopped speaking: the response its speech filled completes, then
@@ -130,7 +124,9 @@ impl Session {
     /// counts (falling silent there ends the suppression, as in [`Self::on_model_output`]).
     pub(super) fn on_fenced_output(&mut self, out: &StepOutput) {
         if self.floor.autonomous {
-            self.model_speaking_now(out.speaking);
+            if self.floor.speaking(out.speaking) {
+                self.model_fell_silent();
+            }
         }
     }
 }

@@ -14,6 +14,7 @@ use super::audio_io::{Decoder, RATE};
 use super::conversation::{Placement, StoredItem};
 use super::ledger::SAMPLES_PER_MS;
 use super::Session;
+use crate::protocol::AudioFormat;
 use crate::protocol::{
     codes, ids, Content, ErrorPayload, Item, ItemStatus, Role, ServerEventBody, SessionConfig,
     TurnDetection,
@@ -281,8 +282,8 @@ impl Session {
     pub(super) fn append_base64(&mut self, audio: &str) -> Result<(), ErrorPayload> {
         // Decoding holds the bytes and their f32 samples for a moment: charged first (and
         // given back when the meter settles after this event).
-        let (decoded, samples) = self.decoded_size(audio);
-        self.reserve(decoded + samples * 4)?;
+        let (decoded, samples) = decoded_size(self.cfg.audio.input.format, audio);
+        self.budget.reserve(decoded + samples * 4)?;
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(audio)
             .map_err(|e| {
@@ -335,7 +336,7 @@ impl Session {
         }
         // The buffer's growth (none once it is full and drops its oldest) is charged first.
         let grow = (pcm.len() as u64).min(max.saturating_sub(self.input.buffer.len() as u64));
-        if let Err(e) = self.reserve(grow * 2) {
+        if let Err(e) = self.budget.reserve(grow * 2) {
             // Live media is dropped while the budget is spent, reported once per episode.
             let first = !std::mem::replace(&mut self.input.memory_refused, true);
             return if from_client || first { Err(e) } else { Ok(()) };
@@ -352,7 +353,11 @@ impl Session {
             None => 0,
         };
         self.input.keep(pcm);
-        self.transcribe_live(pcm);
+        self.transcripts.live(
+            pcm,
+            self.cfg
+                .includes(crate::protocol::session::INCLUDE_LOGPROBS),
+        );
         // A transcription session has no conversation with the model.
         let model = self.model.as_ref().filter(|_| !self.cfg.is_transcription());
         self.input.to_model.push(pcm, |f| {
@@ -438,7 +443,7 @@ impl Session {
             .is_some_and(TurnDetection::interrupt_response);
         let responding = self.active.as_ref().is_some_and(|a| a.in_conversation);
         if interrupt && self.transport.is_webrtc() && (responding || self.view.is_playing()) {
-            self.stamps.barge_at = Some(self.now);
+            self.timers.stamps.barge_at = Some(self.now);
             self.clear_output("turn_detected");
         } else if interrupt && responding {
             self.cancel_active("turn_detected");
@@ -446,7 +451,7 @@ impl Session {
     }
 
     fn speech_stopped(&mut self, at: u64) {
-        self.stamps.turn_end = Some(self.now);
+        self.timers.stamps.turn_end = Some(self.now);
         let item_id = self.input.speech_item.take().unwrap_or_else(ids::item_id);
         self.emit(ServerEventBody::InputAudioBufferSpeechStopped {
             audio_end_ms: ms(at),
@@ -542,8 +547,7 @@ impl Session {
             previous_item_id: previous_item_id.clone(),
             item_id: item_id.clone(),
         });
-        self.emit_item_added(previous_item_id, item, true);
-        self.emit_evicted(evicted);
+        self.emit_all(item_added(previous_item_id, item, true, evicted));
         self.transcribe_committed(&item_id, &audio);
         Ok(())
     }
@@ -553,54 +557,56 @@ impl Session {
         self.abandon_speculation();
         self.input.buffer.clear();
         self.input.reset_speech();
-        self.transcribe_abandon();
+        self.transcripts.abandon();
         self.emit(ServerEventBody::InputAudioBufferCleared {});
     }
+}
 
-    /// Emits `conversation.item.added` and, when `done`, `conversation.item.done`.
-    pub(super) fn emit_item_added(
-        &mut self,
-        previous_item_id: Option<String>,
-        item: Item,
-        done: bool,
-    ) {
-        self.emit(ServerEventBody::ConversationItemAdded {
-            previous_item_id: previous_item_id.clone(),
-            item: Box::new(item.clone()),
+/// `conversation.item.added` (and, when `done`, `conversation.item.done`) for `item`, then
+/// `conversation.item.deleted` for each of the items its insertion `evicted`.
+pub(super) fn item_added(
+    previous_item_id: Option<String>,
+    item: Item,
+    done: bool,
+    evicted: Vec<String>,
+) -> Vec<ServerEventBody> {
+    let mut events = vec![ServerEventBody::ConversationItemAdded {
+        previous_item_id: previous_item_id.clone(),
+        item: Box::new(item.clone()),
+    }];
+    if done {
+        events.push(ServerEventBody::ConversationItemDone {
+            previous_item_id,
+            item: Box::new(item),
         });
-        if done {
-            self.emit(ServerEventBody::ConversationItemDone {
-                previous_item_id,
-                item: Box::new(item),
-            });
-        }
     }
+    events.extend(deleted(evicted));
+    events
+}
 
-    /// Reports evicted items as deleted.
-    pub(super) fn emit_evicted(&mut self, evicted: Vec<String>) {
-        for item_id in evicted {
-            self.emit(ServerEventBody::ConversationItemDeleted { item_id });
-        }
-    }
+/// `conversation.item.deleted` for each evicted item.
+pub(super) fn deleted(evicted: Vec<String>) -> impl Iterator<Item = ServerEventBody> {
+    evicted
+        .into_iter()
+        .map(|item_id| ServerEventBody::ConversationItemDeleted { item_id })
+}
 
-    /// Decodes a standalone clip in the session's input format.
-    pub(super) fn decode_clip(&self, b64: &str) -> Result<Vec<f32>, ErrorPayload> {
-        Decoder::decode_clip(self.cfg.audio.input.format, &clip_bytes(b64)?)
-    }
+/// Decodes a standalone clip in `format` (the session's input format).
+pub(super) fn decode_clip(format: AudioFormat, b64: &str) -> Result<Vec<f32>, ErrorPayload> {
+    Decoder::decode_clip(format, &clip_bytes(b64)?)
+}
 
-    /// About what base64 `audio` in the input format decodes to: bytes, and 24 kHz samples.
-    pub(super) fn decoded_size(&self, audio: &str) -> (u64, u64) {
-        let format = self.cfg.audio.input.format;
-        let bytes = audio.len() as u64 / 4 * 3;
-        let samples =
-            bytes / u64::from(format.bytes_per_sample()) * 24_000 / u64::from(format.sample_rate());
-        (bytes, samples)
-    }
+/// About what base64 `audio` in `format` decodes to: bytes, and 24 kHz samples.
+pub(super) fn decoded_size(format: AudioFormat, audio: &str) -> (u64, u64) {
+    let bytes = audio.len() as u64 / 4 * 3;
+    let samples =
+        bytes / u64::from(format.bytes_per_sample()) * 24_000 / u64::from(format.sample_rate());
+    (bytes, samples)
+}
 
-    /// Decodes a standalone clip in the session's input format into stored PCM16.
-    pub(super) fn decode_clip_pcm16(&self, b64: &str) -> Result<Vec<i16>, ErrorPayload> {
-        Decoder::decode_clip_pcm16(self.cfg.audio.input.format, &clip_bytes(b64)?)
-    }
+/// Decodes a standalone clip in `format` into stored PCM16.
+pub(super) fn decode_clip_pcm16(format: AudioFormat, b64: &str) -> Result<Vec<i16>, ErrorPayload> {
+    Decoder::decode_clip_pcm16(format, &clip_bytes(b64)?)
 }
 
 fn clip_bytes(b64: &str) -> Result<Vec<u8>, ErrorPayload> {

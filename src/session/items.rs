@@ -66,8 +66,8 @@ impl Session {
         // Room for the text and for its echoes in `conversation.item.added` and `.done` (the
         // event queue charges those itself, and could only close the transport if it found
         // no room): their share is handed back at once.
-        self.reserve(3 * text)?;
-        self.give_back(2 * text);
+        self.budget.reserve(3 * text)?;
+        self.budget.give_back(2 * text);
         let audio = self.item_audio(&mut item)?;
         item.stamp(ids::item_id, ItemStatus::Completed);
         let id = item.id().unwrap_or_default().to_string();
@@ -75,8 +75,12 @@ impl Session {
         let stored = StoredItem::with_audio(item.clone(), audio);
         let evicted = self.conv.insert(placement, stored)?;
         let previous_item_id = self.conv.previous_id(&id);
-        self.emit_item_added(previous_item_id, item, true);
-        self.emit_evicted(evicted);
+        self.emit_all(super::input::item_added(
+            previous_item_id,
+            item,
+            true,
+            evicted,
+        ));
         Ok(())
     }
 
@@ -107,11 +111,13 @@ impl Session {
                         }
                         let samples = self.check_item_audio(&b64)?;
                         // The stored ADPCM, and for a moment the decoded bytes and PCM16.
-                        let (decoded, _) = self.decoded_size(&b64);
-                        self.reserve(samples / 2 + 1 + samples * 2 + decoded)?;
-                        let pcm = self
-                            .decode_clip_pcm16(&b64)
-                            .map_err(|e| e.with_param("item.content.audio"))?;
+                        let (decoded, _) =
+                            super::input::decoded_size(self.cfg.audio.input.format, &b64);
+                        self.budget
+                            .reserve(samples / 2 + 1 + samples * 2 + decoded)?;
+                        let pcm =
+                            super::input::decode_clip_pcm16(self.cfg.audio.input.format, &b64)
+                                .map_err(|e| e.with_param("item.content.audio"))?;
                         audio = Some(Arc::new(Adpcm::from_i16(&pcm)));
                     }
                 }
@@ -167,7 +173,7 @@ impl Session {
         // The encoding the cache may keep (settled away again when it was cached already),
         // and the decoded PCM16 for a moment.
         let samples = stored.audio.as_ref().map_or(0, |a| a.len() as u64);
-        self.reserve(samples * 8 / 3 + samples * 2)?;
+        self.budget.reserve(samples * 8 / 3 + samples * 2)?;
         let format = match &item {
             Item::Message {
                 role: Role::Assistant,

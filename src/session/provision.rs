@@ -81,7 +81,7 @@ impl Session {
         Needs {
             slot: self.model.is_none() && !cfg.is_transcription(),
             transcriber: self.transcripts.lacks_port()
-                && self.can_transcribe
+                && self.caps.transcriber
                 && self.transcribes(cfg),
         }
     }

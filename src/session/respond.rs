@@ -95,7 +95,8 @@ impl Session {
         };
         self.check_none_active(in_conversation)?;
         if params.instructions.is_some() || params.tools.is_some() {
-            self.check_prompt(
+            super::memory::check_prompt(
+                &self.limits,
                 params.instructions.as_deref().unwrap_or_default(),
                 params.tools.as_deref().unwrap_or_default(),
                 "response",
@@ -112,8 +113,13 @@ impl Session {
         let audio = self.response_audio(params.audio.and_then(|a| a.output));
         let format = audio.output.format;
         let (tools, tool_choice) = match (&params.tools, &params.tool_choice) {
-            (None, None) => self.check_tools(&self.cfg.tools, &self.cfg.tool_choice, "session")?,
-            (tools, choice) => self.check_tools(
+            (None, None) => {
+                let cfg = &self.cfg;
+                self.caps
+                    .check_tools(&cfg.model, &cfg.tools, &cfg.tool_choice, "session")?
+            }
+            (tools, choice) => self.caps.check_tools(
+                &self.cfg.model,
                 tools.as_deref().unwrap_or(&self.cfg.tools),
                 choice.as_ref().unwrap_or(&self.cfg.tool_choice),
                 "response",
@@ -132,7 +138,7 @@ impl Session {
             status: ResponseStatus::InProgress,
             status_details: None,
             output: Vec::new(),
-            conversation_id: in_conversation.then(|| self.conversation_id.clone()),
+            conversation_id: in_conversation.then(|| self.conv.id.clone()),
             output_modalities: vec![modality],
             max_output_tokens: max_output_tokens.clone(),
             audio,
@@ -206,7 +212,10 @@ impl Session {
         self.view.last_response_id = Some(active.response.id.clone());
         if active.modality == Modality::Audio {
             let item = active.in_conversation.then_some(active.item_id.as_str());
-            self.track_playback(active.tag, &active.response.id, item);
+            if self.transport.is_webrtc() {
+                self.view
+                    .track(&mut self.conv, active.tag, &active.response.id, item);
+            }
         }
         self.emit(ServerEventBody::ResponseCreated {
             response: Box::new(active.response.clone()),
@@ -230,8 +239,7 @@ impl Session {
         {
             Ok(evicted) => {
                 let prev = self.conv.previous_id(item_id);
-                self.emit_item_added(prev, empty, false);
-                self.emit_evicted(evicted);
+                self.emit_all(super::input::item_added(prev, empty, false, evicted));
             }
             Err(e) => self.error(e),
         }
@@ -274,7 +282,9 @@ impl Session {
             }),
             _ => None,
         };
-        let audio = audio.map(|b64| self.decode_clip(&b64)).transpose()?;
+        let audio = audio
+            .map(|b64| super::input::decode_clip(self.cfg.audio.input.format, &b64))
+            .transpose()?;
         if let Some(turn) = user_turn_of(&item, || audio.map(Arc::from)) {
             return Ok(Some(ContextItem::User(turn)));
         }
@@ -316,7 +326,10 @@ impl Session {
             .max_item_samples
             .min(self.limits.max_conversation_samples);
         // The answer's kept audio grows with it (at most one item's worth).
-        if let Err(e) = self.reserve(Adpcm::bytes_for(out.audio.len()) as u64) {
+        if let Err(e) = self
+            .budget
+            .reserve(Adpcm::bytes_for(out.audio.len()) as u64)
+        {
             self.fence_model();
             self.fail_response(codes::SERVER_MEMORY_EXHAUSTED, &e.message);
             self.error(e);
@@ -339,14 +352,14 @@ impl Session {
         let streamed = a.stream(out, keep, sink);
         let over_limit = a.over_limit();
         if streamed.first_handed {
-            if let Some(t) = self.stamps.turn_end {
+            if let Some(t) = self.timers.stamps.turn_end {
                 crate::metrics::METRICS
                     .answer_start
                     .observe(self.now.saturating_duration_since(t));
             }
         }
         if streamed.first_audio {
-            if let Some(t) = self.stamps.turn_end.take() {
+            if let Some(t) = self.timers.stamps.turn_end.take() {
                 crate::metrics::METRICS
                     .speech_end_to_first_audio
                     .observe(self.now.saturating_duration_since(t));
@@ -431,7 +444,9 @@ impl Session {
         };
         self.floor.speak_deadline = None;
         if a.modality == Modality::Audio {
-            self.finish_playback(a.tag);
+            if let Some(sink) = self.transport.sink() {
+                self.view.finish(sink, a.tag);
+            }
         }
         let message = a.message_index.map(|_| {
             let (events, item) = a.done_chain(status, self.transport.is_webrtc());
@@ -472,7 +487,7 @@ impl Session {
             previous_item_id: prev,
             item: Box::new(item),
         });
-        self.emit_evicted(evicted);
+        self.emit_all(super::input::deleted(evicted));
     }
 }
 

@@ -69,7 +69,7 @@ impl Session {
     /// Whether this session may start answers early now.
     fn may_speculate(&self) -> bool {
         self.limits.speculative_ms > 0
-            && self.model_reads_text
+            && self.caps.reads_text
             && !self.floor.autonomous
             && !self.cfg.is_transcription()
             && self.active.is_none()

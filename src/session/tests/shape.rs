@@ -15,9 +15,9 @@
 use std::path::Path;
 
 /// The most fields `struct Session` may have.
-const MAX_FIELDS: usize = 28;
+const MAX_FIELDS: usize = 21;
 /// The most methods all `impl Session` blocks together may have.
-const MAX_METHODS: usize = 139;
+const MAX_METHODS: usize = 116;
 
 /// The line, less four spaces of indent and any `pub`/`pub(..)`, when it is at depth one.
 fn at_depth_one(line: &str) -> Option<&str> {
@@ -39,7 +39,10 @@ fn is_method(line: &str) -> bool {
 
 fn is_field(line: &str) -> bool {
     at_depth_one(line).is_some_and(|r| {
-        let name: String = r.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+        let name: String = r
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
         !name.is_empty() && r[name.len()..].starts_with(':')
     })
 }
@@ -68,7 +71,11 @@ fn figures() -> Vec<(String, usize, usize)> {
     let mut rows = Vec::new();
     for entry in std::fs::read_dir(&dir).expect("src/session is readable") {
         let path = entry.expect("a directory entry").path();
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+            .to_string();
         if !name.ends_with(".rs") || name.ends_with("_tests.rs") {
             continue;
         }
@@ -93,8 +100,14 @@ fn the_session_stays_small() {
     let methods: usize = rows.iter().map(|r| r.2).sum();
     println!("total            fields {fields:3} methods {methods:3}");
     assert!(fields > 0 && methods > 0, "the counter found the session");
-    assert!(fields <= MAX_FIELDS, "Session has {fields} fields (at most {MAX_FIELDS})");
-    assert!(methods <= MAX_METHODS, "Session has {methods} methods (at most {MAX_METHODS})");
+    assert!(
+        fields <= MAX_FIELDS,
+        "Session has {fields} fields (at most {MAX_FIELDS})"
+    );
+    assert!(
+        methods <= MAX_METHODS,
+        "Session has {methods} methods (at most {MAX_METHODS})"
+    );
 }
 
 #[test]
