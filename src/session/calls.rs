@@ -149,7 +149,7 @@ impl Session {
         }
         if speaking {
             self.floor.speak_deadline = None;
-            let (id, epoch) = (self.cfg.id.clone(), self.epoch);
+            let (id, epoch) = (self.cfg.id.clone(), self.model.epoch);
             if let Some(speak) = self.active.as_mut().map(|a| a.speak(&id, epoch)) {
                 self.emit(speak);
             }

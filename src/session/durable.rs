@@ -551,7 +551,7 @@ impl Session {
             event: crate::protocol::server::PlaybackAckResult {
                 kind: "playback.acknowledged",
                 session_id: self.cfg.id.clone(),
-                epoch: self.epoch.0,
+                epoch: self.model.epoch.0,
                 item_id,
                 response_id,
                 played_ms: played,

@@ -71,7 +71,7 @@ impl Session {
         }
         let speak = match self.active.as_mut() {
             None => return,
-            Some(a) if !a.spoke => Some(a.speak(&self.cfg.id, self.epoch)),
+            Some(a) if !a.spoke => Some(a.speak(&self.cfg.id, self.model.epoch)),
             Some(_) => None,
         };
         if let Some(speak) = speak {
@@ -102,7 +102,7 @@ impl Session {
         if ended.is_some() {
             self.finish(ResponseStatus::Completed, None);
         }
-        let listen = ServerEventBody::model_listen(&self.cfg.id, self.epoch.0, ended);
+        let listen = ServerEventBody::model_listen(&self.cfg.id, self.model.epoch.0, ended);
         self.emit(listen);
     }
 
@@ -115,7 +115,7 @@ impl Session {
         };
         let id = a.response.id.clone();
         self.finish(ResponseStatus::Completed, None);
-        let listen = ServerEventBody::model_listen(&self.cfg.id, self.epoch.0, Some(id));
+        let listen = ServerEventBody::model_listen(&self.cfg.id, self.model.epoch.0, Some(id));
         self.emit(listen);
     }
 

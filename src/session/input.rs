@@ -359,7 +359,11 @@ impl Session {
                 .includes(crate::protocol::session::INCLUDE_LOGPROBS),
         );
         // A transcription session has no conversation with the model.
-        let model = self.model.as_ref().filter(|_| !self.cfg.is_transcription());
+        let model = self
+            .model
+            .port
+            .as_ref()
+            .filter(|_| !self.cfg.is_transcription());
         self.input.to_model.push(pcm, |f| {
             if let Some(m) = model {
                 m.input(f);
@@ -457,7 +461,9 @@ impl Session {
             audio_end_ms: ms(at),
             item_id: item_id.clone(),
         });
-        self.confirm_speculation();
+        if let Some(s) = &mut self.speculation {
+            s.confirm();
+        }
         if self.commit(item_id, at).is_err() {
             self.abandon_speculation();
             return;

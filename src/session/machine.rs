@@ -63,6 +63,23 @@ pub(super) struct Stamps {
     pub(super) barge_at: Option<Instant>,
 }
 
+/// The session's model slot and the epoch that fences its output: a response's requests
+/// go under the epoch, and output from before the last fence belongs to a cancelled one.
+pub(super) struct Model {
+    /// None: a transcription session, or one still waiting for a slot.
+    pub(super) port: Option<Box<dyn ModelPort>>,
+    pub(super) epoch: Epoch,
+}
+
+impl Model {
+    /// Sends `request` under `epoch` to the slot, when the session holds one.
+    pub(super) fn request(&self, epoch: Epoch, request: duet_models::Request) {
+        if let Some(m) = &self.port {
+            m.request(epoch, request);
+        }
+    }
+}
+
 /// One duplex session (see the module docs of `session`).
 pub struct Session {
     pub(super) cfg: SessionConfig,
@@ -71,13 +88,12 @@ pub struct Session {
     pub(super) subs: Subscribers,
     pub(super) limits: Limits,
     pub(super) input: InputState,
-    /// Its model slot (none: a transcription session, or one still waiting for a slot).
-    pub(super) model: Option<Box<dyn ModelPort>>,
+    /// Its model slot, and the epoch that fences the slot's output.
+    pub(super) model: Model,
     /// A `session.update` waiting for a model slot or a transcriber stream.
     pub(super) pending: Option<super::provision::Pending>,
     /// What the server and the model can do.
     pub(super) caps: Caps,
-    pub(super) epoch: Epoch,
     pub(super) active: Option<ActiveResponse>,
     pub(super) view: PlaybackView,
     pub(super) floor: Floor,
@@ -136,14 +152,16 @@ impl Session {
             },
             limits: p.limits,
             input,
-            model: p.model,
+            model: Model {
+                port: p.model,
+                epoch: Epoch::default(),
+            },
             pending: None,
             caps: Caps {
                 transcriber: p.can_transcribe,
                 tools: p.model_tools,
                 reads_text: p.model_reads_text,
             },
-            epoch: Epoch::default(),
             active: None,
             view: PlaybackView::default(),
             floor,
@@ -154,13 +172,6 @@ impl Session {
             transcripts: super::transcripts::Transcripts::new(p.transcriber),
             budget: super::memory::Budget::new(p.memory),
             speculation: None,
-        }
-    }
-
-    /// Sends `request` to the model slot, when the session holds one.
-    pub(super) fn model_request(&self, epoch: Epoch, request: duet_models::Request) {
-        if let Some(m) = &self.model {
-            m.request(epoch, request);
         }
     }
 
@@ -265,7 +276,7 @@ impl Session {
     pub fn on_model(&mut self, ev: ModelEvent, now: Instant) {
         self.now = now;
         match ev {
-            ModelEvent::Output { epoch, output } if epoch != self.epoch => {
+            ModelEvent::Output { epoch, output } if epoch != self.model.epoch => {
                 // Fenced: belongs to a cancelled response.
                 self.on_fenced_output(&output);
             }

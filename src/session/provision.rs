@@ -79,7 +79,7 @@ impl Session {
 
     pub(super) fn needs_for(&self, cfg: &SessionConfig) -> Needs {
         Needs {
-            slot: self.model.is_none() && !cfg.is_transcription(),
+            slot: self.model.port.is_none() && !cfg.is_transcription(),
             transcriber: self.transcripts.lacks_port()
                 && self.caps.transcriber
                 && self.transcribes(cfg),
@@ -88,7 +88,7 @@ impl Session {
 
     /// Whether the session holds a model slot.
     pub fn has_model(&self) -> bool {
-        self.model.is_some()
+        self.model.port.is_some()
     }
 
     /// What a held `session.update` waits for (the shell provides it, then calls
@@ -115,7 +115,7 @@ impl Session {
         self.now = now;
         let refused = match ports.model {
             Some(Ok(port)) => {
-                self.model = Some(port);
+                self.model.port = Some(port);
                 None
             }
             Some(Err(e)) => Some(e),
@@ -152,7 +152,7 @@ impl Session {
         self.cfg = cfg;
         self.input.reconfigure(&self.cfg);
         if self.cfg.is_transcription() && self.active.is_none() {
-            self.model = None;
+            self.model.port = None;
         }
         self.emit(crate::protocol::ServerEventBody::SessionUpdated {
             session: Box::new(self.cfg.clone()),

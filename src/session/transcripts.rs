@@ -345,13 +345,13 @@ impl Session {
         match waits_for {
             Some(item_id) => {
                 self.transcripts.deferred = Some(Deferred {
-                    epoch: self.epoch,
+                    epoch: self.model.epoch,
                     request,
                     item_id,
                     deadline: self.now + TRANSCRIPT_WAIT,
                 });
             }
-            None => self.model_request(self.epoch, request),
+            None => self.model.request(self.model.epoch, request),
         }
     }
 
@@ -369,7 +369,7 @@ impl Session {
         let Some(d) = self.transcripts.deferred.take() else {
             return;
         };
-        if d.epoch != self.epoch || self.active.is_none() {
+        if d.epoch != self.model.epoch || self.active.is_none() {
             return; // cancelled meanwhile: nothing to ask for
         }
         let mut request = d.request;
@@ -386,7 +386,7 @@ impl Session {
                 }
             }
         }
-        self.model_request(d.epoch, request);
+        self.model.request(d.epoch, request);
     }
 
     /// The deferred request's wait is over at `now`: it goes without its transcript.
