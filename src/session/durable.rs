@@ -178,6 +178,20 @@ impl Lease {
         LeaseDue::Nothing
     }
 
+    /// After each `response.done`: `rate_limits.updated` with the server's real headroom
+    /// (`sessions`: what it can hold, what it can still take), when the server reports it.
+    pub(super) fn rate_limits(&self) -> Option<ServerEventBody> {
+        let (limit, remaining) = self.headroom.as_ref()?();
+        Some(ServerEventBody::RateLimitsUpdated {
+            rate_limits: vec![crate::protocol::server::RateLimit {
+                name: "sessions".into(),
+                limit,
+                remaining,
+                reset_seconds: 0.0,
+            }],
+        })
+    }
+
     /// The session ends: its gauges and journal bytes leave the metrics.
     pub(super) fn release(self) {
         use std::sync::atomic::Ordering::Relaxed;
@@ -297,23 +311,6 @@ impl Session {
         self.abandon_playback();
         self.transport = super::Transport::WebSocket;
         tracing::info!(session = %self.cfg.id, grace_secs = grace.as_secs(), "transport dropped; session detached");
-    }
-
-    /// Opted-in sessions, after each `response.done`: `rate_limits.updated` with the server's
-    /// real headroom (`sessions`: what it can hold, what it can still take).
-    pub(super) fn rate_limits(&mut self) {
-        let headroom = self.lease.as_ref().and_then(|l| l.headroom.as_ref());
-        let Some((limit, remaining)) = headroom.map(|h| h()) else {
-            return;
-        };
-        self.emit(ServerEventBody::RateLimitsUpdated {
-            rate_limits: vec![crate::protocol::server::RateLimit {
-                name: "sessions".into(),
-                limit,
-                remaining,
-                reset_seconds: 0.0,
-            }],
-        });
     }
 
     /// The client hung up the call that holds the session: an explicit end, not a drop.

@@ -258,6 +258,28 @@ impl InputState {
     }
 
     /// Drops buffered audio before input-clock position `at`.
+    /// The detector's own latency on the input clock: first voiced sample to
+    /// `speech_started`, and at `speech_stopped` the audio past the configured silence.
+    fn vad_latency(&self, ev: &VadEvent, offset: u64) {
+        let Some(turns) = &self.vad else {
+            return;
+        };
+        let clock = self.clock();
+        let secs = |samples: u64| Duration::from_secs_f64(samples as f64 / f64::from(RATE));
+        let m = &crate::metrics::METRICS;
+        match ev {
+            VadEvent::SpeechStarted { .. } => m
+                .vad_onset
+                .observe(secs(clock.saturating_sub(turns.vad.voice_began() + offset))),
+            VadEvent::SpeechStopped { .. } => {
+                let silence = u64::from(turns.vad.config().silence_duration_ms) * SAMPLES_PER_MS;
+                let began = turns.vad.silence_began() + offset;
+                m.vad_release
+                    .observe(secs(clock.saturating_sub(began + silence)));
+            }
+        }
+    }
+
     fn drop_before(&mut self, at: u64) {
         self.buffer.drop_before(at);
     }
@@ -283,7 +305,7 @@ impl Session {
         // Decoding holds the bytes and their f32 samples for a moment: charged first (and
         // given back when the meter settles after this event).
         let (decoded, samples) = decoded_size(self.cfg.audio.input.format, audio);
-        self.budget.reserve(decoded + samples * 4)?;
+        self.meters.reserve(decoded + samples * 4)?;
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(audio)
             .map_err(|e| {
@@ -336,14 +358,15 @@ impl Session {
         }
         // The buffer's growth (none once it is full and drops its oldest) is charged first.
         let grow = (pcm.len() as u64).min(max.saturating_sub(self.input.buffer.len() as u64));
-        if let Err(e) = self.budget.reserve(grow * 2) {
+        if let Err(e) = self.meters.reserve(grow * 2) {
             // Live media is dropped while the budget is spent, reported once per episode.
             let first = !std::mem::replace(&mut self.input.memory_refused, true);
             return if from_client || first { Err(e) } else { Ok(()) };
         }
         self.input.memory_refused = false;
         // Taken (a refused append returned above).
-        self.count(super::UsageEvent::AudioIn(pcm.len() as u64));
+        self.meters
+            .count(super::UsageEvent::AudioIn(pcm.len() as u64));
         let mut events = Vec::new();
         let offset = match &mut self.input.vad {
             Some(turns) => {
@@ -371,7 +394,7 @@ impl Session {
         });
         self.meter_speech(offset);
         for ev in events {
-            self.vad_latency(&ev, offset);
+            self.input.vad_latency(&ev, offset);
             match ev {
                 VadEvent::SpeechStarted { at_sample } => self.speech_started(at_sample + offset),
                 VadEvent::SpeechStopped { at_sample } => self.speech_stopped(at_sample + offset),
@@ -380,28 +403,6 @@ impl Session {
         self.speculate();
         self.input.trim_idle();
         report.map_or(Ok(()), Err)
-    }
-
-    /// The detector's own latency on the input clock: first voiced sample to
-    /// `speech_started`, and at `speech_stopped` the audio past the configured silence.
-    fn vad_latency(&self, ev: &VadEvent, offset: u64) {
-        let Some(turns) = &self.input.vad else {
-            return;
-        };
-        let clock = self.input.clock();
-        let secs = |samples: u64| Duration::from_secs_f64(samples as f64 / f64::from(RATE));
-        let m = &crate::metrics::METRICS;
-        match ev {
-            VadEvent::SpeechStarted { .. } => m
-                .vad_onset
-                .observe(secs(clock.saturating_sub(turns.vad.voice_began() + offset))),
-            VadEvent::SpeechStopped { .. } => {
-                let silence = u64::from(turns.vad.config().silence_duration_ms) * SAMPLES_PER_MS;
-                let began = turns.vad.silence_began() + offset;
-                m.vad_release
-                    .observe(secs(clock.saturating_sub(began + silence)));
-            }
-        }
     }
 
     /// `input_audio_buffer.speech_probability`, when `include` asks for it.

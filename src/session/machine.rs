@@ -37,6 +37,25 @@ pub(super) struct Timers {
 }
 
 impl Timers {
+    /// Arms (or disarms) server VAD's idle timeout after a response ended at `now` (the
+    /// input clock then: `clock`). Not on an autonomous model: it decides itself when to
+    /// speak, so a silent caller prompts nothing.
+    pub(super) fn arm_vad_idle(
+        &mut self,
+        cfg: &SessionConfig,
+        autonomous: bool,
+        now: Instant,
+        clock: u64,
+    ) {
+        self.vad_idle = match &cfg.audio.input.turn_detection {
+            Some(crate::protocol::TurnDetection::ServerVad {
+                idle_timeout_ms: Some(ms),
+                ..
+            }) if !autonomous => Some((now + std::time::Duration::from_millis(*ms), clock)),
+            _ => None,
+        };
+    }
+
     /// The client was active at `now`: the idle timer starts over.
     pub(super) fn touch(&mut self, now: Instant) {
         self.last_activity = now;
@@ -80,6 +99,15 @@ impl Model {
     }
 }
 
+impl Caps {
+    /// Whether a session configured as `cfg` transcribes its committed items: asked for
+    /// (`audio.input.transcription`, or a transcription session), or needed by a model that
+    /// reads words — with or without a transcriber to do it.
+    pub(super) fn transcribes(&self, cfg: &SessionConfig) -> bool {
+        cfg.is_transcription() || cfg.audio.input.transcription.is_some() || self.reads_text
+    }
+}
+
 /// One duplex session (see the module docs of `session`).
 pub struct Session {
     pub(super) cfg: SessionConfig,
@@ -105,12 +133,11 @@ pub struct Session {
     pub(super) now: Instant,
     /// Opted-in sessions (`?duplex=1`): the lease that lets the session outlive its transport.
     pub(super) lease: Option<super::durable::Lease>,
-    /// Where usage is counted.
-    pub(super) usage: Option<Arc<dyn super::UsageSink>>,
     /// Input transcription.
     pub(super) transcripts: super::transcripts::Transcripts,
-    /// What it charged to its share of the memory budget (see `memory`).
-    pub(super) budget: super::memory::Budget,
+    /// What it charged to its share of the memory budget, and where usage is counted (see
+    /// `memory`).
+    pub(super) meters: super::memory::Metering,
     /// An answer started before its turn was confirmed (see `speculate`).
     pub(super) speculation: Option<super::speculate::Speculation>,
 }
@@ -168,9 +195,8 @@ impl Session {
             cause: None,
             now,
             lease,
-            usage: p.usage,
             transcripts: super::transcripts::Transcripts::new(p.transcriber),
-            budget: super::memory::Budget::new(p.memory),
+            meters: super::memory::Metering::new(p.memory, p.usage),
             speculation: None,
         }
     }
@@ -503,23 +529,8 @@ impl Session {
             .check_tools(&self.cfg.model, &next.tools, &next.tool_choice, "session")?;
         let bytes =
             super::memory::check_prompt(&self.limits, &next.instructions, &next.tools, "session")?;
-        self.budget.charge_prompt(bytes)?;
+        self.meters.charge_prompt(bytes)?;
         Ok(next)
-    }
-
-    /// Arms (or disarms) server VAD's idle timeout after a response ended. Not on an
-    /// autonomous model: it decides itself when to speak, so a silent caller prompts nothing.
-    pub(super) fn arm_idle(&mut self) {
-        self.timers.vad_idle = match &self.cfg.audio.input.turn_detection {
-            Some(crate::protocol::TurnDetection::ServerVad {
-                idle_timeout_ms: Some(ms),
-                ..
-            }) if !self.floor.autonomous => {
-                let at = self.now + std::time::Duration::from_millis(*ms);
-                Some((at, self.input.clock()))
-            }
-            _ => None,
-        };
     }
 
     /// Sends an event to every subscriber, rendered once.
@@ -556,17 +567,10 @@ impl Session {
     pub(super) fn error(&mut self, error: ErrorPayload) {
         if let Some(code) = &error.code {
             crate::metrics::METRICS.error(code);
-            self.count(super::UsageEvent::Error(code.clone()));
+            self.meters.count(super::UsageEvent::Error(code.clone()));
         }
         tracing::debug!(session = %self.cfg.id, code = ?error.code, message = %error.message, "error event");
         self.emit(ServerEventBody::Error { error });
-    }
-
-    /// Counts usage, when the session has a sink.
-    pub(super) fn count(&self, event: super::UsageEvent) {
-        if let Some(u) = &self.usage {
-            u.record(event);
-        }
     }
 
     pub(super) fn fatal(&mut self, error: ErrorPayload) {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::{Limits, Session};
+use super::{Limits, Session, UsageEvent, UsageSink};
 use crate::memory::{Charge, Meter};
 use crate::protocol::{codes, ErrorPayload};
 
@@ -23,9 +23,12 @@ pub struct SessionMemory {
     pub fixed: Charge,
 }
 
-/// What the session charged to its meter: its own buffers and its prompt.
+/// What the session costs the server: what it charged to its memory meter (its own
+/// buffers and its prompt), and the usage it counts.
 #[derive(Default)]
-pub(super) struct Budget {
+pub(super) struct Metering {
+    /// Where usage is counted.
+    usage: Option<Arc<dyn UsageSink>>,
     /// Its share of the memory budget (none: no budget).
     memory: Option<SessionMemory>,
     /// Bytes of its own buffers charged to the meter.
@@ -34,11 +37,19 @@ pub(super) struct Budget {
     prompt_bytes: u64,
 }
 
-impl Budget {
-    pub(super) fn new(memory: Option<SessionMemory>) -> Self {
+impl Metering {
+    pub(super) fn new(memory: Option<SessionMemory>, usage: Option<Arc<dyn UsageSink>>) -> Self {
         Self {
             memory,
+            usage,
             ..Self::default()
+        }
+    }
+
+    /// Counts usage, when the session has a sink.
+    pub(super) fn count(&self, event: UsageEvent) {
+        if let Some(u) = &self.usage {
+            u.record(event);
         }
     }
 
@@ -96,7 +107,7 @@ impl Session {
             + self.conv.held_bytes()
             + answer
             + self.subs.journal_bytes();
-        self.budget.settle(buffers as u64);
+        self.meters.settle(buffers as u64);
     }
 }
 

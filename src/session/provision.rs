@@ -82,7 +82,7 @@ impl Session {
             slot: self.model.port.is_none() && !cfg.is_transcription(),
             transcriber: self.transcripts.lacks_port()
                 && self.caps.transcriber
-                && self.transcribes(cfg),
+                && self.caps.transcribes(cfg),
         }
     }
 

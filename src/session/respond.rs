@@ -250,7 +250,7 @@ impl Session {
             .min(self.limits.max_conversation_samples);
         // The answer's kept audio grows with it (at most one item's worth).
         if let Err(e) = self
-            .budget
+            .meters
             .reserve(Adpcm::bytes_for(out.audio.len()) as u64)
         {
             self.fence_model();
@@ -383,7 +383,7 @@ impl Session {
         });
         let audio_out = a.ledger.generated;
         let response = a.into_done(status, reason, message);
-        self.count(super::UsageEvent::Response {
+        self.meters.count(super::UsageEvent::Response {
             status: status_name(status),
             audio_out,
             text_tokens: response
@@ -394,8 +394,16 @@ impl Session {
         self.emit(ServerEventBody::ResponseDone {
             response: Box::new(response),
         });
-        self.rate_limits();
-        self.arm_idle();
+        if let Some(ev) = self
+            .lease
+            .as_ref()
+            .and_then(super::durable::Lease::rate_limits)
+        {
+            self.emit(ev);
+        }
+        let (autonomous, clock) = (self.floor.autonomous, self.input.clock());
+        self.timers
+            .arm_vad_idle(&self.cfg, autonomous, self.now, clock);
     }
 
     /// Moves the finished assistant item (its audio and ledger) into the conversation.

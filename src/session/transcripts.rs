@@ -15,6 +15,7 @@ use duet_media::Adpcm;
 use duet_models::{ContextItem, Request, TokenLogprob, TranscribeOutput, TurnInput};
 
 use super::audio_io::to_f32;
+use super::conversation::Conversation;
 use super::{Epoch, Session, TranscriberPort, TranscriptEvent};
 use crate::protocol::server::{LogProb, TranscriptionError, TranscriptionUsage};
 use crate::protocol::session::INCLUDE_LOGPROBS;
@@ -142,6 +143,46 @@ impl Transcripts {
         (now >= d.deadline).then(|| d.item_id.clone())
     }
 
+    /// The transcript a deferred request waited for came (or failed, or took too long):
+    /// the request goes now (returned, with its epoch), with the transcript in its context.
+    /// Nothing goes when the response was cancelled meanwhile (`epoch` moved on, or no
+    /// response is `active`).
+    fn release(
+        &mut self,
+        item_id: &str,
+        transcript: Option<String>,
+        epoch: Epoch,
+        active: bool,
+        conv: &Conversation,
+    ) -> Option<(Epoch, Request)> {
+        if self
+            .deferred
+            .as_ref()
+            .is_none_or(|d| &*d.item_id != item_id)
+        {
+            return None;
+        }
+        let d = self.deferred.take()?;
+        if d.epoch != epoch || !active {
+            return None; // cancelled meanwhile: nothing to ask for
+        }
+        let mut request = d.request;
+        if let (Some(transcript), Request::Respond { input, .. }) = (transcript, &mut request) {
+            let audio = conv.get(item_id).and_then(|s| s.audio.clone());
+            for turn in input.iter_mut() {
+                if let (ContextItem::User(TurnInput::Audio(pcm)), Some(a)) = (&*turn, &audio) {
+                    if is_audio_of(pcm, a) {
+                        *turn = ContextItem::User(TurnInput::Transcribed {
+                            audio: pcm.clone(),
+                            transcript: transcript.clone(),
+                        });
+                    }
+                }
+            }
+        }
+        Some((d.epoch, request))
+    }
+
     /// What the transcriber answered for `item_id`: the events it makes go to `events`
     /// (`logprobs`: with log probabilities).
     fn on_output(
@@ -248,22 +289,10 @@ fn logprobs(list: Vec<TokenLogprob>, wanted: bool) -> Option<Vec<LogProb>> {
 }
 
 impl Session {
-    /// Whether committed items are transcribed: asked for (`audio.input.transcription`, or
-    /// a transcription session), or needed by a model that reads words — with or without a
-    /// transcriber to do it.
-    pub(super) fn wants_transcripts(&self) -> bool {
-        self.transcribes(&self.cfg)
-    }
-
-    /// Whether a session configured as `cfg` transcribes its committed items.
-    pub(super) fn transcribes(&self, cfg: &crate::protocol::SessionConfig) -> bool {
-        cfg.is_transcription() || cfg.audio.input.transcription.is_some() || self.caps.reads_text
-    }
-
     /// Speech started under server VAD at input-clock `at`: a streaming transcriber starts
     /// hearing the utterance from there.
     pub(super) fn transcribe_speech_start(&mut self, item_id: &str, at: u64) {
-        if !self.wants_transcripts() {
+        if !self.caps.transcribes(&self.cfg) {
             return;
         }
         let logprobs = self.cfg.includes(INCLUDE_LOGPROBS);
@@ -276,7 +305,7 @@ impl Session {
     /// takes f32: the stored PCM16 is converted only when it is sent.
     pub(super) fn transcribe_committed(&mut self, item_id: &str, audio: &[i16]) {
         let streamed = self.transcripts.streaming.take();
-        if !self.wants_transcripts() {
+        if !self.caps.transcribes(&self.cfg) {
             return;
         }
         let logprobs = self.cfg.includes(INCLUDE_LOGPROBS);
@@ -355,38 +384,16 @@ impl Session {
         }
     }
 
-    /// The transcript a deferred request waited for came (or failed, or took too long):
-    /// the request goes now, with the transcript in its context.
+    /// The transcript of `item_id` came (or failed, or took too long): a request that
+    /// waited for it goes now.
     fn release_deferred(&mut self, item_id: &str, transcript: Option<String>) {
-        if self
+        let (epoch, active) = (self.model.epoch, self.active.is_some());
+        let released = self
             .transcripts
-            .deferred
-            .as_ref()
-            .is_none_or(|d| &*d.item_id != item_id)
-        {
-            return;
+            .release(item_id, transcript, epoch, active, &self.conv);
+        if let Some((epoch, request)) = released {
+            self.model.request(epoch, request);
         }
-        let Some(d) = self.transcripts.deferred.take() else {
-            return;
-        };
-        if d.epoch != self.model.epoch || self.active.is_none() {
-            return; // cancelled meanwhile: nothing to ask for
-        }
-        let mut request = d.request;
-        if let (Some(transcript), Request::Respond { input, .. }) = (transcript, &mut request) {
-            let audio = self.conv.get(item_id).and_then(|s| s.audio.clone());
-            for turn in input.iter_mut() {
-                if let (ContextItem::User(TurnInput::Audio(pcm)), Some(a)) = (&*turn, &audio) {
-                    if is_audio_of(pcm, a) {
-                        *turn = ContextItem::User(TurnInput::Transcribed {
-                            audio: pcm.clone(),
-                            transcript: transcript.clone(),
-                        });
-                    }
-                }
-            }
-        }
-        self.model.request(d.epoch, request);
     }
 
     /// The deferred request's wait is over at `now`: it goes without its transcript.
