@@ -87,7 +87,7 @@ impl Lease {
     }
 
     /// For `session.created`: the first resume token (once) and the generation.
-    fn created(&mut self) -> (Option<String>, Option<u64>) {
+    pub(super) fn created(&mut self) -> (Option<String>, Option<u64>) {
         (self.first_token.take(), Some(self.generation))
     }
 
@@ -268,17 +268,6 @@ impl Session {
     /// Where an opted-in session stands (`None`: not opted in).
     pub fn state(&self) -> Option<SessionState> {
         self.lease.as_ref().map(Lease::state)
-    }
-
-    /// `session.created`, with the first resume token on an opted-in session.
-    pub(super) fn created_event(&mut self) -> ServerEventBody {
-        let (resume_token, attachment_generation) =
-            self.lease.as_mut().map_or((None, None), Lease::created);
-        ServerEventBody::SessionCreated {
-            session: Box::new(self.cfg.clone()),
-            resume_token,
-            attachment_generation,
-        }
     }
 
     /// Takes a transport's input: an opted-in session ignores connections it no longer

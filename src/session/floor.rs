@@ -67,7 +67,11 @@ impl Session {
             return;
         }
         if self.active.is_none() {
-            self.open_model_response();
+            // The model started speaking on its own: it opens a response.
+            match self.prepare(ResponseParams::default()) {
+                Ok((active, _)) => self.begin(active, None, true),
+                Err(e) => self.error(e),
+            }
         }
         let speak = match self.active.as_mut() {
             None => return,
@@ -80,14 +84,6 @@ impl Session {
         }
         if self.stream_active(&out) {
             self.stop_incomplete();
-        }
-    }
-
-    /// Opens a response because an autonomous model started speaking on its own.
-    fn open_model_response(&mut self) {
-        match self.prepare(ResponseParams::default()) {
-            Ok((active, _)) => self.begin(active, None, true),
-            Err(e) => self.error(e),
         }
     }
 
@@ -123,10 +119,8 @@ impl Session {
     /// to a cancelled response and are dropped, but whether the model is speaking still
     /// counts (falling silent there ends the suppression, as in [`Self::on_model_output`]).
     pub(super) fn on_fenced_output(&mut self, out: &StepOutput) {
-        if self.floor.autonomous {
-            if self.floor.speaking(out.speaking) {
-                self.model_fell_silent();
-            }
+        if self.floor.autonomous && self.floor.speaking(out.speaking) {
+            self.model_fell_silent();
         }
     }
 }

@@ -554,7 +554,12 @@ impl Session {
             previous_item_id: previous_item_id.clone(),
             item_id: item_id.clone(),
         });
-        self.emit_all(item_added(previous_item_id, item, true, evicted));
+        self.emit_all(super::conversation::item_added(
+            previous_item_id,
+            item,
+            true,
+            evicted,
+        ));
         self.transcribe_committed(&item_id, &audio);
         Ok(())
     }
@@ -567,35 +572,6 @@ impl Session {
         self.transcripts.abandon();
         self.emit(ServerEventBody::InputAudioBufferCleared {});
     }
-}
-
-/// `conversation.item.added` (and, when `done`, `conversation.item.done`) for `item`, then
-/// `conversation.item.deleted` for each of the items its insertion `evicted`.
-pub(super) fn item_added(
-    previous_item_id: Option<String>,
-    item: Item,
-    done: bool,
-    evicted: Vec<String>,
-) -> Vec<ServerEventBody> {
-    let mut events = vec![ServerEventBody::ConversationItemAdded {
-        previous_item_id: previous_item_id.clone(),
-        item: Box::new(item.clone()),
-    }];
-    if done {
-        events.push(ServerEventBody::ConversationItemDone {
-            previous_item_id,
-            item: Box::new(item),
-        });
-    }
-    events.extend(deleted(evicted));
-    events
-}
-
-/// `conversation.item.deleted` for each evicted item.
-pub(super) fn deleted(evicted: Vec<String>) -> impl Iterator<Item = ServerEventBody> {
-    evicted
-        .into_iter()
-        .map(|item_id| ServerEventBody::ConversationItemDeleted { item_id })
 }
 
 /// Decodes a standalone clip in `format` (the session's input format).

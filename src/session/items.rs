@@ -76,7 +76,7 @@ impl Session {
         let stored = StoredItem::with_audio(item.clone(), audio);
         let evicted = self.conv.insert(placement, stored)?;
         let previous_item_id = self.conv.previous_id(&id);
-        self.emit_all(super::input::item_added(
+        self.emit_all(super::conversation::item_added(
             previous_item_id,
             item,
             true,

@@ -234,10 +234,19 @@ impl Session {
         self.subs.closing()
     }
 
-    /// Starts the session: `session.created` (outside the journal).
+    /// Starts the session: `session.created` (outside the journal), with the first resume
+    /// token on an opted-in session.
     pub fn start(&mut self, now: Instant) {
         self.now = now;
-        let created = self.created_event();
+        let (resume_token, attachment_generation) = self
+            .lease
+            .as_mut()
+            .map_or((None, None), super::durable::Lease::created);
+        let created = ServerEventBody::SessionCreated {
+            session: Box::new(self.cfg.clone()),
+            resume_token,
+            attachment_generation,
+        };
         self.subs
             .deliver(&Rendered::new(&ServerEvent::new(created), None));
         self.after_send();

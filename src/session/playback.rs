@@ -3,7 +3,6 @@
 //! interruption the assistant item is truncated to what the caller heard.
 
 use super::conversation::Conversation;
-use super::ledger::SAMPLES_PER_MS;
 use super::{MediaSink, PlaybackTag, Session};
 use crate::protocol::ServerEventBody;
 
@@ -200,27 +199,11 @@ impl Session {
                 response_id: track.response_id.clone(),
             });
             if let Some(item_id) = &track.item_id {
-                self.truncate_to_played(item_id, track.sent);
+                if let Some(truncated) = self.conv.truncate_to_played(item_id, track.sent) {
+                    self.emit(truncated);
+                }
                 self.conv.unpin(item_id);
             }
         }
-    }
-
-    /// Cuts a stored assistant item to the `sent` samples the caller heard. Reported even
-    /// when everything generated was heard: the caller learns exactly where the item ends.
-    fn truncate_to_played(&mut self, item_id: &str, sent: u64) {
-        let generated = self
-            .conv
-            .get(item_id)
-            .and_then(|s| s.ledger.as_ref())
-            .map_or(0, |l| l.generated);
-        if generated == 0 || self.conv.cut_audio(item_id, 0, sent).is_none() {
-            return;
-        }
-        self.emit(ServerEventBody::ConversationItemTruncated {
-            item_id: item_id.to_string(),
-            content_index: 0,
-            audio_end_ms: sent / SAMPLES_PER_MS,
-        });
     }
 }

@@ -9,7 +9,7 @@ use duet_media::Adpcm;
 use duet_models::{ContextItem, OutputModality, Request, StepOutput, Tool, ToolChoice};
 use serde_json::Value;
 
-use super::conversation::{context_item, user_turn_of, Conversation, Placement, StoredItem};
+use super::conversation::{context_item, user_turn_of, Conversation, StoredItem};
 use super::response::{input_tokens, ActiveResponse};
 use super::Session;
 use crate::protocol::response::{ResponseAudio, ResponseAudioOutput};
@@ -45,15 +45,14 @@ impl Session {
         }
         let request = respond_request(&self.cfg, &active, ask);
         // An answer started before the turn was confirmed, to the same words: it plays now.
+        let epoch = self.model.epoch;
         let answer = match self.speculation.take() {
-            Some(s) if !s.is_adopted() => match s.answer(&request, self.model.epoch) {
-                Ok(held) => Some(held),
-                Err(s) => {
-                    self.speculation = Some(s);
-                    self.abandon_speculation();
-                    None
-                }
-            },
+            Some(s) if !s.is_adopted() && s.answers(&request, epoch) => Some(s.adopt()),
+            Some(s) if !s.is_adopted() => {
+                self.speculation = Some(s);
+                self.abandon_speculation();
+                None
+            }
             // None, or one whose transcription belongs to an item now: it stays.
             other => {
                 self.speculation = other;
@@ -192,20 +191,6 @@ impl Session {
         }
         if let Some(request) = request {
             self.request_model(request);
-        }
-    }
-
-    /// The response's (empty) assistant item joins the conversation.
-    pub(super) fn add_response_item(&mut self, item_id: &str, empty: Item) {
-        match self
-            .conv
-            .insert(Placement::End, StoredItem::plain(empty.clone()))
-        {
-            Ok(evicted) => {
-                let prev = self.conv.previous_id(item_id);
-                self.emit_all(super::input::item_added(prev, empty, false, evicted));
-            }
-            Err(e) => self.error(e),
         }
     }
 
@@ -377,7 +362,10 @@ impl Session {
                 self.emit(ev);
             }
             if a.in_conversation {
-                self.store_item(&mut a, item.clone());
+                // The finished item (its audio and ledger) moves into the conversation.
+                let audio = a.take_audio();
+                let events = self.conv.finish_answer(&a.item_id, item.clone(), audio);
+                self.emit_all(events);
             }
             item
         });
@@ -404,21 +392,6 @@ impl Session {
         let (autonomous, clock) = (self.floor.autonomous, self.input.clock());
         self.timers
             .arm_vad_idle(&self.cfg, autonomous, self.now, clock);
-    }
-
-    /// Moves the finished assistant item (its audio and ledger) into the conversation.
-    fn store_item(&mut self, a: &mut ActiveResponse, item: Item) {
-        let audio = a.take_audio();
-        if !self.conv.finish_item(&a.item_id, item.clone(), audio) {
-            return;
-        }
-        let evicted = self.conv.evict_except(&a.item_id);
-        let prev = self.conv.previous_id(&a.item_id);
-        self.emit(ServerEventBody::ConversationItemDone {
-            previous_item_id: prev,
-            item: Box::new(item),
-        });
-        self.emit_all(super::input::deleted(evicted));
     }
 }
 

@@ -90,17 +90,16 @@ impl Speculation {
         Some(self.held_samples > MAX_HELD_SAMPLES || self.held_text > MAX_HELD_TEXT)
     }
 
-    /// A response under `epoch` is about to ask the model `request`: when the speculation
-    /// asked the same, its answer is adopted (the held output, to play now; the request is
-    /// not sent again). Otherwise it comes back.
-    pub(super) fn answer(self, request: &Request, epoch: Epoch) -> Result<Vec<StepOutput>, Self> {
-        match &self.request {
-            Some((e, asked)) if *e == epoch && same_words(asked, request) => {
-                crate::metrics::METRICS.speculation("adopted");
-                Ok(self.held)
-            }
-            _ => Err(self),
-        }
+    /// Whether a response under `epoch` that asks the model `request` asks what the
+    /// speculation asked: then its answer is adopted ([`Self::adopt`]).
+    pub(super) fn answers(&self, request: &Request, epoch: Epoch) -> bool {
+        matches!(&self.request, Some((e, asked)) if *e == epoch && same_words(asked, request))
+    }
+
+    /// The answer is adopted: the held output, to play now (the request is not sent again).
+    pub(super) fn adopt(self) -> Vec<StepOutput> {
+        crate::metrics::METRICS.speculation("adopted");
+        self.held
     }
 }
 
