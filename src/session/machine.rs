@@ -147,13 +147,13 @@ impl Session {
     /// clock then, for `expires_at`).
     pub fn new(p: SessionParams, now: Instant, unix_secs: u64) -> Self {
         let expires_at = unix_secs + p.limits.max_session.as_secs();
-        let mut cfg = SessionConfig::new(p.session_id, p.model_name, expires_at);
+        let mut cfg = SessionConfig::new(p.session_id, p.model_info.name.clone(), expires_at);
         if p.transcription_session {
             cfg.set_transcription();
         }
-        let autonomous = p.autonomous;
+        let (autonomous, frame) = (p.model_info.autonomous, p.model_info.frame_samples);
         if p.duplex {
-            cfg.capabilities = Some(super::durable::capabilities(autonomous, p.model_frame));
+            cfg.capabilities = Some(super::durable::capabilities(autonomous, frame));
         }
         let journal = p
             .duplex
@@ -162,7 +162,7 @@ impl Session {
             .duplex
             .then(|| super::durable::Lease::new(p.attachment, p.headroom));
         let vad = (p.vad_model, p.limits.vad_min_speech_ms);
-        let input = InputState::new(&cfg, p.model_frame, p.limits.max_input_samples, vad);
+        let input = InputState::new(&cfg, frame, p.limits.max_input_samples, vad);
         let floor = Floor::new(autonomous, p.limits.speak_timeout);
         Self {
             conv: Conversation::new(p.limits.max_items, p.limits.max_conversation_samples)
@@ -186,8 +186,8 @@ impl Session {
             pending: None,
             caps: Caps {
                 transcriber: p.can_transcribe,
-                tools: p.model_tools,
-                reads_text: p.model_reads_text,
+                tools: p.model_info.tools,
+                reads_text: p.model_info.reads_text,
             },
             active: None,
             view: PlaybackView::default(),
