@@ -1,9 +1,10 @@
 //! The session's shape, counted from its source so that it cannot grow back unnoticed: the
 //! fields of `struct Session` and the `fn` items of every `impl Session` block in
-//! `src/session/*.rs` (test files and test modules excluded). The sub-states (`Lease`,
-//! `Transcripts`, `Speculation`, `Floor`, `PlaybackView`, `Budget`, ...) own their behaviour
-//! and return what happened; `Session` keeps the dispatch, the event emission and the fields
-//! that span them.
+//! `src/session/*.rs` (test files and test modules excluded). The parts (`Lease`,
+//! `Transcripts`, `Speculation`, `Floor`, `PlaybackView`, `Metering`, `Conversation`, ...)
+//! own their behaviour and return what happened; `Session` keeps the dispatch, the event
+//! emission and the fields that span them. Before the parts took their behaviour (issue 31)
+//! it had 28 fields and 139 methods.
 //!
 //! The method: in each file, a block opens at a line `impl Session {` in the first column and
 //! closes at the next `}` in the first column; a method is a line in it, indented four
@@ -14,9 +15,9 @@
 
 use std::path::Path;
 
-/// The most fields `struct Session` may have.
+/// The most fields `struct Session` may have (lower it when a change removes some).
 const MAX_FIELDS: usize = 19;
-/// The most methods all `impl Session` blocks together may have.
+/// The most methods all `impl Session` blocks together may have (lower it likewise).
 const MAX_METHODS: usize = 93;
 
 /// The line, less four spaces of indent and any `pub`/`pub(..)`, when it is at depth one.
