@@ -280,6 +280,20 @@ impl InputState {
         }
     }
 
+    /// `input_audio_buffer.speech_probability` for the span the detector metered, if one
+    /// is due (`offset`: where its clock starts on the input clock).
+    fn speech_meter(&mut self, offset: u64) -> Option<ServerEventBody> {
+        let turns = self.vad.as_mut()?;
+        let detector = turns.detector();
+        let span = turns.vad.take_meter(METER_SAMPLES)?;
+        Some(ServerEventBody::InputAudioBufferSpeechProbability {
+            audio_start_ms: ms(span.start + offset),
+            audio_end_ms: ms(span.end + offset),
+            probability: (span.probability * 1000.0).round() / 1000.0,
+            detector,
+        })
+    }
+
     fn drop_before(&mut self, at: u64) {
         self.buffer.drop_before(at);
     }
@@ -392,7 +406,13 @@ impl Session {
                 m.input(f);
             }
         });
-        self.meter_speech(offset);
+        // `input_audio_buffer.speech_probability`, when `include` asks for it.
+        let wanted = crate::protocol::session::INCLUDE_SPEECH_PROBABILITY;
+        if self.cfg.includes(wanted) {
+            if let Some(ev) = self.input.speech_meter(offset) {
+                self.emit(ev);
+            }
+        }
         for ev in events {
             self.input.vad_latency(&ev, offset);
             match ev {
@@ -403,28 +423,6 @@ impl Session {
         self.speculate();
         self.input.trim_idle();
         report.map_or(Ok(()), Err)
-    }
-
-    /// `input_audio_buffer.speech_probability`, when `include` asks for it.
-    fn meter_speech(&mut self, offset: u64) {
-        if !self
-            .cfg
-            .includes(crate::protocol::session::INCLUDE_SPEECH_PROBABILITY)
-        {
-            return;
-        }
-        let Some(turns) = &mut self.input.vad else {
-            return;
-        };
-        let detector = turns.detector();
-        if let Some(span) = turns.vad.take_meter(METER_SAMPLES) {
-            self.emit(ServerEventBody::InputAudioBufferSpeechProbability {
-                audio_start_ms: ms(span.start + offset),
-                audio_end_ms: ms(span.end + offset),
-                probability: (span.probability * 1000.0).round() / 1000.0,
-                detector,
-            });
-        }
     }
 
     fn speech_started(&mut self, at: u64) {

@@ -518,7 +518,12 @@ impl Session {
         let next = self.next_config(patch)?;
         let needs = self.needs_for(&next);
         if needs.any() {
-            self.hold_update(next, needs);
+            // Held until what it needs is there.
+            self.pending = Some(super::provision::Pending::new(
+                next,
+                needs,
+                self.cause.clone(),
+            ));
         } else {
             self.apply_config(next);
         }

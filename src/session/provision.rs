@@ -63,6 +63,19 @@ pub(super) struct Pending {
     event_id: Option<String>,
 }
 
+impl Pending {
+    /// A configuration held until what it `needs` is there, for the client event `cause`.
+    pub(super) fn new(cfg: SessionConfig, needs: Needs, cause: Option<Arc<str>>) -> Self {
+        let event_id = cause.as_deref().map(String::from);
+        Self {
+            cfg,
+            needs,
+            cause,
+            event_id,
+        }
+    }
+}
+
 /// The ports of a provision, given to the session; the receivers stay with the caller.
 pub struct Ports {
     /// The model slot's port, or the error that refused it.
@@ -95,16 +108,6 @@ impl Session {
     /// [`Self::provide`]).
     pub fn waiting_for(&self) -> Option<Needs> {
         self.pending.as_ref().map(|p| p.needs)
-    }
-
-    /// Holds a configuration until what it needs is there.
-    pub(super) fn hold_update(&mut self, cfg: SessionConfig, needs: Needs) {
-        self.pending = Some(Pending {
-            cfg,
-            needs,
-            cause: self.cause.clone(),
-            event_id: self.cause.as_deref().map(String::from),
-        });
     }
 
     /// Takes the ports the shell got (at open, or for a held update). A held update then
