@@ -20,7 +20,7 @@ use duet::session::{
     queue, AttachmentId, Epoch, Limits, MediaSignals, MediaSink, ModelEvent, ModelPort,
     PlaybackTag, Received, Session, SessionInput, SessionParams, Transport,
 };
-use duet_models::{DuplexModel, EchoModel, Request, SlotId, StepInput};
+use duet_models::{DuplexModel, EchoModel, ModelInfo, Request, SlotId, StepInput};
 
 struct Counting;
 
@@ -150,10 +150,15 @@ fn main() {
                     sink: Box::new(BenchSink(engine.clone())),
                     signals: signals.clone(),
                 },
-                model_name: "echo".into(),
                 model: Some(Box::new(BenchPort(port.clone()))),
-                autonomous: false,
-                model_frame: FRAME,
+                model_info: ModelInfo {
+                    name: "echo".into(),
+                    frame_samples: FRAME,
+                    max_slots: 1,
+                    autonomous: false,
+                    tools: false,
+                    reads_text: false,
+                },
                 limits,
                 out: out_tx,
                 duplex: false,
@@ -162,8 +167,6 @@ fn main() {
                 usage: None,
                 transcriber: None,
                 can_transcribe: false,
-                model_tools: false,
-                model_reads_text: false,
                 vad_model: None,
                 transcription_session: false,
                 memory: None,

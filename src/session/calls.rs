@@ -6,7 +6,6 @@
 
 use duet_models::ToolCallDelta;
 
-use super::conversation::{Placement, StoredItem};
 use super::response::FunctionCall;
 use super::Session;
 use crate::protocol::{ids, ItemStatus, ServerEventBody};
@@ -73,22 +72,10 @@ impl Session {
             item: Box::new(item.clone()),
         });
         if in_conversation {
-            self.add_call_item(item);
-        }
-    }
-
-    fn add_call_item(&mut self, item: crate::protocol::Item) {
-        let id = item.id().unwrap_or_default().to_string();
-        match self
-            .conv
-            .insert(Placement::End, StoredItem::plain(item.clone()))
-        {
-            Ok(evicted) => {
-                let prev = self.conv.previous_id(&id);
-                self.emit_item_added(prev, item, false);
-                self.emit_evicted(evicted);
+            match self.conv.append(item) {
+                Ok(events) => self.emit_all(events),
+                Err(e) => self.error(e),
             }
-            Err(e) => self.error(e),
         }
     }
 
@@ -139,18 +126,21 @@ impl Session {
         a.open_message();
         let empty = a.empty_item();
         let (response_id, at) = (a.response.id.clone(), a.at());
-        let (in_conversation, item_id) = (a.in_conversation, a.item_id.clone());
+        let in_conversation = a.in_conversation;
         self.emit(ServerEventBody::ResponseOutputItemAdded {
             response_id,
             output_index: at.output_index,
             item: Box::new(empty.clone()),
         });
         if in_conversation {
-            self.add_response_item(&item_id, empty);
+            match self.conv.append(empty) {
+                Ok(events) => self.emit_all(events),
+                Err(e) => self.error(e),
+            }
         }
         if speaking {
             self.floor.speak_deadline = None;
-            let (id, epoch) = (self.cfg.id.clone(), self.epoch);
+            let (id, epoch) = (self.cfg.id.clone(), self.model.epoch);
             if let Some(speak) = self.active.as_mut().map(|a| a.speak(&id, epoch)) {
                 self.emit(speak);
             }

@@ -8,7 +8,7 @@ use duet_media::Adpcm;
 use duet_models::{ContextItem, ToolCall, TurnInput};
 
 use super::ledger::PlaybackLedger;
-use crate::protocol::{codes, AudioFormat, Content, ErrorPayload, Item, Role};
+use crate::protocol::{codes, AudioFormat, Content, ErrorPayload, Item, Role, ServerEventBody};
 
 /// One item and what stays server-side: its audio (24 kHz, IMA ADPCM) and, for assistant
 /// audio, the ledger.
@@ -89,9 +89,40 @@ impl Placement {
     }
 }
 
+/// `conversation.item.added` (and, when `done`, `conversation.item.done`) for `item`, then
+/// `conversation.item.deleted` for each of the items its insertion `evicted`.
+pub(super) fn item_added(
+    previous_item_id: Option<String>,
+    item: Item,
+    done: bool,
+    evicted: Vec<String>,
+) -> Vec<ServerEventBody> {
+    let mut events = vec![ServerEventBody::ConversationItemAdded {
+        previous_item_id: previous_item_id.clone(),
+        item: Box::new(item.clone()),
+    }];
+    if done {
+        events.push(ServerEventBody::ConversationItemDone {
+            previous_item_id,
+            item: Box::new(item),
+        });
+    }
+    events.extend(deleted(evicted));
+    events
+}
+
+/// `conversation.item.deleted` for each evicted item.
+pub(super) fn deleted(evicted: Vec<String>) -> impl Iterator<Item = ServerEventBody> {
+    evicted
+        .into_iter()
+        .map(|item_id| ServerEventBody::ConversationItemDeleted { item_id })
+}
+
 /// The items of one conversation.
 #[derive(Debug)]
 pub struct Conversation {
+    /// `conv_…`, for the responses in it.
+    pub id: String,
     items: Vec<StoredItem>,
     audio_samples: u64,
     /// Bytes the stored audio takes.
@@ -112,6 +143,7 @@ impl Conversation {
     /// An empty conversation with limits.
     pub fn new(max_items: usize, max_audio_samples: u64) -> Self {
         Self {
+            id: crate::protocol::ids::conversation_id(),
             items: Vec::new(),
             audio_samples: 0,
             audio_bytes: 0,
@@ -129,6 +161,55 @@ impl Conversation {
     pub fn with_max_text(mut self, bytes: usize) -> Self {
         self.max_text_bytes = bytes;
         self
+    }
+
+    /// Appends `item`: the events that report it (`conversation.item.added`, then the items
+    /// evicted to make room as deleted).
+    pub fn append(&mut self, item: Item) -> Result<Vec<ServerEventBody>, ErrorPayload> {
+        let id = item.id().unwrap_or_default().to_string();
+        let evicted = self.insert(Placement::End, StoredItem::plain(item.clone()))?;
+        let prev = self.previous_id(&id);
+        Ok(item_added(prev, item, false, evicted))
+    }
+
+    /// The finished assistant item `id` takes its final form, its audio and ledger: the
+    /// events that report it (`conversation.item.done`, then the items evicted as deleted;
+    /// none when the item is gone).
+    pub fn finish_answer(
+        &mut self,
+        id: &str,
+        item: Item,
+        audio: Option<(Adpcm, PlaybackLedger)>,
+    ) -> Vec<ServerEventBody> {
+        if !self.finish_item(id, item.clone(), audio) {
+            return Vec::new();
+        }
+        let evicted = self.evict_except(id);
+        let mut events = vec![ServerEventBody::ConversationItemDone {
+            previous_item_id: self.previous_id(id),
+            item: Box::new(item),
+        }];
+        events.extend(deleted(evicted));
+        events
+    }
+
+    /// Cuts the assistant item `id` to the `sent` samples the caller heard: the
+    /// `conversation.item.truncated` that reports it, even when everything generated was
+    /// heard (the caller learns exactly where the item ends). None when it has no audio.
+    pub fn truncate_to_played(&mut self, id: &str, sent: u64) -> Option<ServerEventBody> {
+        let generated = self
+            .get(id)
+            .and_then(|s| s.ledger.as_ref())
+            .map_or(0, |l| l.generated);
+        if generated == 0 {
+            return None;
+        }
+        self.cut_audio(id, 0, sent)?;
+        Some(ServerEventBody::ConversationItemTruncated {
+            item_id: id.to_string(),
+            content_index: 0,
+            audio_end_ms: sent / super::ledger::SAMPLES_PER_MS,
+        })
     }
 
     /// The most text the conversation keeps, in bytes.

@@ -8,7 +8,7 @@
 //! grace and the idle TTL are deadlines in [`Session::next_deadline`], exact to the
 //! session's own timer.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
@@ -29,7 +29,6 @@ pub enum SessionState {
 }
 
 /// An opted-in session's lease.
-#[derive(Debug)]
 pub(super) struct Lease {
     /// The attachment's generation: 1 at open, + 1 for every resume.
     generation: u64,
@@ -45,10 +44,12 @@ pub(super) struct Lease {
     warned: bool,
     /// Journal bytes last reported to the metrics.
     reported_bytes: usize,
+    /// The server's admission headroom, for `rate_limits.updated`.
+    headroom: Option<super::Headroom>,
 }
 
 impl Lease {
-    pub(super) fn new(attachment: AttachmentId) -> Self {
+    pub(super) fn new(attachment: AttachmentId, headroom: Option<super::Headroom>) -> Self {
         let (token, token_digest) = new_token();
         crate::metrics::METRICS
             .sessions_attached
@@ -61,6 +62,7 @@ impl Lease {
             grace_until: None,
             warned: false,
             reported_bytes: 0,
+            headroom,
         }
     }
 
@@ -75,6 +77,162 @@ impl Lease {
             SessionState::Attached
         }
     }
+
+    /// Whether input from connection `from` is stale: it comes from a connection the
+    /// session no longer belongs to (replaced by a resume). Resumes are never stale.
+    fn is_stale(&self, from: AttachmentId, input: &SessionInput) -> bool {
+        from != AttachmentId::ANY
+            && from != self.attachment
+            && !matches!(input, SessionInput::Resume { .. })
+    }
+
+    /// For `session.created`: the first resume token (once) and the generation.
+    pub(super) fn created(&mut self) -> (Option<String>, Option<u64>) {
+        (self.first_token.take(), Some(self.generation))
+    }
+
+    /// The transport dropped: the lease waits for a resume until `until`. False when it
+    /// was already detached.
+    fn detach(&mut self, until: Instant) -> bool {
+        if self.grace_until.is_some() {
+            return false;
+        }
+        move_gauge(self.state(), SessionState::Detached);
+        self.grace_until = Some(until);
+        true
+    }
+
+    /// A resume took the session over for connection `attachment`: the generation moves
+    /// on and the token rotates. Returns the new token, the old generation and the new one.
+    fn reattach(&mut self, attachment: AttachmentId) -> (String, u64, u64) {
+        let (token, token_digest) = new_token();
+        let old_generation = self.generation;
+        self.generation += 1;
+        self.token_digest = token_digest;
+        self.attachment = attachment;
+        move_gauge(self.state(), SessionState::Attached);
+        self.grace_until = None;
+        (token, old_generation, self.generation)
+    }
+
+    /// The replay a resume of session `session_id` gets from `journal`, or why it gets
+    /// none.
+    fn check_resume(
+        &self,
+        req: &ResumeRequest,
+        session_id: &str,
+        journal: Option<&mut super::journal::Journal>,
+        now: Instant,
+    ) -> Result<Vec<Rendered>, Refusal> {
+        if req.session_id != session_id {
+            return Err(refusal(
+                codes::SESSION_RESUME_EXPIRED,
+                "no such session".into(),
+            ));
+        }
+        if !self.token_matches(&req.resume_token) {
+            return Err(refusal(
+                codes::INVALID_RESUME_TOKEN,
+                "the resume token does not match this session's".into(),
+            ));
+        }
+        let last = req.last_received_server_event_seq;
+        match journal.map(|j| j.replay(last, now)) {
+            Some(Ok(r)) => Ok(r),
+            Some(Err(ReplayError::Ahead { head })) => Err(refusal(
+                codes::SESSION_RESUME_CONFLICT,
+                format!("last_received_server_event_seq {last} is ahead of the last event sent ({head})"),
+            )),
+            Some(Err(ReplayError::Gap)) | None => Err(Refusal::Gap),
+        }
+    }
+
+    /// The journal holds `bytes` now: the metrics learn the difference.
+    fn report_journal(&mut self, bytes: usize) {
+        let delta = bytes as i64 - self.reported_bytes as i64;
+        if delta != 0 {
+            crate::metrics::METRICS
+                .journal_bytes
+                .fetch_add(delta, std::sync::atomic::Ordering::Relaxed);
+            self.reported_bytes = bytes;
+        }
+    }
+
+    /// The lease's deadlines for a session that ends at `expiry` and is warned `warning`
+    /// before: the end of the grace, the expiry warning.
+    pub(super) fn deadline(&self, expiry: Instant, warning: Duration) -> Option<Instant> {
+        let warn = (!self.warned).then(|| expiry.checked_sub(warning).unwrap_or(expiry));
+        [self.grace_until, warn].into_iter().flatten().min()
+    }
+
+    /// Which of the lease's timers is due at `now` (see [`Self::deadline`]).
+    pub(super) fn due(&mut self, now: Instant, expiry: Instant, warning: Duration) -> LeaseDue {
+        if self.grace_until.is_some_and(|at| now >= at) {
+            return LeaseDue::GraceOver;
+        }
+        let warn_at = expiry.checked_sub(warning);
+        if !self.warned && warn_at.is_none_or(|at| now >= at) {
+            self.warned = true;
+            return LeaseDue::Warn;
+        }
+        LeaseDue::Nothing
+    }
+
+    /// After each `response.done`: `rate_limits.updated` with the server's real headroom
+    /// (`sessions`: what it can hold, what it can still take), when the server reports it.
+    pub(super) fn rate_limits(&self) -> Option<ServerEventBody> {
+        let (limit, remaining) = self.headroom.as_ref()?();
+        Some(ServerEventBody::RateLimitsUpdated {
+            rate_limits: vec![crate::protocol::server::RateLimit {
+                name: "sessions".into(),
+                limit,
+                remaining,
+                reset_seconds: 0.0,
+            }],
+        })
+    }
+
+    /// The session ends: its gauges and journal bytes leave the metrics.
+    pub(super) fn release(self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        gauge(self.state()).fetch_sub(1, Relaxed);
+        crate::metrics::METRICS
+            .journal_bytes
+            .fetch_sub(self.reported_bytes as i64, Relaxed);
+    }
+}
+
+/// What a lease's timer asks for.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum LeaseDue {
+    Nothing,
+    /// The disconnect grace ran out: the session expires.
+    GraceOver,
+    /// The session ends soon: `session.expiring`.
+    Warn,
+}
+
+/// The `capabilities` of an opted-in session on this model.
+pub(super) fn capabilities(autonomous: bool, frame_samples: usize) -> Capabilities {
+    let per_ms = (duet_media::SESSION_RATE / 1000) as usize;
+    let chunk = u32::try_from(frame_samples / per_ms.max(1)).unwrap_or(u32::MAX);
+    Capabilities::new(autonomous, chunk)
+}
+
+/// `session.resync_required{reason}` for session `session_id`, rendered (outside the
+/// journal).
+pub(super) fn resync(session_id: &str, reason: &'static str) -> Rendered {
+    Rendered::new(
+        &ServerEvent::new(ServerEventBody::SessionResyncRequired {
+            session_id: session_id.to_string(),
+            reason,
+        }),
+        None,
+    )
+}
+
+fn refusal(code: &str, message: String) -> Refusal {
+    Refusal::Error(ErrorPayload::invalid(code, message))
 }
 
 /// A resume token (32 random bytes, URL-safe base64) and its digest.
@@ -112,35 +270,14 @@ impl Session {
         self.lease.as_ref().map(Lease::state)
     }
 
-    /// The `capabilities` of an opted-in session on this model.
-    pub(super) fn capabilities(autonomous: bool, frame_samples: usize) -> Capabilities {
-        let per_ms = (duet_media::SESSION_RATE / 1000) as usize;
-        let chunk = u32::try_from(frame_samples / per_ms.max(1)).unwrap_or(u32::MAX);
-        Capabilities::new(autonomous, chunk)
-    }
-
-    /// `session.created`, with the first resume token on an opted-in session.
-    pub(super) fn created_event(&mut self) -> ServerEventBody {
-        let (resume_token, attachment_generation) = match &mut self.lease {
-            Some(l) => (l.first_token.take(), Some(l.generation)),
-            None => (None, None),
-        };
-        ServerEventBody::SessionCreated {
-            session: Box::new(self.cfg.clone()),
-            resume_token,
-            attachment_generation,
-        }
-    }
-
     /// Takes a transport's input: an opted-in session ignores connections it no longer
     /// belongs to (replaced by a resume).
     pub fn handle_from(&mut self, from: AttachmentId, input: SessionInput, now: Instant) {
-        let stale = self.lease.as_ref().is_some_and(|l| {
-            from != AttachmentId::ANY
-                && from != l.attachment
-                && !matches!(input, SessionInput::Resume { .. })
-        });
-        if stale {
+        if self
+            .lease
+            .as_ref()
+            .is_some_and(|l| l.is_stale(from, &input))
+        {
             return;
         }
         self.handle(input, now);
@@ -154,34 +291,15 @@ impl Session {
         let Some(lease) = &mut self.lease else {
             return self.close(1000, "transport closed");
         };
-        if lease.grace_until.is_some() {
+        if !lease.detach(now + grace) {
             return;
         }
-        move_gauge(lease.state(), SessionState::Detached);
-        lease.grace_until = Some(now + grace);
         self.subs.detach();
         // Nothing plays any more: what was not heard is cut, and until a resume the session
         // produces its audio as events (journaled), as on a WebSocket.
         self.abandon_playback();
         self.transport = super::Transport::WebSocket;
         tracing::info!(session = %self.cfg.id, grace_secs = grace.as_secs(), "transport dropped; session detached");
-    }
-
-    /// Opted-in sessions, after each `response.done`: `rate_limits.updated` with the server's
-    /// real headroom (`sessions`: what it can hold, what it can still take).
-    pub(super) fn rate_limits(&mut self) {
-        let (Some(_), Some(headroom)) = (&self.lease, &self.headroom) else {
-            return;
-        };
-        let (limit, remaining) = headroom();
-        self.emit(ServerEventBody::RateLimitsUpdated {
-            rate_limits: vec![crate::protocol::server::RateLimit {
-                name: "sessions".into(),
-                limit,
-                remaining,
-                reset_seconds: 0.0,
-            }],
-        });
     }
 
     /// The client hung up the call that holds the session: an explicit end, not a drop.
@@ -203,13 +321,7 @@ impl Session {
         }
         let bytes = self.subs.journal().map_or(0, |j| j.bytes());
         if let Some(l) = &mut self.lease {
-            let delta = bytes as i64 - l.reported_bytes as i64;
-            if delta != 0 {
-                crate::metrics::METRICS
-                    .journal_bytes
-                    .fetch_add(delta, std::sync::atomic::Ordering::Relaxed);
-                l.reported_bytes = bytes;
-            }
+            l.report_journal(bytes);
         }
     }
 
@@ -224,7 +336,14 @@ impl Session {
         attachment: AttachmentId,
         transport: super::Transport,
     ) -> Result<(), ErrorPayload> {
-        let replay = match self.check_resume(&req) {
+        let checked = match &self.lease {
+            None => Err(refusal(
+                codes::UNSUPPORTED_SESSION_RESUME,
+                "this session did not opt into the duplex extension".into(),
+            )),
+            Some(l) => l.check_resume(&req, &self.cfg.id, self.subs.journal(), self.now),
+        };
+        let replay = match checked {
             Ok(replay) => replay,
             Err(Refusal::Error(error)) => {
                 refuse(&out, error.clone());
@@ -232,7 +351,7 @@ impl Session {
             }
             Err(Refusal::Gap) => {
                 crate::metrics::METRICS.resume("journal_gap");
-                let _ = out.send(self.resync("journal_gap"));
+                let _ = out.send(resync(&self.cfg.id, "journal_gap"));
                 out.close(1000, "journal_gap");
                 return Err(ErrorPayload::invalid(
                     "journal_gap",
@@ -240,17 +359,10 @@ impl Session {
                 ));
             }
         };
-        let (token, token_digest) = new_token();
         let Some(lease) = &mut self.lease else {
             return Ok(());
         };
-        let old_generation = lease.generation;
-        lease.generation += 1;
-        lease.token_digest = token_digest;
-        lease.attachment = attachment;
-        move_gauge(lease.state(), SessionState::Attached);
-        lease.grace_until = None;
-        let generation = lease.generation;
+        let (token, old_generation, generation) = lease.reattach(attachment);
         // Audio the old call queued and never played is not the conversation's.
         self.abandon_playback();
         self.transport = transport;
@@ -277,42 +389,9 @@ impl Session {
         }
         crate::metrics::METRICS.resume("ok");
         tracing::info!(session = %self.cfg.id, last, replayed = replay.len(), transport = ?self.transport, "session resumed");
-        self.touch();
+        self.timers.touch(self.now);
         self.after_send();
         Ok(())
-    }
-
-    /// The replay a resume gets, or why it gets none.
-    fn check_resume(&mut self, req: &ResumeRequest) -> Result<Vec<Rendered>, Refusal> {
-        let error =
-            |code: &str, message: String| Refusal::Error(ErrorPayload::invalid(code, message));
-        let Some(lease) = &self.lease else {
-            return Err(error(
-                codes::UNSUPPORTED_SESSION_RESUME,
-                "this session did not opt into the duplex extension".into(),
-            ));
-        };
-        if req.session_id != self.cfg.id {
-            return Err(error(
-                codes::SESSION_RESUME_EXPIRED,
-                "no such session".into(),
-            ));
-        }
-        if !lease.token_matches(&req.resume_token) {
-            return Err(error(
-                codes::INVALID_RESUME_TOKEN,
-                "the resume token does not match this session's".into(),
-            ));
-        }
-        let last = req.last_received_server_event_seq;
-        match self.subs.journal().map(|j| j.replay(last, self.now)) {
-            Some(Ok(r)) => Ok(r),
-            Some(Err(ReplayError::Ahead { head })) => Err(error(
-                codes::SESSION_RESUME_CONFLICT,
-                format!("last_received_server_event_seq {last} is ahead of the last event sent ({head})"),
-            )),
-            Some(Err(ReplayError::Gap)) | None => Err(Refusal::Gap),
-        }
     }
 
     /// The session leaves a WebRTC call (it dropped, or another transport took over): the
@@ -327,51 +406,6 @@ impl Session {
         self.view = super::playback::PlaybackView::continuing(&self.view);
     }
 
-    /// `session.resync_required{reason}`, rendered (outside the journal).
-    pub(super) fn resync(&self, reason: &'static str) -> Rendered {
-        Rendered::new(
-            &ServerEvent::new(ServerEventBody::SessionResyncRequired {
-                session_id: self.cfg.id.clone(),
-                reason,
-            }),
-            None,
-        )
-    }
-
-    /// The lease's deadlines: the end of the grace, the expiry warning.
-    pub(super) fn lease_deadline(&self) -> Option<Instant> {
-        let l = self.lease.as_ref()?;
-        let warn = (!l.warned).then(|| {
-            self.timers
-                .expiry
-                .checked_sub(self.limits.expiry_warning)
-                .unwrap_or(self.timers.expiry)
-        });
-        [l.grace_until, warn].into_iter().flatten().min()
-    }
-
-    /// Runs the lease's timers due at `now`; true when the session ended.
-    pub(super) fn lease_timeout(&mut self, now: Instant) -> bool {
-        let Some(l) = &mut self.lease else {
-            return false;
-        };
-        if l.grace_until.is_some_and(|at| now >= at) {
-            self.expire("disconnect_grace_expired");
-            return true;
-        }
-        let warn_at = self.timers.expiry.checked_sub(self.limits.expiry_warning);
-        if !l.warned && warn_at.is_none_or(|at| now >= at) {
-            l.warned = true;
-            let left = self.timers.expiry.saturating_duration_since(now).as_secs();
-            self.emit(ServerEventBody::SessionExpiring {
-                session_id: self.cfg.id.clone(),
-                expires_at: self.cfg.expires_at,
-                seconds_left: left,
-            });
-        }
-        false
-    }
-
     /// The lease ran out: `session.expired` (journaled), then the session closes.
     pub(super) fn expire(&mut self, reason: &'static str) {
         crate::metrics::METRICS.expiry(reason);
@@ -381,17 +415,6 @@ impl Session {
             reason,
         });
         self.close(1000, "session expired");
-    }
-
-    /// The session ends: its gauges and journal bytes leave the metrics.
-    pub(super) fn release_lease(&mut self) {
-        if let Some(l) = self.lease.take() {
-            use std::sync::atomic::Ordering::Relaxed;
-            gauge(l.state()).fetch_sub(1, Relaxed);
-            crate::metrics::METRICS
-                .journal_bytes
-                .fetch_sub(l.reported_bytes as i64, Relaxed);
-        }
     }
 
     /// The extension's commands (only opted-in sessions decode them).
@@ -455,7 +478,7 @@ impl Session {
         if self.active.is_none() {
             self.fence_model();
         } else if self.transport.is_webrtc() {
-            self.stamps.barge_at = Some(self.now);
+            self.timers.stamps.barge_at = Some(self.now);
             self.clear_output("client_cancelled");
         } else {
             self.cancel_active("client_cancelled");
@@ -514,7 +537,7 @@ impl Session {
             event: crate::protocol::server::PlaybackAckResult {
                 kind: "playback.acknowledged",
                 session_id: self.cfg.id.clone(),
-                epoch: self.epoch.0,
+                epoch: self.model.epoch.0,
                 item_id,
                 response_id,
                 played_ms: played,

@@ -55,7 +55,10 @@ impl Session {
     /// A step of an autonomous model: its speaking frames open or fill a response, its
     /// falling silent completes it; listening frames (silence) are dropped.
     pub(super) fn on_autonomous_output(&mut self, out: StepOutput) {
-        if !self.model_speaking_now(out.speaking) {
+        if self.floor.speaking(out.speaking) {
+            self.model_fell_silent();
+        }
+        if !out.speaking {
             return;
         }
         if self.floor.suppress_speak {
@@ -64,11 +67,15 @@ impl Session {
             return;
         }
         if self.active.is_none() {
-            self.open_model_response();
+            // The model started speaking on its own: it opens a response.
+            match self.prepare(ResponseParams::default()) {
+                Ok((active, _)) => self.begin(active, None, true),
+                Err(e) => self.error(e),
+            }
         }
         let speak = match self.active.as_mut() {
             None => return,
-            Some(a) if !a.spoke => Some(a.speak(&self.cfg.id, self.epoch)),
+            Some(a) if !a.spoke => Some(a.speak(&self.cfg.id, self.model.epoch)),
             Some(_) => None,
         };
         if let Some(speak) = speak {
@@ -78,23 +85,6 @@ impl Session {
         if self.stream_active(&out) {
             self.stop_incomplete();
         }
-    }
-
-    /// Opens a response because an autonomous model started speaking on its own.
-    fn open_model_response(&mut self) {
-        match self.prepare(ResponseParams::default()) {
-            Ok((active, _)) => self.begin(active, None, true),
-            Err(e) => self.error(e),
-        }
-    }
-
-    /// Tracks the autonomous model's speaking state; true if it speaks now. Falling silent
-    /// ends the suppression and reports it ([`Self::model_fell_silent`]).
-    fn model_speaking_now(&mut self, speaking: bool) -> bool {
-        if self.floor.speaking(speaking) {
-            self.model_fell_silent();
-        }
-        speaking
     }
 
     /// The autonomous model stopped speaking: the response its speech filled completes, then
@@ -108,7 +98,7 @@ impl Session {
         if ended.is_some() {
             self.finish(ResponseStatus::Completed, None);
         }
-        let listen = ServerEventBody::model_listen(&self.cfg.id, self.epoch.0, ended);
+        let listen = ServerEventBody::model_listen(&self.cfg.id, self.model.epoch.0, ended);
         self.emit(listen);
     }
 
@@ -121,7 +111,7 @@ impl Session {
         };
         let id = a.response.id.clone();
         self.finish(ResponseStatus::Completed, None);
-        let listen = ServerEventBody::model_listen(&self.cfg.id, self.epoch.0, Some(id));
+        let listen = ServerEventBody::model_listen(&self.cfg.id, self.model.epoch.0, Some(id));
         self.emit(listen);
     }
 
@@ -129,8 +119,8 @@ impl Session {
     /// to a cancelled response and are dropped, but whether the model is speaking still
     /// counts (falling silent there ends the suppression, as in [`Self::on_model_output`]).
     pub(super) fn on_fenced_output(&mut self, out: &StepOutput) {
-        if self.floor.autonomous {
-            self.model_speaking_now(out.speaking);
+        if self.floor.autonomous && self.floor.speaking(out.speaking) {
+            self.model_fell_silent();
         }
     }
 }

@@ -14,6 +14,7 @@ use super::audio_io::{Decoder, RATE};
 use super::conversation::{Placement, StoredItem};
 use super::ledger::SAMPLES_PER_MS;
 use super::Session;
+use crate::protocol::AudioFormat;
 use crate::protocol::{
     codes, ids, Content, ErrorPayload, Item, ItemStatus, Role, ServerEventBody, SessionConfig,
     TurnDetection,
@@ -257,6 +258,42 @@ impl InputState {
     }
 
     /// Drops buffered audio before input-clock position `at`.
+    /// The detector's own latency on the input clock: first voiced sample to
+    /// `speech_started`, and at `speech_stopped` the audio past the configured silence.
+    fn vad_latency(&self, ev: &VadEvent, offset: u64) {
+        let Some(turns) = &self.vad else {
+            return;
+        };
+        let clock = self.clock();
+        let secs = |samples: u64| Duration::from_secs_f64(samples as f64 / f64::from(RATE));
+        let m = &crate::metrics::METRICS;
+        match ev {
+            VadEvent::SpeechStarted { .. } => m
+                .vad_onset
+                .observe(secs(clock.saturating_sub(turns.vad.voice_began() + offset))),
+            VadEvent::SpeechStopped { .. } => {
+                let silence = u64::from(turns.vad.config().silence_duration_ms) * SAMPLES_PER_MS;
+                let began = turns.vad.silence_began() + offset;
+                m.vad_release
+                    .observe(secs(clock.saturating_sub(began + silence)));
+            }
+        }
+    }
+
+    /// `input_audio_buffer.speech_probability` for the span the detector metered, if one
+    /// is due (`offset`: where its clock starts on the input clock).
+    fn speech_meter(&mut self, offset: u64) -> Option<ServerEventBody> {
+        let turns = self.vad.as_mut()?;
+        let detector = turns.detector();
+        let span = turns.vad.take_meter(METER_SAMPLES)?;
+        Some(ServerEventBody::InputAudioBufferSpeechProbability {
+            audio_start_ms: ms(span.start + offset),
+            audio_end_ms: ms(span.end + offset),
+            probability: (span.probability * 1000.0).round() / 1000.0,
+            detector,
+        })
+    }
+
     fn drop_before(&mut self, at: u64) {
         self.buffer.drop_before(at);
     }
@@ -281,8 +318,8 @@ impl Session {
     pub(super) fn append_base64(&mut self, audio: &str) -> Result<(), ErrorPayload> {
         // Decoding holds the bytes and their f32 samples for a moment: charged first (and
         // given back when the meter settles after this event).
-        let (decoded, samples) = self.decoded_size(audio);
-        self.reserve(decoded + samples * 4)?;
+        let (decoded, samples) = decoded_size(self.cfg.audio.input.format, audio);
+        self.meters.reserve(decoded + samples * 4)?;
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(audio)
             .map_err(|e| {
@@ -335,14 +372,15 @@ impl Session {
         }
         // The buffer's growth (none once it is full and drops its oldest) is charged first.
         let grow = (pcm.len() as u64).min(max.saturating_sub(self.input.buffer.len() as u64));
-        if let Err(e) = self.reserve(grow * 2) {
+        if let Err(e) = self.meters.reserve(grow * 2) {
             // Live media is dropped while the budget is spent, reported once per episode.
             let first = !std::mem::replace(&mut self.input.memory_refused, true);
             return if from_client || first { Err(e) } else { Ok(()) };
         }
         self.input.memory_refused = false;
         // Taken (a refused append returned above).
-        self.count(super::UsageEvent::AudioIn(pcm.len() as u64));
+        self.meters
+            .count(super::UsageEvent::AudioIn(pcm.len() as u64));
         let mut events = Vec::new();
         let offset = match &mut self.input.vad {
             Some(turns) => {
@@ -352,17 +390,31 @@ impl Session {
             None => 0,
         };
         self.input.keep(pcm);
-        self.transcribe_live(pcm);
+        self.transcripts.live(
+            pcm,
+            self.cfg
+                .includes(crate::protocol::session::INCLUDE_LOGPROBS),
+        );
         // A transcription session has no conversation with the model.
-        let model = self.model.as_ref().filter(|_| !self.cfg.is_transcription());
+        let model = self
+            .model
+            .port
+            .as_ref()
+            .filter(|_| !self.cfg.is_transcription());
         self.input.to_model.push(pcm, |f| {
             if let Some(m) = model {
                 m.input(f);
             }
         });
-        self.meter_speech(offset);
+        // `input_audio_buffer.speech_probability`, when `include` asks for it.
+        let wanted = crate::protocol::session::INCLUDE_SPEECH_PROBABILITY;
+        if self.cfg.includes(wanted) {
+            if let Some(ev) = self.input.speech_meter(offset) {
+                self.emit(ev);
+            }
+        }
         for ev in events {
-            self.vad_latency(&ev, offset);
+            self.input.vad_latency(&ev, offset);
             match ev {
                 VadEvent::SpeechStarted { at_sample } => self.speech_started(at_sample + offset),
                 VadEvent::SpeechStopped { at_sample } => self.speech_stopped(at_sample + offset),
@@ -371,50 +423,6 @@ impl Session {
         self.speculate();
         self.input.trim_idle();
         report.map_or(Ok(()), Err)
-    }
-
-    /// The detector's own latency on the input clock: first voiced sample to
-    /// `speech_started`, and at `speech_stopped` the audio past the configured silence.
-    fn vad_latency(&self, ev: &VadEvent, offset: u64) {
-        let Some(turns) = &self.input.vad else {
-            return;
-        };
-        let clock = self.input.clock();
-        let secs = |samples: u64| Duration::from_secs_f64(samples as f64 / f64::from(RATE));
-        let m = &crate::metrics::METRICS;
-        match ev {
-            VadEvent::SpeechStarted { .. } => m
-                .vad_onset
-                .observe(secs(clock.saturating_sub(turns.vad.voice_began() + offset))),
-            VadEvent::SpeechStopped { .. } => {
-                let silence = u64::from(turns.vad.config().silence_duration_ms) * SAMPLES_PER_MS;
-                let began = turns.vad.silence_began() + offset;
-                m.vad_release
-                    .observe(secs(clock.saturating_sub(began + silence)));
-            }
-        }
-    }
-
-    /// `input_audio_buffer.speech_probability`, when `include` asks for it.
-    fn meter_speech(&mut self, offset: u64) {
-        if !self
-            .cfg
-            .includes(crate::protocol::session::INCLUDE_SPEECH_PROBABILITY)
-        {
-            return;
-        }
-        let Some(turns) = &mut self.input.vad else {
-            return;
-        };
-        let detector = turns.detector();
-        if let Some(span) = turns.vad.take_meter(METER_SAMPLES) {
-            self.emit(ServerEventBody::InputAudioBufferSpeechProbability {
-                audio_start_ms: ms(span.start + offset),
-                audio_end_ms: ms(span.end + offset),
-                probability: (span.probability * 1000.0).round() / 1000.0,
-                detector,
-            });
-        }
     }
 
     fn speech_started(&mut self, at: u64) {
@@ -438,7 +446,7 @@ impl Session {
             .is_some_and(TurnDetection::interrupt_response);
         let responding = self.active.as_ref().is_some_and(|a| a.in_conversation);
         if interrupt && self.transport.is_webrtc() && (responding || self.view.is_playing()) {
-            self.stamps.barge_at = Some(self.now);
+            self.timers.stamps.barge_at = Some(self.now);
             self.clear_output("turn_detected");
         } else if interrupt && responding {
             self.cancel_active("turn_detected");
@@ -446,13 +454,15 @@ impl Session {
     }
 
     fn speech_stopped(&mut self, at: u64) {
-        self.stamps.turn_end = Some(self.now);
+        self.timers.stamps.turn_end = Some(self.now);
         let item_id = self.input.speech_item.take().unwrap_or_else(ids::item_id);
         self.emit(ServerEventBody::InputAudioBufferSpeechStopped {
             audio_end_ms: ms(at),
             item_id: item_id.clone(),
         });
-        self.confirm_speculation();
+        if let Some(s) = &mut self.speculation {
+            s.confirm();
+        }
         if self.commit(item_id, at).is_err() {
             self.abandon_speculation();
             return;
@@ -542,8 +552,12 @@ impl Session {
             previous_item_id: previous_item_id.clone(),
             item_id: item_id.clone(),
         });
-        self.emit_item_added(previous_item_id, item, true);
-        self.emit_evicted(evicted);
+        self.emit_all(super::conversation::item_added(
+            previous_item_id,
+            item,
+            true,
+            evicted,
+        ));
         self.transcribe_committed(&item_id, &audio);
         Ok(())
     }
@@ -553,54 +567,27 @@ impl Session {
         self.abandon_speculation();
         self.input.buffer.clear();
         self.input.reset_speech();
-        self.transcribe_abandon();
+        self.transcripts.abandon();
         self.emit(ServerEventBody::InputAudioBufferCleared {});
     }
+}
 
-    /// Emits `conversation.item.added` and, when `done`, `conversation.item.done`.
-    pub(super) fn emit_item_added(
-        &mut self,
-        previous_item_id: Option<String>,
-        item: Item,
-        done: bool,
-    ) {
-        self.emit(ServerEventBody::ConversationItemAdded {
-            previous_item_id: previous_item_id.clone(),
-            item: Box::new(item.clone()),
-        });
-        if done {
-            self.emit(ServerEventBody::ConversationItemDone {
-                previous_item_id,
-                item: Box::new(item),
-            });
-        }
-    }
+/// Decodes a standalone clip in `format` (the session's input format).
+pub(super) fn decode_clip(format: AudioFormat, b64: &str) -> Result<Vec<f32>, ErrorPayload> {
+    Decoder::decode_clip(format, &clip_bytes(b64)?)
+}
 
-    /// Reports evicted items as deleted.
-    pub(super) fn emit_evicted(&mut self, evicted: Vec<String>) {
-        for item_id in evicted {
-            self.emit(ServerEventBody::ConversationItemDeleted { item_id });
-        }
-    }
+/// About what base64 `audio` in `format` decodes to: bytes, and 24 kHz samples.
+pub(super) fn decoded_size(format: AudioFormat, audio: &str) -> (u64, u64) {
+    let bytes = audio.len() as u64 / 4 * 3;
+    let samples =
+        bytes / u64::from(format.bytes_per_sample()) * 24_000 / u64::from(format.sample_rate());
+    (bytes, samples)
+}
 
-    /// Decodes a standalone clip in the session's input format.
-    pub(super) fn decode_clip(&self, b64: &str) -> Result<Vec<f32>, ErrorPayload> {
-        Decoder::decode_clip(self.cfg.audio.input.format, &clip_bytes(b64)?)
-    }
-
-    /// About what base64 `audio` in the input format decodes to: bytes, and 24 kHz samples.
-    pub(super) fn decoded_size(&self, audio: &str) -> (u64, u64) {
-        let format = self.cfg.audio.input.format;
-        let bytes = audio.len() as u64 / 4 * 3;
-        let samples =
-            bytes / u64::from(format.bytes_per_sample()) * 24_000 / u64::from(format.sample_rate());
-        (bytes, samples)
-    }
-
-    /// Decodes a standalone clip in the session's input format into stored PCM16.
-    pub(super) fn decode_clip_pcm16(&self, b64: &str) -> Result<Vec<i16>, ErrorPayload> {
-        Decoder::decode_clip_pcm16(self.cfg.audio.input.format, &clip_bytes(b64)?)
-    }
+/// Decodes a standalone clip in `format` into stored PCM16.
+pub(super) fn decode_clip_pcm16(format: AudioFormat, b64: &str) -> Result<Vec<i16>, ErrorPayload> {
+    Decoder::decode_clip_pcm16(format, &clip_bytes(b64)?)
 }
 
 fn clip_bytes(b64: &str) -> Result<Vec<u8>, ErrorPayload> {

@@ -11,6 +11,7 @@ use super::conversation::{Placement, StoredItem};
 use super::ledger::SAMPLES_PER_MS;
 use super::Rendered;
 use super::Session;
+use crate::protocol::AudioFormat;
 use crate::protocol::{
     codes, ids, Content, ErrorPayload, Item, ItemStatus, Role, ServerEvent, ServerEventBody,
 };
@@ -66,8 +67,8 @@ impl Session {
         // Room for the text and for its echoes in `conversation.item.added` and `.done` (the
         // event queue charges those itself, and could only close the transport if it found
         // no room): their share is handed back at once.
-        self.reserve(3 * text)?;
-        self.give_back(2 * text);
+        self.meters.reserve(3 * text)?;
+        self.meters.give_back(2 * text);
         let audio = self.item_audio(&mut item)?;
         item.stamp(ids::item_id, ItemStatus::Completed);
         let id = item.id().unwrap_or_default().to_string();
@@ -75,8 +76,12 @@ impl Session {
         let stored = StoredItem::with_audio(item.clone(), audio);
         let evicted = self.conv.insert(placement, stored)?;
         let previous_item_id = self.conv.previous_id(&id);
-        self.emit_item_added(previous_item_id, item, true);
-        self.emit_evicted(evicted);
+        self.emit_all(super::conversation::item_added(
+            previous_item_id,
+            item,
+            true,
+            evicted,
+        ));
         Ok(())
     }
 
@@ -105,13 +110,19 @@ impl Session {
                             )
                             .with_param("item.content"));
                         }
-                        let samples = self.check_item_audio(&b64)?;
+                        let max = self
+                            .limits
+                            .max_item_samples
+                            .min(self.conv.max_audio_samples());
+                        let samples = check_item_audio(self.cfg.audio.input.format, max, &b64)?;
                         // The stored ADPCM, and for a moment the decoded bytes and PCM16.
-                        let (decoded, _) = self.decoded_size(&b64);
-                        self.reserve(samples / 2 + 1 + samples * 2 + decoded)?;
-                        let pcm = self
-                            .decode_clip_pcm16(&b64)
-                            .map_err(|e| e.with_param("item.content.audio"))?;
+                        let (decoded, _) =
+                            super::input::decoded_size(self.cfg.audio.input.format, &b64);
+                        self.meters
+                            .reserve(samples / 2 + 1 + samples * 2 + decoded)?;
+                        let pcm =
+                            super::input::decode_clip_pcm16(self.cfg.audio.input.format, &b64)
+                                .map_err(|e| e.with_param("item.content.audio"))?;
                         audio = Some(Arc::new(Adpcm::from_i16(&pcm)));
                     }
                 }
@@ -129,32 +140,6 @@ impl Session {
         Ok(audio)
     }
 
-    /// Refuses, before decoding, base64 audio longer than one item may hold (or than the
-    /// whole conversation stores: the new item is never evicted to make room for itself).
-    /// Returns its length in 24 kHz samples (about).
-    fn check_item_audio(&self, b64: &str) -> Result<u64, ErrorPayload> {
-        let format = self.cfg.audio.input.format;
-        let bytes = b64.len() as u64 / 4 * 3;
-        let samples = bytes / u64::from(format.bytes_per_sample()) * u64::from(RATE)
-            / u64::from(format.sample_rate());
-        let max = self
-            .limits
-            .max_item_samples
-            .min(self.conv.max_audio_samples());
-        if samples <= max {
-            return Ok(samples);
-        }
-        Err(ErrorPayload::invalid(
-            codes::ITEM_AUDIO_TOO_LONG,
-            format!(
-                "the item's audio is about {} s long; one item holds at most {} s",
-                samples / u64::from(RATE),
-                max / u64::from(RATE)
-            ),
-        )
-        .with_param("item.content.audio"))
-    }
-
     /// `conversation.item.retrieve`: the item with its audio (base64, in the session's
     /// format). The audio is decoded and encoded once per format and cached, and spliced into
     /// the rendered event: a long item costs one buffer of its size, not several copies.
@@ -167,7 +152,7 @@ impl Session {
         // The encoding the cache may keep (settled away again when it was cached already),
         // and the decoded PCM16 for a moment.
         let samples = stored.audio.as_ref().map_or(0, |a| a.len() as u64);
-        self.reserve(samples * 8 / 3 + samples * 2)?;
+        self.meters.reserve(samples * 8 / 3 + samples * 2)?;
         let format = match &item {
             Item::Message {
                 role: Role::Assistant,
@@ -278,6 +263,28 @@ impl Session {
         });
         Ok(())
     }
+}
+
+/// Refuses, before decoding, base64 audio longer than one item may hold (or than the
+/// whole conversation stores: the new item is never evicted to make room for itself).
+/// `max`: the most 24 kHz samples it may hold. Returns its length in 24 kHz samples
+/// (about).
+fn check_item_audio(format: AudioFormat, max: u64, b64: &str) -> Result<u64, ErrorPayload> {
+    let bytes = b64.len() as u64 / 4 * 3;
+    let samples = bytes / u64::from(format.bytes_per_sample()) * u64::from(RATE)
+        / u64::from(format.sample_rate());
+    if samples <= max {
+        return Ok(samples);
+    }
+    Err(ErrorPayload::invalid(
+        codes::ITEM_AUDIO_TOO_LONG,
+        format!(
+            "the item's audio is about {} s long; one item holds at most {} s",
+            samples / u64::from(RATE),
+            max / u64::from(RATE)
+        ),
+    )
+    .with_param("item.content.audio"))
 }
 
 #[cfg(test)]

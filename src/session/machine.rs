@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::conversation::Conversation;
+use super::durable::LeaseDue;
 use super::floor::Floor;
 use super::input::InputState;
 use super::playback::PlaybackView;
@@ -17,7 +18,7 @@ use super::{
     SessionInput, SessionParams, Transport,
 };
 use crate::protocol::{
-    codes, ids, ClientEvent, Envelope, ErrorPayload, ServerEvent, ServerEventBody, SessionConfig,
+    codes, ClientEvent, Envelope, ErrorPayload, ServerEvent, ServerEventBody, SessionConfig,
 };
 
 /// When the session's own timers fire.
@@ -31,6 +32,45 @@ pub(super) struct Timers {
     drain: Option<Instant>,
     /// When server VAD's `idle_timeout_ms` fires, and the input clock when it was armed.
     pub(super) vad_idle: Option<(Instant, u64)>,
+    /// When the latencies `/metrics` reports started counting.
+    pub(super) stamps: Stamps,
+}
+
+impl Timers {
+    /// Arms (or disarms) server VAD's idle timeout after a response ended at `now` (the
+    /// input clock then: `clock`). Not on an autonomous model: it decides itself when to
+    /// speak, so a silent caller prompts nothing.
+    pub(super) fn arm_vad_idle(
+        &mut self,
+        cfg: &SessionConfig,
+        autonomous: bool,
+        now: Instant,
+        clock: u64,
+    ) {
+        self.vad_idle = match &cfg.audio.input.turn_detection {
+            Some(crate::protocol::TurnDetection::ServerVad {
+                idle_timeout_ms: Some(ms),
+                ..
+            }) if !autonomous => Some((now + std::time::Duration::from_millis(*ms), clock)),
+            _ => None,
+        };
+    }
+
+    /// The client was active at `now`: the idle timer starts over.
+    pub(super) fn touch(&mut self, now: Instant) {
+        self.last_activity = now;
+    }
+}
+
+/// What the server and the model can do for the session.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Caps {
+    /// The server has a transcriber to open a stream on.
+    pub(super) transcriber: bool,
+    /// The model can call tools.
+    pub(super) tools: bool,
+    /// The model reads user turns as words: user audio is always transcribed.
+    pub(super) reads_text: bool,
 }
 
 /// When metrics started counting, for the latencies `/metrics` reports.
@@ -42,30 +82,49 @@ pub(super) struct Stamps {
     pub(super) barge_at: Option<Instant>,
 }
 
+/// The session's model slot and the epoch that fences its output: a response's requests
+/// go under the epoch, and output from before the last fence belongs to a cancelled one.
+pub(super) struct Model {
+    /// None: a transcription session, or one still waiting for a slot.
+    pub(super) port: Option<Box<dyn ModelPort>>,
+    pub(super) epoch: Epoch,
+}
+
+impl Model {
+    /// Sends `request` under `epoch` to the slot, when the session holds one.
+    pub(super) fn request(&self, epoch: Epoch, request: duet_models::Request) {
+        if let Some(m) = &self.port {
+            m.request(epoch, request);
+        }
+    }
+}
+
+impl Caps {
+    /// Whether a session configured as `cfg` transcribes its committed items: asked for
+    /// (`audio.input.transcription`, or a transcription session), or needed by a model that
+    /// reads words — with or without a transcriber to do it.
+    pub(super) fn transcribes(&self, cfg: &SessionConfig) -> bool {
+        cfg.is_transcription() || cfg.audio.input.transcription.is_some() || self.reads_text
+    }
+}
+
 /// One duplex session (see the module docs of `session`).
 pub struct Session {
     pub(super) cfg: SessionConfig,
     pub(super) transport: Transport,
-    pub(super) conversation_id: String,
     pub(super) conv: Conversation,
     pub(super) subs: Subscribers,
     pub(super) limits: Limits,
     pub(super) input: InputState,
-    /// Its model slot (none: a transcription session, or one still waiting for a slot).
-    pub(super) model: Option<Box<dyn ModelPort>>,
+    /// Its model slot, and the epoch that fences the slot's output.
+    pub(super) model: Model,
     /// A `session.update` waiting for a model slot or a transcriber stream.
     pub(super) pending: Option<super::provision::Pending>,
-    /// The server has a transcriber to open a stream on.
-    pub(super) can_transcribe: bool,
-    /// The model can call tools.
-    pub(super) model_tools: bool,
-    /// The model reads user turns as words: user audio is always transcribed.
-    pub(super) model_reads_text: bool,
-    pub(super) epoch: Epoch,
+    /// What the server and the model can do.
+    pub(super) caps: Caps,
     pub(super) active: Option<ActiveResponse>,
     pub(super) view: PlaybackView,
     pub(super) floor: Floor,
-    pub(super) stamps: Stamps,
     pub(super) timers: Timers,
     /// The client `event_id` of the event being handled (named by errors that replace
     /// events too large for the transport).
@@ -74,18 +133,11 @@ pub struct Session {
     pub(super) now: Instant,
     /// Opted-in sessions (`?duplex=1`): the lease that lets the session outlive its transport.
     pub(super) lease: Option<super::durable::Lease>,
-    /// The server's admission headroom, for `rate_limits.updated`.
-    pub(super) headroom: Option<super::Headroom>,
-    /// Where usage is counted.
-    pub(super) usage: Option<Arc<dyn super::UsageSink>>,
     /// Input transcription.
     pub(super) transcripts: super::transcripts::Transcripts,
-    /// Its share of the memory budget.
-    pub(super) memory: Option<super::SessionMemory>,
-    /// Bytes of its own buffers charged to the meter (see `memory`).
-    pub(super) metered: u64,
-    /// Bytes its `instructions` and `tools` take (counted in its buffers; see `memory`).
-    pub(super) prompt_bytes: u64,
+    /// What it charged to its share of the memory budget, and where usage is counted (see
+    /// `memory`).
+    pub(super) meters: super::memory::Metering,
     /// An answer started before its turn was confirmed (see `speculate`).
     pub(super) speculation: Option<super::speculate::Speculation>,
 }
@@ -95,73 +147,63 @@ impl Session {
     /// clock then, for `expires_at`).
     pub fn new(p: SessionParams, now: Instant, unix_secs: u64) -> Self {
         let expires_at = unix_secs + p.limits.max_session.as_secs();
-        let mut cfg = SessionConfig::new(p.session_id, p.model_name, expires_at);
+        let mut cfg = SessionConfig::new(p.session_id, p.model_info.name.clone(), expires_at);
         if p.transcription_session {
             cfg.set_transcription();
         }
-        let autonomous = p.autonomous;
+        let (autonomous, frame) = (p.model_info.autonomous, p.model_info.frame_samples);
         if p.duplex {
-            cfg.capabilities = Some(Self::capabilities(autonomous, p.model_frame));
+            cfg.capabilities = Some(super::durable::capabilities(autonomous, frame));
         }
         let journal = p
             .duplex
             .then(|| super::journal::Journal::new(p.limits.journal_bytes, p.limits.journal_age));
-        let lease = p.duplex.then(|| super::durable::Lease::new(p.attachment));
+        let lease = p
+            .duplex
+            .then(|| super::durable::Lease::new(p.attachment, p.headroom));
         let vad = (p.vad_model, p.limits.vad_min_speech_ms);
-        let input = InputState::new(&cfg, p.model_frame, p.limits.max_input_samples, vad);
+        let input = InputState::new(&cfg, frame, p.limits.max_input_samples, vad);
         let floor = Floor::new(autonomous, p.limits.speak_timeout);
         Self {
             conv: Conversation::new(p.limits.max_items, p.limits.max_conversation_samples)
                 .with_max_text(p.limits.max_conversation_text),
             cfg,
             transport: p.transport,
-            conversation_id: ids::conversation_id(),
             subs: Subscribers::new(p.out, journal),
             timers: Timers {
                 expiry: now + p.limits.max_session,
                 last_activity: now,
                 drain: None,
                 vad_idle: None,
+                stamps: Stamps::default(),
             },
             limits: p.limits,
             input,
-            model: p.model,
+            model: Model {
+                port: p.model,
+                epoch: Epoch::default(),
+            },
             pending: None,
-            can_transcribe: p.can_transcribe,
-            model_tools: p.model_tools,
-            model_reads_text: p.model_reads_text,
-            epoch: Epoch::default(),
+            caps: Caps {
+                transcriber: p.can_transcribe,
+                tools: p.model_info.tools,
+                reads_text: p.model_info.reads_text,
+            },
             active: None,
             view: PlaybackView::default(),
             floor,
-            stamps: Stamps::default(),
             cause: None,
             now,
             lease,
-            headroom: p.headroom,
-            usage: p.usage,
             transcripts: super::transcripts::Transcripts::new(p.transcriber),
-            memory: p.memory,
-            metered: 0,
-            prompt_bytes: 0,
+            meters: super::memory::Metering::new(p.memory, p.usage),
             speculation: None,
-        }
-    }
-
-    /// Sends `request` to the model slot, when the session holds one.
-    pub(super) fn model_request(&self, epoch: Epoch, request: duet_models::Request) {
-        if let Some(m) = &self.model {
-            m.request(epoch, request);
         }
     }
 
     /// Applies the `session` object a call was created with, before the session runs.
     pub fn configure(&mut self, patch: crate::protocol::SessionPatch) -> Result<(), ErrorPayload> {
-        let mut next = self.cfg.clone();
-        next.apply(patch)?;
-        self.check_tools(&next.tools, &next.tool_choice, "session")?;
-        self.charge_prompt(&next)?;
-        self.cfg = next;
+        self.cfg = self.next_config(patch)?;
         self.input.reconfigure(&self.cfg);
         Ok(())
     }
@@ -192,10 +234,19 @@ impl Session {
         self.subs.closing()
     }
 
-    /// Starts the session: `session.created` (outside the journal).
+    /// Starts the session: `session.created` (outside the journal), with the first resume
+    /// token on an opted-in session.
     pub fn start(&mut self, now: Instant) {
         self.now = now;
-        let created = self.created_event();
+        let (resume_token, attachment_generation) = self
+            .lease
+            .as_mut()
+            .map_or((None, None), super::durable::Lease::created);
+        let created = ServerEventBody::SessionCreated {
+            session: Box::new(self.cfg.clone()),
+            resume_token,
+            attachment_generation,
+        };
         self.subs
             .deliver(&Rendered::new(&ServerEvent::new(created), None));
         self.after_send();
@@ -207,14 +258,14 @@ impl Session {
         match input {
             SessionInput::Client(env) => self.client_event(env),
             SessionInput::Invalid(err) => {
-                self.touch();
+                self.timers.touch(self.now);
                 self.error(err);
             }
             SessionInput::Text(text) if self.lease.is_some() => {
                 match crate::protocol::decode_duplex(&text) {
                     Ok(env) => self.client_event(env),
                     Err(err) => {
-                        self.touch();
+                        self.timers.touch(self.now);
                         self.error(err);
                     }
                 }
@@ -222,18 +273,18 @@ impl Session {
             SessionInput::Text(text) => match crate::protocol::decode(&text) {
                 Ok(env) => self.client_event(env),
                 Err(err) => {
-                    self.touch();
+                    self.timers.touch(self.now);
                     self.error(err);
                 }
             },
             SessionInput::Media(pcm) => {
-                self.touch();
+                self.timers.touch(self.now);
                 if let Err(e) = self.append_pcm(&pcm, false) {
                     self.error(e);
                 }
             }
             SessionInput::Dtmf { key, received_at } => {
-                self.touch();
+                self.timers.touch(self.now);
                 self.emit(ServerEventBody::InputAudioBufferDtmfEventReceived {
                     event: key.to_string(),
                     received_at,
@@ -260,7 +311,7 @@ impl Session {
     pub fn on_model(&mut self, ev: ModelEvent, now: Instant) {
         self.now = now;
         match ev {
-            ModelEvent::Output { epoch, output } if epoch != self.epoch => {
+            ModelEvent::Output { epoch, output } if epoch != self.model.epoch => {
                 // Fenced: belongs to a cancelled response.
                 self.on_fenced_output(&output);
             }
@@ -331,7 +382,9 @@ impl Session {
             self.floor.speak_deadline,
             t.drain,
             Some(t.last_activity + self.limits.idle),
-            self.lease_deadline(),
+            self.lease
+                .as_ref()
+                .and_then(|l| l.deadline(t.expiry, self.limits.expiry_warning)),
             self.transcripts.deadline(),
         ]
         .into_iter()
@@ -358,8 +411,21 @@ impl Session {
             }
             return self.session_idle();
         }
-        if self.lease_timeout(now) {
-            return;
+        let due = self
+            .lease
+            .as_mut()
+            .map(|l| l.due(now, self.timers.expiry, self.limits.expiry_warning));
+        match due {
+            Some(LeaseDue::GraceOver) => return self.expire("disconnect_grace_expired"),
+            Some(LeaseDue::Warn) => {
+                let left = self.timers.expiry.saturating_duration_since(now).as_secs();
+                self.emit(ServerEventBody::SessionExpiring {
+                    session_id: self.cfg.id.clone(),
+                    expires_at: self.cfg.expires_at,
+                    seconds_left: left,
+                });
+            }
+            Some(LeaseDue::Nothing) | None => {}
         }
         if self.timers.vad_idle.is_some_and(|(at, _)| now >= at) {
             self.idle_timeout();
@@ -382,11 +448,6 @@ impl Session {
         self.close(1000, "session idle");
     }
 
-    /// The client was active: the idle timer starts over.
-    pub(super) fn touch(&mut self) {
-        self.timers.last_activity = self.now;
-    }
-
     /// A sideband subscriber joins: it gets `session.created` first.
     fn attach(&mut self, tx: EventSender) {
         let created = ServerEvent::new(ServerEventBody::SessionCreated {
@@ -398,7 +459,7 @@ impl Session {
     }
 
     fn client_event(&mut self, env: Envelope) {
-        self.touch();
+        self.timers.touch(self.now);
         let event_id = env.event_id;
         self.cause = event_id.as_deref().map(Arc::from);
         if let Err(e) = self.dispatch(env.event) {
@@ -454,32 +515,36 @@ impl Session {
     /// Applies an update at once, or holds it until what it needs is there (see
     /// `provision`).
     fn session_update(&mut self, patch: crate::protocol::SessionPatch) -> Result<(), ErrorPayload> {
-        let mut next = self.cfg.clone();
-        next.apply(patch)?;
-        self.check_tools(&next.tools, &next.tool_choice, "session")?;
-        self.charge_prompt(&next)?;
+        let next = self.next_config(patch)?;
         let needs = self.needs_for(&next);
         if needs.any() {
-            self.hold_update(next, needs);
+            // Held until what it needs is there.
+            self.pending = Some(super::provision::Pending::new(
+                next,
+                needs,
+                self.cause.clone(),
+            ));
         } else {
             self.apply_config(next);
         }
         Ok(())
     }
 
-    /// Arms (or disarms) server VAD's idle timeout after a response ended. Not on an
-    /// autonomous model: it decides itself when to speak, so a silent caller prompts nothing.
-    pub(super) fn arm_idle(&mut self) {
-        self.timers.vad_idle = match &self.cfg.audio.input.turn_detection {
-            Some(crate::protocol::TurnDetection::ServerVad {
-                idle_timeout_ms: Some(ms),
-                ..
-            }) if !self.floor.autonomous => {
-                let at = self.now + std::time::Duration::from_millis(*ms);
-                Some((at, self.input.clock()))
-            }
-            _ => None,
-        };
+    /// The configuration `patch` makes: checked (its tools, and its `instructions` and
+    /// `tools` against their limits), its prompt charged to the memory budget (refused past
+    /// it; it counts as the session's from now on).
+    fn next_config(
+        &mut self,
+        patch: crate::protocol::SessionPatch,
+    ) -> Result<SessionConfig, ErrorPayload> {
+        let mut next = self.cfg.clone();
+        next.apply(patch)?;
+        self.caps
+            .check_tools(&self.cfg.model, &next.tools, &next.tool_choice, "session")?;
+        let bytes =
+            super::memory::check_prompt(&self.limits, &next.instructions, &next.tools, "session")?;
+        self.meters.charge_prompt(bytes)?;
+        Ok(next)
     }
 
     /// Sends an event to every subscriber, rendered once.
@@ -489,6 +554,13 @@ impl Session {
         }
         let event = Rendered::new(&ServerEvent::new(body), self.cause.clone());
         self.emit_rendered(event);
+    }
+
+    /// [`Self::emit`] for each of `events`, in order.
+    pub(super) fn emit_all(&mut self, events: impl IntoIterator<Item = ServerEventBody>) {
+        for event in events {
+            self.emit(event);
+        }
     }
 
     /// [`Self::emit`] for an event rendered by the caller. An event larger than a whole
@@ -501,15 +573,7 @@ impl Session {
             event = Rendered::new(&error, event.cause.clone());
         }
         let (now, id) = (self.now, &self.cfg.id);
-        let resync = || {
-            Rendered::new(
-                &ServerEvent::new(ServerEventBody::SessionResyncRequired {
-                    session_id: id.clone(),
-                    reason: "journal_overflow",
-                }),
-                None,
-            )
-        };
+        let resync = || super::durable::resync(id, "journal_overflow");
         self.subs.send(&event, now, resync);
         self.after_send();
     }
@@ -517,17 +581,10 @@ impl Session {
     pub(super) fn error(&mut self, error: ErrorPayload) {
         if let Some(code) = &error.code {
             crate::metrics::METRICS.error(code);
-            self.count(super::UsageEvent::Error(code.clone()));
+            self.meters.count(super::UsageEvent::Error(code.clone()));
         }
         tracing::debug!(session = %self.cfg.id, code = ?error.code, message = %error.message, "error event");
         self.emit(ServerEventBody::Error { error });
-    }
-
-    /// Counts usage, when the session has a sink.
-    pub(super) fn count(&self, event: super::UsageEvent) {
-        if let Some(u) = &self.usage {
-            u.record(event);
-        }
     }
 
     pub(super) fn fatal(&mut self, error: ErrorPayload) {
@@ -537,6 +594,8 @@ impl Session {
 
     pub(super) fn close(&mut self, code: u16, reason: &str) {
         self.subs.close(code, reason);
-        self.release_lease();
+        if let Some(lease) = self.lease.take() {
+            lease.release();
+        }
     }
 }

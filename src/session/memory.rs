@@ -11,9 +11,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::Session;
+use super::{Limits, Session, UsageEvent, UsageSink};
 use crate::memory::{Charge, Meter};
-use crate::protocol::{codes, ErrorPayload, SessionConfig};
+use crate::protocol::{codes, ErrorPayload};
 
 /// A session's memory: its meter, and the fixed charge of its model input queue.
 pub struct SessionMemory {
@@ -23,7 +23,36 @@ pub struct SessionMemory {
     pub fixed: Charge,
 }
 
-impl Session {
+/// What the session costs the server: what it charged to its memory meter (its own
+/// buffers and its prompt), and the usage it counts.
+#[derive(Default)]
+pub(super) struct Metering {
+    /// Where usage is counted.
+    usage: Option<Arc<dyn UsageSink>>,
+    /// Its share of the memory budget (none: no budget).
+    memory: Option<SessionMemory>,
+    /// Bytes of its own buffers charged to the meter.
+    metered: u64,
+    /// Bytes its `instructions` and `tools` take (counted in its buffers).
+    prompt_bytes: u64,
+}
+
+impl Metering {
+    pub(super) fn new(memory: Option<SessionMemory>, usage: Option<Arc<dyn UsageSink>>) -> Self {
+        Self {
+            memory,
+            usage,
+            ..Self::default()
+        }
+    }
+
+    /// Counts usage, when the session has a sink.
+    pub(super) fn count(&self, event: UsageEvent) {
+        if let Some(u) = &self.usage {
+            u.record(event);
+        }
+    }
+
     /// Charges `bytes` more of the session's own buffers before they are taken.
     pub(super) fn reserve(&mut self, bytes: u64) -> Result<(), ErrorPayload> {
         let Some(m) = &self.memory else {
@@ -43,10 +72,11 @@ impl Session {
         self.metered -= bytes;
     }
 
-    /// Settles the meter to what the session's own buffers hold now: gives back what shrank,
-    /// charges what grew without asking (live media, the journal).
-    pub fn settle_memory(&mut self) {
-        let held = self.held_bytes();
+    /// Settles the meter to `buffers`, what the session's own buffers hold now (the prompt
+    /// is added here): gives back what shrank, charges what grew without asking (live media,
+    /// the journal).
+    pub(super) fn settle(&mut self, buffers: u64) {
+        let held = buffers + self.prompt_bytes;
         if held == self.metered {
             return;
         }
@@ -60,54 +90,56 @@ impl Session {
         self.metered = held;
     }
 
-    /// Bytes the session's own buffers hold.
-    pub(super) fn held_bytes(&self) -> u64 {
-        let answer = self.active.as_ref().map_or(0, |a| a.audio_bytes());
-        (self.input.allocated_bytes() + self.conv.held_bytes() + answer + self.subs.journal_bytes())
-            as u64
-            + self.prompt_bytes
-    }
-
-    /// Refuses `instructions` or `tools` (of `scope`: `session` or `response`) over their
-    /// limits; returns the bytes they take.
-    pub(super) fn check_prompt(
-        &self,
-        instructions: &str,
-        tools: &[Value],
-        scope: &str,
-    ) -> Result<u64, ErrorPayload> {
-        let over = |param: &str, bytes: usize, max: usize, flag: &str| {
-            ErrorPayload::invalid(
-                codes::INVALID_VALUE,
-                format!(
-                    "{scope}.{param} is {bytes} bytes; at most {max} are allowed ({flag} {})",
-                    max >> 10
-                ),
-            )
-            .with_param(format!("{scope}.{param}"))
-        };
-        let max = self.limits.max_instructions;
-        if instructions.len() > max {
-            let flag = "--max-instructions-kib";
-            return Err(over("instructions", instructions.len(), max, flag));
-        }
-        let tools_bytes = json_bytes(tools);
-        let max = self.limits.max_tools;
-        if tools_bytes > max {
-            return Err(over("tools", tools_bytes, max, "--max-tools-kib"));
-        }
-        Ok((instructions.len() + tools_bytes) as u64)
-    }
-
-    /// Checks the next configuration's `instructions` and `tools` against their limits and
-    /// charges what they add to the memory budget (refused past it); they count as the
-    /// session's from now on.
-    pub(super) fn charge_prompt(&mut self, next: &SessionConfig) -> Result<(), ErrorPayload> {
-        let bytes = self.check_prompt(&next.instructions, &next.tools, "session")?;
+    /// The prompt takes `bytes` from now on: what it adds is charged (refused past the
+    /// budget).
+    pub(super) fn charge_prompt(&mut self, bytes: u64) -> Result<(), ErrorPayload> {
         self.reserve(bytes.saturating_sub(self.prompt_bytes))?;
         self.prompt_bytes = bytes;
         Ok(())
     }
+}
+
+impl Session {
+    /// Settles the meter to what the session's own buffers hold now.
+    pub fn settle_memory(&mut self) {
+        let answer = self.active.as_ref().map_or(0, |a| a.audio_bytes());
+        let buffers = self.input.allocated_bytes()
+            + self.conv.held_bytes()
+            + answer
+            + self.subs.journal_bytes();
+        self.meters.settle(buffers as u64);
+    }
+}
+
+/// Refuses `instructions` or `tools` (of `scope`: `session` or `response`) over their
+/// limits; returns the bytes they take.
+pub(super) fn check_prompt(
+    limits: &Limits,
+    instructions: &str,
+    tools: &[Value],
+    scope: &str,
+) -> Result<u64, ErrorPayload> {
+    let over = |param: &str, bytes: usize, max: usize, flag: &str| {
+        ErrorPayload::invalid(
+            codes::INVALID_VALUE,
+            format!(
+                "{scope}.{param} is {bytes} bytes; at most {max} are allowed ({flag} {})",
+                max >> 10
+            ),
+        )
+        .with_param(format!("{scope}.{param}"))
+    };
+    let max = limits.max_instructions;
+    if instructions.len() > max {
+        let flag = "--max-instructions-kib";
+        return Err(over("instructions", instructions.len(), max, flag));
+    }
+    let tools_bytes = json_bytes(tools);
+    let max = limits.max_tools;
+    if tools_bytes > max {
+        return Err(over("tools", tools_bytes, max, "--max-tools-kib"));
+    }
+    Ok((instructions.len() + tools_bytes) as u64)
 }
 
 /// The length of `tools` as JSON, without writing it anywhere.

@@ -374,14 +374,11 @@ pub struct SessionParams {
     pub session_id: String,
     /// The transport.
     pub transport: Transport,
-    /// Model name reported in the session.
-    pub model_name: String,
     /// The session's model slot (none: opened without one; see [`Session::needs`]).
     pub model: Option<Box<dyn ModelPort>>,
-    /// Whether the model decides on its own when to speak.
-    pub autonomous: bool,
-    /// Model frame size in samples.
-    pub model_frame: usize,
+    /// What the model declares about itself: its name, frame size, whether it decides on
+    /// its own when to speak, calls tools, reads user turns as words.
+    pub model_info: duet_models::ModelInfo,
     /// Limits.
     pub limits: Limits,
     /// Outbound events (the transport's queue).
@@ -400,10 +397,6 @@ pub struct SessionParams {
     pub transcriber: Option<Box<dyn TranscriberPort>>,
     /// The server has a transcriber a stream can be opened on later.
     pub can_transcribe: bool,
-    /// The model can call tools.
-    pub model_tools: bool,
-    /// The model reads user turns as words: user audio is always transcribed.
-    pub model_reads_text: bool,
     /// Silero VAD for server VAD (none: the energy detector).
     pub vad_model: Option<duet_models::silero::SileroVad>,
     /// Opens as a transcription session (`?intent=transcription`).

@@ -2,8 +2,8 @@
 //! actually left on RTP; from that come `output_audio_buffer.started|stopped|cleared`, and on
 //! interruption the assistant item is truncated to what the caller heard.
 
-use super::ledger::SAMPLES_PER_MS;
-use super::{PlaybackTag, Session};
+use super::conversation::Conversation;
+use super::{MediaSink, PlaybackTag, Session};
 use crate::protocol::ServerEventBody;
 
 /// One response's audio in the engine's playback queue.
@@ -73,7 +73,36 @@ impl PlaybackView {
         !self.tracks.is_empty()
     }
 
-    fn track(&mut self, tag: PlaybackTag) -> Option<&mut Track> {
+    /// Starts tracking a response's playback (WebRTC audio responses); its item stays in
+    /// `conv` until its truncation to what was heard may no longer come.
+    pub(super) fn track(
+        &mut self,
+        conv: &mut Conversation,
+        tag: PlaybackTag,
+        response_id: &str,
+        item_id: Option<&str>,
+    ) {
+        if let Some(id) = item_id {
+            conv.pin(id);
+        }
+        self.tracks.push(Track {
+            tag,
+            response_id: response_id.to_string(),
+            item_id: item_id.map(str::to_string),
+            sent: 0,
+            started: false,
+        });
+    }
+
+    /// The response finished generating: the engine (`sink`) reports when its last sample
+    /// left.
+    pub(super) fn finish(&self, sink: &dyn MediaSink, tag: PlaybackTag) {
+        if self.tracks.iter().any(|t| t.tag == tag) {
+            sink.finish(tag);
+        }
+    }
+
+    fn track_of(&mut self, tag: PlaybackTag) -> Option<&mut Track> {
         self.tracks.iter_mut().find(|t| t.tag == tag)
     }
 
@@ -100,43 +129,12 @@ impl PlaybackView {
 }
 
 impl Session {
-    /// Starts tracking a response's playback (WebRTC audio responses).
-    pub(super) fn track_playback(
-        &mut self,
-        tag: PlaybackTag,
-        response_id: &str,
-        item_id: Option<&str>,
-    ) {
-        if self.transport.is_webrtc() {
-            if let Some(id) = item_id {
-                // Its truncation to what was heard may still come: it stays until then.
-                self.conv.pin(id);
-            }
-            self.view.tracks.push(Track {
-                tag,
-                response_id: response_id.to_string(),
-                item_id: item_id.map(str::to_string),
-                sent: 0,
-                started: false,
-            });
-        }
-    }
-
-    /// The response finished generating: the engine reports when its last sample left.
-    pub(super) fn finish_playback(&mut self, tag: PlaybackTag) {
-        if let Some(sink) = self.transport.sink() {
-            if self.view.tracks.iter().any(|t| t.tag == tag) {
-                sink.finish(tag);
-            }
-        }
-    }
-
     /// The engine sent `samples` of `tag`.
     pub(super) fn on_played(&mut self, tag: PlaybackTag, samples: u64) {
         if let Some(a) = self.active.as_mut().filter(|a| a.tag == tag) {
             a.ledger.sent(samples);
         }
-        let Some(track) = self.view.track(tag) else {
+        let Some(track) = self.view.track_of(tag) else {
             return;
         };
         track.sent += samples;
@@ -145,7 +143,7 @@ impl Session {
         }
         track.started = true;
         let response_id = track.response_id.clone();
-        if let Some(t) = self.stamps.turn_end.take() {
+        if let Some(t) = self.timers.stamps.turn_end.take() {
             crate::metrics::METRICS
                 .speech_end_to_first_audio
                 .observe(self.now.saturating_duration_since(t));
@@ -185,7 +183,7 @@ impl Session {
         let Some(interrupted) = self.view.cleared() else {
             return;
         };
-        if let Some(t) = self.stamps.barge_at.take() {
+        if let Some(t) = self.timers.stamps.barge_at.take() {
             crate::metrics::METRICS
                 .barge_in
                 .observe(self.now.saturating_duration_since(t));
@@ -201,27 +199,11 @@ impl Session {
                 response_id: track.response_id.clone(),
             });
             if let Some(item_id) = &track.item_id {
-                self.truncate_to_played(item_id, track.sent);
+                if let Some(truncated) = self.conv.truncate_to_played(item_id, track.sent) {
+                    self.emit(truncated);
+                }
                 self.conv.unpin(item_id);
             }
         }
-    }
-
-    /// Cuts a stored assistant item to the `sent` samples the caller heard. Reported even
-    /// when everything generated was heard: the caller learns exactly where the item ends.
-    fn truncate_to_played(&mut self, item_id: &str, sent: u64) {
-        let generated = self
-            .conv
-            .get(item_id)
-            .and_then(|s| s.ledger.as_ref())
-            .map_or(0, |l| l.generated);
-        if generated == 0 || self.conv.cut_audio(item_id, 0, sent).is_none() {
-            return;
-        }
-        self.emit(ServerEventBody::ConversationItemTruncated {
-            item_id: item_id.to_string(),
-            content_index: 0,
-            audio_end_ms: sent / SAMPLES_PER_MS,
-        });
     }
 }

@@ -63,6 +63,19 @@ pub(super) struct Pending {
     event_id: Option<String>,
 }
 
+impl Pending {
+    /// A configuration held until what it `needs` is there, for the client event `cause`.
+    pub(super) fn new(cfg: SessionConfig, needs: Needs, cause: Option<Arc<str>>) -> Self {
+        let event_id = cause.as_deref().map(String::from);
+        Self {
+            cfg,
+            needs,
+            cause,
+            event_id,
+        }
+    }
+}
+
 /// The ports of a provision, given to the session; the receivers stay with the caller.
 pub struct Ports {
     /// The model slot's port, or the error that refused it.
@@ -79,32 +92,22 @@ impl Session {
 
     pub(super) fn needs_for(&self, cfg: &SessionConfig) -> Needs {
         Needs {
-            slot: self.model.is_none() && !cfg.is_transcription(),
+            slot: self.model.port.is_none() && !cfg.is_transcription(),
             transcriber: self.transcripts.lacks_port()
-                && self.can_transcribe
-                && self.transcribes(cfg),
+                && self.caps.transcriber
+                && self.caps.transcribes(cfg),
         }
     }
 
     /// Whether the session holds a model slot.
     pub fn has_model(&self) -> bool {
-        self.model.is_some()
+        self.model.port.is_some()
     }
 
     /// What a held `session.update` waits for (the shell provides it, then calls
     /// [`Self::provide`]).
     pub fn waiting_for(&self) -> Option<Needs> {
         self.pending.as_ref().map(|p| p.needs)
-    }
-
-    /// Holds a configuration until what it needs is there.
-    pub(super) fn hold_update(&mut self, cfg: SessionConfig, needs: Needs) {
-        self.pending = Some(Pending {
-            cfg,
-            needs,
-            cause: self.cause.clone(),
-            event_id: self.cause.as_deref().map(String::from),
-        });
     }
 
     /// Takes the ports the shell got (at open, or for a held update). A held update then
@@ -115,7 +118,7 @@ impl Session {
         self.now = now;
         let refused = match ports.model {
             Some(Ok(port)) => {
-                self.model = Some(port);
+                self.model.port = Some(port);
                 None
             }
             Some(Err(e)) => Some(e),
@@ -152,7 +155,7 @@ impl Session {
         self.cfg = cfg;
         self.input.reconfigure(&self.cfg);
         if self.cfg.is_transcription() && self.active.is_none() {
-            self.model = None;
+            self.model.port = None;
         }
         self.emit(crate::protocol::ServerEventBody::SessionUpdated {
             session: Box::new(self.cfg.clone()),

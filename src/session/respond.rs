@@ -9,14 +9,14 @@ use duet_media::Adpcm;
 use duet_models::{ContextItem, OutputModality, Request, StepOutput, Tool, ToolChoice};
 use serde_json::Value;
 
-use super::conversation::{context_item, user_turn_of, Placement, StoredItem};
+use super::conversation::{context_item, user_turn_of, Conversation, StoredItem};
 use super::response::{input_tokens, ActiveResponse};
 use super::Session;
 use crate::protocol::response::{ResponseAudio, ResponseAudioOutput};
 use crate::protocol::session::{validate_max_tokens, validate_modalities};
 use crate::protocol::{
-    codes, ids, Content, ErrorPayload, Item, ItemStatus, Modality, Response, ResponseParams,
-    ResponseStatus, Role, ServerEventBody,
+    codes, ids, AudioFormat, Content, ErrorPayload, Item, ItemStatus, Modality, Response,
+    ResponseParams, ResponseStatus, Role, ServerEventBody, SessionConfig,
 };
 
 /// User audio items whose audio goes to the model with the context (the newest); older ones
@@ -43,9 +43,23 @@ impl Session {
             self.begin(active, None, false);
             return Ok(());
         }
-        let request = self.respond_request(&active, ask);
+        let request = respond_request(&self.cfg, &active, ask);
         // An answer started before the turn was confirmed, to the same words: it plays now.
-        if let Some(held) = self.take_speculative_answer(&request) {
+        let epoch = self.model.epoch;
+        let answer = match self.speculation.take() {
+            Some(s) if !s.is_adopted() && s.answers(&request, epoch) => Some(s.adopt()),
+            Some(s) if !s.is_adopted() => {
+                self.speculation = Some(s);
+                self.abandon_speculation();
+                None
+            }
+            // None, or one whose transcription belongs to an item now: it stays.
+            other => {
+                self.speculation = other;
+                None
+            }
+        };
+        if let Some(held) = answer {
             self.begin(active, None, false);
             for out in held {
                 if self.active.is_none() {
@@ -57,23 +71,6 @@ impl Session {
         }
         self.begin(active, Some(request), false);
         Ok(())
-    }
-
-    /// What a response asks the model.
-    pub(super) fn respond_request(&self, active: &ActiveResponse, ask: Ask) -> Request {
-        let modality = match active.modality {
-            Modality::Audio => OutputModality::Audio,
-            Modality::Text => OutputModality::Text,
-        };
-        Request::Respond {
-            modality,
-            instructions: ask.instructions,
-            input: ask.input,
-            tools: ask.tools,
-            tool_choice: ask.tool_choice,
-            voice: voice_name(&active.response.audio.output.voice),
-            speed: self.cfg.audio.output.speed as f32,
-        }
     }
 
     /// Validates `response.create` parameters into a response (not yet started) and what it
@@ -93,9 +90,10 @@ impl Session {
                 .with_param("response.conversation"))
             }
         };
-        self.check_none_active(in_conversation)?;
+        check_none_active(self.active.as_ref(), in_conversation)?;
         if params.instructions.is_some() || params.tools.is_some() {
-            self.check_prompt(
+            super::memory::check_prompt(
+                &self.limits,
                 params.instructions.as_deref().unwrap_or_default(),
                 params.tools.as_deref().unwrap_or_default(),
                 "response",
@@ -109,18 +107,23 @@ impl Session {
             Some(v) => validate_max_tokens(v, "response.max_output_tokens")?,
             None => self.cfg.max_output_tokens.clone(),
         };
-        let audio = self.response_audio(params.audio.and_then(|a| a.output));
+        let audio = response_audio(&self.cfg, params.audio.and_then(|a| a.output));
         let format = audio.output.format;
         let (tools, tool_choice) = match (&params.tools, &params.tool_choice) {
-            (None, None) => self.check_tools(&self.cfg.tools, &self.cfg.tool_choice, "session")?,
-            (tools, choice) => self.check_tools(
+            (None, None) => {
+                let cfg = &self.cfg;
+                self.caps
+                    .check_tools(&cfg.model, &cfg.tools, &cfg.tool_choice, "session")?
+            }
+            (tools, choice) => self.caps.check_tools(
+                &self.cfg.model,
                 tools.as_deref().unwrap_or(&self.cfg.tools),
                 choice.as_ref().unwrap_or(&self.cfg.tool_choice),
                 "response",
             )?,
         };
         let context = match params.input {
-            Some(items) => self.resolve_input(&items)?,
+            Some(items) => resolve_input(&self.conv, self.cfg.audio.input.format, &items)?,
             None => self.conv.context(CONTEXT_AUDIO_TURNS),
         };
         let instructions = params
@@ -132,7 +135,7 @@ impl Session {
             status: ResponseStatus::InProgress,
             status_details: None,
             output: Vec::new(),
-            conversation_id: in_conversation.then(|| self.conversation_id.clone()),
+            conversation_id: in_conversation.then(|| self.conv.id.clone()),
             output_modalities: vec![modality],
             max_output_tokens: max_output_tokens.clone(),
             audio,
@@ -159,40 +162,6 @@ impl Session {
         Ok((active, ask))
     }
 
-    /// The response's audio output: its own format and voice, else the session's.
-    fn response_audio(
-        &self,
-        requested: Option<crate::protocol::response::ResponseAudioOutputParams>,
-    ) -> ResponseAudio {
-        let out = requested.unwrap_or_default();
-        ResponseAudio {
-            output: ResponseAudioOutput {
-                format: out.format.unwrap_or(self.cfg.audio.output.format),
-                voice: out
-                    .voice
-                    .unwrap_or_else(|| self.cfg.audio.output.voice.clone()),
-            },
-        }
-    }
-
-    /// One response at a time: OpenAI's error when both write to the conversation.
-    fn check_none_active(&self, in_conversation: bool) -> Result<(), ErrorPayload> {
-        let Some(active) = &self.active else {
-            return Ok(());
-        };
-        Err(if in_conversation && active.in_conversation {
-            ErrorPayload::invalid(
-                codes::CONVERSATION_ALREADY_HAS_ACTIVE_RESPONSE,
-                format!("Conversation already has an active response in progress: {}. Wait until the response is finished before creating a new one.", active.response.id),
-            )
-        } else {
-            ErrorPayload::invalid(
-                codes::RESPONSE_ALREADY_ACTIVE,
-                format!("the model is producing response {}; Duet runs one response at a time per session", active.response.id),
-            )
-        })
-    }
-
     /// Emits the opening events of a response, sends `request` to the model, and makes the
     /// response active. `speaking`: an autonomous model is already speaking it
     /// (`response.speak` goes out before the content part).
@@ -206,7 +175,10 @@ impl Session {
         self.view.last_response_id = Some(active.response.id.clone());
         if active.modality == Modality::Audio {
             let item = active.in_conversation.then_some(active.item_id.as_str());
-            self.track_playback(active.tag, &active.response.id, item);
+            if self.transport.is_webrtc() {
+                self.view
+                    .track(&mut self.conv, active.tag, &active.response.id, item);
+            }
         }
         self.emit(ServerEventBody::ResponseCreated {
             response: Box::new(active.response.clone()),
@@ -222,65 +194,6 @@ impl Session {
         }
     }
 
-    /// The response's (empty) assistant item joins the conversation.
-    pub(super) fn add_response_item(&mut self, item_id: &str, empty: Item) {
-        match self
-            .conv
-            .insert(Placement::End, StoredItem::plain(empty.clone()))
-        {
-            Ok(evicted) => {
-                let prev = self.conv.previous_id(item_id);
-                self.emit_item_added(prev, empty, false);
-                self.emit_evicted(evicted);
-            }
-            Err(e) => self.error(e),
-        }
-    }
-
-    /// Resolves `response.input`: item references and inline items, as model context.
-    fn resolve_input(&self, items: &[Value]) -> Result<Vec<ContextItem>, ErrorPayload> {
-        let mut turns = Vec::new();
-        for (i, v) in items.iter().enumerate() {
-            let param = format!("response.input[{i}]");
-            let turn = self.input_turn(v).map_err(|e| e.with_param(param))?;
-            turns.extend(turn);
-        }
-        Ok(turns)
-    }
-
-    /// One entry of `response.input`: an item reference or an inline item.
-    fn input_turn(&self, v: &Value) -> Result<Option<ContextItem>, ErrorPayload> {
-        if v.get("type").and_then(Value::as_str) == Some("item_reference") {
-            let id = v.get("id").and_then(Value::as_str).unwrap_or_default();
-            let stored = self.conv.get(id).ok_or_else(|| {
-                ErrorPayload::invalid(
-                    codes::ITEM_NOT_FOUND,
-                    format!("item {id:?} does not exist in the conversation"),
-                )
-            })?;
-            return Ok(context_item(stored, true));
-        }
-        let mut item: Item = serde_json::from_value(v.clone()).map_err(|e| {
-            ErrorPayload::invalid(codes::INVALID_VALUE, format!("invalid input item: {e}"))
-        })?;
-        let audio = match &mut item {
-            Item::Message {
-                role: Role::User,
-                content,
-                ..
-            } => content.iter_mut().find_map(|c| match c {
-                Content::InputAudio { audio, .. } => audio.take(),
-                _ => None,
-            }),
-            _ => None,
-        };
-        let audio = audio.map(|b64| self.decode_clip(&b64)).transpose()?;
-        if let Some(turn) = user_turn_of(&item, || audio.map(Arc::from)) {
-            return Ok(Some(ContextItem::User(turn)));
-        }
-        Ok(context_item(&StoredItem::plain(item), false))
-    }
-
     /// A model step (already past the epoch fence).
     pub(super) fn on_model_output(&mut self, out: StepOutput) {
         if self.cfg.is_transcription() {
@@ -290,8 +203,13 @@ impl Session {
             return self.on_autonomous_output(out);
         }
         if self.active.is_none() {
-            if !self.hold_speculative(out) {
-                tracing::debug!(session = %self.cfg.id, "model output without a response; dropped");
+            let epoch = self.model.epoch;
+            match self.speculation.as_mut().and_then(|s| s.hold(out, epoch)) {
+                Some(true) => self.abandon_speculation(),
+                Some(false) => {}
+                None => {
+                    tracing::debug!(session = %self.cfg.id, "model output without a response; dropped")
+                }
             }
             return;
         }
@@ -316,7 +234,10 @@ impl Session {
             .max_item_samples
             .min(self.limits.max_conversation_samples);
         // The answer's kept audio grows with it (at most one item's worth).
-        if let Err(e) = self.reserve(Adpcm::bytes_for(out.audio.len()) as u64) {
+        if let Err(e) = self
+            .meters
+            .reserve(Adpcm::bytes_for(out.audio.len()) as u64)
+        {
             self.fence_model();
             self.fail_response(codes::SERVER_MEMORY_EXHAUSTED, &e.message);
             self.error(e);
@@ -339,14 +260,14 @@ impl Session {
         let streamed = a.stream(out, keep, sink);
         let over_limit = a.over_limit();
         if streamed.first_handed {
-            if let Some(t) = self.stamps.turn_end {
+            if let Some(t) = self.timers.stamps.turn_end {
                 crate::metrics::METRICS
                     .answer_start
                     .observe(self.now.saturating_duration_since(t));
             }
         }
         if streamed.first_audio {
-            if let Some(t) = self.stamps.turn_end.take() {
+            if let Some(t) = self.timers.stamps.turn_end.take() {
                 crate::metrics::METRICS
                     .speech_end_to_first_audio
                     .observe(self.now.saturating_duration_since(t));
@@ -368,8 +289,8 @@ impl Session {
     /// autonomous model may keep speaking: no response opens on its speech until it fell
     /// silent (if it is silent now, its next speech is new).
     pub(super) fn fence_model(&mut self) {
-        self.epoch = self.epoch.next();
-        self.model_request(self.epoch, Request::Cancel);
+        self.model.epoch = self.model.epoch.next();
+        self.model.request(self.model.epoch, Request::Cancel);
         if self.floor.autonomous {
             self.floor.suppress_speak = self.floor.model_speaking;
         }
@@ -415,7 +336,7 @@ impl Session {
         tracing::warn!(session = %self.cfg.id, %message, "response failed");
         self.finish(ResponseStatus::Failed, None);
         if spoke.is_some() {
-            let listen = ServerEventBody::model_listen(&self.cfg.id, self.epoch.0, spoke);
+            let listen = ServerEventBody::model_listen(&self.cfg.id, self.model.epoch.0, spoke);
             self.emit(listen);
         }
     }
@@ -431,7 +352,9 @@ impl Session {
         };
         self.floor.speak_deadline = None;
         if a.modality == Modality::Audio {
-            self.finish_playback(a.tag);
+            if let Some(sink) = self.transport.sink() {
+                self.view.finish(sink, a.tag);
+            }
         }
         let message = a.message_index.map(|_| {
             let (events, item) = a.done_chain(status, self.transport.is_webrtc());
@@ -439,13 +362,16 @@ impl Session {
                 self.emit(ev);
             }
             if a.in_conversation {
-                self.store_item(&mut a, item.clone());
+                // The finished item (its audio and ledger) moves into the conversation.
+                let audio = a.take_audio();
+                let events = self.conv.finish_answer(&a.item_id, item.clone(), audio);
+                self.emit_all(events);
             }
             item
         });
         let audio_out = a.ledger.generated;
         let response = a.into_done(status, reason, message);
-        self.count(super::UsageEvent::Response {
+        self.meters.count(super::UsageEvent::Response {
             status: status_name(status),
             audio_out,
             text_tokens: response
@@ -456,24 +382,126 @@ impl Session {
         self.emit(ServerEventBody::ResponseDone {
             response: Box::new(response),
         });
-        self.rate_limits();
-        self.arm_idle();
-    }
-
-    /// Moves the finished assistant item (its audio and ledger) into the conversation.
-    fn store_item(&mut self, a: &mut ActiveResponse, item: Item) {
-        let audio = a.take_audio();
-        if !self.conv.finish_item(&a.item_id, item.clone(), audio) {
-            return;
+        if let Some(ev) = self
+            .lease
+            .as_ref()
+            .and_then(super::durable::Lease::rate_limits)
+        {
+            self.emit(ev);
         }
-        let evicted = self.conv.evict_except(&a.item_id);
-        let prev = self.conv.previous_id(&a.item_id);
-        self.emit(ServerEventBody::ConversationItemDone {
-            previous_item_id: prev,
-            item: Box::new(item),
-        });
-        self.emit_evicted(evicted);
+        let (autonomous, clock) = (self.floor.autonomous, self.input.clock());
+        self.timers
+            .arm_vad_idle(&self.cfg, autonomous, self.now, clock);
     }
+}
+
+/// What a response asks the model (in a session configured as `cfg`).
+pub(super) fn respond_request(cfg: &SessionConfig, active: &ActiveResponse, ask: Ask) -> Request {
+    let modality = match active.modality {
+        Modality::Audio => OutputModality::Audio,
+        Modality::Text => OutputModality::Text,
+    };
+    Request::Respond {
+        modality,
+        instructions: ask.instructions,
+        input: ask.input,
+        tools: ask.tools,
+        tool_choice: ask.tool_choice,
+        voice: voice_name(&active.response.audio.output.voice),
+        speed: cfg.audio.output.speed as f32,
+    }
+}
+
+/// The response's audio output: its own format and voice, else the session's (`cfg`).
+fn response_audio(
+    cfg: &SessionConfig,
+    requested: Option<crate::protocol::response::ResponseAudioOutputParams>,
+) -> ResponseAudio {
+    let out = requested.unwrap_or_default();
+    ResponseAudio {
+        output: ResponseAudioOutput {
+            format: out.format.unwrap_or(cfg.audio.output.format),
+            voice: out.voice.unwrap_or_else(|| cfg.audio.output.voice.clone()),
+        },
+    }
+}
+
+/// One response at a time (`active`: the one now): OpenAI's error when both write to the conversation.
+fn check_none_active(
+    active: Option<&ActiveResponse>,
+    in_conversation: bool,
+) -> Result<(), ErrorPayload> {
+    let Some(active) = active else {
+        return Ok(());
+    };
+    Err(if in_conversation && active.in_conversation {
+        ErrorPayload::invalid(
+            codes::CONVERSATION_ALREADY_HAS_ACTIVE_RESPONSE,
+            format!("Conversation already has an active response in progress: {}. Wait until the response is finished before creating a new one.", active.response.id),
+        )
+    } else {
+        ErrorPayload::invalid(
+            codes::RESPONSE_ALREADY_ACTIVE,
+            format!(
+                "the model is producing response {}; Duet runs one response at a time per session",
+                active.response.id
+            ),
+        )
+    })
+}
+
+/// Resolves `response.input`: item references and inline items, as model context (`format`: the input audio format).
+fn resolve_input(
+    conv: &Conversation,
+    format: AudioFormat,
+    items: &[Value],
+) -> Result<Vec<ContextItem>, ErrorPayload> {
+    let mut turns = Vec::new();
+    for (i, v) in items.iter().enumerate() {
+        let param = format!("response.input[{i}]");
+        let turn = input_turn(conv, format, v).map_err(|e| e.with_param(param))?;
+        turns.extend(turn);
+    }
+    Ok(turns)
+}
+
+/// One entry of `response.input`: an item reference or an inline item.
+fn input_turn(
+    conv: &Conversation,
+    format: AudioFormat,
+    v: &Value,
+) -> Result<Option<ContextItem>, ErrorPayload> {
+    if v.get("type").and_then(Value::as_str) == Some("item_reference") {
+        let id = v.get("id").and_then(Value::as_str).unwrap_or_default();
+        let stored = conv.get(id).ok_or_else(|| {
+            ErrorPayload::invalid(
+                codes::ITEM_NOT_FOUND,
+                format!("item {id:?} does not exist in the conversation"),
+            )
+        })?;
+        return Ok(context_item(stored, true));
+    }
+    let mut item: Item = serde_json::from_value(v.clone()).map_err(|e| {
+        ErrorPayload::invalid(codes::INVALID_VALUE, format!("invalid input item: {e}"))
+    })?;
+    let audio = match &mut item {
+        Item::Message {
+            role: Role::User,
+            content,
+            ..
+        } => content.iter_mut().find_map(|c| match c {
+            Content::InputAudio { audio, .. } => audio.take(),
+            _ => None,
+        }),
+        _ => None,
+    };
+    let audio = audio
+        .map(|b64| super::input::decode_clip(format, &b64))
+        .transpose()?;
+    if let Some(turn) = user_turn_of(&item, || audio.map(Arc::from)) {
+        return Ok(Some(ContextItem::User(turn)));
+    }
+    Ok(context_item(&StoredItem::plain(item), false))
 }
 
 /// A voice's name: the string, or a custom voice's `id`.

@@ -48,6 +48,61 @@ pub(super) struct Speculation {
     adopted_by: Option<Arc<str>>,
 }
 
+impl Speculation {
+    /// A speculation on the turn so far (`seconds` of audio) sent for transcription under
+    /// `id`, after `silence` samples of silence.
+    fn start(id: Arc<str>, silence: u64, seconds: f64) -> Self {
+        crate::metrics::METRICS.speculation("started");
+        Self {
+            id,
+            silence,
+            seconds,
+            transcript: None,
+            request: None,
+            held: Vec::new(),
+            held_samples: 0,
+            held_text: 0,
+            confirmed: false,
+            adopted_by: None,
+        }
+    }
+
+    /// Whether an item took its transcription (it only routes that now).
+    pub(super) fn is_adopted(&self) -> bool {
+        self.adopted_by.is_some()
+    }
+
+    /// `speech_stopped` confirmed the turn.
+    pub(super) fn confirm(&mut self) {
+        self.confirmed = true;
+    }
+
+    /// The model's output under `epoch` while no response is active: held when it answers
+    /// the speculation (`Some`, true when the held answer grew past its limits and must be
+    /// given up), else `None` (the caller drops it).
+    pub(super) fn hold(&mut self, out: StepOutput, epoch: Epoch) -> Option<bool> {
+        if !matches!(&self.request, Some((e, _)) if *e == epoch) {
+            return None;
+        }
+        self.held_samples += out.audio.len();
+        self.held_text += out.text.len();
+        self.held.push(out);
+        Some(self.held_samples > MAX_HELD_SAMPLES || self.held_text > MAX_HELD_TEXT)
+    }
+
+    /// Whether a response under `epoch` that asks the model `request` asks what the
+    /// speculation asked: then its answer is adopted ([`Self::adopt`]).
+    pub(super) fn answers(&self, request: &Request, epoch: Epoch) -> bool {
+        matches!(&self.request, Some((e, asked)) if *e == epoch && same_words(asked, request))
+    }
+
+    /// The answer is adopted: the held output, to play now (the request is not sent again).
+    pub(super) fn adopt(self) -> Vec<StepOutput> {
+        crate::metrics::METRICS.speculation("adopted");
+        self.held
+    }
+}
+
 /// Whether two answer requests have the same words: equal but for the audio of user turns
 /// that carry a transcript (the speculation heard less trailing silence than the item).
 fn same_words(a: &Request, b: &Request) -> bool {
@@ -69,7 +124,7 @@ impl Session {
     /// Whether this session may start answers early now.
     fn may_speculate(&self) -> bool {
         self.limits.speculative_ms > 0
-            && self.model_reads_text
+            && self.caps.reads_text
             && !self.floor.autonomous
             && !self.cfg.is_transcription()
             && self.active.is_none()
@@ -96,29 +151,15 @@ impl Session {
             None => {
                 let wait = u64::from(self.limits.speculative_ms) * super::ledger::SAMPLES_PER_MS;
                 if in_speech && silence >= wait && self.may_speculate() {
-                    self.start_speculation(silence);
+                    let audio = self.input.buffered();
+                    let id: Arc<str> =
+                        Arc::from(format!("spec_{}", crate::protocol::ids::item_id()));
+                    self.transcripts.send_whole(id.clone(), to_f32(&audio));
+                    let seconds = audio.len() as f64 / f64::from(super::audio_io::RATE);
+                    self.speculation = Some(Speculation::start(id, silence, seconds));
                 }
             }
         }
-    }
-
-    fn start_speculation(&mut self, silence: u64) {
-        let audio = self.input.buffered();
-        let id: Arc<str> = Arc::from(format!("spec_{}", crate::protocol::ids::item_id()));
-        self.transcripts.send_whole(id.clone(), to_f32(&audio));
-        self.speculation = Some(Speculation {
-            id,
-            silence,
-            seconds: audio.len() as f64 / f64::from(super::audio_io::RATE),
-            transcript: None,
-            request: None,
-            held: Vec::new(),
-            held_samples: 0,
-            held_text: 0,
-            confirmed: false,
-            adopted_by: None,
-        });
-        crate::metrics::METRICS.speculation("started");
     }
 
     /// Gives the speculation up: its answer (if asked) is cancelled and its output dropped.
@@ -131,7 +172,9 @@ impl Session {
             self.speculation = Some(s);
             return;
         }
-        if matches!(&s.request, Some((epoch, _)) if *epoch == self.epoch) && self.active.is_none() {
+        if matches!(&s.request, Some((epoch, _)) if *epoch == self.model.epoch)
+            && self.active.is_none()
+        {
             self.fence_model();
         }
         crate::metrics::METRICS.speculation("abandoned");
@@ -170,23 +213,16 @@ impl Session {
                     audio: Arc::from([]),
                     transcript: text.clone(),
                 }));
-                self.respond_request(&active, ask)
+                super::respond::respond_request(&self.cfg, &active, ask)
             }
             Err(_) => return None,
         };
-        self.model_request(self.epoch, request.clone());
+        self.model.request(self.model.epoch, request.clone());
         if let Some(s) = &mut self.speculation {
             s.transcript = Some(text);
-            s.request = Some((self.epoch, request));
+            s.request = Some((self.model.epoch, request));
         }
         None
-    }
-
-    /// `speech_stopped` confirmed the turn.
-    pub(super) fn confirm_speculation(&mut self) {
-        if let Some(s) = &mut self.speculation {
-            s.confirmed = true;
-        }
     }
 
     /// The confirmed turn's item `item_id` was committed: it takes the speculation's
@@ -218,47 +254,6 @@ impl Session {
             }
         }
         true
-    }
-
-    /// The model's output while no response is active: held when it answers the
-    /// speculation (true), else dropped by the caller.
-    pub(super) fn hold_speculative(&mut self, out: StepOutput) -> bool {
-        let epoch = self.epoch;
-        let Some(s) = self.speculation.as_mut() else {
-            return false;
-        };
-        if !matches!(&s.request, Some((e, _)) if *e == epoch) {
-            return false;
-        }
-        s.held_samples += out.audio.len();
-        s.held_text += out.text.len();
-        s.held.push(out);
-        if s.held_samples > MAX_HELD_SAMPLES || s.held_text > MAX_HELD_TEXT {
-            self.abandon_speculation();
-        }
-        true
-    }
-
-    /// A response is about to ask the model `request`: when the speculation asked the same,
-    /// its answer is adopted (returns the held output, to play now; the request is not sent
-    /// again). Otherwise the speculation is given up.
-    pub(super) fn take_speculative_answer(&mut self, request: &Request) -> Option<Vec<StepOutput>> {
-        let s = self.speculation.take()?;
-        if s.adopted_by.is_some() {
-            self.speculation = Some(s);
-            return None;
-        }
-        match &s.request {
-            Some((epoch, asked)) if *epoch == self.epoch && same_words(asked, request) => {
-                crate::metrics::METRICS.speculation("adopted");
-                Some(s.held)
-            }
-            _ => {
-                self.speculation = Some(s);
-                self.abandon_speculation();
-                None
-            }
-        }
     }
 }
 

@@ -5,7 +5,7 @@
 use duet_models::{Tool, ToolChoice};
 use serde_json::Value;
 
-use super::Session;
+use super::machine::Caps;
 use crate::protocol::{codes, ErrorPayload};
 
 /// The most tools one session or response may offer (OpenAI's limit).
@@ -137,23 +137,24 @@ pub fn parse_tool_choice(
     Ok(choice)
 }
 
-impl Session {
+impl Caps {
     /// Checks `tools` and `tool_choice` (of the session, or of a response: `scope` is the
-    /// param prefix) and refuses tools when the model cannot call them.
+    /// param prefix) and refuses tools when the model (named `model`) cannot call them.
     pub(super) fn check_tools(
         &self,
+        model: &str,
         tools: &[Value],
         tool_choice: &Value,
         scope: &str,
     ) -> Result<(Vec<Tool>, ToolChoice), ErrorPayload> {
         let parsed = parse_tools(tools, &format!("{scope}.tools"))?;
         let choice = parse_tool_choice(tool_choice, &parsed, &format!("{scope}.tool_choice"))?;
-        if !parsed.is_empty() && !self.model_tools {
+        if !parsed.is_empty() && !self.tools {
             return Err(ErrorPayload::invalid(
                 codes::TOOLS_UNSUPPORTED,
                 format!(
                     "the model {:?} cannot call tools; run the server with --model cascade for function calling",
-                    self.cfg.model
+                    model
                 ),
             )
             .with_param(format!("{scope}.tools")));

@@ -15,6 +15,7 @@ use duet_media::Adpcm;
 use duet_models::{ContextItem, Request, TokenLogprob, TranscribeOutput, TurnInput};
 
 use super::audio_io::to_f32;
+use super::conversation::Conversation;
 use super::{Epoch, Session, TranscriberPort, TranscriptEvent};
 use crate::protocol::server::{LogProb, TranscriptionError, TranscriptionUsage};
 use crate::protocol::session::INCLUDE_LOGPROBS;
@@ -107,6 +108,162 @@ impl Transcripts {
             .find(|(i, _)| &**i == item_id)
             .map(|&(_, sent)| sent)
     }
+
+    /// Speech started under server VAD: a streaming transcriber starts hearing the
+    /// utterance `item_id` from `pcm` (the speech so far, asked for only when it streams).
+    fn speech_start(&mut self, item_id: &str, pcm: impl FnOnce() -> Arc<[f32]>, logprobs: bool) {
+        let Some(port) = self.port.as_ref().filter(|p| p.streaming()) else {
+            return;
+        };
+        let id: Arc<str> = Arc::from(item_id);
+        port.send(id.clone(), pcm(), false, logprobs);
+        self.streaming = Some(id);
+    }
+
+    /// More live speech for a streaming transcriber.
+    pub(super) fn live(&self, pcm: &[f32], logprobs: bool) {
+        if let (Some(id), Some(port)) = (&self.streaming, &self.port) {
+            port.send(id.clone(), Arc::from(pcm), false, logprobs);
+        }
+    }
+
+    /// The speech being streamed was dropped (input cleared, session reset).
+    pub(super) fn abandon(&mut self) {
+        if let Some(id) = self.streaming.take() {
+            if let Some(port) = &self.port {
+                // Ends the utterance on the transcriber; its answer finds no pending item.
+                port.send(id, Arc::from([]), true, false);
+            }
+        }
+    }
+
+    /// The item a deferred request waits for, once its wait is over at `now`.
+    fn overdue(&self, now: Instant) -> Option<Arc<str>> {
+        let d = self.deferred.as_ref()?;
+        (now >= d.deadline).then(|| d.item_id.clone())
+    }
+
+    /// The transcript a deferred request waited for came (or failed, or took too long):
+    /// the request goes now (returned, with its epoch), with the transcript in its context.
+    /// Nothing goes when the response was cancelled meanwhile (`epoch` moved on, or no
+    /// response is `active`).
+    fn release(
+        &mut self,
+        item_id: &str,
+        transcript: Option<String>,
+        epoch: Epoch,
+        active: bool,
+        conv: &Conversation,
+    ) -> Option<(Epoch, Request)> {
+        if self
+            .deferred
+            .as_ref()
+            .is_none_or(|d| &*d.item_id != item_id)
+        {
+            return None;
+        }
+        let d = self.deferred.take()?;
+        if d.epoch != epoch || !active {
+            return None; // cancelled meanwhile: nothing to ask for
+        }
+        let mut request = d.request;
+        if let (Some(transcript), Request::Respond { input, .. }) = (transcript, &mut request) {
+            let audio = conv.get(item_id).and_then(|s| s.audio.clone());
+            for turn in input.iter_mut() {
+                if let (ContextItem::User(TurnInput::Audio(pcm)), Some(a)) = (&*turn, &audio) {
+                    if is_audio_of(pcm, a) {
+                        *turn = ContextItem::User(TurnInput::Transcribed {
+                            audio: pcm.clone(),
+                            transcript: transcript.clone(),
+                        });
+                    }
+                }
+            }
+        }
+        Some((d.epoch, request))
+    }
+
+    /// What the transcriber answered for `item_id`: the events it makes go to `events`
+    /// (`logprobs`: with log probabilities).
+    fn on_output(
+        &mut self,
+        item_id: &Arc<str>,
+        output: Result<TranscribeOutput, String>,
+        logprobs: bool,
+        events: &mut Vec<ServerEventBody>,
+    ) -> Heard {
+        let Some(delta_sent) = self.delta_sent(item_id) else {
+            return Heard::Unknown;
+        };
+        match output {
+            Ok(TranscribeOutput::NotYet) => Heard::Partial,
+            Ok(TranscribeOutput::Delta { text, logprobs: lp }) => {
+                if text.is_empty() {
+                    return Heard::Unknown;
+                }
+                if let Some(p) = self.pending.iter_mut().find(|(i, _)| i == item_id) {
+                    p.1 = true;
+                }
+                events.push(ServerEventBody::InputAudioTranscriptionDelta {
+                    item_id: item_id.to_string(),
+                    content_index: 0,
+                    delta: text,
+                    logprobs: self::logprobs(lp, logprobs),
+                });
+                Heard::Partial
+            }
+            Ok(TranscribeOutput::Completed {
+                text,
+                logprobs: lp,
+                audio_seconds,
+            }) => {
+                self.forget(item_id);
+                let text = text.trim().to_string();
+                if !delta_sent && !text.is_empty() {
+                    // An utterance transcriber answers at once: its whole text is one delta.
+                    events.push(ServerEventBody::InputAudioTranscriptionDelta {
+                        item_id: item_id.to_string(),
+                        content_index: 0,
+                        delta: text.clone(),
+                        logprobs: self::logprobs(lp.clone(), logprobs),
+                    });
+                }
+                events.push(ServerEventBody::InputAudioTranscriptionCompleted {
+                    item_id: item_id.to_string(),
+                    content_index: 0,
+                    transcript: text.clone(),
+                    usage: TranscriptionUsage::Duration {
+                        seconds: (audio_seconds * 1000.0).round() / 1000.0,
+                    },
+                    logprobs: self::logprobs(lp, logprobs),
+                });
+                Heard::Done(Some(text))
+            }
+            Err(message) => {
+                self.forget(item_id);
+                events.push(ServerEventBody::InputAudioTranscriptionFailed {
+                    item_id: item_id.to_string(),
+                    content_index: 0,
+                    error: TranscriptionError {
+                        kind: "server_error".into(),
+                        code: codes::TRANSCRIPTION_FAILED.into(),
+                        message,
+                    },
+                });
+                Heard::Done(None)
+            }
+        }
+    }
+}
+
+/// What an answer of the transcriber came to.
+enum Heard {
+    /// Nothing: not an item waiting for its transcript (or an empty delta).
+    Unknown,
+    /// More of the transcript, or nothing yet.
+    Partial,
+    /// The transcript (none: it failed): the item is no longer pending.
+    Done(Option<String>),
 }
 
 /// Whether a context turn's audio `pcm` is the stored item audio `stored` (the turn was
@@ -132,60 +289,26 @@ fn logprobs(list: Vec<TokenLogprob>, wanted: bool) -> Option<Vec<LogProb>> {
 }
 
 impl Session {
-    /// Whether committed items are transcribed: asked for (`audio.input.transcription`, or
-    /// a transcription session), or needed by a model that reads words — with or without a
-    /// transcriber to do it.
-    pub(super) fn wants_transcripts(&self) -> bool {
-        self.transcribes(&self.cfg)
-    }
-
-    /// Whether a session configured as `cfg` transcribes its committed items.
-    pub(super) fn transcribes(&self, cfg: &crate::protocol::SessionConfig) -> bool {
-        cfg.is_transcription() || cfg.audio.input.transcription.is_some() || self.model_reads_text
-    }
-
-    fn wants_logprobs(&self) -> bool {
-        self.cfg.includes(INCLUDE_LOGPROBS)
-    }
-
     /// Speech started under server VAD at input-clock `at`: a streaming transcriber starts
     /// hearing the utterance from there.
     pub(super) fn transcribe_speech_start(&mut self, item_id: &str, at: u64) {
-        let streaming = self
-            .transcripts
-            .port
-            .as_ref()
-            .is_some_and(|p| p.streaming());
-        if !streaming || !self.wants_transcripts() {
+        if !self.caps.transcribes(&self.cfg) {
             return;
         }
-        let id: Arc<str> = Arc::from(item_id);
-        let pcm = self.input.buffer_from(at);
-        let logprobs = self.wants_logprobs();
-        if let Some(port) = &self.transcripts.port {
-            port.send(id.clone(), pcm, false, logprobs);
-        }
-        self.transcripts.streaming = Some(id);
-    }
-
-    /// More live speech for a streaming transcriber.
-    pub(super) fn transcribe_live(&mut self, pcm: &[f32]) {
-        let Some(id) = &self.transcripts.streaming else {
-            return;
-        };
-        if let Some(port) = &self.transcripts.port {
-            port.send(id.clone(), Arc::from(pcm), false, self.wants_logprobs());
-        }
+        let logprobs = self.cfg.includes(INCLUDE_LOGPROBS);
+        let input = &self.input;
+        self.transcripts
+            .speech_start(item_id, || input.buffer_from(at), logprobs);
     }
 
     /// A user audio item was committed: transcribe it (or report why not). The transcriber
     /// takes f32: the stored PCM16 is converted only when it is sent.
     pub(super) fn transcribe_committed(&mut self, item_id: &str, audio: &[i16]) {
         let streamed = self.transcripts.streaming.take();
-        if !self.wants_transcripts() {
+        if !self.caps.transcribes(&self.cfg) {
             return;
         }
-        let logprobs = self.wants_logprobs();
+        let logprobs = self.cfg.includes(INCLUDE_LOGPROBS);
         if self.transcripts.port.is_some() && self.adopt_transcription(&Arc::from(item_id)) {
             return; // the speculation's transcription is this item's
         }
@@ -214,16 +337,6 @@ impl Session {
         self.transcripts.remember(id);
     }
 
-    /// The speech being streamed was dropped (input cleared, session reset).
-    pub(super) fn transcribe_abandon(&mut self) {
-        if let Some(id) = self.transcripts.streaming.take() {
-            if let Some(port) = &self.transcripts.port {
-                // Ends the utterance on the transcriber; its answer finds no pending item.
-                port.send(id, Arc::from([]), true, false);
-            }
-        }
-    }
-
     /// What the transcriber answered.
     pub fn on_transcript(&mut self, ev: TranscriptEvent, now: Instant) {
         self.now = now;
@@ -232,80 +345,22 @@ impl Session {
             return;
         };
         let TranscriptEvent { item_id, output } = ev;
-        let Some(delta_sent) = self.transcripts.delta_sent(&item_id) else {
-            return;
-        };
-        let logprobs = self.wants_logprobs();
-        match output {
-            Ok(TranscribeOutput::NotYet) => {}
-            Ok(TranscribeOutput::Delta { text, logprobs: lp }) => {
-                if text.is_empty() {
-                    return;
-                }
-                if let Some(p) = self
-                    .transcripts
-                    .pending
-                    .iter_mut()
-                    .find(|(i, _)| *i == item_id)
-                {
-                    p.1 = true;
-                }
-                self.emit(ServerEventBody::InputAudioTranscriptionDelta {
-                    item_id: item_id.to_string(),
-                    content_index: 0,
-                    delta: text,
-                    logprobs: self::logprobs(lp, logprobs),
-                });
-            }
-            Ok(TranscribeOutput::Completed {
-                text,
-                logprobs: lp,
-                audio_seconds,
-            }) => {
-                self.transcripts.forget(&item_id);
-                let text = text.trim().to_string();
-                if !delta_sent && !text.is_empty() {
-                    // An utterance transcriber answers at once: its whole text is one delta.
-                    self.emit(ServerEventBody::InputAudioTranscriptionDelta {
-                        item_id: item_id.to_string(),
-                        content_index: 0,
-                        delta: text.clone(),
-                        logprobs: self::logprobs(lp.clone(), logprobs),
-                    });
-                }
-                self.set_transcript(&item_id, &text);
-                self.emit(ServerEventBody::InputAudioTranscriptionCompleted {
-                    item_id: item_id.to_string(),
-                    content_index: 0,
-                    transcript: text.clone(),
-                    usage: TranscriptionUsage::Duration {
-                        seconds: (audio_seconds * 1000.0).round() / 1000.0,
-                    },
-                    logprobs: self::logprobs(lp, logprobs),
-                });
-                self.release_deferred(&item_id, Some(text));
-            }
-            Err(message) => {
-                self.transcripts.forget(&item_id);
-                self.emit(ServerEventBody::InputAudioTranscriptionFailed {
-                    item_id: item_id.to_string(),
-                    content_index: 0,
-                    error: TranscriptionError {
-                        kind: "server_error".into(),
-                        code: codes::TRANSCRIPTION_FAILED.into(),
-                        message,
-                    },
-                });
-                self.release_deferred(&item_id, None);
-            }
+        let logprobs = self.cfg.includes(INCLUDE_LOGPROBS);
+        let mut events = Vec::new();
+        let heard = self
+            .transcripts
+            .on_output(&item_id, output, logprobs, &mut events);
+        if let Heard::Done(Some(text)) = &heard {
+            // Kept for `conversation.item.retrieve` and as model context.
+            self.conv.set_transcript(&item_id, text);
+        }
+        self.emit_all(events);
+        match heard {
+            Heard::Unknown => return,
+            Heard::Partial => {}
+            Heard::Done(transcript) => self.release_deferred(&item_id, transcript),
         }
         self.after_send();
-    }
-
-    /// Fills the user item's `transcript` (kept for `conversation.item.retrieve` and as
-    /// model context).
-    fn set_transcript(&mut self, item_id: &str, text: &str) {
-        self.conv.set_transcript(item_id, text);
     }
 
     /// Sends a response's model request, or holds it while the transcript of the user item
@@ -319,62 +374,33 @@ impl Session {
         match waits_for {
             Some(item_id) => {
                 self.transcripts.deferred = Some(Deferred {
-                    epoch: self.epoch,
+                    epoch: self.model.epoch,
                     request,
                     item_id,
                     deadline: self.now + TRANSCRIPT_WAIT,
                 });
             }
-            None => self.model_request(self.epoch, request),
+            None => self.model.request(self.model.epoch, request),
         }
     }
 
-    /// The transcript a deferred request waited for came (or failed, or took too long):
-    /// the request goes now, with the transcript in its context.
+    /// The transcript of `item_id` came (or failed, or took too long): a request that
+    /// waited for it goes now.
     fn release_deferred(&mut self, item_id: &str, transcript: Option<String>) {
-        if self
+        let (epoch, active) = (self.model.epoch, self.active.is_some());
+        let released = self
             .transcripts
-            .deferred
-            .as_ref()
-            .is_none_or(|d| &*d.item_id != item_id)
-        {
-            return;
+            .release(item_id, transcript, epoch, active, &self.conv);
+        if let Some((epoch, request)) = released {
+            self.model.request(epoch, request);
         }
-        let Some(d) = self.transcripts.deferred.take() else {
-            return;
-        };
-        if d.epoch != self.epoch || self.active.is_none() {
-            return; // cancelled meanwhile: nothing to ask for
-        }
-        let mut request = d.request;
-        if let (Some(transcript), Request::Respond { input, .. }) = (transcript, &mut request) {
-            let audio = self.conv.get(item_id).and_then(|s| s.audio.clone());
-            for turn in input.iter_mut() {
-                if let (ContextItem::User(TurnInput::Audio(pcm)), Some(a)) = (&*turn, &audio) {
-                    if is_audio_of(pcm, a) {
-                        *turn = ContextItem::User(TurnInput::Transcribed {
-                            audio: pcm.clone(),
-                            transcript: transcript.clone(),
-                        });
-                    }
-                }
-            }
-        }
-        self.model_request(d.epoch, request);
     }
 
-    /// The deferred request's wait is over.
+    /// The deferred request's wait is over at `now`: it goes without its transcript.
     pub(super) fn transcript_wait_over(&mut self, now: Instant) {
-        if self.transcripts.deadline().is_some_and(|at| now >= at) {
-            if let Some(id) = self
-                .transcripts
-                .deferred
-                .as_ref()
-                .map(|d| d.item_id.clone())
-            {
-                tracing::debug!(session = %self.cfg.id, item = %id, "transcript late; the response goes without it");
-                self.release_deferred(&id, None);
-            }
+        if let Some(id) = self.transcripts.overdue(now) {
+            tracing::debug!(session = %self.cfg.id, item = %id, "transcript late; the response goes without it");
+            self.release_deferred(&id, None);
         }
     }
 }

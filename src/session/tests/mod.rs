@@ -359,13 +359,15 @@ fn harness(setup: Setup) -> Harness {
     let params = SessionParams {
         transport,
         session_id: crate::protocol::ids::session_id(),
-        model_name: "scripted".into(),
         model: Some(Box::new(TestPort {
             state: port.clone(),
             autonomous: model.info().autonomous,
         })),
-        autonomous: model.info().autonomous,
-        model_frame: FRAME,
+        model_info: ModelInfo {
+            name: "scripted".into(),
+            frame_samples: FRAME,
+            ..model.info().clone()
+        },
         limits,
         out: out_tx,
         duplex: setup.duplex,
@@ -376,8 +378,6 @@ fn harness(setup: Setup) -> Harness {
             Box::new(TestTranscriber(sent, setup.streaming)) as Box<dyn super::TranscriberPort>
         }),
         can_transcribe: false,
-        model_tools: model.info().tools,
-        model_reads_text: model.info().reads_text,
         vad_model: None,
         transcription_session: setup.transcription_session,
         memory: setup.memory.map(|budget| {
@@ -631,5 +631,6 @@ mod input_and_playback;
 mod lifecycle;
 mod memory;
 mod outbound_limits;
+mod shape;
 mod tools;
 mod transcription;
