@@ -32,7 +32,6 @@ const NOT_YET_SPLIT: &[&str] = &[
     "src/server/mod.rs:new",
     "src/server/mod.rs:start_on",
     "src/session/respond.rs:prepare",
-    "src/session/transcripts.rs:on_transcript",
     "src/session/mod.rs:run",
     "src/session/input.rs:append_pcm",
     "src/session/durable.rs:resume",
