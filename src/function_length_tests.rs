@@ -31,10 +31,6 @@ const NOT_YET_SPLIT: &[&str] = &[
     "src/server/open.rs:open_session",
     "src/server/mod.rs:new",
     "src/server/mod.rs:start_on",
-    "src/session/respond.rs:prepare",
-    "src/session/mod.rs:run",
-    "src/session/input.rs:append_pcm",
-    "src/session/durable.rs:resume",
     "src/sip/stack.rs:accept_tcp",
     "src/sip/call.rs:accept",
 ];

@@ -349,15 +349,7 @@ impl Session {
                 refuse(&out, error.clone());
                 return Err(error);
             }
-            Err(Refusal::Gap) => {
-                crate::metrics::METRICS.resume("journal_gap");
-                let _ = out.send(resync(&self.cfg.id, "journal_gap"));
-                out.close(1000, "journal_gap");
-                return Err(ErrorPayload::invalid(
-                    "journal_gap",
-                    "the events after last_received_server_event_seq are no longer held: start a new session",
-                ));
-            }
+            Err(Refusal::Gap) => return Err(refuse_gap(&out, &self.cfg.id)),
         };
         let Some(lease) = &mut self.lease else {
             return Ok(());
@@ -377,15 +369,7 @@ impl Session {
             .subs
             .reattach(out, &Rendered::new(&resumed, None), &replay)
         {
-            let replaced = ServerEvent::new(ServerEventBody::SessionReplaced {
-                session_id: self.cfg.id.clone(),
-                attachment_generation: old_generation,
-            });
-            let _ = old.send(Rendered::new(&replaced, None));
-            old.close(1000, "session_replaced");
-            crate::metrics::METRICS
-                .takeovers
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            replaced(&old, &self.cfg.id, old_generation);
         }
         crate::metrics::METRICS.resume("ok");
         tracing::info!(session = %self.cfg.id, last, replayed = replay.len(), transport = ?self.transport, "session resumed");
@@ -567,4 +551,29 @@ fn refuse(out: &EventSender, error: ErrorPayload) {
         None,
     ));
     out.close(1008, &code);
+}
+
+/// Refuses a resume whose gap the journal no longer holds: `session.resync_required`, then
+/// a close; the error returned.
+fn refuse_gap(out: &EventSender, session_id: &str) -> ErrorPayload {
+    crate::metrics::METRICS.resume("journal_gap");
+    let _ = out.send(resync(session_id, "journal_gap"));
+    out.close(1000, "journal_gap");
+    ErrorPayload::invalid(
+        "journal_gap",
+        "the events after last_received_server_event_seq are no longer held: start a new session",
+    )
+}
+
+/// Tells the transport a resume took the session from that it was replaced, and closes it.
+fn replaced(old: &EventSender, session_id: &str, old_generation: u64) {
+    let replaced = ServerEvent::new(ServerEventBody::SessionReplaced {
+        session_id: session_id.to_string(),
+        attachment_generation: old_generation,
+    });
+    let _ = old.send(Rendered::new(&replaced, None));
+    old.close(1000, "session_replaced");
+    crate::metrics::METRICS
+        .takeovers
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 }

@@ -349,27 +349,8 @@ impl Session {
         from_client: bool,
     ) -> Result<(), ErrorPayload> {
         let max = self.limits.max_input_samples;
-        let pending = self.input.buffer.len() as u64 + pcm.len() as u64;
-        let mut report = None;
-        if pending > max {
-            let full = ErrorPayload::invalid(
-                codes::INPUT_AUDIO_BUFFER_FULL,
-                format!(
-                    "the input audio buffer would hold {} ms, over the limit of {} ms; commit or clear it",
-                    ms(pending),
-                    ms(max)
-                ),
-            );
-            if from_client && !self.floor.autonomous {
-                return Err(full);
-            }
-            if !self.floor.autonomous && !self.input.overflowing {
-                report = Some(full);
-            }
-            self.input.overflowing = true;
-        } else {
-            self.input.overflowing = false;
-        }
+        let autonomous = self.floor.autonomous;
+        let report = check_room(&mut self.input, pcm.len(), max, from_client, autonomous)?;
         // The buffer's growth (none once it is full and drops its oldest) is charged first.
         let grow = (pcm.len() as u64).min(max.saturating_sub(self.input.buffer.len() as u64));
         if let Err(e) = self.meters.reserve(grow * 2) {
@@ -396,16 +377,11 @@ impl Session {
                 .includes(crate::protocol::session::INCLUDE_LOGPROBS),
         );
         // A transcription session has no conversation with the model.
-        let model = self
-            .model
-            .port
-            .as_ref()
-            .filter(|_| !self.cfg.is_transcription());
-        self.input.to_model.push(pcm, |f| {
-            if let Some(m) = model {
-                m.input(f);
-            }
-        });
+        let model = self.model.port.as_ref();
+        let model = model.filter(|_| !self.cfg.is_transcription());
+        self.input
+            .to_model
+            .push(pcm, |f| model.iter().for_each(|m| m.input(f)));
         // `input_audio_buffer.speech_probability`, when `include` asks for it.
         let wanted = crate::protocol::session::INCLUDE_SPEECH_PROBABILITY;
         if self.cfg.includes(wanted) {
@@ -599,4 +575,35 @@ fn clip_bytes(b64: &str) -> Result<Vec<u8>, ErrorPayload> {
                 format!("audio is not valid base64: {e}"),
             )
         })
+}
+
+/// Whether `added` more samples fit the uncommitted buffer's `max`: past it, a client's
+/// append on a turn-based model is refused (`Err`), and live media (or a full-duplex
+/// model's input) is taken, with the overflow to report once per episode (`Ok(Some)`).
+fn check_room(
+    input: &mut InputState,
+    added: usize,
+    max: u64,
+    from_client: bool,
+    autonomous: bool,
+) -> Result<Option<ErrorPayload>, ErrorPayload> {
+    let pending = input.buffer.len() as u64 + added as u64;
+    if pending <= max {
+        input.overflowing = false;
+        return Ok(None);
+    }
+    let full = ErrorPayload::invalid(
+        codes::INPUT_AUDIO_BUFFER_FULL,
+        format!(
+            "the input audio buffer would hold {} ms, over the limit of {} ms; commit or clear it",
+            ms(pending),
+            ms(max)
+        ),
+    );
+    if from_client && !autonomous {
+        return Err(full);
+    }
+    let report = (!autonomous && !input.overflowing).then_some(full);
+    input.overflowing = true;
+    Ok(report)
 }

@@ -512,13 +512,7 @@ pub async fn run(
     }
     let mut report = MediaReport::default();
     while !session.is_closed() {
-        session.settle_memory();
-        if let Some(needs) = session.waiting_for() {
-            let got = provider.provide(needs).await;
-            let ports = feeds.take(got, &status);
-            session.provide(ports, now());
-        }
-        status.update(&session);
+        settle(&mut session, &mut feeds, &status, provider.as_ref()).await;
         let wake = tokio::time::Instant::from_std(session.next_deadline());
         // A resume may move the session to another transport: look each time.
         let signals = session.signals();
@@ -537,16 +531,7 @@ pub async fn run(
                 }
                 None => break,
             },
-            ev = recv(&mut feeds.model) => match ev {
-                Some(ev) => session.on_model(ev, now()),
-                None => {
-                    feeds.model = None;
-                    // A slot given back (the session turned transcription) is no failure.
-                    if session.has_model() {
-                        session.model_gone(now());
-                    }
-                }
-            },
+            ev = recv(&mut feeds.model) => on_model(&mut session, &mut feeds, ev),
             ev = recv(&mut feeds.transcripts) => match ev {
                 Some(ev) => session.on_transcript(ev, now()),
                 None => feeds.transcripts = None,
@@ -563,6 +548,37 @@ pub async fn run(
         }
     }
     tracing::debug!(session = %session.id(), "session ended");
+}
+
+/// Before each wait: the session's memory settled, what it waits for provided (a slot or
+/// a stream a `session.update` asked for), its status published.
+async fn settle(
+    session: &mut Session,
+    feeds: &mut Feeds,
+    status: &SessionStatus,
+    provider: &dyn Provider,
+) {
+    session.settle_memory();
+    if let Some(needs) = session.waiting_for() {
+        let got = provider.provide(needs).await;
+        let ports = feeds.take(got, status);
+        session.provide(ports, now());
+    }
+    status.update(session);
+}
+
+/// The model's next event, or its end (a slot given back when the session turned
+/// transcription is no failure).
+fn on_model(session: &mut Session, feeds: &mut Feeds, ev: Option<ModelEvent>) {
+    match ev {
+        Some(ev) => session.on_model(ev, now()),
+        None => {
+            feeds.model = None;
+            if session.has_model() {
+                session.model_gone(now());
+            }
+        }
+    }
 }
 
 impl Feeds {

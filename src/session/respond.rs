@@ -79,17 +79,7 @@ impl Session {
         &self,
         params: ResponseParams,
     ) -> Result<(ActiveResponse, Ask), ErrorPayload> {
-        let in_conversation = match params.conversation.as_deref() {
-            None | Some("auto") => true,
-            Some("none") => false,
-            Some(other) => {
-                return Err(ErrorPayload::invalid(
-                    codes::INVALID_VALUE,
-                    format!("conversation must be \"auto\" or \"none\", got {other:?}"),
-                )
-                .with_param("response.conversation"))
-            }
-        };
+        let in_conversation = in_conversation(params.conversation.as_deref())?;
         check_none_active(self.active.as_ref(), in_conversation)?;
         if params.instructions.is_some() || params.tools.is_some() {
             super::memory::check_prompt(
@@ -109,19 +99,12 @@ impl Session {
         };
         let audio = response_audio(&self.cfg, params.audio.and_then(|a| a.output));
         let format = audio.output.format;
-        let (tools, tool_choice) = match (&params.tools, &params.tool_choice) {
-            (None, None) => {
-                let cfg = &self.cfg;
-                self.caps
-                    .check_tools(&cfg.model, &cfg.tools, &cfg.tool_choice, "session")?
-            }
-            (tools, choice) => self.caps.check_tools(
-                &self.cfg.model,
-                tools.as_deref().unwrap_or(&self.cfg.tools),
-                choice.as_ref().unwrap_or(&self.cfg.tool_choice),
-                "response",
-            )?,
-        };
+        let (tools, tool_choice) = response_tools(
+            &self.caps,
+            &self.cfg,
+            params.tools.as_deref(),
+            params.tool_choice.as_ref(),
+        )?;
         let context = match params.input {
             Some(items) => resolve_input(&self.conv, self.cfg.audio.input.format, &items)?,
             None => self.conv.context(CONTEXT_AUDIO_TURNS),
@@ -130,36 +113,27 @@ impl Session {
             .instructions
             .unwrap_or_else(|| self.cfg.instructions.clone());
         let response = Response {
-            id: ids::response_id(),
-            object: "realtime.response",
-            status: ResponseStatus::InProgress,
-            status_details: None,
-            output: Vec::new(),
             conversation_id: in_conversation.then(|| self.conv.id.clone()),
             output_modalities: vec![modality],
             max_output_tokens: max_output_tokens.clone(),
-            audio,
             metadata: params.metadata,
-            usage: None,
+            ..new_response(audio)
         };
-        let max = max_output_tokens.as_u64();
-        let mut active = ActiveResponse::new(
-            response,
-            in_conversation,
-            format,
-            input_tokens(&context),
-            max,
-        );
+        let (tokens, max) = (input_tokens(&context), max_output_tokens.as_u64());
+        let mut active = ActiveResponse::new(response, in_conversation, format, tokens, max);
         // A response that may call a tool opens its message only when the model speaks or
         // writes (a call alone makes no empty message).
         active.defer_message = !tools.is_empty() && tool_choice != ToolChoice::None;
-        let ask = Ask {
-            instructions,
-            input: context,
-            tools,
-            tool_choice,
-        };
-        Ok((active, ask))
+        let input = context;
+        Ok((
+            active,
+            Ask {
+                instructions,
+                input,
+                tools,
+                tool_choice,
+            },
+        ))
     }
 
     /// Emits the opening events of a response, sends `request` to the model, and makes the
@@ -392,6 +366,55 @@ impl Session {
         let (autonomous, clock) = (self.floor.autonomous, self.input.clock());
         self.timers
             .arm_vad_idle(&self.cfg, autonomous, self.now, clock);
+    }
+}
+
+/// Whether a response belongs to the conversation (`conversation`: `auto` or absent) or
+/// stands apart (`none`).
+fn in_conversation(conversation: Option<&str>) -> Result<bool, ErrorPayload> {
+    match conversation {
+        None | Some("auto") => Ok(true),
+        Some("none") => Ok(false),
+        Some(other) => Err(ErrorPayload::invalid(
+            codes::INVALID_VALUE,
+            format!("conversation must be \"auto\" or \"none\", got {other:?}"),
+        )
+        .with_param("response.conversation")),
+    }
+}
+
+/// A response's tools and tool choice: the session's, unless the response gives its own.
+fn response_tools(
+    caps: &super::machine::Caps,
+    cfg: &SessionConfig,
+    tools: Option<&[Value]>,
+    choice: Option<&Value>,
+) -> Result<(Vec<Tool>, ToolChoice), ErrorPayload> {
+    match (tools, choice) {
+        (None, None) => caps.check_tools(&cfg.model, &cfg.tools, &cfg.tool_choice, "session"),
+        (tools, choice) => caps.check_tools(
+            &cfg.model,
+            tools.unwrap_or(&cfg.tools),
+            choice.unwrap_or(&cfg.tool_choice),
+            "response",
+        ),
+    }
+}
+
+/// A new response in progress with `audio`, nothing in it yet.
+fn new_response(audio: ResponseAudio) -> Response {
+    Response {
+        id: ids::response_id(),
+        object: "realtime.response",
+        status: ResponseStatus::InProgress,
+        status_details: None,
+        output: Vec::new(),
+        conversation_id: None,
+        output_modalities: Vec::new(),
+        max_output_tokens: Default::default(),
+        audio,
+        metadata: None,
+        usage: None,
     }
 }
 

@@ -219,24 +219,15 @@ impl Transcripts {
             }) => {
                 self.forget(item_id);
                 let text = text.trim().to_string();
-                if !delta_sent && !text.is_empty() {
-                    // An utterance transcriber answers at once: its whole text is one delta.
-                    events.push(ServerEventBody::InputAudioTranscriptionDelta {
-                        item_id: item_id.to_string(),
-                        content_index: 0,
-                        delta: text.clone(),
-                        logprobs: self::logprobs(lp.clone(), logprobs),
-                    });
-                }
-                events.push(ServerEventBody::InputAudioTranscriptionCompleted {
-                    item_id: item_id.to_string(),
-                    content_index: 0,
-                    transcript: text.clone(),
-                    usage: TranscriptionUsage::Duration {
-                        seconds: (audio_seconds * 1000.0).round() / 1000.0,
-                    },
-                    logprobs: self::logprobs(lp, logprobs),
-                });
+                completed_events(
+                    item_id,
+                    &text,
+                    lp,
+                    logprobs,
+                    audio_seconds,
+                    delta_sent,
+                    events,
+                );
                 Heard::Done(Some(text))
             }
             Err(message) => {
@@ -254,6 +245,37 @@ impl Transcripts {
             }
         }
     }
+}
+
+/// The events of a finished transcript `text` of `item_id`: the whole text as one delta
+/// first when no delta went out (an utterance transcriber answers at once), then the
+/// completed event.
+fn completed_events(
+    item_id: &str,
+    text: &str,
+    lp: Vec<duet_models::TokenLogprob>,
+    want_logprobs: bool,
+    audio_seconds: f64,
+    delta_sent: bool,
+    events: &mut Vec<ServerEventBody>,
+) {
+    if !delta_sent && !text.is_empty() {
+        events.push(ServerEventBody::InputAudioTranscriptionDelta {
+            item_id: item_id.to_string(),
+            content_index: 0,
+            delta: text.to_string(),
+            logprobs: logprobs(lp.clone(), want_logprobs),
+        });
+    }
+    events.push(ServerEventBody::InputAudioTranscriptionCompleted {
+        item_id: item_id.to_string(),
+        content_index: 0,
+        transcript: text.to_string(),
+        usage: TranscriptionUsage::Duration {
+            seconds: (audio_seconds * 1000.0).round() / 1000.0,
+        },
+        logprobs: logprobs(lp, want_logprobs),
+    });
 }
 
 /// What an answer of the transcriber came to.
