@@ -1,7 +1,8 @@
 //! Sans-IO call setup for Duet: offer checks ([`sdp`]), offer bodies ([`multipart`]), answers
 //! and per-call WebRTC state on str0m ([`call`]), STUN routing ([`stun`]), call ids, and for
-//! phone calls the plain RTP leg's SDP ([`plain_sdp`]) and the incoming-call webhook
-//! ([`webhook`]). No sockets, no clocks: time is an argument.
+//! phone calls the plain RTP leg's SDP ([`plain_sdp`]), the incoming-call webhook
+//! ([`webhook`]) and the SIP decisions of a call, ringing and in its dialog ([`sip_call`]).
+//! No sockets, no clocks: time is an argument.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -11,6 +12,7 @@ pub mod dtls;
 pub mod multipart;
 pub mod plain_sdp;
 pub mod sdp;
+pub mod sip_call;
 pub mod stun;
 #[doc(hidden)]
 pub mod testutil;

@@ -1,28 +1,33 @@
-//! One phone call's life: the INVITE checked (source, SDP), `180 Ringing` every second and
+//! One phone call's life: the INVITE checked (source, SDP), `180 Ringing` every minute and
 //! the webhook while the app decides, then on `/accept` the session, its RTP leg and `200
 //! OK`; in the call, SIP INFO keys, session refreshes (re-INVITE, UPDATE), `/refer` and
 //! `/hangup`, until a BYE, the RTP going silent or the session ending.
+//!
+//! The decisions are `duet_signaling::sip_call`'s ([`Ringing`] while ringing,
+//! `sip_call::in_dialog` and `sip_call::live_control` once live); this task and its
+//! `live` half only move messages: the stack's news (in `stack.rs`'s types), the app's
+//! controls, the webhook's delivery and the clock go in, and what the decisions answer goes
+//! out.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use duet_media::rtp_leg::{LegSrtp, RtpLegConfig};
 use duet_media::srtp::SrtpSuite;
 use duet_media::CallCodec;
 use duet_signaling::plain_sdp::{
-    parse_offer, write_answer, write_offer, CryptoSuite, LocalMedia, PlainCodec, PlainOffer,
-    PlainSdpError, SdesKey, SDES_KEY_BYTES,
+    write_answer, write_offer, CryptoSuite, LocalMedia, PlainCodec, PlainOffer, SdesKey,
+    SDES_KEY_BYTES,
+};
+use duet_signaling::sip_call::{
+    self, ControlReply, Next, Outcome, RingEvent, Ringing, WebhookResult,
 };
 use rand::Rng;
-use rsipstack::dialog::dialog::{DialogState, TerminatedReason};
-use rsipstack::dialog::invite_dialog::InviteDialog;
-use rsipstack::sip::{Header, Request, StatusCode};
-use rsipstack::transaction::Transaction;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use super::media::{self, MediaEnd, MediaHandle, MediaInbox, MediaParams};
-use super::stack::Shared;
+use super::stack::{Dialog, DialogEvent, Invite, Shared};
 use super::webhook::Delivery;
 use super::Control;
 use crate::calls::{CallEntry, CallMedia, PhoneSession};
@@ -30,77 +35,30 @@ use crate::error::ApiError;
 use crate::metrics::METRICS;
 use crate::session::{AttachmentId, Inbound, MediaSignals, SessionInput, Transport};
 
-/// How often `180 Ringing` is repeated while the app decides: every minute, as RFC 3261
-/// §13.3.1.1 asks (so a proxy's Timer C runs on), and no more often: a caller's source may
-/// be spoofed, and every repeat would be a datagram reflected to it.
-const RING_EVERY: Duration = Duration::from_secs(60);
-/// How long a final failure answer (4xx–6xx) is retransmitted while no ACK comes (Timer G
-/// at 0.5 s, 1.5 s): then its transaction is dropped, a resent INVITE still gets the answer
-/// once more and its ACK is absorbed. RFC 3261 would go on for 32 s, to a source that may
-/// be spoofed (about ten datagrams for one INVITE).
-const FINAL_RESENT_FOR: Duration = Duration::from_secs(2);
 /// How long a leg waits for its first RTP packet.
 const FIRST_PACKET: Duration = Duration::from_secs(30);
-/// INVITE headers passed to the webhook at most (Via and Route stay behind).
-const MAX_WEBHOOK_HEADERS: usize = 64;
 /// Requests to a call's task waiting at once.
 const CONTROLS: usize = 8;
 
 /// A new INVITE (out of dialog) that got a ringing place.
-pub(super) async fn invite(
-    shared: Arc<Shared>,
-    mut tx: Transaction,
-    ring: super::limits::RingSlot,
-) {
-    let offer = match read_offer(&tx.original.body) {
+pub(super) async fn invite(shared: Arc<Shared>, invite: Invite, ring: super::limits::RingSlot) {
+    let offer = match sip_call::read_offer(invite.body()) {
         Ok(offer) => offer,
-        Err(status) => {
-            METRICS.sip_call("not_acceptable");
-            refuse(&mut tx, status).await;
+        Err(refused) => {
+            count(&refused);
+            if let Some(status) = refused.status {
+                invite.refuse(status).await;
+            }
             return;
         }
     };
-    let tcp = tx
-        .connection
-        .as_ref()
-        .is_some_and(|c| c.transport() != rsipstack::sip::Transport::Udp);
-    let contact = contact(&shared, tcp);
-    let dialog =
-        match shared
-            .dialogs
-            .get_or_create_server_invite(&tx, shared.states.clone(), None, contact)
-        {
-            Ok(d) => d,
-            Err(e) => {
-                tracing::debug!(error = %e, "SIP INVITE without a dialog (no Contact?)");
-                refuse(&mut tx, StatusCode::BadRequest).await;
-                return;
-            }
-        };
-    // 100 at once (the caller stops retransmitting), then 180 from the call.
-    let _ = tx.send_trying().await;
-    let headers = webhook_headers(&tx.original);
-    let call = Call::new(shared, dialog, offer);
-    let mut driver = call.dialog.clone();
-    // The INVITE transaction: 100, the queued 180s and final answer, 2xx retransmissions
-    // until the ACK, a CANCEL's 487.
-    let mut driver = tokio::spawn(async move {
-        if let Err(e) = driver.handle(&mut tx).await {
-            tracing::debug!(error = %e, "SIP INVITE transaction ended");
-        }
-    });
-    if !call.run(headers, ring).await {
-        // Not answered 2xx: its final failure answer is resent for a short while only,
-        // then the transaction goes (dropped with the task).
-        let _ = tokio::time::timeout(FINAL_RESENT_FOR, &mut driver).await;
-        driver.abort();
-    }
-}
-
-/// A new INVITE with no ringing place: `503` at once.
-pub(super) async fn ringing_full(mut tx: Transaction) {
-    METRICS.sip_call("ringing_full");
-    refuse(&mut tx, StatusCode::ServiceUnavailable).await;
+    let headers = sip_call::webhook_headers(invite.headers());
+    let Some((dialog, states, transaction)) = invite.open(&shared).await else {
+        return;
+    };
+    let call = Call::new(shared, dialog, states, offer);
+    let accepted = call.run(headers, ring).await;
+    transaction.finish(accepted).await;
 }
 
 /// A place for one more ringing call: fewer than `--sip-max-ringing` ring, and the ringing
@@ -112,69 +70,20 @@ pub(super) fn ring_slot(shared: &Shared) -> Option<super::limits::RingSlot> {
         .take_ring(shared.settings.max_ringing.min(room))
 }
 
-/// Answers an INVITE no dialog was made for, and absorbs its ACK (for a short while: see
-/// [`FINAL_RESENT_FOR`]).
-async fn refuse(tx: &mut Transaction, status: StatusCode) {
-    if tx.reply(status).await.is_ok() {
-        let _ = tokio::time::timeout(FINAL_RESENT_FOR, async {
-            while tx.receive().await.is_some() {}
-        })
-        .await;
+/// Counts an outcome's call outcome, if it names one.
+fn count(outcome: &Outcome) {
+    if let Some(metric) = outcome.metric {
+        METRICS.sip_call(metric);
     }
-}
-
-/// The offer in an INVITE's body (`None`: a late offer), or the status refusing it.
-fn read_offer(body: &[u8]) -> Result<Option<PlainOffer>, StatusCode> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(None);
-    }
-    let sdp = std::str::from_utf8(body).map_err(|_| StatusCode::BadRequest)?;
-    match parse_offer(sdp) {
-        Ok(o) => Ok(Some(o)),
-        Err(PlainSdpError::Malformed(_) | PlainSdpError::TooLarge(_)) => {
-            Err(StatusCode::BadRequest)
-        }
-        Err(_) => Err(StatusCode::NotAcceptableHere),
-    }
-}
-
-/// Our Contact (the transport the call came in on, or the dialog would move to UDP).
-fn contact(shared: &Shared, tcp: bool) -> Option<rsipstack::sip::Uri> {
-    let addr = SocketAddr::new(shared.settings.public, shared.local.port());
-    let uri = if tcp {
-        format!("sip:duet@{addr};transport=tcp")
-    } else {
-        format!("sip:duet@{addr}")
-    };
-    uri.as_str().try_into().ok()
-}
-
-/// The INVITE's headers for the webhook: every one but the routing ones, in order.
-fn webhook_headers(req: &Request) -> Vec<(String, String)> {
-    req.headers
-        .iter()
-        .map(|h| (h.name().to_string(), h.value().to_string()))
-        .filter(|(name, _)| {
-            ![
-                "via",
-                "route",
-                "record-route",
-                "max-forwards",
-                "content-length",
-            ]
-            .contains(&name.to_ascii_lowercase().as_str())
-        })
-        .take(MAX_WEBHOOK_HEADERS)
-        .collect()
 }
 
 /// A call's state.
 struct Call {
     shared: Arc<Shared>,
     id: String,
-    dialog: InviteDialog,
+    dialog: Dialog,
     offer: Option<PlainOffer>,
-    states: mpsc::UnboundedReceiver<DialogState>,
+    states: mpsc::UnboundedReceiver<DialogEvent>,
     controls: mpsc::Receiver<Control>,
     control: mpsc::Sender<Control>,
 }
@@ -199,12 +108,13 @@ enum Media {
 }
 
 impl Call {
-    fn new(shared: Arc<Shared>, dialog: InviteDialog, offer: Option<PlainOffer>) -> Self {
+    fn new(
+        shared: Arc<Shared>,
+        dialog: Dialog,
+        states: mpsc::UnboundedReceiver<DialogEvent>,
+        offer: Option<PlainOffer>,
+    ) -> Self {
         let id = duet_signaling::call_id_on(shared.host.node_id());
-        let (state_tx, states) = mpsc::unbounded_channel();
-        if let Ok(mut r) = shared.routes.lock() {
-            r.insert(dialog.id().to_string(), state_tx);
-        }
         let (control, controls) = mpsc::channel(CONTROLS);
         shared.calls.insert(&id, control.clone());
         Self {
@@ -235,93 +145,115 @@ impl Call {
         accepted
     }
 
-    fn reject(&self, status: u16, outcome: &str) {
-        METRICS.sip_call(outcome);
-        let _ = self.dialog.reject(Some(StatusCode::from(status)), None);
+    /// Sends what `outcome` says to send, counts it, answers its control; what comes next.
+    fn settle(
+        &self,
+        outcome: Outcome,
+        reply: Option<ControlAnswer>,
+        error: Option<ApiError>,
+    ) -> Next {
+        count(&outcome);
+        if let Some(status) = outcome.status {
+            self.dialog.send(status);
+        }
+        if let (Some(reply), Some(answer)) = (reply, outcome.reply) {
+            let _ = reply.send(control_result(answer, error));
+        }
+        outcome.next
     }
 
     /// Ringing until the app decides, the caller cancels, the webhook fails or time is up.
     async fn ring(&mut self, headers: Vec<(String, String)>) -> Option<Live> {
-        let _ = self.dialog.ringing(None, None);
+        let (mut ringing, first) = Ringing::start(Instant::now(), self.shared.settings.decision);
+        self.settle(first, None, None);
         let hook = self.shared.settings.webhook.clone();
         let id = self.id.clone();
         let mut webhook = AbortOnDrop(tokio::spawn(async move {
             hook.call_incoming(&id, &headers).await
         }));
-        let deadline = tokio::time::sleep(self.shared.settings.decision);
-        tokio::pin!(deadline);
-        let mut ringing =
-            tokio::time::interval_at(tokio::time::Instant::now() + RING_EVERY, RING_EVERY);
-        let mut delivered = false;
         loop {
-            tokio::select! {
-                () = &mut deadline => {
-                    self.reject(480, "timeout");
-                    return None;
+            let wake = tokio::time::Instant::from_std(ringing.next_timeout());
+            let event = tokio::select! {
+                () = tokio::time::sleep_until(wake) => RingEvent::Timeout,
+                got = &mut webhook.0, if ringing.awaits_webhook() => {
+                    RingEvent::Webhook(self.delivered(got))
                 }
-                _ = ringing.tick() => {
-                    let _ = self.dialog.ringing(None, None);
-                }
-                got = &mut webhook.0, if !delivered => {
-                    delivered = true;
-                    if matches!(got, Ok(Delivery::Busy)) {
-                        self.reject(503, "webhook_busy");
-                        return None;
-                    }
-                    if !matches!(got, Ok(Delivery::Delivered)) {
-                        tracing::warn!(call = %self.id, outcome = ?got.ok(), "webhook not delivered; call refused");
-                        self.reject(480, "webhook_failed");
-                        return None;
-                    }
-                }
-                state = self.states.recv() => {
-                    if matches!(state, None | Some(DialogState::Terminated(..))) {
-                        METRICS.sip_call("cancelled");
-                        return None;
-                    }
-                }
-                ctrl = self.controls.recv() => match self.decide(ctrl).await {
-                    Decision::Wait => {}
+                state = self.states.recv() => match state {
+                    None | Some(DialogEvent::Ended(_)) => RingEvent::Cancelled,
+                    Some(_) => continue,
+                },
+                ctrl = self.controls.recv() => match self.decide(&mut ringing, ctrl).await {
+                    Decision::Wait => continue,
                     Decision::Accepted(live) => return Some(*live),
                     Decision::Ended => return None,
                 },
+            };
+            let outcome = ringing.on(Instant::now(), event);
+            if self.settle(outcome, None, None) == Next::End {
+                return None;
             }
         }
     }
 
-    async fn decide(&mut self, ctrl: Option<Control>) -> Decision {
-        match ctrl {
+    /// The webhook's delivery, in the words of the decisions.
+    fn delivered(&self, got: Result<Delivery, tokio::task::JoinError>) -> WebhookResult {
+        match got {
+            Ok(Delivery::Delivered) => WebhookResult::Delivered,
+            Ok(Delivery::Busy) => WebhookResult::Busy,
+            got => {
+                tracing::warn!(call = %self.id, outcome = ?got.ok(), "webhook not delivered; call refused");
+                WebhookResult::Failed
+            }
+        }
+    }
+
+    /// An app's control of the ringing call.
+    async fn decide(&mut self, ringing: &mut Ringing, ctrl: Option<Control>) -> Decision {
+        let (event, reply) = match ctrl {
             Some(Control::Accept {
                 patch,
                 owner,
                 reply,
-            }) => match self.accept(*patch, owner).await {
-                Ok(live) => {
-                    let _ = reply.send(Ok(()));
-                    Decision::Accepted(Box::new(live))
-                }
-                Err(e) => {
-                    // No slot, the server draining or the configuration refused: busy.
-                    self.reject(486, "busy");
-                    let _ = reply.send(Err(e));
-                    Decision::Ended
-                }
-            },
-            Some(Control::Reject { status, reply }) => {
-                self.reject(status, "rejected");
-                let _ = reply.send(Ok(()));
+            }) => return self.accept_control(ringing, *patch, owner, reply).await,
+            Some(Control::Reject { status, reply }) => (RingEvent::Reject(status), Some(reply)),
+            Some(Control::Hangup { reply }) => (RingEvent::Hangup, Some(reply)),
+            Some(Control::Refer { reply, .. }) => (RingEvent::Refer, Some(reply)),
+            None => (RingEvent::ControlsClosed, None),
+        };
+        match self.settle(ringing.on(Instant::now(), event), reply, None) {
+            Next::End => Decision::Ended,
+            _ => Decision::Wait,
+        }
+    }
+
+    /// `/accept`: the session opened and `200 OK` sent, or `486` when it cannot open (no
+    /// slot, the server draining, the configuration refused).
+    async fn accept_control(
+        &mut self,
+        ringing: &mut Ringing,
+        patch: crate::protocol::SessionPatch,
+        owner: Option<String>,
+        reply: ControlAnswer,
+    ) -> Decision {
+        let asked = ringing.on(Instant::now(), RingEvent::Accept);
+        if asked.next != Next::Open {
+            self.settle(asked, Some(reply), None);
+            return Decision::Wait;
+        }
+        match self.accept(patch, owner).await {
+            Ok(live) => {
+                self.settle(
+                    ringing.on(Instant::now(), RingEvent::Opened),
+                    Some(reply),
+                    None,
+                );
+                Decision::Accepted(Box::new(live))
+            }
+            Err(e) => {
+                let failed = ringing.on(Instant::now(), RingEvent::OpenFailed);
+                self.settle(failed, Some(reply), Some(e));
                 Decision::Ended
             }
-            Some(Control::Hangup { reply }) => {
-                self.reject(603, "rejected");
-                let _ = reply.send(Ok(()));
-                Decision::Ended
-            }
-            Some(Control::Refer { reply, .. }) => {
-                let _ = reply.send(Err(not_yet("accept the call before transferring it")));
-                Decision::Wait
-            }
-            None => Decision::Ended,
         }
     }
 
@@ -377,13 +309,9 @@ impl Call {
             }
             None => (write_offer(&local), Media::Waiting(inbox, socket)),
         };
-        let headers = vec![Header::ContentType("application/sdp".into())];
-        let _ = self
-            .dialog
-            .accept(Some(headers), Some(sdp.clone().into_bytes()));
+        self.dialog.accept(&sdp);
         let (ended_tx, ended) = watch::channel(());
         self.register(&phone, attachment, &signals, owner, ended);
-        METRICS.sip_call("accepted");
         tracing::info!(call = %self.id, rtp_port = port, "SIP call accepted");
         Ok(Live {
             phone,
@@ -476,6 +404,20 @@ enum Decision {
     Ended,
 }
 
+/// The reply channel of an app's control.
+type ControlAnswer = oneshot::Sender<Result<(), ApiError>>;
+
+/// A control's answer for the HTTP API (`error`: the driver's own, for
+/// [`ControlReply::Failed`]).
+fn control_result(answer: ControlReply, error: Option<ApiError>) -> Result<(), ApiError> {
+    match answer {
+        ControlReply::Done => Ok(()),
+        ControlReply::Failed => Err(error.unwrap_or_else(|| not_yet("the call was not accepted"))),
+        ControlReply::NotAccepted(message) => Err(not_yet(message)),
+        ControlReply::AlreadyAccepted(message) => Err(live::conflict(message)),
+    }
+}
+
 fn not_yet(message: &str) -> ApiError {
     ApiError::new(
         axum::http::StatusCode::CONFLICT,
@@ -495,16 +437,6 @@ impl<T> Drop for AbortOnDrop<T> {
 
 #[path = "call_live.rs"]
 mod live;
-
-/// A reason to end a live call, for logs and the BYE.
-fn ended_by(reason: &TerminatedReason) -> &'static str {
-    match reason {
-        TerminatedReason::UacBye => "caller hung up",
-        TerminatedReason::UasBye => "hung up",
-        TerminatedReason::Timeout => "no ACK",
-        _ => "dialog ended",
-    }
-}
 
 fn session_input(attachment: AttachmentId, input: SessionInput) -> Inbound {
     Inbound {

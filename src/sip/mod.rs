@@ -1,5 +1,5 @@
 //! Phone calls straight in over SIP, in the shapes of OpenAI's SIP connector: a trunk's
-//! INVITE is answered `100 Trying` and `180 Ringing` (repeated every second), becomes a
+//! INVITE is answered `100 Trying` and `180 Ringing` (repeated every minute), becomes a
 //! pending call `rtc_…` announced to the app by a signed `realtime.call.incoming` webhook,
 //! and waits for `POST /v1/realtime/calls/{id}/accept` (the session configuration: the call
 //! gets `200 OK` and a session) or `/reject` (the caller gets the status); `/refer` transfers
@@ -7,7 +7,8 @@
 //!
 //! - [`stack`]: the SIP transport, transactions and dialogs (the `rsipstack` crate, used
 //!   nowhere else), routing each INVITE to its call task.
-//! - [`call`]: one call's life, from ringing to BYE, and its session.
+//! - [`call`]: one call's life, from ringing to BYE, and its session: a task that moves
+//!   messages to and from `duet_signaling::sip_call`, where the call's SIP decisions are.
 //! - [`media`]: the call's RTP leg on its own UDP port, paced on the 20 ms grid.
 //! - [`webhook`]: the signed webhook, retried with backoff.
 //! - [`limits`]: the INVITE rate per source, SIP TCP connections, calls ringing.
@@ -210,7 +211,7 @@ pub struct Sip {
     pub local: SocketAddr,
     /// Its calls.
     pub calls: Arc<SipCalls>,
-    stop: rsipstack::platform::CancellationToken,
+    stop: stack::Stop,
 }
 
 impl Sip {
