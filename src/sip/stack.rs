@@ -509,7 +509,9 @@ impl InDialog {
         })
     }
 
-    /// Answers it `status`, with `sdp` as its body when given.
+    /// Answers it `status`, with `sdp` as its body when given; returns once the answer was
+    /// handed to the transport (at most [`ANSWER_SENT_WAIT`]), so that what the call sends
+    /// next (a BYE after a NOTIFY that reports a transfer done) cannot overtake it.
     pub async fn answer(self, status: Status, sdp: Option<&str>) {
         let (headers, body) = match sdp {
             Some(sdp) => (
@@ -518,12 +520,18 @@ impl InDialog {
             ),
             None => (None, None),
         };
-        let _ = self
+        let sent = self
             .handle
             .respond(status_code(status), headers, body)
             .await;
+        if sent.is_ok() {
+            let _ = tokio::time::timeout(ANSWER_SENT_WAIT, self.handle.closed()).await;
+        }
     }
 }
+
+/// The longest an in-dialog answer is waited for on its way to the transport.
+const ANSWER_SENT_WAIT: Duration = Duration::from_secs(1);
 
 /// What stops the endpoint (its thread, sockets and tasks).
 pub(super) struct Stop(CancellationToken);

@@ -72,6 +72,13 @@ impl TransactionHandle {
             })
             .await
     }
+
+    /// Resolves once the transaction has handed its final response to the transport (its
+    /// handler then drops the other end), or gave up waiting for one. (Duet: so that a BYE
+    /// sent after answering a NOTIFY does not overtake the answer.)
+    pub async fn closed(&self) {
+        self.sender.closed().await
+    }
 }
 
 /// SIP Dialog State
