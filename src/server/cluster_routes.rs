@@ -25,7 +25,7 @@ use http_body_util::{BodyExt, Full};
 use super::heartbeat::own_record;
 use super::AppState;
 use crate::cluster::{Cluster, Want};
-use crate::error::ApiError;
+use crate::error::{ApiError, Code};
 
 /// The header a forwarded request proves itself with (the cluster's token).
 pub const FORWARDED: &str = "x-duet-forwarded";
@@ -154,8 +154,8 @@ fn classify(cluster: &Cluster, req: &Request) -> Route {
 /// node is gone.
 async fn to_owner(state: &AppState, cluster: &Cluster, req: Request, node: &str) -> Response {
     let gone = || {
-        ApiError::not_found(
-            "not_found",
+        ApiError::new(
+            Code::NotFound,
             "no such call or session: the node that owned it is gone",
         )
         .into_response()

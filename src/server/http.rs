@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderValue, Method, StatusCode};
+use axum::http::{header, HeaderValue, Method};
 use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{delete, get, post};
@@ -16,7 +16,7 @@ use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
 use super::auth::{authorized, presented};
 use super::secrets::{lookup, Credential};
 use super::{calls, chat, cluster_routes, pool, secrets, sip_calls, ws, AppState};
-use crate::error::ApiError;
+use crate::error::{ApiError, Code};
 
 /// The demo page: plain files, embedded in the binary (no build step).
 const INDEX_HTML: &str = include_str!("../../web/index.html");
@@ -130,7 +130,7 @@ fn credential(
     state: &AppState,
     req: &Request,
 ) -> Result<Result<Credential, SecretToCheck>, ApiError> {
-    let unauthorized = |m: &str| ApiError::new(StatusCode::UNAUTHORIZED, "invalid_api_key", m);
+    let unauthorized = |m: &str| ApiError::new(Code::InvalidApiKey, m);
     if let Some(key) = &state.api_key {
         if authorized(req.headers(), key) {
             return Ok(Ok(Credential::Server));
@@ -167,7 +167,7 @@ async fn secret_credential(state: &AppState, check: SecretToCheck) -> Result<Cre
         resume_route,
         allowed,
     } = check;
-    let unauthorized = |m: &str| ApiError::new(StatusCode::UNAUTHORIZED, "invalid_api_key", m);
+    let unauthorized = |m: &str| ApiError::new(Code::InvalidApiKey, m);
     let found = lookup(state.secrets.as_ref(), &secret)
         .await
         .map_err(|_| super::secrets::store_down())?;
@@ -216,8 +216,7 @@ async fn check_origin(State(state): State<Arc<AppState>>, req: Request, next: Ne
     match origin {
         Some(o) if !state.origins.is_empty() && !state.origins.iter().any(|a| a == o) => {
             ApiError::new(
-                StatusCode::FORBIDDEN,
-                "origin_not_allowed",
+                Code::OriginNotAllowed,
                 format!("origin {o:?} is not allowed to use this server"),
             )
             .into_response()
@@ -298,5 +297,5 @@ async fn web_file(axum::extract::Path(file): axum::extract::Path<String>) -> Res
 }
 
 async fn not_found() -> Response {
-    ApiError::not_found("not_found", "no such route").into_response()
+    ApiError::new(Code::NotFound, "no such route").into_response()
 }

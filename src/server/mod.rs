@@ -37,6 +37,7 @@ use crate::session::{Lifecycle, Limits};
 
 pub use crate::calls::{CallEntry, CallMedia, CallRegistry};
 pub use crate::error::ApiError;
+use crate::error::Code;
 pub use crate::stores::secrets::SecretStore;
 pub use crate::stores::usage::{LocalUsage, UsageLedger};
 pub use crate::stores::{SharedHold, SharedKeys};
@@ -225,10 +226,13 @@ impl AppState {
             return Err(ApiError::draining());
         }
         if !self.model.is_alive() {
-            return Err(ApiError::not_ready("the model thread stopped"));
+            return Err(ApiError::new(Code::NotReady, "the model thread stopped"));
         }
         if !self.model.is_ready() {
-            return Err(ApiError::not_ready("the model is still warming up"));
+            return Err(ApiError::new(
+                Code::NotReady,
+                "the model is still warming up",
+            ));
         }
         Ok(())
     }
@@ -238,23 +242,33 @@ impl AppState {
     pub fn ready(&self) -> Result<(), ApiError> {
         self.accepting()?;
         if let Some(i) = self.engines.dead() {
-            return Err(ApiError::not_ready(format!(
-                "media engine thread {i} stopped"
-            )));
+            return Err(ApiError::new(
+                Code::NotReady,
+                format!("media engine thread {i} stopped"),
+            ));
         }
         if let Some(crate::llm::LlmBackend::Embedded(e)) = &self.llm {
             if !e.threads.is_alive() {
-                return Err(ApiError::not_ready("the embedded LLM's thread stopped"));
+                return Err(ApiError::new(
+                    Code::NotReady,
+                    "the embedded LLM's thread stopped",
+                ));
             }
         }
         if let Some(t) = &self.speech.transcriber {
             // Sessions still open without it (their transcriptions fail), but the process
             // should be replaced: it no longer does what it was configured to.
             if !t.is_alive() {
-                return Err(ApiError::not_ready("the transcription thread stopped"));
+                return Err(ApiError::new(
+                    Code::NotReady,
+                    "the transcription thread stopped",
+                ));
             }
             if !t.is_ready() {
-                return Err(ApiError::not_ready("the transcriber is still warming up"));
+                return Err(ApiError::new(
+                    Code::NotReady,
+                    "the transcriber is still warming up",
+                ));
             }
         }
         Ok(())

@@ -8,14 +8,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use axum::extract::{Query, State};
-use axum::http::StatusCode;
+
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
 use super::secrets::{credential, Cred, Credential};
 use super::AppState;
-use crate::error::ApiError;
+use crate::error::{ApiError, Code};
 use crate::session::SessionStatus;
 
 /// A running session, as the pool view lists it.
@@ -90,8 +90,7 @@ fn server_key_only(cred: &Cred, what: &str) -> Result<(), ApiError> {
     match credential(cred) {
         Credential::Server => Ok(()),
         _ => Err(ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "invalid_api_key",
+            Code::InvalidApiKey,
             format!("{what} needs the server's API key"),
         )),
     }
@@ -99,8 +98,8 @@ fn server_key_only(cred: &Cred, what: &str) -> Result<(), ApiError> {
 
 /// `?scope=cluster` on a single node.
 fn not_clustered() -> ApiError {
-    ApiError::bad_request(
-        "invalid_value",
+    ApiError::new(
+        Code::InvalidValue,
         "scope=cluster needs cluster mode (--cluster-redis)",
     )
     .with_param("scope")

@@ -23,7 +23,7 @@ use super::admission::{Kind, SidebandSlot};
 use super::open::{open_session, spawn_session};
 use super::secrets::{credential, Cred, Credential};
 use super::{AppState, WsLimits};
-use crate::error::ApiError;
+use crate::error::{ApiError, Code};
 use crate::protocol::{self, codes, ErrorPayload, ServerEvent, ServerEventBody, MAX_EVENT_BYTES};
 use crate::session::{
     event_id_of, Abort, AttachmentId, Delivery, EventReceiver, Inbound, InboundBudget,
@@ -160,7 +160,7 @@ fn upgrade_sideband(
     let entry = state.calls.lock().ok().and_then(|m| m.get(call).cloned());
     let entry = entry
         .filter(|e| cred.reaches(e.owner.as_deref()))
-        .ok_or_else(|| ApiError::not_found("call_not_found", format!("no active call {call:?}")))?;
+        .ok_or_else(|| ApiError::new(Code::CallNotFound, format!("no active call {call:?}")))?;
     if state.draining() {
         return Err(ApiError::draining());
     }

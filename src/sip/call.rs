@@ -26,7 +26,7 @@ use super::stack::Shared;
 use super::webhook::Delivery;
 use super::Control;
 use crate::calls::{CallEntry, CallMedia, PhoneSession};
-use crate::error::ApiError;
+use crate::error::{ApiError, Code};
 use crate::metrics::METRICS;
 use crate::session::{AttachmentId, Inbound, MediaSignals, SessionInput, Transport};
 
@@ -336,9 +336,7 @@ impl Call {
         let socket = settings
             .rtp_socket(settings.listen.ip())
             .await
-            .map_err(|e| {
-                ApiError::unavailable("rtp_port_unavailable", format!("no RTP port: {e}"))
-            })?;
+            .map_err(|e| ApiError::new(Code::RtpPortUnavailable, format!("no RTP port: {e}")))?;
         let port = socket.local_addr().map_or(0, |a| a.port());
         let signals = Arc::new(MediaSignals::default());
         let (sink, inbox) = media::channel();
@@ -372,7 +370,7 @@ impl Call {
                 let ours = ours.map(|k| k.key_salt);
                 let params = self.media_params(offer, socket, &phone, (attachment, &signals), ours);
                 let handle = media::start(params, inbox)
-                    .map_err(|e| ApiError::unavailable("rtp_unavailable", e.to_string()))?;
+                    .map_err(|e| ApiError::new(Code::RtpUnavailable, e.to_string()))?;
                 (write_answer(offer, &local), Media::Running(handle))
             }
             None => (write_offer(&local), Media::Waiting(inbox, socket)),
@@ -477,11 +475,7 @@ enum Decision {
 }
 
 fn not_yet(message: &str) -> ApiError {
-    ApiError::new(
-        axum::http::StatusCode::CONFLICT,
-        "call_not_accepted",
-        message.to_string(),
-    )
+    ApiError::new(Code::CallNotAccepted, message)
 }
 
 /// A task aborted when its owner drops it (the webhook of a call decided or cancelled).

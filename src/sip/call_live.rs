@@ -11,7 +11,7 @@ use rsipstack::sip::{Header, Request, StatusCode};
 use super::{
     ended_by, media, media_end_reason, not_yet, session_input, Call, Control, Live, Media,
 };
-use crate::error::ApiError;
+use crate::error::{ApiError, Code};
 use crate::session::SessionInput;
 
 /// What ended the call, or nothing yet.
@@ -190,7 +190,7 @@ async fn refer(
 ) -> Result<(), ApiError> {
     let uri: rsipstack::sip::Uri = target
         .try_into()
-        .map_err(|_| ApiError::bad_request("invalid_value", "target_uri is not a URI"))?;
+        .map_err(|_| ApiError::new(Code::InvalidValue, "target_uri is not a URI"))?;
     match d.refer(uri, None, None).await {
         Ok(Some(r)) if (200..300).contains(&u16::from(r.status_code.clone())) => {
             tracing::info!(call = %id, %target, "REFER accepted");
@@ -206,15 +206,11 @@ async fn refer(
 }
 
 fn refer_failed(message: String) -> ApiError {
-    ApiError::new(axum::http::StatusCode::BAD_GATEWAY, "refer_failed", message)
+    ApiError::new(Code::ReferFailed, message)
 }
 
 fn conflict(message: &str) -> ApiError {
-    ApiError::new(
-        axum::http::StatusCode::CONFLICT,
-        "call_already_accepted",
-        message.to_string(),
-    )
+    ApiError::new(Code::CallAlreadyAccepted, message)
 }
 
 /// Whether a REFER's NOTIFY reports the transfer done: a `message/sipfrag` body whose
