@@ -207,9 +207,7 @@ type CallSlot = Arc<std::sync::Mutex<Option<Admitted>>>;
 
 impl Drop for CallGuard {
     fn drop(&mut self) {
-        if let Ok(mut m) = self.calls.lock() {
-            m.remove(&self.id);
-        }
+        self.calls.remove(&self.id);
         if let Ok(mut slot) = self.admitted.lock() {
             slot.take();
         }
@@ -260,11 +258,13 @@ async fn create_call(
     let summary = check_offer(&offer.sdp).map_err(|e| bad_offer(&e))?;
     let opening = admit(&state, &offer, (duplex, wait), ip, &cred).await?;
     let call_admission = state
+        .sessions
         .admissions
         .admit_waiting(Kind::Call, None, None, wait)
         .await?;
     let media = call_media(&state)?;
     let (engine_index, engine) = state
+        .calls
         .engines
         .pick()
         .ok_or_else(|| ApiError::new(Code::NotReady, "no media engine thread is running"))?;
@@ -273,7 +273,8 @@ async fn create_call(
         .map_err(|e| bad_offer(&e))?;
     let key = CallKey(
         state
-            .next_call_key
+            .calls
+            .next_key
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
     );
     let signals = Arc::new(MediaSignals::default());
@@ -318,6 +319,7 @@ async fn create_call(
     };
     register(&state, &id, entry);
     state
+        .credentials
         .usage
         .opened(&usage_id, crate::stores::usage::Opened::Call);
     tracing::info!(call = %id, codec = ?summary.codec, "call created");
@@ -342,6 +344,7 @@ struct Handoff {
 /// Charges a new call's media state (its worst case) to the memory budget.
 fn call_media(state: &AppState) -> Result<Charge, ApiError> {
     state
+        .sessions
         .memory
         .charge(crate::memory::CALL_RESERVE)
         .map_err(|e| ApiError::new(Code::ServerMemoryExhausted, e.to_string()))
@@ -363,7 +366,7 @@ async fn hand_over(
     let (ended_tx, ended) = watch::channel(());
     let guard = CallGuard {
         id: id.clone(),
-        calls: state.calls.clone(),
+        calls: state.calls.registry.clone(),
         signals: h.signals.clone(),
         admitted: slot.clone(),
         _ended: ended_tx,
@@ -436,6 +439,7 @@ async fn admit(
         return Ok(Opening::Resume(r));
     }
     let admitted = state
+        .sessions
         .admissions
         .admit_waiting(Kind::Session, ip, cred.owner().as_deref(), wait)
         .await?;
@@ -494,6 +498,7 @@ async fn bind(
         }
         Opening::Resume(request) => {
             let entry = state
+                .sessions
                 .directory
                 .get(&request.session_id)
                 .filter(|e| cred.resume_only() || cred.reaches(e.owner.as_deref()))
@@ -577,6 +582,7 @@ async fn start_session(
     tracing::debug!(session = %opened.session.id(), durable = durable.is_some(), "call session opened");
     let inbox = (in_tx.clone(), in_rx);
     state
+        .credentials
         .usage
         .opened(&credential, crate::stores::usage::Opened::Session);
     let (events, _) = spawn_session(state, opened, inbox, start.owner, start.admitted);
@@ -587,11 +593,11 @@ async fn start_session(
 /// calls' sessions.
 impl crate::calls::PhoneHost for Arc<AppState> {
     fn calls(&self) -> &crate::calls::CallRegistry {
-        &self.calls
+        &self.calls.registry
     }
 
     fn call_room(&self) -> usize {
-        let admissions = &self.admissions;
+        let admissions = &self.sessions.admissions;
         admissions.limits().1.saturating_sub(admissions.calls())
     }
 
@@ -622,12 +628,19 @@ pub(crate) async fn open_phone_session(
 ) -> Result<PhoneSession, ApiError> {
     state.accepting()?;
     let admitted = state
+        .sessions
         .admissions
-        .admit_waiting(Kind::Session, None, owner.as_deref(), state.admission_wait)
+        .admit_waiting(
+            Kind::Session,
+            None,
+            owner.as_deref(),
+            state.sessions.admission_wait,
+        )
         .await?;
     let call_slot = state
+        .sessions
         .admissions
-        .admit_waiting(Kind::Call, None, None, state.admission_wait)
+        .admit_waiting(Kind::Call, None, None, state.sessions.admission_wait)
         .await?;
     let media = call_media(state)?;
     let usage_id = owner.clone().unwrap_or_else(|| "server".into());
@@ -640,6 +653,7 @@ pub(crate) async fn open_phone_session(
     };
     let (events, inbox) = start_session(state, transport, start).await?;
     state
+        .credentials
         .usage
         .opened(&usage_id, crate::stores::usage::Opened::Call);
     Ok(PhoneSession {
@@ -650,9 +664,7 @@ pub(crate) async fn open_phone_session(
 }
 
 fn register(state: &AppState, id: &str, entry: CallEntry) {
-    if let Ok(mut m) = state.calls.lock() {
-        m.insert(id.to_string(), entry);
-    }
+    state.calls.insert(id, entry);
 }
 
 /// `201 Created` with the answer SDP and the call's `Location`.
@@ -693,8 +705,10 @@ pub async fn renegotiate(
 
 /// The live call `id`, if `cred` reaches it (a call another secret opened is not found).
 fn live_call(state: &AppState, id: &str, cred: &Credential) -> Option<CallEntry> {
-    let entry = state.calls.lock().ok().and_then(|m| m.get(id).cloned());
-    entry.filter(|e| cred.reaches(e.owner.as_deref()))
+    state
+        .calls
+        .get(id)
+        .filter(|e| cred.reaches(e.owner.as_deref()))
 }
 
 async fn restart_call(
@@ -721,6 +735,7 @@ async fn restart_call(
         ));
     };
     let engine = state
+        .calls
         .engines
         .get(engine)
         .ok_or_else(|| ApiError::new(Code::NotReady, "the call's media engine is gone"))?;
@@ -743,7 +758,7 @@ pub async fn hangup(
             // The session ends with the call, an opted-in one too (a plain end would detach
             // it); the signal is set before the engine ends the call and cannot be lost.
             signals.hung_up();
-            if let Some(engine) = state.engines.get(engine) {
+            if let Some(engine) = state.calls.engines.get(engine) {
                 engine.hangup(key);
             }
             StatusCode::OK.into_response()

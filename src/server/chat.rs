@@ -101,7 +101,7 @@ fn admit(
         return Err(ApiError::draining());
     }
     let ip = peer.as_ref().map(|Extension(ConnectInfo(a))| a.ip());
-    hold.push(Box::new(state.admissions.admit_as(
+    hold.push(Box::new(state.sessions.admissions.admit_as(
         Kind::Session,
         ip,
         None,
@@ -118,6 +118,7 @@ fn admit(
 
 fn charge(state: &AppState, bytes: u64) -> Result<crate::memory::Charge, ApiError> {
     state
+        .sessions
         .memory
         .charge(bytes)
         .map_err(|e| ApiError::new(Code::ServerMemoryExhausted, e.to_string()))
@@ -169,14 +170,14 @@ async fn proxy(
             "the LLM endpoints need the server's API key (client secrets open realtime sessions only)",
         ));
     }
-    let Some(backend) = &state.llm else {
+    let Some(backend) = &state.backends.llm else {
         return Err(ApiError::new(
             Code::LlmNotConfigured,
             "no LLM is configured: start the server with --llm-url or --llm-model-dir",
         ));
     };
     let usage = Counted {
-        ledger: state.usage.clone(),
+        ledger: state.credentials.usage.clone(),
         credential: cred.usage_id(),
     };
     let upstream = match backend {
@@ -235,7 +236,7 @@ async fn proxy(
             upstream.config().timeout,
         ))
     } else {
-        let memory = &state.memory;
+        let memory = &state.sessions.memory;
         let whole = answer_body(
             resp.into_body(),
             status.as_u16(),

@@ -113,7 +113,7 @@ pub fn admission_wait(state: &AppState, placed: bool) -> Duration {
     if placed {
         Duration::ZERO
     } else {
-        state.admission_wait
+        state.sessions.admission_wait
     }
 }
 
@@ -202,7 +202,7 @@ async fn place(
 }
 
 async fn place_call(state: &AppState, cluster: &Cluster, b: Buffered, next: Next) -> Response {
-    let deadline = tokio::time::Instant::now() + state.admission_wait;
+    let deadline = tokio::time::Instant::now() + state.sessions.admission_wait;
     loop {
         for node in cluster.candidates(own_record(state, &cluster.settings), Want::Call) {
             if node.id == cluster.node_id() {
@@ -237,7 +237,7 @@ async fn place_session(
     next: Next,
     want: Want,
 ) -> Response {
-    let deadline = tokio::time::Instant::now() + state.admission_wait;
+    let deadline = tokio::time::Instant::now() + state.sessions.admission_wait;
     let client = req
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()

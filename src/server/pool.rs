@@ -138,10 +138,11 @@ pub async fn pool(
     if q.cluster() {
         return cluster_pool(&state);
     }
-    let info = state.model.info();
-    let used = state.model.active_sessions();
-    let (sessions, reserved) = state.live.view();
+    let info = state.backends.model.info();
+    let used = state.backends.model.active_sessions();
+    let (sessions, reserved) = state.sessions.live.view();
     let engines: Vec<Value> = state
+        .calls
         .engines
         .engines()
         .iter()
@@ -182,12 +183,12 @@ pub async fn usage(
         return e.into_response();
     }
     if !q.cluster() {
-        return Json(state.usage.report()).into_response();
+        return Json(state.credentials.usage.report()).into_response();
     }
     if state.cluster.is_none() {
         return not_clustered().into_response();
     }
-    match state.usage.cluster_report().await {
+    match state.credentials.usage.cluster_report().await {
         Ok(report) => Json(report).into_response(),
         Err(_) => super::secrets::store_down().into_response(),
     }

@@ -280,7 +280,7 @@ pub async fn demo_mint(
     State(state): State<Arc<AppState>>,
     peer: Option<Extension<ConnectInfo<SocketAddr>>>,
 ) -> Response {
-    if !state.demo_mint_secrets {
+    if !state.credentials.demo_mint_secrets {
         return ApiError::new(
             Code::NotFound,
             "start the server with --demo-mint-secrets to mint secrets for the demo page",
@@ -311,8 +311,8 @@ async fn issue(
     // The effective session a connection opened with the secret starts from.
     let mut session = SessionConfig::new(
         ids::session_id(),
-        state.model.info().name.clone(),
-        now + state.limits.max_session.as_secs(),
+        state.backends.model.info().name.clone(),
+        now + state.sessions.limits.max_session.as_secs(),
     );
     if let Some(p) = patch.clone() {
         session.apply(p).map_err(|e| {
@@ -334,7 +334,12 @@ async fn issue(
         demo,
     };
     let id = record.id.clone();
-    state.secrets.put(record, now).await.map_err(store_full)?;
+    state
+        .credentials
+        .secrets
+        .put(record, now)
+        .await
+        .map_err(store_full)?;
     tracing::info!(credential = %id, expires_at, demo = demo.is_some(), "client secret minted");
     Ok(serde_json::json!({
         "value": value,

@@ -228,9 +228,7 @@ impl Call {
             self.live(live).await;
         }
         self.shared.calls.remove(&self.id);
-        if let Ok(mut m) = self.shared.host.calls().lock() {
-            m.remove(&self.id);
-        }
+        self.shared.host.calls().remove(&self.id);
         tracing::info!(call = %self.id, "SIP call ended");
         accepted
     }
@@ -412,9 +410,7 @@ impl Call {
             signals: signals.clone(),
             ended,
         };
-        if let Ok(mut m) = self.shared.host.calls().lock() {
-            m.insert(self.id.clone(), entry);
-        }
+        self.shared.host.calls().insert(&self.id, entry);
     }
 
     /// The media of `offer` (a late offer's answer) on `socket`; `ours` is Duet's SDES key
