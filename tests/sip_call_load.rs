@@ -31,7 +31,7 @@ async fn a_hundred_calls_complete_and_leave_nothing_behind() {
 
     common::sip::assert_idle(&server, "slots given back").await;
     assert!(
-        server.state.calls.sip.get().unwrap().is_empty(),
+        server.state.calls.sip.as_ref().unwrap().is_empty(),
         "no SIP call left"
     );
     assert!(server.state.calls.is_empty(), "no call registered");

@@ -22,7 +22,7 @@ async fn a_retransmitted_invite_fires_no_second_webhook() {
     let second = tokio::time::timeout(Duration::from_millis(800), app.next()).await;
     assert!(second.is_err(), "a second webhook: {second:?}");
     assert_eq!(
-        server.state.calls.sip.get().unwrap().len(),
+        server.state.calls.sip.as_ref().unwrap().len(),
         1,
         "one pending call"
     );

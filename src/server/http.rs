@@ -256,7 +256,7 @@ async fn ready(State(state): State<Arc<AppState>>, headers: axum::http::HeaderMa
 
 /// Live calls: WebRTC ones and accepted SIP ones.
 fn live_calls(state: &AppState) -> usize {
-    state.calls.engines.active_calls() + state.calls.sip.get().map_or(0, |sip| sip.live())
+    state.calls.engines.active_calls() + state.calls.sip.as_ref().map_or(0, |sip| sip.live())
 }
 
 async fn models(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {

@@ -88,8 +88,9 @@ pub struct Calls {
     pub engines: EnginePool,
     /// The next engine key.
     pub next_key: AtomicU64,
-    /// Phone calls (`--sip-listen`), pending and live, once SIP is started.
-    pub sip: std::sync::OnceLock<Arc<crate::sip::SipCalls>>,
+    /// Phone calls (`--sip-listen`), pending and live: made here and handed to SIP when it
+    /// starts (`None`: no SIP).
+    pub sip: Option<Arc<crate::sip::SipCalls>>,
 }
 
 impl Calls {
@@ -233,7 +234,7 @@ impl AppState {
                 registry: CallRegistry::default(),
                 engines,
                 next_key: AtomicU64::new(1),
-                sip: std::sync::OnceLock::new(),
+                sip: args.sip_listen.map(|_| Arc::default()),
             },
             credentials: Credentials {
                 api_key: args.api_key.clone(),
@@ -502,9 +503,8 @@ pub async fn start_on(args: &ServeArgs, sockets: Sockets) -> anyhow::Result<Serv
     let heartbeat = heartbeat::spawn_heartbeat(&state);
     let sip = match crate::sip::SipSettings::from_args(args)? {
         Some(settings) => {
-            let sip = crate::sip::Sip::start(settings, Arc::new(state.clone())).await?;
-            let _ = state.calls.sip.set(sip.calls.clone());
-            Some(sip)
+            let calls = state.calls.sip.clone().unwrap_or_default();
+            Some(crate::sip::Sip::start(settings, Arc::new(state.clone()), calls).await?)
         }
         None => None,
     };

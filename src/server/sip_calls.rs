@@ -30,7 +30,7 @@ async fn ask(
     cred: &Credential,
     make: impl FnOnce(oneshot::Sender<Result<(), ApiError>>) -> Control,
 ) -> Result<Response, ApiError> {
-    let calls = state.calls.sip.get().ok_or_else(|| no_call(id))?;
+    let calls = state.calls.sip.as_ref().ok_or_else(|| no_call(id))?;
     let control = calls
         .control(id, |owner| cred.reaches(owner))
         .ok_or_else(|| no_call(id))?;
