@@ -17,8 +17,41 @@ use crate::error::ApiError;
 use crate::protocol::SessionPatch;
 use crate::session::{EventReceiver, Inbound, Transport};
 
-/// Live calls by id, shared with the calls' cleanup guards.
-pub type CallRegistry = Arc<Mutex<HashMap<String, CallEntry>>>;
+/// Live calls by id, shared with the calls' cleanup guards (a clone is the same registry).
+/// Its lock is held only inside these methods, never across an await.
+#[derive(Clone, Default)]
+pub struct CallRegistry(Arc<Mutex<HashMap<String, CallEntry>>>);
+
+impl CallRegistry {
+    /// Registers call `id` (replacing an entry of the same id).
+    pub fn insert(&self, id: &str, entry: CallEntry) {
+        if let Ok(mut m) = self.0.lock() {
+            m.insert(id.to_string(), entry);
+        }
+    }
+
+    /// Call `id`, if it is live.
+    pub fn get(&self, id: &str) -> Option<CallEntry> {
+        self.0.lock().ok().and_then(|m| m.get(id).cloned())
+    }
+
+    /// Forgets call `id` (ended).
+    pub fn remove(&self, id: &str) {
+        if let Ok(mut m) = self.0.lock() {
+            m.remove(id);
+        }
+    }
+
+    /// How many calls are live.
+    pub fn len(&self) -> usize {
+        self.0.lock().map_or(0, |m| m.len())
+    }
+
+    /// Whether no call is live.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
 
 /// What carries a call's media, and so how it is hung up.
 #[derive(Clone)]

@@ -492,6 +492,29 @@ fn every_error_code_is_in_the_docs_error_table() {
 }
 
 #[test]
+fn every_http_error_code_is_in_the_api_error_table() {
+    let api = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/api.md"),
+    )
+    .expect("docs/api.md");
+    // A row of an error table names its codes in its first cell.
+    let rows: Vec<&str> = api
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .filter_map(|l| l.split(" | ").next())
+        .collect();
+    let missing: Vec<&str> = crate::error::Code::ALL
+        .iter()
+        .map(|c| c.as_str())
+        .filter(|c| !rows.iter().any(|r| r.contains(&format!("`{c}`"))))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "HTTP error codes not in docs/api.md's error tables: {missing:?}"
+    );
+}
+
+#[test]
 fn serve_refuses_a_value_outside_a_flags_range() {
     use clap::Parser;
     for (flag, value, want) in [

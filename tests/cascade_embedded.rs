@@ -45,7 +45,7 @@ async fn assistant(extra: &[&str]) -> (duet::server::Server, Client) {
 }
 
 fn embedded(server: &duet::server::Server) -> &duet_models::llama::EmbeddedLlm {
-    match &server.state.llm {
+    match &server.state.backends.llm {
         Some(duet::llm::LlmBackend::Embedded(e)) => &e.llm,
         _ => panic!("the cascade runs on the embedded LLM"),
     }

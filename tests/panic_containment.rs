@@ -23,8 +23,7 @@ async fn connected_call(addr: std::net::SocketAddr) -> RtcClient {
 }
 
 fn key_of(server: &duet::server::Server, call_id: &str) -> (usize, duet::engine::CallKey) {
-    let calls = server.state.calls.lock().unwrap();
-    let e = calls.get(call_id).expect("registered");
+    let e = server.state.calls.get(call_id).expect("registered");
     match &e.media {
         duet::server::CallMedia::Engine { engine, key } => (*engine, *key),
         duet::server::CallMedia::Sip(_) => panic!("a WebRTC call"),
@@ -44,6 +43,7 @@ async fn a_panicking_call_ends_alone() {
     let (engine, key) = key_of(&server, &victim.call_id);
     server
         .state
+        .calls
         .engines
         .get(engine)
         .unwrap()
@@ -70,6 +70,7 @@ async fn a_dead_engine_releases_its_calls_and_is_not_picked() {
     let started = Instant::now();
     server
         .state
+        .calls
         .engines
         .get(engine)
         .unwrap()
@@ -85,14 +86,16 @@ async fn a_dead_engine_releases_its_calls_and_is_not_picked() {
     assert_eq!(body["error"]["code"], "not_ready", "{body}");
     // The dead engine's call gave its call and model slots back.
     let start = Instant::now();
-    while server.state.admissions.calls() > 0 || server.state.model.active_sessions() > 0 {
+    while server.state.sessions.admissions.calls() > 0
+        || server.state.backends.model.active_sessions() > 0
+    {
         assert!(
             start.elapsed() < Duration::from_secs(3),
             "slots not released"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(server.state.calls.lock().unwrap().is_empty());
+    assert!(server.state.calls.is_empty());
     // The pool picks only the live engine: the next call connects there.
     let next = connected_call(addr).await;
     assert_ne!(key_of(&server, &next.call_id).0, engine);
@@ -104,7 +107,11 @@ async fn a_panicking_model_step_fails_only_its_batch() {
     let server = common::start(&[]).await;
     let addr = server.addr;
     let mut a = Client::connect(addr).await;
-    server.state.model.inject_fault(ModelFault::PanicStep);
+    server
+        .state
+        .backends
+        .model
+        .inject_fault(ModelFault::PanicStep);
     let err = a.until("error").await;
     assert_eq!(err["error"]["code"], "model_error", "{err}");
     wait_released(addr, 0, 0, Duration::from_secs(3)).await;
@@ -124,7 +131,11 @@ async fn a_dead_model_thread_turns_ready_off() {
     let server = common::start(&[]).await;
     let addr = server.addr;
     let started = Instant::now();
-    server.state.model.inject_fault(ModelFault::PanicThread);
+    server
+        .state
+        .backends
+        .model
+        .inject_fault(ModelFault::PanicThread);
     while ready_status(addr).await != 503 {
         assert!(
             started.elapsed() < Duration::from_secs(1),

@@ -33,9 +33,13 @@ async fn accept_without_a_model_slot_is_503_to_the_app_and_486_to_the_caller() {
         .await
         .expect("final answer");
     assert_eq!(answer.status, 486, "the caller hears busy");
-    assert_eq!(server.state.admissions.calls(), 0, "no call slot kept");
     assert_eq!(
-        server.state.admissions.sessions(),
+        server.state.sessions.admissions.calls(),
+        0,
+        "no call slot kept"
+    );
+    assert_eq!(
+        server.state.sessions.admissions.sessions(),
         1,
         "only the holder's session"
     );

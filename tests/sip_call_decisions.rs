@@ -121,7 +121,7 @@ async fn rejected_cancelled_unanswered_and_unacceptable_invites_end_as_sip_says(
         assert!(got >= n, "{outcome}: {got} < {n}");
     }
     common::sip::assert_idle(&server, "nothing held").await;
-    assert!(server.state.sip.get().unwrap().is_empty());
+    assert!(server.state.calls.sip.as_ref().unwrap().is_empty());
     assert!(
         tokio::time::timeout(Duration::from_millis(300), app.next())
             .await

@@ -53,6 +53,6 @@ async fn an_accepted_call_hears_the_callers_keys_and_frees_its_slots() {
     sipp.success().await;
     // The caller's BYE ended the call and its session: nothing is held any more.
     common::sip::assert_idle(&server, "slots given back").await;
-    assert!(server.state.sip.get().unwrap().is_empty());
+    assert!(server.state.calls.sip.as_ref().unwrap().is_empty());
     assert!(common::sip::sip_calls_total(server.addr, "accepted").await >= 1);
 }

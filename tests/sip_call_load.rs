@@ -31,12 +31,9 @@ async fn a_hundred_calls_complete_and_leave_nothing_behind() {
 
     common::sip::assert_idle(&server, "slots given back").await;
     assert!(
-        server.state.sip.get().unwrap().is_empty(),
+        server.state.calls.sip.as_ref().unwrap().is_empty(),
         "no SIP call left"
     );
-    assert!(
-        server.state.calls.lock().unwrap().is_empty(),
-        "no call registered"
-    );
+    assert!(server.state.calls.is_empty(), "no call registered");
     assert!(common::sip::sip_calls_total(addr, "accepted").await >= 100);
 }

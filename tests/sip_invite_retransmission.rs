@@ -21,7 +21,11 @@ async fn a_retransmitted_invite_fires_no_second_webhook() {
     }
     let second = tokio::time::timeout(Duration::from_millis(800), app.next()).await;
     assert!(second.is_err(), "a second webhook: {second:?}");
-    assert_eq!(server.state.sip.get().unwrap().len(), 1, "one pending call");
+    assert_eq!(
+        server.state.calls.sip.as_ref().unwrap().len(),
+        1,
+        "one pending call"
+    );
     accept(server.addr, &call.call_id).await;
     let ok = caller.answer(Duration::from_secs(5), |_| {}).await.unwrap();
     assert_eq!(ok.status, 200);

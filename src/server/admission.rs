@@ -12,10 +12,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::http::StatusCode;
 use tokio::sync::Notify;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, Code};
 use crate::stores::{SharedHold, SharedKeys};
 
 /// What is admitted.
@@ -139,8 +138,7 @@ impl Admissions {
 
     fn key_refusal(&self) -> ApiError {
         ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "too_many_sessions_for_key",
+            Code::TooManySessionsForKey,
             format!(
                 "this credential holds {} sessions, the most one may hold",
                 self.max_per_key
@@ -230,7 +228,7 @@ impl Admissions {
         let queued = self.waiting(kind).load(Ordering::Acquire) > 0;
         if wait.is_zero() || !queued {
             match self.admit_as(kind, ip, key) {
-                Err(e) if e.code == "server_busy" && !wait.is_zero() => {}
+                Err(e) if e.code == Code::ServerBusy && !wait.is_zero() => {}
                 other => return self.admit_shared(other).await,
             }
         }
@@ -242,7 +240,7 @@ impl Admissions {
             tokio::pin!(notified);
             notified.as_mut().enable();
             match self.admit_as(kind, ip, key) {
-                Err(e) if e.code == "server_busy" => {}
+                Err(e) if e.code == Code::ServerBusy => {}
                 other => return self.admit_shared(other).await,
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
@@ -262,8 +260,8 @@ impl Admissions {
 
     fn busy(&self, kind: Kind) -> ApiError {
         let (_, max, what) = self.counter(kind);
-        ApiError::unavailable(
-            "server_busy",
+        ApiError::new(
+            Code::ServerBusy,
             format!("the server is at its limit of {max} {what}"),
         )
         .retry(self.retry_after())
@@ -300,8 +298,7 @@ impl Admissions {
         if *n >= self.max_per_ip {
             admitted.refused = true;
             return Err(ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "too_many_sessions_from_ip",
+                Code::TooManySessionsFromIp,
                 format!(
                     "{ip} holds {} sessions, the most one address may hold",
                     self.max_per_ip
@@ -408,8 +405,7 @@ impl SidebandSlot {
         if count.fetch_add(1, Ordering::AcqRel) >= MAX_SIDEBANDS {
             count.fetch_sub(1, Ordering::AcqRel);
             return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "sideband_limit",
+                Code::SidebandLimit,
                 format!("the call already has {MAX_SIDEBANDS} sideband connections"),
             ));
         }

@@ -7,7 +7,7 @@ fn caps_and_release() {
     let s1 = a.admit(Kind::Session, None).unwrap();
     let _s2 = a.admit(Kind::Session, None).unwrap();
     let e = a.admit(Kind::Session, None).unwrap_err();
-    assert_eq!((e.status.as_u16(), e.code.as_str()), (503, "server_busy"));
+    assert_eq!((e.status().as_u16(), e.code.as_str()), (503, "server_busy"));
     let _c = a.admit(Kind::Call, None).unwrap();
     assert!(a.admit(Kind::Call, None).is_err());
     drop(s1);
@@ -22,7 +22,7 @@ fn per_ip_cap_counts_sessions_and_calls() {
     let s = a.admit(Kind::Session, Some(ip)).unwrap();
     let _c = a.admit(Kind::Call, Some(ip)).unwrap();
     let e = a.admit(Kind::Session, Some(ip)).unwrap_err();
-    assert_eq!(e.status.as_u16(), 429);
+    assert_eq!(e.status().as_u16(), 429);
     assert_eq!(a.sessions(), 1, "a refused admission gives its slot back");
     assert!(a
         .admit(Kind::Session, Some("10.0.0.2".parse().unwrap()))
@@ -37,7 +37,7 @@ fn sideband_slots() {
     let slots: Vec<_> = (0..MAX_SIDEBANDS)
         .map(|_| SidebandSlot::take(&n).unwrap())
         .collect();
-    assert_eq!(SidebandSlot::take(&n).unwrap_err().status.as_u16(), 409);
+    assert_eq!(SidebandSlot::take(&n).unwrap_err().status().as_u16(), 409);
     drop(slots);
     assert_eq!(n.load(Ordering::Acquire), 0);
 }
@@ -68,7 +68,7 @@ async fn waiters_are_admitted_oldest_first_and_time_out_as_busy() {
         .admit_waiting(Kind::Session, None, None, Duration::from_millis(50))
         .await
         .unwrap_err();
-    assert_eq!((e.status.as_u16(), e.code.as_str()), (503, "server_busy"));
+    assert_eq!((e.status().as_u16(), e.code.as_str()), (503, "server_busy"));
 }
 
 #[test]
@@ -82,7 +82,7 @@ fn per_key_quota_counts_each_credential() {
     let s = a.admit_as(Kind::Session, None, Some("cred_a")).unwrap();
     let e = a.admit_as(Kind::Call, None, Some("cred_a")).unwrap_err();
     assert_eq!(
-        (e.status.as_u16(), e.code.as_str()),
+        (e.status().as_u16(), e.code.as_str()),
         (429, "too_many_sessions_for_key")
     );
     assert!(a.admit_as(Kind::Session, None, Some("cred_b")).is_ok());

@@ -20,7 +20,7 @@ use super::secrets::{credential, Cred, Credential};
 use super::AppState;
 use crate::calls::{CallEntry, CallMedia, CallRegistry, PhoneSession};
 use crate::engine::{CallKey, NewCall};
-use crate::error::ApiError;
+use crate::error::{ApiError, Code};
 use crate::memory::Charge;
 use crate::protocol::duplex::ResumeRequest;
 use crate::protocol::{codes, ErrorPayload, SessionPatch};
@@ -49,19 +49,11 @@ pub struct CallsQuery {
 }
 
 fn bad_offer(e: &SignalError) -> ApiError {
-    let status = match e {
-        SignalError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-        _ => StatusCode::BAD_REQUEST,
-    };
-    ApiError::new(status, e.code(), e.to_string())
+    ApiError::new(Code::from(e), e.to_string())
 }
 
 fn too_large(limit: usize, what: &str) -> ApiError {
-    ApiError::new(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        "request_too_large",
-        format!("{what} over {limit} bytes"),
-    )
+    ApiError::new(Code::RequestTooLarge, format!("{what} over {limit} bytes"))
 }
 
 /// Reads at most `limit` bytes of body; refuses at once when `Content-Length` says more.
@@ -91,10 +83,8 @@ async fn read_offer(req: Request) -> Result<Offer, ApiError> {
     if lower.starts_with("application/sdp") {
         let bytes = read_body(req, MAX_OFFER_BYTES, "SDP offer")
             .await
-            .map_err(|e| match e.status {
-                StatusCode::PAYLOAD_TOO_LARGE => {
-                    bad_offer(&SignalError::TooLarge(MAX_OFFER_BYTES + 1))
-                }
+            .map_err(|e| match e.code {
+                Code::RequestTooLarge => bad_offer(&SignalError::TooLarge(MAX_OFFER_BYTES + 1)),
                 _ => e,
             })?;
         let sdp = String::from_utf8(bytes)
@@ -110,20 +100,19 @@ async fn read_offer(req: Request) -> Result<Offer, ApiError> {
         return parse_multipart(&ctype, &body);
     }
     Err(ApiError::new(
-        StatusCode::UNSUPPORTED_MEDIA_TYPE,
-        "unsupported_media_type",
+        Code::UnsupportedMediaType,
         "send the offer as application/sdp, or multipart/form-data with parts sdp and session",
     ))
 }
 
 fn parse_multipart(ctype: &str, body: &[u8]) -> Result<Offer, ApiError> {
     let parts = multipart::parse(ctype, body, multipart::Limits::default())
-        .map_err(|e| ApiError::bad_request("invalid_multipart", e.to_string()))?;
+        .map_err(|e| ApiError::new(Code::InvalidMultipart, e.to_string()))?;
     let (mut sdp, mut session, mut resume) = (None, None, None);
     for part in parts {
         let text = String::from_utf8(part.data).map_err(|_| {
-            ApiError::bad_request(
-                "invalid_multipart",
+            ApiError::new(
+                Code::InvalidMultipart,
                 format!("part {:?} is not UTF-8", part.name),
             )
         })?;
@@ -135,8 +124,8 @@ fn parse_multipart(ctype: &str, body: &[u8]) -> Result<Offer, ApiError> {
         }
     }
     let sdp = sdp.ok_or_else(|| {
-        ApiError::bad_request(
-            "missing_required_parameter",
+        ApiError::new(
+            Code::MissingRequiredParameter,
             "multipart offer without an sdp part",
         )
     })?;
@@ -151,36 +140,34 @@ fn parse_multipart(ctype: &str, body: &[u8]) -> Result<Offer, ApiError> {
 fn resume_request(json: Option<&str>, duplex: bool) -> Result<Option<ResumeRequest>, ApiError> {
     let Some(json) = json else { return Ok(None) };
     if !duplex {
-        return Err(ApiError::bad_request(
-            codes::INVALID_SESSION_RESUME,
+        return Err(ApiError::new(
+            Code::InvalidSessionResume,
             "a resume part needs the duplex extension: POST /v1/realtime/calls?duplex=1",
         ));
     }
-    ResumeRequest::from_json(json).map(Some).map_err(|e| {
-        ApiError::bad_request(
-            codes::INVALID_SESSION_RESUME,
-            format!("invalid resume: {e}"),
-        )
-    })
+    ResumeRequest::from_json(json)
+        .map(Some)
+        .map_err(|e| ApiError::new(Code::InvalidSessionResume, format!("invalid resume: {e}")))
 }
 
 /// A refused resume as an HTTP error.
 fn resume_refused(e: &ErrorPayload) -> ApiError {
     let code = e.code.as_deref().unwrap_or(codes::SESSION_RESUME_EXPIRED);
-    let status = match code {
-        codes::INVALID_RESUME_TOKEN => StatusCode::UNAUTHORIZED,
-        codes::SESSION_RESUME_CONFLICT | "journal_gap" => StatusCode::CONFLICT,
-        codes::SESSION_RESUME_EXPIRED => StatusCode::NOT_FOUND,
-        _ => StatusCode::BAD_REQUEST,
-    };
-    ApiError::new(status, code, e.message.clone())
+    match Code::of(code) {
+        Some(
+            code @ (Code::InvalidResumeToken
+            | Code::SessionResumeConflict
+            | Code::JournalGap
+            | Code::SessionResumeExpired),
+        ) => ApiError::new(code, e.message.clone()),
+        _ => ApiError::from_payload(e.clone()),
+    }
 }
 
 pub(super) fn resume_expired() -> ApiError {
     crate::metrics::METRICS.resume(codes::SESSION_RESUME_EXPIRED);
     ApiError::new(
-        StatusCode::NOT_FOUND,
-        codes::SESSION_RESUME_EXPIRED,
+        Code::SessionResumeExpired,
         "no live session with this id: it ended, expired or never existed",
     )
 }
@@ -191,8 +178,11 @@ pub(super) fn session_patch(json: Option<&str>) -> Result<Option<SessionPatch>, 
     serde_path_to_error::deserialize::<_, SessionPatch>(de)
         .map(Some)
         .map_err(|e| {
-            ApiError::bad_request("invalid_value", format!("invalid session: {}", e.inner()))
-                .with_param(format!("session.{}", e.path()))
+            ApiError::new(
+                Code::InvalidValue,
+                format!("invalid session: {}", e.inner()),
+            )
+            .with_param(format!("session.{}", e.path()))
         })
 }
 
@@ -217,9 +207,7 @@ type CallSlot = Arc<std::sync::Mutex<Option<Admitted>>>;
 
 impl Drop for CallGuard {
     fn drop(&mut self) {
-        if let Ok(mut m) = self.calls.lock() {
-            m.remove(&self.id);
-        }
+        self.calls.remove(&self.id);
         if let Ok(mut slot) = self.admitted.lock() {
             slot.take();
         }
@@ -270,20 +258,23 @@ async fn create_call(
     let summary = check_offer(&offer.sdp).map_err(|e| bad_offer(&e))?;
     let opening = admit(&state, &offer, (duplex, wait), ip, &cred).await?;
     let call_admission = state
+        .sessions
         .admissions
         .admit_waiting(Kind::Call, None, None, wait)
         .await?;
     let media = call_media(&state)?;
     let (engine_index, engine) = state
+        .calls
         .engines
         .pick()
-        .ok_or_else(|| ApiError::not_ready("no media engine thread is running"))?;
+        .ok_or_else(|| ApiError::new(Code::NotReady, "no media engine thread is running"))?;
     let engine = engine.clone();
     let (call, answer) = Call::accept(&offer.sdp, summary, engine.answer_config(), Instant::now())
         .map_err(|e| bad_offer(&e))?;
     let key = CallKey(
         state
-            .next_call_key
+            .calls
+            .next_key
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
     );
     let signals = Arc::new(MediaSignals::default());
@@ -328,6 +319,7 @@ async fn create_call(
     };
     register(&state, &id, entry);
     state
+        .credentials
         .usage
         .opened(&usage_id, crate::stores::usage::Opened::Call);
     tracing::info!(call = %id, codec = ?summary.codec, "call created");
@@ -352,9 +344,10 @@ struct Handoff {
 /// Charges a new call's media state (its worst case) to the memory budget.
 fn call_media(state: &AppState) -> Result<Charge, ApiError> {
     state
+        .sessions
         .memory
         .charge(crate::memory::CALL_RESERVE)
-        .map_err(|e| ApiError::unavailable(codes::SERVER_MEMORY_EXHAUSTED, e.to_string()))
+        .map_err(|e| ApiError::new(Code::ServerMemoryExhausted, e.to_string()))
 }
 
 /// Hands the call to its engine with the guard that frees its slot when it ends, and for a
@@ -373,7 +366,7 @@ async fn hand_over(
     let (ended_tx, ended) = watch::channel(());
     let guard = CallGuard {
         id: id.clone(),
-        calls: state.calls.clone(),
+        calls: state.calls.registry.clone(),
         signals: h.signals.clone(),
         admitted: slot.clone(),
         _ended: ended_tx,
@@ -433,8 +426,8 @@ async fn admit(
     let resume = resume_request(offer.resume.as_deref(), duplex)?;
     let patch = session_patch(offer.session.as_deref())?;
     if resume.is_some() && patch.is_some() {
-        return Err(ApiError::bad_request(
-            codes::INVALID_VALUE,
+        return Err(ApiError::new(
+            Code::InvalidValue,
             "send a session part to open a session or a resume part to resume one, not both",
         ));
     }
@@ -446,6 +439,7 @@ async fn admit(
         return Ok(Opening::Resume(r));
     }
     let admitted = state
+        .sessions
         .admissions
         .admit_waiting(Kind::Session, ip, cred.owner().as_deref(), wait)
         .await?;
@@ -504,6 +498,7 @@ async fn bind(
         }
         Opening::Resume(request) => {
             let entry = state
+                .sessions
                 .directory
                 .get(&request.session_id)
                 .filter(|e| cred.resume_only() || cred.reaches(e.owner.as_deref()))
@@ -580,12 +575,14 @@ async fn start_session(
         .await
         .map_err(|e| match e {
             OpenError::Invalid(e) => ApiError::from_payload(e),
-            e => ApiError::unavailable(e.code(), e.to_string()),
+            OpenError::Model(e) => ApiError::new(Code::from(&e), e.to_string()),
+            OpenError::Memory(e) => ApiError::new(Code::ServerMemoryExhausted, e.to_string()),
         })?;
     let (in_tx, in_rx) = mpsc::channel(INBOX);
     tracing::debug!(session = %opened.session.id(), durable = durable.is_some(), "call session opened");
     let inbox = (in_tx.clone(), in_rx);
     state
+        .credentials
         .usage
         .opened(&credential, crate::stores::usage::Opened::Session);
     let (events, _) = spawn_session(state, opened, inbox, start.owner, start.admitted);
@@ -596,11 +593,11 @@ async fn start_session(
 /// calls' sessions.
 impl crate::calls::PhoneHost for Arc<AppState> {
     fn calls(&self) -> &crate::calls::CallRegistry {
-        &self.calls
+        &self.calls.registry
     }
 
     fn call_room(&self) -> usize {
-        let admissions = &self.admissions;
+        let admissions = &self.sessions.admissions;
         admissions.limits().1.saturating_sub(admissions.calls())
     }
 
@@ -631,12 +628,19 @@ pub(crate) async fn open_phone_session(
 ) -> Result<PhoneSession, ApiError> {
     state.accepting()?;
     let admitted = state
+        .sessions
         .admissions
-        .admit_waiting(Kind::Session, None, owner.as_deref(), state.admission_wait)
+        .admit_waiting(
+            Kind::Session,
+            None,
+            owner.as_deref(),
+            state.sessions.admission_wait,
+        )
         .await?;
     let call_slot = state
+        .sessions
         .admissions
-        .admit_waiting(Kind::Call, None, None, state.admission_wait)
+        .admit_waiting(Kind::Call, None, None, state.sessions.admission_wait)
         .await?;
     let media = call_media(state)?;
     let usage_id = owner.clone().unwrap_or_else(|| "server".into());
@@ -649,6 +653,7 @@ pub(crate) async fn open_phone_session(
     };
     let (events, inbox) = start_session(state, transport, start).await?;
     state
+        .credentials
         .usage
         .opened(&usage_id, crate::stores::usage::Opened::Call);
     Ok(PhoneSession {
@@ -659,9 +664,7 @@ pub(crate) async fn open_phone_session(
 }
 
 fn register(state: &AppState, id: &str, entry: CallEntry) {
-    if let Ok(mut m) = state.calls.lock() {
-        m.insert(id.to_string(), entry);
-    }
+    state.calls.insert(id, entry);
 }
 
 /// `201 Created` with the answer SDP and the call's `Location`.
@@ -702,8 +705,10 @@ pub async fn renegotiate(
 
 /// The live call `id`, if `cred` reaches it (a call another secret opened is not found).
 fn live_call(state: &AppState, id: &str, cred: &Credential) -> Option<CallEntry> {
-    let entry = state.calls.lock().ok().and_then(|m| m.get(id).cloned());
-    entry.filter(|e| cred.reaches(e.owner.as_deref()))
+    state
+        .calls
+        .get(id)
+        .filter(|e| cred.reaches(e.owner.as_deref()))
 }
 
 async fn restart_call(
@@ -713,26 +718,27 @@ async fn restart_call(
     req: Request,
 ) -> Result<String, ApiError> {
     let entry = live_call(state, id, cred);
-    let entry = entry
-        .ok_or_else(|| ApiError::not_found("call_not_found", format!("no active call {id:?}")))?;
+    let entry =
+        entry.ok_or_else(|| ApiError::new(Code::CallNotFound, format!("no active call {id:?}")))?;
     let offer = read_offer(req).await?;
     if offer.session.is_some() || offer.resume.is_some() {
-        return Err(ApiError::bad_request(
-            codes::INVALID_VALUE,
+        return Err(ApiError::new(
+            Code::InvalidValue,
             "a PATCH carries only the new offer (application/sdp)",
         ));
     }
     let summary = check_offer(&offer.sdp).map_err(|e| bad_offer(&e))?;
     let CallMedia::Engine { engine, key } = entry.media else {
-        return Err(ApiError::bad_request(
-            codes::INVALID_VALUE,
+        return Err(ApiError::new(
+            Code::InvalidValue,
             "a phone call is renegotiated by its SIP peer (re-INVITE), not over HTTP",
         ));
     };
     let engine = state
+        .calls
         .engines
         .get(engine)
-        .ok_or_else(|| ApiError::not_ready("the call's media engine is gone"))?;
+        .ok_or_else(|| ApiError::new(Code::NotReady, "the call's media engine is gone"))?;
     engine
         .renegotiate(key, offer.sdp, summary)
         .await
@@ -752,7 +758,7 @@ pub async fn hangup(
             // The session ends with the call, an opted-in one too (a plain end would detach
             // it); the signal is set before the engine ends the call and cannot be lost.
             signals.hung_up();
-            if let Some(engine) = state.engines.get(engine) {
+            if let Some(engine) = state.calls.engines.get(engine) {
                 engine.hangup(key);
             }
             StatusCode::OK.into_response()

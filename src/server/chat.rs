@@ -32,9 +32,8 @@ use serde_json::Value;
 use super::admission::Kind;
 use super::secrets::{credential, Cred, Credential};
 use super::AppState;
-use crate::error::ApiError;
+use crate::error::{ApiError, Code, LlmFault};
 use crate::llm::{next_data, LlmBackend, Upstream, UpstreamError};
-use crate::protocol::codes::SERVER_MEMORY_EXHAUSTED;
 use crate::stores::usage::{LlmCall, UsageLedger};
 
 /// The largest request body.
@@ -102,7 +101,7 @@ fn admit(
         return Err(ApiError::draining());
     }
     let ip = peer.as_ref().map(|Extension(ConnectInfo(a))| a.ip());
-    hold.push(Box::new(state.admissions.admit_as(
+    hold.push(Box::new(state.sessions.admissions.admit_as(
         Kind::Session,
         ip,
         None,
@@ -119,9 +118,10 @@ fn admit(
 
 fn charge(state: &AppState, bytes: u64) -> Result<crate::memory::Charge, ApiError> {
     state
+        .sessions
         .memory
         .charge(bytes)
-        .map_err(|e| ApiError::unavailable(SERVER_MEMORY_EXHAUSTED, e.to_string()))
+        .map_err(|e| ApiError::new(Code::ServerMemoryExhausted, e.to_string()))
 }
 
 /// `resp` holding `hold` until its body is dropped (sent, or the client gone).
@@ -166,28 +166,25 @@ async fn proxy(
 ) -> Result<Response, ApiError> {
     if !matches!(cred, Credential::Server) {
         return Err(ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "invalid_api_key",
+            Code::InvalidApiKey,
             "the LLM endpoints need the server's API key (client secrets open realtime sessions only)",
         ));
     }
-    let Some(backend) = &state.llm else {
+    let Some(backend) = &state.backends.llm else {
         return Err(ApiError::new(
-            StatusCode::NOT_IMPLEMENTED,
-            "llm_not_configured",
+            Code::LlmNotConfigured,
             "no LLM is configured: start the server with --llm-url or --llm-model-dir",
         ));
     };
     let usage = Counted {
-        ledger: state.usage.clone(),
+        ledger: state.credentials.usage.clone(),
         credential: cred.usage_id(),
     };
     let upstream = match backend {
         LlmBackend::Remote(upstream) => upstream,
         LlmBackend::Embedded(_) if path == "/responses" => {
             return Err(ApiError::new(
-                StatusCode::NOT_IMPLEMENTED,
-                "llm_responses_unsupported",
+                Code::LlmResponsesUnsupported,
                 "the embedded LLM serves /v1/chat/completions only",
             ))
         }
@@ -209,11 +206,11 @@ async fn proxy(
                 outcome: "unavailable",
                 ..LlmCall::default()
             });
-            let status = match e {
-                UpstreamError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
-                UpstreamError::Unavailable(_) => StatusCode::BAD_GATEWAY,
+            let fault = match e {
+                UpstreamError::Timeout(_) => LlmFault::TimedOut,
+                UpstreamError::Unavailable(_) => LlmFault::Upstream,
             };
-            return Err(ApiError::new(status, "llm_unavailable", e.to_string()));
+            return Err(ApiError::new(Code::LlmUnavailable(fault), e.to_string()));
         }
     };
     let status = resp.status();
@@ -223,8 +220,7 @@ async fn proxy(
             ..LlmCall::default()
         });
         return Err(ApiError::new(
-            StatusCode::NOT_IMPLEMENTED,
-            "llm_responses_unsupported",
+            Code::LlmResponsesUnsupported,
             "the upstream LLM server has no /v1/responses; use /v1/chat/completions",
         ));
     }
@@ -240,7 +236,7 @@ async fn proxy(
             upstream.config().timeout,
         ))
     } else {
-        let memory = &state.memory;
+        let memory = &state.sessions.memory;
         let whole = answer_body(
             resp.into_body(),
             status.as_u16(),
@@ -280,10 +276,10 @@ async fn read_request(req: Request) -> Result<Bytes, ApiError> {
 async fn request_body(req: Request, upstream: &Upstream) -> Result<(Bytes, bool), ApiError> {
     let bytes = read_request(req).await?;
     let mut body: Value = serde_json::from_slice(&bytes)
-        .map_err(|e| ApiError::bad_request("invalid_json", format!("the body is not JSON: {e}")))?;
+        .map_err(|e| ApiError::new(Code::InvalidJson, format!("the body is not JSON: {e}")))?;
     let Some(obj) = body.as_object_mut() else {
-        return Err(ApiError::bad_request(
-            "invalid_json",
+        return Err(ApiError::new(
+            Code::InvalidJson,
             "the body is not a JSON object",
         ));
     };
@@ -308,12 +304,12 @@ async fn answer_body(
     memory: &Arc<crate::memory::MemoryAccount>,
     hold: &mut Hold,
 ) -> Result<Bytes, ApiError> {
-    let unavailable = |code: &str, message: String| {
+    let unavailable = |code: fn(LlmFault) -> Code, message: String| {
         usage.record(LlmCall {
             outcome: "unavailable",
             ..LlmCall::default()
         });
-        ApiError::new(StatusCode::BAD_GATEWAY, code, message)
+        ApiError::new(code(LlmFault::Upstream), message)
     };
     let mut buf = Vec::new();
     let mut charged = 0;
@@ -323,14 +319,14 @@ async fn answer_body(
             Ok(None) => break,
             Err(e) => {
                 return Err(unavailable(
-                    "llm_unavailable",
+                    Code::LlmUnavailable,
                     format!("the LLM's answer {e}"),
                 ))
             }
         }
         if buf.len() > MAX_ANSWER {
             let why = format!("the LLM's answer passed {MAX_ANSWER} bytes");
-            return Err(unavailable("llm_error", why));
+            return Err(unavailable(Code::LlmError, why));
         }
         while charged < buf.len() {
             match memory.charge(CHARGE_STEP as u64) {
@@ -340,10 +336,7 @@ async fn answer_body(
                         outcome: "unavailable",
                         ..LlmCall::default()
                     });
-                    return Err(ApiError::unavailable(
-                        SERVER_MEMORY_EXHAUSTED,
-                        e.to_string(),
-                    ));
+                    return Err(ApiError::new(Code::ServerMemoryExhausted, e.to_string()));
                 }
             }
             charged += CHARGE_STEP;
@@ -394,15 +387,10 @@ async fn upstream_error(
         .map(|(b, _)| String::from_utf8_lossy(&b).into_owned())
         .unwrap_or_default();
     let said = crate::llm::error_message(&text, upstream.config().api_key.as_deref());
-    let mut e = ApiError::new(
-        status,
-        "llm_error",
+    ApiError::new(
+        Code::LlmError(LlmFault::Answered(status)),
         format!("the LLM answered HTTP {}: {said}", status.as_u16()),
-    );
-    if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
-        e = e.retry(crate::error::RETRY_AFTER_SECS);
-    }
-    e
+    )
 }
 
 /// `usage` of a chat completion or a response: (prompt, completion) tokens.
@@ -455,7 +443,7 @@ fn counted_stream(
                     error: ChatError {
                         message: Some(format!("the LLM's answer {e}")),
                         kind: Some("server_error".into()),
-                        code: Some("llm_unavailable".into()),
+                        code: Some(Code::LlmUnavailable(LlmFault::Upstream).as_str().into()),
                     },
                 };
                 let err = serde_json::to_string(&err).unwrap_or_default();

@@ -10,14 +10,12 @@ use std::task::Poll;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, HeaderValue};
 use axum::response::Response;
 use bytes::Bytes;
 use duet_models::cascade::LLM_UNAVAILABLE;
 use duet_models::cascade::{ChatRequest, LlmEvent, LlmStream};
-use duet_models::llama::{
-    Priority, QueueFull, CONTEXT_LENGTH_EXCEEDED, LLM_QUEUE_FULL, LLM_QUEUE_TIMEOUT,
-};
+use duet_models::llama::{Priority, QueueFull};
 use duet_models::AnswerFailure;
 use duet_models::{Tool, ToolChoice};
 use duet_protocol::chat::{
@@ -28,7 +26,7 @@ use duet_protocol::chat::{
 use serde::Serialize;
 
 use super::chat::Counted;
-use crate::error::ApiError;
+use crate::error::{ApiError, Code, LlmFault};
 use crate::llm::Embedded;
 use crate::stores::usage::LlmCall;
 
@@ -58,8 +56,7 @@ pub(super) async fn serve(
                 outcome: "429",
                 ..LlmCall::default()
             });
-            ApiError::new(StatusCode::TOO_MANY_REQUESTS, LLM_QUEUE_FULL, message)
-                .retry(retry_after(embedded))
+            ApiError::new(Code::LlmQueueFull, message).retry(retry_after(embedded))
         })?;
     let mut answer = Answer {
         stream,
@@ -76,17 +73,19 @@ pub(super) async fn serve(
     // The first event decides the status: a failure before any output is an error answer.
     let first = answer.next().await;
     if let LlmEvent::Failed(f) = &first {
-        let (status, outcome) = match f.code.as_str() {
-            CONTEXT_LENGTH_EXCEEDED => (StatusCode::BAD_REQUEST, "4xx"),
-            LLM_QUEUE_TIMEOUT => (StatusCode::SERVICE_UNAVAILABLE, "5xx"),
-            _ => (StatusCode::INTERNAL_SERVER_ERROR, "5xx"),
-        };
-        answer.record(outcome, (0, 0));
-        let mut e = ApiError::new(status, &f.code, f.message.clone());
-        if f.code == LLM_QUEUE_TIMEOUT {
-            e = e.retry(retry_after(embedded));
-        }
-        return Err(e);
+        let e = failed(f);
+        answer.record(
+            if e.status().is_client_error() {
+                "4xx"
+            } else {
+                "5xx"
+            },
+            (0, 0),
+        );
+        return Err(match e.code {
+            Code::LlmQueueTimeout => e.retry(retry_after(embedded)),
+            _ => e,
+        });
     }
     answer.events.push_front(first);
     if asked.stream {
@@ -114,14 +113,28 @@ fn retry_after(embedded: &Embedded) -> u64 {
     (embedded.llm.max_wait().as_secs() / 10).clamp(1, 30)
 }
 
+/// The embedded LLM's failure as an HTTP error: a context overflow is the request's fault
+/// (400), a queue deadline the load's (503), anything else the engine's (500).
+fn failed(f: &AnswerFailure) -> ApiError {
+    let code = match Code::of(&f.code) {
+        Some(
+            c @ (Code::ContextLengthExceeded | Code::LlmQueueTimeout | Code::LlmUnavailable(_)),
+        ) => c,
+        _ => Code::LlmError(LlmFault::Embedded),
+    };
+    ApiError::new(code, f.message.clone())
+}
+
+/// A request the embedded LLM cannot take (400 `invalid_value`; it was
+/// `invalid_request_error`, the `error.type`, before there was a code for it).
 fn bad(message: impl Into<String>) -> ApiError {
-    ApiError::bad_request("invalid_request_error", message)
+    ApiError::new(Code::InvalidValue, message)
 }
 
 /// The body as the engine's request.
 fn parse(body: &[u8]) -> Result<(ChatRequest, Asked), ApiError> {
     let v: serde_json::Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request("invalid_json", format!("the body is not JSON: {e}")))?;
+        .map_err(|e| ApiError::new(Code::InvalidJson, format!("the body is not JSON: {e}")))?;
     let wire: ChatCompletionRequest = serde_path_to_error::deserialize(v)
         .map_err(|e| bad(format!("{}: {}", e.path(), e.inner())))?;
     if wire.messages.is_empty() {
@@ -284,11 +297,7 @@ impl Answer {
                 LlmEvent::Done => break,
                 LlmEvent::Failed(f) => {
                     self.record("5xx", (0, 0));
-                    return Err(ApiError::new(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        &f.code,
-                        f.message,
-                    ));
+                    return Err(failed(&f));
                 }
             }
         }

@@ -25,7 +25,7 @@ use http_body_util::{BodyExt, Full};
 use super::heartbeat::own_record;
 use super::AppState;
 use crate::cluster::{Cluster, Want};
-use crate::error::ApiError;
+use crate::error::{ApiError, Code};
 
 /// The header a forwarded request proves itself with (the cluster's token).
 pub const FORWARDED: &str = "x-duet-forwarded";
@@ -113,7 +113,7 @@ pub fn admission_wait(state: &AppState, placed: bool) -> Duration {
     if placed {
         Duration::ZERO
     } else {
-        state.admission_wait
+        state.sessions.admission_wait
     }
 }
 
@@ -154,8 +154,8 @@ fn classify(cluster: &Cluster, req: &Request) -> Route {
 /// node is gone.
 async fn to_owner(state: &AppState, cluster: &Cluster, req: Request, node: &str) -> Response {
     let gone = || {
-        ApiError::not_found(
-            "not_found",
+        ApiError::new(
+            Code::NotFound,
             "no such call or session: the node that owned it is gone",
         )
         .into_response()
@@ -202,7 +202,7 @@ async fn place(
 }
 
 async fn place_call(state: &AppState, cluster: &Cluster, b: Buffered, next: Next) -> Response {
-    let deadline = tokio::time::Instant::now() + state.admission_wait;
+    let deadline = tokio::time::Instant::now() + state.sessions.admission_wait;
     loop {
         for node in cluster.candidates(own_record(state, &cluster.settings), Want::Call) {
             if node.id == cluster.node_id() {
@@ -237,7 +237,7 @@ async fn place_session(
     next: Next,
     want: Want,
 ) -> Response {
-    let deadline = tokio::time::Instant::now() + state.admission_wait;
+    let deadline = tokio::time::Instant::now() + state.sessions.admission_wait;
     let client = req
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()

@@ -9,25 +9,28 @@ use crate::cluster::{now_ms, ClusterSettings, NodeRecord, HEARTBEAT, REDIS_TIMEO
 
 /// This node's record now (its CPU load as of the last heartbeat).
 pub fn own_record(state: &AppState, settings: &ClusterSettings) -> NodeRecord {
-    let info = state.model.info();
-    let (max_sessions, max_calls) = state.admissions.limits();
+    let info = state.backends.model.info();
+    let (max_sessions, max_calls) = state.sessions.admissions.limits();
     let public_ip = settings.public_ip;
     NodeRecord {
         id: settings.node_id.clone(),
         node_url: settings.node_url.clone(),
         public_url: settings.public_url.clone(),
         udp: state
+            .calls
             .engines
             .local_addrs()
             .iter()
             .map(|a| public_ip.map_or(*a, |ip| std::net::SocketAddr::new(ip, a.port())))
             .map(|a| a.to_string())
             .collect(),
-        free_slots: info.max_slots.saturating_sub(state.model.active_sessions()),
+        free_slots: info
+            .max_slots
+            .saturating_sub(state.backends.model.active_sessions()),
         slots: info.max_slots,
-        calls: state.admissions.calls(),
+        calls: state.sessions.admissions.calls(),
         max_calls,
-        sessions: state.admissions.sessions(),
+        sessions: state.sessions.admissions.sessions(),
         max_sessions,
         load: state.cluster.as_ref().map_or(0.0, |c| c.load()),
         // Draining, not warm yet, or the model thread stopped: it takes nothing new.
@@ -66,8 +69,8 @@ pub fn spawn_heartbeat(state: &Arc<AppState>) -> Option<tokio::task::JoinHandle<
             cluster.note_redis(ok);
             if ok {
                 if let Some(state) = weak.upgrade() {
-                    state.usage.flush().await;
-                    let heal = state.admissions.heal_shared();
+                    state.credentials.usage.flush().await;
+                    let heal = state.sessions.admissions.heal_shared();
                     let _ = tokio::time::timeout(REDIS_TIMEOUT, heal).await;
                 }
             }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderValue, Method, StatusCode};
+use axum::http::{header, HeaderValue, Method};
 use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{delete, get, post};
@@ -16,7 +16,7 @@ use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
 use super::auth::{authorized, presented};
 use super::secrets::{lookup, Credential};
 use super::{calls, chat, cluster_routes, pool, secrets, sip_calls, ws, AppState};
-use crate::error::ApiError;
+use crate::error::{ApiError, Code};
 
 /// The demo page: plain files, embedded in the binary (no build step).
 const INDEX_HTML: &str = include_str!("../../web/index.html");
@@ -69,11 +69,12 @@ pub fn router(state: Arc<AppState>) -> Router {
         ))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_key))
         .route_layer(middleware::from_fn_with_state(state.clone(), check_origin));
-    let allow_origin = if state.origins.is_empty() {
+    let allow_origin = if state.credentials.origins.is_empty() {
         AllowOrigin::any()
     } else {
         AllowOrigin::list(
             state
+                .credentials
                 .origins
                 .iter()
                 .filter_map(|o| HeaderValue::from_str(o).ok()),
@@ -130,15 +131,15 @@ fn credential(
     state: &AppState,
     req: &Request,
 ) -> Result<Result<Credential, SecretToCheck>, ApiError> {
-    let unauthorized = |m: &str| ApiError::new(StatusCode::UNAUTHORIZED, "invalid_api_key", m);
-    if let Some(key) = &state.api_key {
+    let unauthorized = |m: &str| ApiError::new(Code::InvalidApiKey, m);
+    if let Some(key) = &state.credentials.api_key {
         if authorized(req.headers(), key) {
             return Ok(Ok(Credential::Server));
         }
     }
     let keys = presented(req.headers());
     let Some(secret) = keys.into_iter().find(|k| k.starts_with("ek_")) else {
-        return match state.api_key {
+        return match state.credentials.api_key {
             Some(_) => Err(unauthorized(
                 "missing or invalid API key: send Authorization: Bearer <key>",
             )),
@@ -167,8 +168,8 @@ async fn secret_credential(state: &AppState, check: SecretToCheck) -> Result<Cre
         resume_route,
         allowed,
     } = check;
-    let unauthorized = |m: &str| ApiError::new(StatusCode::UNAUTHORIZED, "invalid_api_key", m);
-    let found = lookup(state.secrets.as_ref(), &secret)
+    let unauthorized = |m: &str| ApiError::new(Code::InvalidApiKey, m);
+    let found = lookup(state.credentials.secrets.as_ref(), &secret)
         .await
         .map_err(|_| super::secrets::store_down())?;
     let Some(record) = found else {
@@ -214,10 +215,12 @@ async fn check_origin(State(state): State<Arc<AppState>>, req: Request, next: Ne
         .get(header::ORIGIN)
         .and_then(|v| v.to_str().ok());
     match origin {
-        Some(o) if !state.origins.is_empty() && !state.origins.iter().any(|a| a == o) => {
+        Some(o)
+            if !state.credentials.origins.is_empty()
+                && !state.credentials.origins.iter().any(|a| a == o) =>
+        {
             ApiError::new(
-                StatusCode::FORBIDDEN,
-                "origin_not_allowed",
+                Code::OriginNotAllowed,
                 format!("origin {o:?} is not allowed to use this server"),
             )
             .into_response()
@@ -234,14 +237,15 @@ async fn health() -> Json<serde_json::Value> {
 /// server key only.
 async fn ready(State(state): State<Arc<AppState>>, headers: axum::http::HeaderMap) -> Response {
     let keyed = state
+        .credentials
         .api_key
         .as_ref()
         .is_none_or(|k| authorized(&headers, k));
     match state.ready() {
         Ok(()) if keyed => Json(json!({
             "status": "ready",
-            "model": state.model.info().name,
-            "sessions": state.model.active_sessions(),
+            "model": state.backends.model.info().name,
+            "sessions": state.backends.model.active_sessions(),
             "calls": live_calls(&state),
         }))
         .into_response(),
@@ -252,11 +256,11 @@ async fn ready(State(state): State<Arc<AppState>>, headers: axum::http::HeaderMa
 
 /// Live calls: WebRTC ones and accepted SIP ones.
 fn live_calls(state: &AppState) -> usize {
-    state.engines.active_calls() + state.sip.get().map_or(0, |sip| sip.live())
+    state.calls.engines.active_calls() + state.calls.sip.as_ref().map_or(0, |sip| sip.live())
 }
 
 async fn models(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
-    let info = state.model.info();
+    let info = state.backends.model.info();
     Json(json!({
         "object": "list",
         "data": [{"id": info.name, "object": "model", "created": 0, "owned_by": "duet"}]
@@ -266,14 +270,21 @@ async fn models(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
 async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     let mut body = crate::metrics::METRICS.render(
         live_calls(&state),
-        state.model.active_sessions(),
-        state.websockets.load(std::sync::atomic::Ordering::Acquire),
+        state.backends.model.active_sessions(),
+        state
+            .sessions
+            .websockets
+            .load(std::sync::atomic::Ordering::Acquire),
     );
-    crate::metrics::render_memory(&mut body, state.memory.limit(), state.memory.used());
+    crate::metrics::render_memory(
+        &mut body,
+        state.sessions.memory.limit(),
+        state.sessions.memory.used(),
+    );
     if let Some(c) = &state.cluster {
         crate::metrics::render_cluster(&mut body, c.redis_up(), c.nodes().len());
     }
-    if let Some(crate::llm::LlmBackend::Embedded(e)) = &state.llm {
+    if let Some(crate::llm::LlmBackend::Embedded(e)) = &state.backends.llm {
         crate::metrics::render_llm(&mut body, e.llm.stats());
     }
     (
@@ -298,5 +309,5 @@ async fn web_file(axum::extract::Path(file): axum::extract::Path<String>) -> Res
 }
 
 async fn not_found() -> Response {
-    ApiError::not_found("not_found", "no such route").into_response()
+    ApiError::new(Code::NotFound, "no such route").into_response()
 }

@@ -250,14 +250,12 @@ impl crate::error::ApiError {
     pub fn body(e: &axum::Error, limit: usize, what: &str) -> Self {
         if BodyTimeout::caused(e) {
             return Self::new(
-                axum::http::StatusCode::REQUEST_TIMEOUT,
-                "request_timeout",
+                crate::error::Code::RequestTimeout,
                 format!("the {what} did not arrive within the request deadline (--http-body-timeout-secs)"),
             );
         }
         Self::new(
-            axum::http::StatusCode::PAYLOAD_TOO_LARGE,
-            "request_too_large",
+            crate::error::Code::RequestTooLarge,
             format!("{what} over {limit} bytes"),
         )
     }

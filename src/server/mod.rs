@@ -37,6 +37,7 @@ use crate::session::{Lifecycle, Limits};
 
 pub use crate::calls::{CallEntry, CallMedia, CallRegistry};
 pub use crate::error::ApiError;
+use crate::error::Code;
 pub use crate::stores::secrets::SecretStore;
 pub use crate::stores::usage::{LocalUsage, UsageLedger};
 pub use crate::stores::{SharedHold, SharedKeys};
@@ -58,56 +59,113 @@ pub struct WsLimits {
     pub write: Duration,
 }
 
-/// Shared server state.
+/// Shared server state, in four groups (what each subsystem needs is one of them) and the
+/// two things every route reads: whether the server drains, and the cluster.
 pub struct AppState {
-    /// The model loop.
-    pub model: ModelLoop,
-    /// Required bearer token, if any.
-    pub api_key: Option<String>,
-    /// Session limits.
-    pub limits: Limits,
-    /// What clients hold (sessions, calls, per IP) and the caps.
-    pub admissions: Arc<Admissions>,
-    /// The WebRTC media engines (one per media thread).
-    pub engines: EnginePool,
-    /// Live WebRTC calls by id.
-    pub calls: CallRegistry,
-    /// Engine keys.
-    pub next_call_key: AtomicU64,
+    /// Live calls, WebRTC and phone, and the media engines that carry them.
+    pub calls: Calls,
+    /// Who may use the server, and what each credential used.
+    pub credentials: Credentials,
+    /// The models behind sessions and `/v1/chat/completions`.
+    pub backends: Backends,
+    /// What sessions may hold and where they are found.
+    pub sessions: Sessions,
     /// Running or draining; sessions watch it.
     pub lifecycle: watch::Sender<Lifecycle>,
+    /// Cluster mode (`--cluster-redis`): the registry, placement and routing by id.
+    pub cluster: Option<Arc<crate::cluster::Cluster>>,
+}
+
+/// Live calls: WebRTC calls and accepted phone calls by id (the sideband connections,
+/// `PATCH` and hangups find them here; each call's guard removes it when it ends), the media
+/// engines that run WebRTC calls and the keys they know them by, and SIP's own view of
+/// phone calls from ringing on. Reach the registry through [`Calls::insert`],
+/// [`Calls::get`] and [`Calls::remove`]; its lock is never held outside them.
+pub struct Calls {
+    /// Live calls by id (shared with the calls' guards and with SIP).
+    pub registry: CallRegistry,
+    /// The WebRTC media engines (one per media thread).
+    pub engines: EnginePool,
+    /// The next engine key.
+    pub next_key: AtomicU64,
+    /// Phone calls (`--sip-listen`), pending and live: made here and handed to SIP when it
+    /// starts (`None`: no SIP).
+    pub sip: Option<Arc<crate::sip::SipCalls>>,
+}
+
+impl Calls {
+    /// Registers call `id`.
+    pub fn insert(&self, id: &str, entry: CallEntry) {
+        self.registry.insert(id, entry);
+    }
+
+    /// Call `id`, if it is live.
+    pub fn get(&self, id: &str) -> Option<CallEntry> {
+        self.registry.get(id)
+    }
+
+    /// Forgets call `id`.
+    pub fn remove(&self, id: &str) {
+        self.registry.remove(id);
+    }
+
+    /// Whether no call is registered.
+    pub fn is_empty(&self) -> bool {
+        self.registry.is_empty()
+    }
+}
+
+/// Who may use the server and what they used: the server's API key, the minted client
+/// secrets (in this process, or shared through the cluster's Redis), the usage ledger per
+/// credential, whether the demo page may mint secrets, and the browser origins allowed.
+pub struct Credentials {
+    /// Required bearer token, if any.
+    pub api_key: Option<String>,
+    /// Minted client secrets.
+    pub secrets: Arc<dyn SecretStore>,
+    /// Usage per credential since start.
+    pub usage: Arc<dyn UsageLedger>,
+    /// `POST /demo/client_secret` mints secrets for the demo page (`--demo-mint-secrets`).
+    pub demo_mint_secrets: bool,
+    /// Browser origins allowed (empty: any).
+    pub origins: Vec<String>,
+}
+
+/// The models: the duplex model's loop (every session takes a slot of it), speech
+/// understanding (transcriber, VAD) and the LLM of the cascade and `/v1/chat/completions`.
+pub struct Backends {
+    /// The model loop.
+    pub model: ModelLoop,
+    /// Speech understanding: the transcriber and the VAD model, when configured.
+    pub speech: Speech,
+    /// The LLM of `--llm-url` or `--llm-model-dir`.
+    pub llm: Option<crate::llm::LlmBackend>,
+}
+
+/// What sessions may hold and where they are found: admission (slots, per key, per address,
+/// and how long a new one may wait at capacity), the running sessions and the directory of
+/// resumable ones, the memory budget, each session's limits, and its connection's
+/// (WebSocket timeouts, inbound bytes, the sockets open now).
+pub struct Sessions {
+    /// What clients hold (sessions, calls, per IP) and the caps.
+    pub admissions: Arc<Admissions>,
+    /// How long a new call or session may wait for a slot at capacity.
+    pub admission_wait: Duration,
+    /// Every running session, for the pool view.
+    pub live: Arc<LiveSessions>,
+    /// Opted-in sessions by id, for resumes.
+    pub directory: Arc<dyn SessionDirectory>,
+    /// The server-wide memory account (`--memory-budget-mib`).
+    pub memory: Arc<crate::memory::MemoryAccount>,
+    /// Session limits.
+    pub limits: Limits,
     /// WebSocket keep-alive and timeouts.
     pub ws: WsLimits,
     /// Bytes of client events one connection may have waiting for its session.
     pub max_inbound_bytes: usize,
-    /// Browser origins allowed (empty: any).
-    pub origins: Vec<String>,
-    /// Opted-in sessions by id, for resumes.
-    pub directory: Arc<dyn SessionDirectory>,
-    /// Minted client secrets.
-    pub secrets: Arc<dyn SecretStore>,
-    /// How long a new call or session may wait for a slot at capacity.
-    pub admission_wait: Duration,
-    /// Usage per credential since start.
-    pub usage: Arc<dyn UsageLedger>,
-    /// Every running session, for the pool view.
-    pub live: Arc<LiveSessions>,
-    /// `POST /demo/client_secret` mints secrets for the demo page (`--demo-mint-secrets`).
-    pub demo_mint_secrets: bool,
-    /// Speech understanding: the transcriber and the VAD model, when configured.
-    pub speech: Speech,
     /// WebSocket connections carrying a session or a sideband now (the drain lets their
     /// close frames leave).
     pub websockets: Arc<AtomicUsize>,
-    /// The server-wide memory account (`--memory-budget-mib`).
-    pub memory: Arc<crate::memory::MemoryAccount>,
-    /// The LLM of `--llm-url` or `--llm-model-dir`, for the cascade and
-    /// `/v1/chat/completions`.
-    pub llm: Option<crate::llm::LlmBackend>,
-    /// Phone calls (`--sip-listen`), pending and live, once SIP is started.
-    pub sip: std::sync::OnceLock<Arc<crate::sip::SipCalls>>,
-    /// Cluster mode (`--cluster-redis`): the registry, placement and routing by id.
-    pub cluster: Option<Arc<crate::cluster::Cluster>>,
 }
 
 /// The speech-understanding models beside the duplex model.
@@ -124,20 +182,20 @@ impl AppState {
     /// (`--max-inbound-mib`) and a meter on the memory budget (reserved when there is room).
     pub fn inbound_budget(&self) -> crate::session::InboundBudget {
         let meter = crate::memory::Meter::open_or_unreserved(
-            &self.memory,
+            &self.sessions.memory,
             crate::memory::CONNECTION_RESERVE,
         );
-        crate::session::InboundBudget::new(self.max_inbound_bytes, meter)
+        crate::session::InboundBudget::new(self.sessions.max_inbound_bytes, meter)
     }
 
     /// The event queue of a connection that joins a running session (a resume, a sideband):
     /// `--max-outbound-mib`, charged to a meter of its own.
     pub fn event_queue(&self) -> (crate::session::EventSender, crate::session::EventReceiver) {
         let meter = crate::memory::Meter::open_or_unreserved(
-            &self.memory,
+            &self.sessions.memory,
             crate::memory::CONNECTION_RESERVE,
         );
-        crate::session::metered_queue(self.limits.max_outbound_bytes, Some(meter))
+        crate::session::metered_queue(self.sessions.limits.max_outbound_bytes, Some(meter))
     }
 
     /// The cluster node id that call and session ids name (`None`: single-node mode).
@@ -172,43 +230,47 @@ impl AppState {
             ..Limits::default()
         };
         Arc::new(Self {
-            model,
-            api_key: args.api_key.clone(),
-            limits,
-            admissions: Admissions::with_caps(admission::Caps {
-                sessions: args.max_sessions,
-                calls: args.max_calls,
-                per_ip: args.max_per_ip,
-                per_key: args.max_sessions_per_key,
-            }),
-            admission_wait: Duration::from_millis(args.admission_wait_ms),
-            usage: match &cluster {
-                Some(c) => Arc::new(crate::cluster::ClusterUsage::new(
-                    c.clone(),
-                    secrets::unix_now(),
-                )),
-                None => Arc::new(LocalUsage::new(secrets::unix_now())),
+            calls: Calls {
+                registry: CallRegistry::default(),
+                engines,
+                next_key: AtomicU64::new(1),
+                sip: args.sip_listen.map(|_| Arc::default()),
             },
-            live: Arc::default(),
-            demo_mint_secrets: args.demo_mint_secrets,
-            speech,
-            websockets: Arc::default(),
-            memory: memory.clone(),
-            llm,
-            sip: std::sync::OnceLock::new(),
-            engines,
-            calls: CallRegistry::default(),
-            next_call_key: AtomicU64::new(1),
+            credentials: Credentials {
+                api_key: args.api_key.clone(),
+                secrets: secret_store(args, &memory, cluster.as_ref()),
+                usage: match &cluster {
+                    Some(c) => Arc::new(crate::cluster::ClusterUsage::new(
+                        c.clone(),
+                        secrets::unix_now(),
+                    )),
+                    None => Arc::new(LocalUsage::new(secrets::unix_now())),
+                },
+                demo_mint_secrets: args.demo_mint_secrets,
+                origins: args.cors_origins.clone(),
+            },
+            backends: Backends { model, speech, llm },
+            sessions: Sessions {
+                admissions: Admissions::with_caps(admission::Caps {
+                    sessions: args.max_sessions,
+                    calls: args.max_calls,
+                    per_ip: args.max_per_ip,
+                    per_key: args.max_sessions_per_key,
+                }),
+                admission_wait: Duration::from_millis(args.admission_wait_ms),
+                live: Arc::default(),
+                directory: Arc::new(LocalDirectory::default()),
+                memory: memory.clone(),
+                limits,
+                ws: WsLimits {
+                    ping: Duration::from_secs(args.ws_ping_secs.max(1)),
+                    idle: Duration::from_secs(args.ws_idle_secs.max(1)),
+                    write: Duration::from_secs(args.ws_write_timeout_secs.max(1)),
+                },
+                max_inbound_bytes: args.max_inbound_mib.max(16) << 20,
+                websockets: Arc::default(),
+            },
             lifecycle: watch::channel(Lifecycle::Running).0,
-            ws: WsLimits {
-                ping: Duration::from_secs(args.ws_ping_secs.max(1)),
-                idle: Duration::from_secs(args.ws_idle_secs.max(1)),
-                write: Duration::from_secs(args.ws_write_timeout_secs.max(1)),
-            },
-            max_inbound_bytes: args.max_inbound_mib.max(16) << 20,
-            origins: args.cors_origins.clone(),
-            directory: Arc::new(LocalDirectory::default()),
-            secrets: secret_store(args, &memory, cluster.as_ref()),
             cluster,
         })
     }
@@ -224,11 +286,14 @@ impl AppState {
         if self.draining() {
             return Err(ApiError::draining());
         }
-        if !self.model.is_alive() {
-            return Err(ApiError::not_ready("the model thread stopped"));
+        if !self.backends.model.is_alive() {
+            return Err(ApiError::new(Code::NotReady, "the model thread stopped"));
         }
-        if !self.model.is_ready() {
-            return Err(ApiError::not_ready("the model is still warming up"));
+        if !self.backends.model.is_ready() {
+            return Err(ApiError::new(
+                Code::NotReady,
+                "the model is still warming up",
+            ));
         }
         Ok(())
     }
@@ -237,24 +302,34 @@ impl AppState {
     /// should be replaced, though calls go on on the others).
     pub fn ready(&self) -> Result<(), ApiError> {
         self.accepting()?;
-        if let Some(i) = self.engines.dead() {
-            return Err(ApiError::not_ready(format!(
-                "media engine thread {i} stopped"
-            )));
+        if let Some(i) = self.calls.engines.dead() {
+            return Err(ApiError::new(
+                Code::NotReady,
+                format!("media engine thread {i} stopped"),
+            ));
         }
-        if let Some(crate::llm::LlmBackend::Embedded(e)) = &self.llm {
+        if let Some(crate::llm::LlmBackend::Embedded(e)) = &self.backends.llm {
             if !e.threads.is_alive() {
-                return Err(ApiError::not_ready("the embedded LLM's thread stopped"));
+                return Err(ApiError::new(
+                    Code::NotReady,
+                    "the embedded LLM's thread stopped",
+                ));
             }
         }
-        if let Some(t) = &self.speech.transcriber {
+        if let Some(t) = &self.backends.speech.transcriber {
             // Sessions still open without it (their transcriptions fail), but the process
             // should be replaced: it no longer does what it was configured to.
             if !t.is_alive() {
-                return Err(ApiError::not_ready("the transcription thread stopped"));
+                return Err(ApiError::new(
+                    Code::NotReady,
+                    "the transcription thread stopped",
+                ));
             }
             if !t.is_ready() {
-                return Err(ApiError::not_ready("the transcriber is still warming up"));
+                return Err(ApiError::new(
+                    Code::NotReady,
+                    "the transcriber is still warming up",
+                ));
             }
         }
         Ok(())
@@ -324,13 +399,13 @@ impl Server {
             deadline: deadline.into_std(),
         });
         tracing::info!(grace_secs = grace.as_secs(), "draining");
-        let a = &self.state.admissions;
+        let a = &self.state.sessions.admissions;
         while (a.sessions() > 0 || a.calls() > 0) && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         // Closes (WebSocket close frames, BYE and close_notify) leave within a few ticks.
         let flush = tokio::time::Instant::now() + Duration::from_millis(500);
-        let sockets = &self.state.websockets;
+        let sockets = &self.state.sessions.websockets;
         let open = || {
             a.sessions() > 0
                 || a.calls() > 0
@@ -342,7 +417,7 @@ impl Server {
         if let Some(cluster) = &self.state.cluster {
             // What was counted since the last heartbeat, then out of the registry.
             let last = async {
-                self.state.usage.flush().await;
+                self.state.credentials.usage.flush().await;
                 cluster.leave().await;
             };
             let _ = tokio::time::timeout(Duration::from_secs(1), last).await;
@@ -423,14 +498,13 @@ pub async fn start_on(args: &ServeArgs, sockets: Sockets) -> anyhow::Result<Serv
     }
     if let Some(c) = &state.cluster {
         let keys = crate::cluster::ClusterKeys::new(c.clone());
-        state.admissions.share_keys(Arc::new(keys));
+        state.sessions.admissions.share_keys(Arc::new(keys));
     }
     let heartbeat = heartbeat::spawn_heartbeat(&state);
     let sip = match crate::sip::SipSettings::from_args(args)? {
         Some(settings) => {
-            let sip = crate::sip::Sip::start(settings, Arc::new(state.clone())).await?;
-            let _ = state.sip.set(sip.calls.clone());
-            Some(sip)
+            let calls = state.calls.sip.clone().unwrap_or_default();
+            Some(crate::sip::Sip::start(settings, Arc::new(state.clone()), calls).await?)
         }
         None => None,
     };

@@ -44,10 +44,13 @@ pub async fn open_session(
     initial: Initial,
     credential: &str,
 ) -> Result<Opened, OpenError> {
-    let memory = session_memory(&state.memory)?;
+    let memory = session_memory(&state.sessions.memory)?;
     let meter = memory.meter.clone();
-    let (out, events) = metered_queue(state.limits.max_outbound_bytes, Some(meter.clone()));
-    let info = state.model.info();
+    let (out, events) = metered_queue(
+        state.sessions.limits.max_outbound_bytes,
+        Some(meter.clone()),
+    );
+    let info = state.backends.model.info();
     let unix_secs = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -56,15 +59,15 @@ pub async fn open_session(
         transport,
         model: None,
         model_info: info.clone(),
-        limits: state.limits.clone(),
+        limits: state.sessions.limits.clone(),
         out,
         duplex: duplex.is_some(),
         attachment: duplex.unwrap_or_default(),
-        headroom: Some(headroom(&state.admissions)),
-        usage: Some(state.usage.sink(credential)),
+        headroom: Some(headroom(&state.sessions.admissions)),
+        usage: Some(state.credentials.usage.sink(credential)),
         transcriber: None,
-        can_transcribe: state.speech.transcriber.is_some(),
-        vad_model: state.speech.vad.clone(),
+        can_transcribe: state.backends.speech.transcriber.is_some(),
+        vad_model: state.backends.speech.vad.clone(),
         transcription_session: initial.transcription,
         memory: Some(memory),
     };
@@ -80,9 +83,9 @@ pub async fn open_session(
         session.configure(patch).map_err(OpenError::Invalid)?;
     }
     let provider: Arc<dyn Provider> = Arc::new(ServerProvider {
-        model: state.model.clone(),
-        transcriber: state.speech.transcriber.clone(),
-        wait: state.admission_wait,
+        model: state.backends.model.clone(),
+        transcriber: state.backends.speech.transcriber.clone(),
+        wait: state.sessions.admission_wait,
         meter,
     });
     let status = Arc::new(SessionStatus::default());
@@ -240,9 +243,9 @@ pub fn spawn_session(
     let id = session.id().to_string();
     let durable = session.state().is_some();
     if durable {
-        state.directory.insert(&id, in_tx, owner);
+        state.sessions.directory.insert(&id, in_tx, owner);
     }
-    state.live.insert(
+    state.sessions.live.insert(
         &id,
         super::LiveSession {
             created: std::time::Instant::now(),
@@ -258,8 +261,8 @@ pub fn spawn_session(
         status,
         provider,
     );
-    let directory = state.directory.clone();
-    let live = state.live.clone();
+    let directory = state.sessions.directory.clone();
+    let live = state.sessions.live.clone();
     let task = tokio::spawn(async move {
         actor.await;
         if durable {

@@ -8,14 +8,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use axum::extract::{Query, State};
-use axum::http::StatusCode;
+
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
 use super::secrets::{credential, Cred, Credential};
 use super::AppState;
-use crate::error::ApiError;
+use crate::error::{ApiError, Code};
 use crate::session::SessionStatus;
 
 /// A running session, as the pool view lists it.
@@ -90,8 +90,7 @@ fn server_key_only(cred: &Cred, what: &str) -> Result<(), ApiError> {
     match credential(cred) {
         Credential::Server => Ok(()),
         _ => Err(ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "invalid_api_key",
+            Code::InvalidApiKey,
             format!("{what} needs the server's API key"),
         )),
     }
@@ -99,8 +98,8 @@ fn server_key_only(cred: &Cred, what: &str) -> Result<(), ApiError> {
 
 /// `?scope=cluster` on a single node.
 fn not_clustered() -> ApiError {
-    ApiError::bad_request(
-        "invalid_value",
+    ApiError::new(
+        Code::InvalidValue,
         "scope=cluster needs cluster mode (--cluster-redis)",
     )
     .with_param("scope")
@@ -139,10 +138,11 @@ pub async fn pool(
     if q.cluster() {
         return cluster_pool(&state);
     }
-    let info = state.model.info();
-    let used = state.model.active_sessions();
-    let (sessions, reserved) = state.live.view();
+    let info = state.backends.model.info();
+    let used = state.backends.model.active_sessions();
+    let (sessions, reserved) = state.sessions.live.view();
     let engines: Vec<Value> = state
+        .calls
         .engines
         .engines()
         .iter()
@@ -183,12 +183,12 @@ pub async fn usage(
         return e.into_response();
     }
     if !q.cluster() {
-        return Json(state.usage.report()).into_response();
+        return Json(state.credentials.usage.report()).into_response();
     }
     if state.cluster.is_none() {
         return not_clustered().into_response();
     }
-    match state.usage.cluster_report().await {
+    match state.credentials.usage.cluster_report().await {
         Ok(report) => Json(report).into_response(),
         Err(_) => super::secrets::store_down().into_response(),
     }

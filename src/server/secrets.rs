@@ -21,7 +21,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::AppState;
-use crate::error::ApiError;
+use crate::error::{ApiError, Code};
 use crate::protocol::secrets::{MintRequest, DEFAULT_SECS};
 use crate::protocol::{ids, SessionConfig, SessionPatch};
 use crate::stores::secrets::{SecretCaps, SecretRecord, SecretStore, StoreFull};
@@ -213,8 +213,7 @@ impl Credential {
 /// The answer to an expired client secret that tries more than a resume.
 pub fn resume_only_refused() -> ApiError {
     ApiError::new(
-        StatusCode::UNAUTHORIZED,
-        "invalid_api_key",
+        Code::InvalidApiKey,
         "the client secret is expired, unknown or malformed (an expired secret may only resume the sessions it opened, with their resume token)",
     )
 }
@@ -262,8 +261,7 @@ pub async fn create(State(state): State<Arc<AppState>>, cred: Cred, req: Request
 async fn mint(state: &AppState, cred: &Credential, req: Request) -> Result<Value, ApiError> {
     if !matches!(cred, Credential::Server) {
         return Err(ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "invalid_api_key",
+            Code::InvalidApiKey,
             "minting a client secret needs the server's API key",
         ));
     }
@@ -282,9 +280,9 @@ pub async fn demo_mint(
     State(state): State<Arc<AppState>>,
     peer: Option<Extension<ConnectInfo<SocketAddr>>>,
 ) -> Response {
-    if !state.demo_mint_secrets {
-        return ApiError::not_found(
-            "not_found",
+    if !state.credentials.demo_mint_secrets {
+        return ApiError::new(
+            Code::NotFound,
             "start the server with --demo-mint-secrets to mint secrets for the demo page",
         )
         .into_response();
@@ -313,8 +311,8 @@ async fn issue(
     // The effective session a connection opened with the secret starts from.
     let mut session = SessionConfig::new(
         ids::session_id(),
-        state.model.info().name.clone(),
-        now + state.limits.max_session.as_secs(),
+        state.backends.model.info().name.clone(),
+        now + state.sessions.limits.max_session.as_secs(),
     );
     if let Some(p) = patch.clone() {
         session.apply(p).map_err(|e| {
@@ -336,7 +334,12 @@ async fn issue(
         demo,
     };
     let id = record.id.clone();
-    state.secrets.put(record, now).await.map_err(store_full)?;
+    state
+        .credentials
+        .secrets
+        .put(record, now)
+        .await
+        .map_err(store_full)?;
     tracing::info!(credential = %id, expires_at, demo = demo.is_some(), "client secret minted");
     Ok(serde_json::json!({
         "value": value,
@@ -348,29 +351,28 @@ async fn issue(
 /// A full store as an HTTP error.
 fn store_full(full: StoreFull) -> ApiError {
     match full {
-        StoreFull::Secrets => ApiError::unavailable(
-            "server_busy",
+        StoreFull::Secrets => ApiError::new(
+            Code::ServerBusy,
             "too many live client secrets (--max-client-secrets); mint fewer or shorter-lived ones",
         ),
-        StoreFull::Demo => ApiError::unavailable(
-            "server_busy",
+        StoreFull::Demo => ApiError::new(
+            Code::ServerBusy,
             "too many live demo secrets (--max-demo-secrets); retry when some expire",
         ),
         StoreFull::DemoPerIp => ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "too_many_demo_secrets_from_ip",
+            Code::TooManyDemoSecretsFromIp,
             "this address holds the most live demo secrets one may (--max-demo-secrets-per-ip); retry when one expires",
         )
         .retry(crate::error::RETRY_AFTER_SECS),
-        StoreFull::Memory(e) => ApiError::unavailable(crate::protocol::codes::SERVER_MEMORY_EXHAUSTED, e.to_string()),
+        StoreFull::Memory(e) => ApiError::new(Code::ServerMemoryExhausted, e.to_string()),
         StoreFull::Unavailable => store_down(),
     }
 }
 
 /// The shared store is down, as an HTTP error.
 pub fn store_down() -> ApiError {
-    ApiError::unavailable(
-        "cluster_store_unavailable",
+    ApiError::new(
+        Code::ClusterStoreUnavailable,
         "the cluster's shared store (Redis) is unreachable: client secrets can be neither minted nor checked now; retry shortly (the server key still works)",
     )
 }

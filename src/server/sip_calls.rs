@@ -13,15 +13,14 @@ use tokio::sync::oneshot;
 
 use super::secrets::{credential, Cred, Credential};
 use super::AppState;
-use crate::error::ApiError;
-use crate::protocol::codes;
+use crate::error::{ApiError, Code};
 use crate::sip::Control;
 
 /// Largest body of these routes (a session configuration with its tools and instructions).
 const MAX_BODY_BYTES: usize = 256 * 1024;
 
 fn no_call(id: &str) -> ApiError {
-    ApiError::not_found("call_not_found", format!("no SIP call {id:?}"))
+    ApiError::new(Code::CallNotFound, format!("no SIP call {id:?}"))
 }
 
 /// Hands `make(reply)` to call `id` and waits for its answer: `200 OK`, or the error.
@@ -31,7 +30,7 @@ async fn ask(
     cred: &Credential,
     make: impl FnOnce(oneshot::Sender<Result<(), ApiError>>) -> Control,
 ) -> Result<Response, ApiError> {
-    let calls = state.sip.get().ok_or_else(|| no_call(id))?;
+    let calls = state.calls.sip.as_ref().ok_or_else(|| no_call(id))?;
     let control = calls
         .control(id, |owner| cred.reaches(owner))
         .ok_or_else(|| no_call(id))?;
@@ -75,12 +74,12 @@ async fn accept_call(
     }
     let body = super::calls::read_body(req, MAX_BODY_BYTES, "accept body").await?;
     let text = std::str::from_utf8(&body)
-        .map_err(|_| ApiError::bad_request(codes::INVALID_JSON, "the body is not UTF-8"))?;
+        .map_err(|_| ApiError::new(Code::InvalidJson, "the body is not UTF-8"))?;
     let patch = super::calls::session_patch(Some(text))?
-        .ok_or_else(|| ApiError::bad_request(codes::INVALID_JSON, "no session configuration"))?;
+        .ok_or_else(|| ApiError::new(Code::InvalidJson, "no session configuration"))?;
     if patch.kind.as_deref() != Some("realtime") {
-        return Err(ApiError::bad_request(
-            "missing_required_parameter",
+        return Err(ApiError::new(
+            Code::MissingRequiredParameter,
             "accept a call with a realtime session configuration: {\"type\": \"realtime\", …}",
         )
         .with_param("type"));
@@ -121,8 +120,8 @@ async fn reject_call(
     let body: RejectBody = json_body(req, "reject body").await?;
     let status = body.status_code.unwrap_or(603);
     if !(400..=699).contains(&status) {
-        return Err(ApiError::bad_request(
-            codes::INVALID_VALUE,
+        return Err(ApiError::new(
+            Code::InvalidValue,
             format!("status_code {status}: a SIP failure status (400 to 699)"),
         )
         .with_param("status_code"));
@@ -161,8 +160,8 @@ async fn refer_call(
         target.len() > s.len() && target.as_bytes()[..s.len()].eq_ignore_ascii_case(s.as_bytes())
     });
     if !scheme_ok || target.len() > 512 || target.chars().any(|c| c.is_control() || c == '>') {
-        return Err(ApiError::bad_request(
-            codes::INVALID_VALUE,
+        return Err(ApiError::new(
+            Code::InvalidValue,
             "target_uri: a sip:, sips: or tel: URI (at most 512 characters)",
         )
         .with_param("target_uri"));
@@ -186,10 +185,7 @@ async fn json_body<T: serde::de::DeserializeOwned + Default>(
     }
     let de = &mut serde_json::Deserializer::from_slice(&body);
     serde_path_to_error::deserialize(de).map_err(|e| {
-        ApiError::bad_request(
-            codes::INVALID_VALUE,
-            format!("invalid {what}: {}", e.inner()),
-        )
-        .with_param(e.path().to_string())
+        ApiError::new(Code::InvalidValue, format!("invalid {what}: {}", e.inner()))
+            .with_param(e.path().to_string())
     })
 }

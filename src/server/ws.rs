@@ -23,7 +23,7 @@ use super::admission::{Kind, SidebandSlot};
 use super::open::{open_session, spawn_session};
 use super::secrets::{credential, Cred, Credential};
 use super::{AppState, WsLimits};
-use crate::error::ApiError;
+use crate::error::{ApiError, Code};
 use crate::protocol::{self, codes, ErrorPayload, ServerEvent, ServerEventBody, MAX_EVENT_BYTES};
 use crate::session::{
     event_id_of, Abort, AttachmentId, Delivery, EventReceiver, Inbound, InboundBudget,
@@ -116,6 +116,7 @@ async fn upgrade_session(
     state.accepting()?;
     let key = cred.owner();
     let admitted = state
+        .sessions
         .admissions
         .admit_waiting(Kind::Session, ip, key.as_deref(), wait)
         .await?;
@@ -157,17 +158,20 @@ fn upgrade_sideband(
     cred: &Credential,
 ) -> Result<Response, ApiError> {
     // A call another credential opened is not found (its existence is not revealed).
-    let entry = state.calls.lock().ok().and_then(|m| m.get(call).cloned());
-    let entry = entry
+    let entry = state
+        .calls
+        .get(call)
         .filter(|e| cred.reaches(e.owner.as_deref()))
-        .ok_or_else(|| ApiError::not_found("call_not_found", format!("no active call {call:?}")))?;
+        .ok_or_else(|| ApiError::new(Code::CallNotFound, format!("no active call {call:?}")))?;
     if state.draining() {
         return Err(ApiError::draining());
     }
     let slot = SidebandSlot::take(&entry.sidebands)?;
-    let admitted = state
-        .admissions
-        .admit_as(Kind::Session, ip, cred.owner().as_deref())?;
+    let admitted =
+        state
+            .sessions
+            .admissions
+            .admit_as(Kind::Session, ip, cred.owner().as_deref())?;
     Ok(ws.on_upgrade(move |socket| async move {
         sideband(state, socket, entry.session, entry.ended).await;
         drop((slot, admitted));
@@ -180,9 +184,10 @@ pub(super) struct Counted(Arc<std::sync::atomic::AtomicUsize>);
 impl Counted {
     pub(super) fn new(state: &AppState) -> Self {
         state
+            .sessions
             .websockets
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-        Self(state.websockets.clone())
+        Self(state.sessions.websockets.clone())
     }
 }
 
@@ -211,7 +216,7 @@ async fn open_ws(
     let opened = open_session(state, Transport::WebSocket, duplex, initial, &credential).await;
     match opened {
         Ok(o) => {
-            state.usage.opened(&credential, Opened::Session);
+            state.credentials.usage.opened(&credential, Opened::Session);
             Some(o)
         }
         Err(e) => {
@@ -248,11 +253,11 @@ async fn run(state: Arc<AppState>, socket: WebSocket, cred: Credential, transcri
     tracing::info!(parent: &span, "session opened");
     let (events, mut actor) = spawn_session(&state, opened, (in_tx.clone(), in_rx), None, ());
     let (end_tx, end_rx) = oneshot::channel();
-    let mut writer = tokio::spawn(write_loop(sink, events, state.ws, end_rx));
+    let mut writer = tokio::spawn(write_loop(sink, events, state.sessions.ws, end_rx));
     let budget = state.inbound_budget();
     let (mut writer_done, mut actor_done) = (false, false);
     tokio::select! {
-        end = read_loop(&mut stream, in_tx, budget, state.ws, Reader::GA) => {
+        end = read_loop(&mut stream, in_tx, budget, state.sessions.ws, Reader::GA) => {
             let _ = end_tx.send(end);
         }
         _ = &mut writer => writer_done = true,
@@ -372,7 +377,7 @@ async fn resume_socket(state: Arc<AppState>, socket: WebSocket, cred: Credential
     }
     // Another credential's session is as good as unknown; the resume token alone stands
     // for a secret that expired since it opened the session.
-    let found = state.directory.get(&request.session_id);
+    let found = state.sessions.directory.get(&request.session_id);
     let Some(inbox) = found
         .filter(|e| cred.resume_only() || cred.reaches(e.owner.as_deref()))
         .map(|e| e.inbox)
@@ -410,7 +415,7 @@ async fn attach(
 ) {
     let _counted = Counted::new(state);
     let (end_tx, end_rx) = oneshot::channel();
-    let mut writer = tokio::spawn(write_loop(sink, events, state.ws, end_rx));
+    let mut writer = tokio::spawn(write_loop(sink, events, state.sessions.ws, end_rx));
     let budget = state.inbound_budget();
     let reader = Reader {
         from: attachment,
@@ -418,7 +423,7 @@ async fn attach(
     };
     let mut writer_done = false;
     tokio::select! {
-        end = read_loop(&mut stream, inbox.clone(), budget, state.ws, reader) => {
+        end = read_loop(&mut stream, inbox.clone(), budget, state.sessions.ws, reader) => {
             let _ = end_tx.send(end);
         }
         _ = &mut writer => writer_done = true,
@@ -458,11 +463,11 @@ async fn sideband(
     // The reader's end is handled here, after the select: nothing tells the writer.
     let (_never, mut no_end) = oneshot::channel();
     tokio::select! {
-        end = read_loop(&mut stream, session, budget, state.ws, Reader::GA) => {
-            finish(&mut sink, end, state.ws).await;
+        end = read_loop(&mut stream, session, budget, state.sessions.ws, Reader::GA) => {
+            finish(&mut sink, end, state.sessions.ws).await;
         }
-        _ = write_events(&mut sink, &mut events, state.ws, &mut no_end) => {}
-        _ = call_ended => send_close(&mut sink, close(1000, "call ended"), state.ws).await,
+        _ = write_events(&mut sink, &mut events, state.sessions.ws, &mut no_end) => {}
+        _ = call_ended => send_close(&mut sink, close(1000, "call ended"), state.sessions.ws).await,
     }
 }
 

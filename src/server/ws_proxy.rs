@@ -110,7 +110,7 @@ impl Ends {
     pub fn of(state: &super::AppState) -> Self {
         Self {
             lifecycle: state.lifecycle.subscribe(),
-            limits: state.ws,
+            limits: state.sessions.ws,
             _counted: super::ws::Counted::new(state),
         }
     }

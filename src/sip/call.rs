@@ -31,7 +31,7 @@ use super::stack::{Dialog, DialogEvent, Invite, Shared};
 use super::webhook::Delivery;
 use super::Control;
 use crate::calls::{CallEntry, CallMedia, PhoneSession};
-use crate::error::ApiError;
+use crate::error::{ApiError, Code};
 use crate::metrics::METRICS;
 use crate::session::{AttachmentId, Inbound, MediaSignals, SessionInput, Transport};
 
@@ -138,9 +138,7 @@ impl Call {
             self.live(live).await;
         }
         self.shared.calls.remove(&self.id);
-        if let Ok(mut m) = self.shared.host.calls().lock() {
-            m.remove(&self.id);
-        }
+        self.shared.host.calls().remove(&self.id);
         tracing::info!(call = %self.id, "SIP call ended");
         accepted
     }
@@ -268,9 +266,7 @@ impl Call {
         let socket = settings
             .rtp_socket(settings.listen.ip())
             .await
-            .map_err(|e| {
-                ApiError::unavailable("rtp_port_unavailable", format!("no RTP port: {e}"))
-            })?;
+            .map_err(|e| ApiError::new(Code::RtpPortUnavailable, format!("no RTP port: {e}")))?;
         let port = socket.local_addr().map_or(0, |a| a.port());
         let signals = Arc::new(MediaSignals::default());
         let (sink, inbox) = media::channel();
@@ -304,7 +300,7 @@ impl Call {
                 let ours = ours.map(|k| k.key_salt);
                 let params = self.media_params(offer, socket, &phone, (attachment, &signals), ours);
                 let handle = media::start(params, inbox)
-                    .map_err(|e| ApiError::unavailable("rtp_unavailable", e.to_string()))?;
+                    .map_err(|e| ApiError::new(Code::RtpUnavailable, e.to_string()))?;
                 (write_answer(offer, &local), Media::Running(handle))
             }
             None => (write_offer(&local), Media::Waiting(inbox, socket)),
@@ -342,9 +338,7 @@ impl Call {
             signals: signals.clone(),
             ended,
         };
-        if let Ok(mut m) = self.shared.host.calls().lock() {
-            m.insert(self.id.clone(), entry);
-        }
+        self.shared.host.calls().insert(&self.id, entry);
     }
 
     /// The media of `offer` (a late offer's answer) on `socket`; `ours` is Duet's SDES key
@@ -419,11 +413,7 @@ fn control_result(answer: ControlReply, error: Option<ApiError>) -> Result<(), A
 }
 
 fn not_yet(message: &str) -> ApiError {
-    ApiError::new(
-        axum::http::StatusCode::CONFLICT,
-        "call_not_accepted",
-        message.to_string(),
-    )
+    ApiError::new(Code::CallNotAccepted, message)
 }
 
 /// A task aborted when its owner drops it (the webhook of a call decided or cancelled).

@@ -7,7 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use duet_signaling::sip_call::{self, DialogEnd, Ending, LiveControl, Then};
 
 use super::{media, media_end_reason, not_yet, session_input, Call, Control, Live, Media};
-use crate::error::ApiError;
+use crate::error::{ApiError, Code};
 use crate::session::SessionInput;
 use crate::sip::stack::{Dialog, DialogEvent, InDialog, ReferAnswer};
 
@@ -132,25 +132,18 @@ async fn refer(d: &Dialog, id: &str, target: &str) -> Result<(), ApiError> {
         ReferAnswer::Answered(_, line) => {
             Err(refer_failed(format!("the caller's side answered {line}")))
         }
-        ReferAnswer::BadTarget => Err(ApiError::bad_request(
-            "invalid_value",
-            "target_uri is not a URI",
-        )),
+        ReferAnswer::BadTarget => Err(ApiError::new(Code::InvalidValue, "target_uri is not a URI")),
         ReferAnswer::NotEstablished => Err(not_yet("the call is not established yet")),
         ReferAnswer::Failed(e) => Err(refer_failed(e)),
     }
 }
 
 fn refer_failed(message: String) -> ApiError {
-    ApiError::new(axum::http::StatusCode::BAD_GATEWAY, "refer_failed", message)
+    ApiError::new(Code::ReferFailed, message)
 }
 
 pub(super) fn conflict(message: &str) -> ApiError {
-    ApiError::new(
-        axum::http::StatusCode::CONFLICT,
-        "call_already_accepted",
-        message.to_string(),
-    )
+    ApiError::new(Code::CallAlreadyAccepted, message)
 }
 
 /// Resolves when a running media task ends (never for media not running).

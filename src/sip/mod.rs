@@ -215,12 +215,13 @@ pub struct Sip {
 }
 
 impl Sip {
-    /// Starts answering SIP on `settings.listen`, its calls' sessions opened by `host`.
+    /// Starts answering SIP on `settings.listen`, its calls' sessions opened by `host`,
+    /// its calls kept in `calls` (which the HTTP API reads).
     pub async fn start(
         settings: SipSettings,
         host: Arc<dyn crate::calls::PhoneHost>,
+        calls: Arc<SipCalls>,
     ) -> anyhow::Result<Self> {
-        let calls = Arc::new(SipCalls::default());
         let (local, stop) = stack::start(settings, host, calls.clone()).await?;
         tracing::info!(%local, "SIP listening (UDP and TCP)");
         Ok(Self { local, calls, stop })

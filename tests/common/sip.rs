@@ -160,7 +160,7 @@ pub async fn accept(addr: SocketAddr, call_id: &str) {
 /// Waits (up to 3 s) until `server` holds no call and no session, then asserts it: every
 /// slot came back when the calls ended.
 pub async fn assert_idle(server: &duet::server::Server, what: &str) {
-    let a = &server.state.admissions;
+    let a = &server.state.sessions.admissions;
     for _ in 0..150 {
         if a.calls() == 0 && a.sessions() == 0 {
             break;
