@@ -1,6 +1,6 @@
 //! A WebRTC call through 5 % loss and 0..=30 ms jitter each way (the userspace relay of
 //! `duet_client::impair`): ICE, DTLS and SCTP get through by retransmission, frames keep arriving
-//! at the rate the loss leaves, the echo answers and barge-in cancels. Also (ignored by
+//! at about the rate the loss leaves, the echo answers and barge-in cancels. Also (ignored by
 //! default) the relay alone at 100 calls' packet rate.
 
 use crate::common;
@@ -16,9 +16,11 @@ const JITTER: Duration = Duration::from_millis(30);
 /// Events may wait for an SCTP retransmission (or a few) on top of the usual time.
 const T: Duration = Duration::from_secs(20);
 /// The frame count window. The server sends 50 frames/s and 5 % are lost, so a window of
-/// n = 50·W frames receives Binomial(n, 0.95): mean 47.5·W, σ = √(0.0475·n). The assertion
-/// (≥ 47/s) sits 0.0459·√n σ below the mean: 1.0 σ for 10 s (fails 15 % of seeds), 2.5 σ for
-/// 60 s (0.6 %). The relay is seeded, so a given seed passes or fails nearly every time.
+/// n = 50·W frames receives Binomial(n, 0.95): mean 47.5·W, σ = √(0.0475·n), 0.2 frames/s
+/// over 60 s. The assertion (≥ 46/s) sits 7.5 σ below that mean, so the seeded loss never
+/// fails it, and leaves 1.5 s of the minute for a server that skips slots on a loaded
+/// machine (its pacing is measured by the soak benchmark, not here); a stalled call (no
+/// frames for seconds) still fails it, and so does any 10 s with under 400 frames.
 const WINDOW: Duration = Duration::from_secs(60);
 
 fn impaired() -> ClientOptions {
@@ -104,7 +106,11 @@ async fn call_survives_loss_and_jitter() {
         "{got} frames in {WINDOW:?}: {fps:.2}/s; per 10 s: {tens:?}; relay {:?}",
         c.relay_stats()
     );
-    assert!(fps >= 47.0, "{fps:.2} frames/s through 5 % loss");
+    assert!(fps >= 46.0, "{fps:.2} frames/s through 5 % loss");
+    assert!(
+        tens.iter().all(|&n| n >= 400),
+        "a stall: {tens:?} frames per 10 s"
+    );
     c.close();
 }
 
