@@ -168,6 +168,7 @@ fn main() {
                 transcriber: None,
                 can_transcribe: false,
                 vad_model: None,
+                turn: None,
                 transcription_session: false,
                 memory: None,
             };

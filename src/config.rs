@@ -254,9 +254,10 @@ pub struct ServeArgs {
     pub model_seed: Option<u64>,
 
     /// A directory made by `scripts/install-models DIR`: each standard model directory in it
-    /// (`silero-vad`, `whisper-tiny.en`, `piper-en_US-joe-medium`, `smollm2-135m-instruct`)
-    /// is used for the flag that was not given (`--vad-model-dir`,
-    /// `--transcription-model-dir`, `--tts-model-dir`, `--llm-model-dir`).
+    /// (`silero-vad`, `smart-turn-v3.2`, `whisper-tiny.en`, `piper-en_US-joe-medium`,
+    /// `smollm2-135m-instruct`) is used for the flag that was not given (`--vad-model-dir`,
+    /// `--turn-model-dir`, `--transcription-model-dir`, `--tts-model-dir`,
+    /// `--llm-model-dir`).
     #[arg(long, env = "DUET_MODELS_DIR")]
     pub models_dir: Option<PathBuf>,
 
@@ -271,6 +272,13 @@ pub struct ServeArgs {
     /// noise onset or a click does not; it adds about this much to barge-in latency.
     #[arg(long, env = "DUET_VAD_MIN_SPEECH_MS", default_value_t = 100)]
     pub vad_min_speech_ms: u32,
+
+    /// Directory with the Smart Turn v3.2 turn model (`smart-turn-v3.2-cpu.onnx`, made by
+    /// `scripts/install-models DIR` as `DIR/smart-turn-v3.2`; the ONNX Runtime is found in it
+    /// or beside it): `semantic_vad` then ends a turn when the model judges it complete.
+    /// Without it `semantic_vad` ends turns after a fixed silence.
+    #[arg(long, env = "DUET_TURN_MODEL_DIR")]
+    pub turn_model_dir: Option<PathBuf>,
 
     /// Models that read words (the cascade): after this much silence inside a server-VAD
     /// turn, in milliseconds, the audio so far is transcribed and the answer started before
@@ -592,6 +600,7 @@ impl ServeArgs {
             }
         };
         pick(&mut self.vad_model_dir, "silero-vad");
+        pick(&mut self.turn_model_dir, "smart-turn-v3.2");
         pick(&mut self.transcription_model_dir, "whisper-tiny.en");
         pick(&mut self.tts_model_dir, "piper-en_US-joe-medium");
         pick(&mut self.llm_model_dir, "smollm2-135m-instruct");

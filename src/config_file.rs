@@ -150,6 +150,15 @@ fn model_problems(args: &ServeArgs) -> Vec<String> {
     if let Some(dir) = args.models_dir.as_ref().filter(|d| !d.is_dir()) {
         p.push(format!("models_dir: {} is not a directory", dir.display()));
     }
+    speech_problems(args, &mut p);
+    if let Err(e) = duet_models::moshi::DeviceSpec::parse(&args.device) {
+        p.push(format!("device: {e}"));
+    }
+    p
+}
+
+/// The speech model directories: the voice, Silero VAD, the turn model, the transcriber.
+fn speech_problems(args: &ServeArgs, p: &mut Vec<String>) {
     if let Some(dir) = &args.tts_model_dir {
         if let Err(e) = duet_models::piper::VoiceFiles::find(dir) {
             p.push(format!("tts_model_dir: {e}"));
@@ -160,15 +169,16 @@ fn model_problems(args: &ServeArgs) -> Vec<String> {
             p.push(format!("vad_model_dir: {e}"));
         }
     }
+    if let Some(dir) = &args.turn_model_dir {
+        if let Err(e) = duet_models::smart_turn::TurnFiles::find(dir) {
+            p.push(format!("turn_model_dir: {e}"));
+        }
+    }
     if let Some(dir) = &args.transcription_model_dir {
         if let Err(e) = duet_models::transcriber_kind(dir) {
             p.push(format!("transcription_model_dir: {e}"));
         }
     }
-    if let Err(e) = duet_models::moshi::DeviceSpec::parse(&args.device) {
-        p.push(format!("device: {e}"));
-    }
-    p
 }
 
 /// Everything `duet check-config` checks beyond what the flags' parsers did (each flag's

@@ -62,6 +62,7 @@ fn example_value(arg: &clap::Arg) -> String {
         ("model_seed", None) => "42".into(),
         ("media_threads", None) => "2".into(),
         ("vad_model_dir", None) => "\"/srv/models/silero-vad\"".into(),
+        ("turn_model_dir", None) => "\"/srv/models/smart-turn-v3.2\"".into(),
         ("transcription_model_dir", None) => "\"/srv/models/whisper-tiny.en\"".into(),
         ("transcription_streams", None) => "256".into(),
         ("memory_budget_mib", None) => "16384".into(),
@@ -187,12 +188,13 @@ fn the_example_uncommented_is_a_valid_configuration() {
     // The example's model directories are placeholders: checked, and only they are missing.
     let (dirs, others): (Vec<String>, Vec<String>) = problems(&a).into_iter().partition(|p| {
         p.starts_with("vad_model_dir:")
+            || p.starts_with("turn_model_dir:")
             || p.starts_with("transcription_model_dir:")
             || p.starts_with("tts_model_dir:")
             || p.starts_with("models_dir:")
     });
     assert!(others.is_empty(), "{others:?}");
-    assert_eq!(dirs.len(), 4, "{dirs:?}");
+    assert_eq!(dirs.len(), 5, "{dirs:?}");
 }
 
 #[test]

@@ -33,6 +33,7 @@ pub mod sip;
 pub mod speech_loop;
 pub mod stores;
 pub mod transcribe_loop;
+pub mod turn_loop;
 
 /// The event codec (the `duet-protocol` crate).
 pub use duet_protocol as protocol;

@@ -254,6 +254,8 @@ pub struct Metrics {
     pub answer_start: Histogram,
     /// An answer's first audio handed to the media engine to its first frame sent.
     pub playout_wait: Histogram,
+    /// One run of the turn model over the pauses that waited together.
+    pub turn_batch: Histogram,
     /// Grid slots the media engine skipped after a stall.
     pub pacing_skipped: AtomicU64,
     /// Media frames sent.
@@ -276,6 +278,8 @@ pub struct Metrics {
     sip_calls: Mutex<BTreeMap<String, u64>>,
     cluster_routed: Mutex<BTreeMap<String, u64>>,
     sip_dropped: Mutex<BTreeMap<String, u64>>,
+    turn_scores: Mutex<BTreeMap<String, u64>>,
+    turn_ends: Mutex<BTreeMap<String, u64>>,
 }
 
 /// The process's metrics.
@@ -291,6 +295,7 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     inbound_wait: Histogram::new("duet_inbound_wait_seconds", "RTP audio packet arrival to its decoded audio handed to the session (jitter buffer playout)."),
     vad_onset: Histogram::new("duet_vad_onset_seconds", "Input audio from the first voiced window to speech_started."),
     vad_release: Histogram::new("duet_vad_release_seconds", "Input audio past silence_duration_ms at speech_stopped."),
+    turn_batch: Histogram::new("duet_turn_batch_seconds", "One run of the turn model (semantic_vad) over the pauses that waited together."),
     answer_start: Histogram::new("duet_answer_start_seconds", "speech_stopped to the answer's first audio handed to the transport."),
     playout_wait: Histogram::new("duet_playout_wait_seconds", "An answer's first audio handed to the media engine to its first RTP frame sent."),
     pacing_skipped: AtomicU64::new(0),
@@ -308,6 +313,8 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     sip_calls: Mutex::new(BTreeMap::new()),
     cluster_routed: Mutex::new(BTreeMap::new()),
     sip_dropped: Mutex::new(BTreeMap::new()),
+    turn_scores: Mutex::new(BTreeMap::new()),
+    turn_ends: Mutex::new(BTreeMap::new()),
 }
 });
 
@@ -368,6 +375,18 @@ impl Metrics {
     /// Counts a speculative start by outcome.
     pub fn speculation(&self, outcome: &str) {
         bump(&self.speculations, outcome);
+    }
+
+    /// Counts a turn model's answer for a pause: `ok`, `failed`, `timeout`, `busy`.
+    pub fn turn_score(&self, outcome: &str) {
+        bump(&self.turn_scores, outcome);
+    }
+
+    /// Counts a turn that `semantic_vad` with a turn model ended, by what ended it:
+    /// `immediate`, `confident` (the model's score), `fallback` (fixed silence: the model
+    /// failed or was late), `max_pause`.
+    pub fn turn_end(&self, by: &str) {
+        bump(&self.turn_ends, by);
     }
 
     /// Counts a failed webhook attempt or delivery: `retry` (an attempt that will be
@@ -437,6 +456,8 @@ impl Metrics {
             &self.sip_calls,
             &self.sip_dropped,
             &self.cluster_routed,
+            &self.turn_scores,
+            &self.turn_ends,
         ];
         for ((name, help, label), map) in LABELLED.iter().zip(maps) {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
@@ -457,6 +478,7 @@ impl Metrics {
             &self.inbound_wait,
             &self.vad_onset,
             &self.vad_release,
+            &self.turn_batch,
             &self.answer_start,
             &self.playout_wait,
         ] {
@@ -518,7 +540,7 @@ const COUNTERS: [(&str, &str); 3] = [
 ];
 
 /// The counters by label: name, help and label, in the order [`Metrics::render`] reads them.
-const LABELLED: [(&str, &str, &str); 8] = [
+const LABELLED: [(&str, &str, &str); 10] = [
     (
         "duet_errors_total",
         "Error events sent to clients, by code.",
@@ -558,6 +580,16 @@ const LABELLED: [(&str, &str, &str); 8] = [
         "duet_cluster_routed_total",
         "Requests cluster routing sent to another node, by outcome: forwarded, proxied, refused (503 there), unreachable, gone (the id's node is gone).",
         "outcome",
+    ),
+    (
+        "duet_turn_scores_total",
+        "Pauses the turn model judged (semantic_vad), by outcome: ok, failed, timeout, busy.",
+        "outcome",
+    ),
+    (
+        "duet_turn_ends_total",
+        "Turns semantic_vad with a turn model ended, by what ended them: immediate, confident (the score), fallback (fixed silence: the model failed or was late), max_pause.",
+        "by",
     ),
 ];
 

@@ -61,12 +61,16 @@ async fn a_voice_over_the_answer_stops_it_and_the_llm() {
     // `closed`), soon after speech_started: the target is 100 ms, met on a quiet machine; the
     // bound here (1 s, still before the story's last second would have streamed) leaves room
     // for a loaded one, where timing is not what this test checks.
-    let closed = *llm
-        .closed
-        .lock()
-        .unwrap()
-        .first()
-        .expect("the LLM stream was closed");
+    // (`response.done` and the close race each other: the close is looked for a while.)
+    let mut closed = None;
+    for _ in 0..100 {
+        closed = llm.closed.lock().unwrap().first().copied();
+        if closed.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let closed = closed.expect("the LLM stream was closed");
     let after = closed.saturating_duration_since(started);
     eprintln!(
         "LLM stream closed {} ms after speech_started reached the client",

@@ -55,6 +55,7 @@ mod openai_python_transcription;
 mod panic_containment;
 mod pipecat_realtime;
 mod resume_expired_secret;
+mod semantic_vad_turn_model;
 mod sip_accept_without_slot;
 mod sip_baresip;
 mod sip_baresip_barge_in;

@@ -175,6 +175,22 @@ impl Detector {
         }
     }
 
+    /// Ends the utterance `silence` samples into its trailing silence (at most the
+    /// silence so far), as if the silence window had been that long; `now` is the next
+    /// window's position.
+    fn end_after(&mut self, silence: u64, now: u64) -> Option<VadEvent> {
+        if !self.in_speech {
+            return None;
+        }
+        let began = now - self.silence_run;
+        let at_sample = began + silence.min(self.silence_run);
+        self.silence_began = began;
+        self.in_speech = false;
+        self.silence_run = 0;
+        self.floor = now;
+        Some(VadEvent::SpeechStopped { at_sample })
+    }
+
     fn reset(&mut self, floor: u64) {
         self.meter = None;
         self.in_speech = false;
@@ -334,6 +350,14 @@ impl Vad {
     /// Samples pushed so far.
     pub fn position(&self) -> u64 {
         self.position
+    }
+
+    /// Ends the utterance now, as another judge (a turn model) decided: `speech_stopped`
+    /// at `silence` samples into its trailing silence (at most the silence heard so far).
+    /// `None` outside an utterance. Like a stop of its own, no later utterance starts
+    /// before the audio already pushed.
+    pub fn end_speech_after(&mut self, silence: u64) -> Option<VadEvent> {
+        self.detector.end_after(silence, self.next_window)
     }
 
     /// Forgets speech state and any partial window, keeping the position.

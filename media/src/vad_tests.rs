@@ -331,3 +331,55 @@ fn without_a_minimum_one_scored_window_starts_speech() {
     vad.push_scored(0, 512, 0.5, &mut ev);
     assert_eq!(ev.len(), 1);
 }
+
+#[test]
+fn a_judge_ends_the_utterance_inside_its_silence() {
+    let cfg = VadConfig {
+        threshold: 0.5,
+        prefix_padding_ms: 0,
+        silence_duration_ms: 2000,
+    };
+    let mut vad = Vad::scored(cfg, 16_000, 0.15);
+    let mut ev = Vec::new();
+    assert_eq!(vad.end_speech_after(0), None, "no utterance yet");
+    vad.push_scored(0, 512, 0.9, &mut ev);
+    for k in 1..11 {
+        vad.push_scored(k * 512, 512, 0.1, &mut ev);
+    }
+    assert_eq!(ev, vec![SpeechStarted { at_sample: 0 }]);
+    assert_eq!(vad.trailing_silence(), 10 * 512);
+    // Ended 1000 samples into the 5120 of silence heard so far.
+    assert_eq!(
+        vad.end_speech_after(1000),
+        Some(SpeechStopped {
+            at_sample: 512 + 1000
+        })
+    );
+    assert!(!vad.in_speech());
+    assert_eq!(vad.silence_began(), 512);
+    // Asked for more silence than was heard: it ends where the audio ends.
+    ev.clear();
+    vad.push_scored(11 * 512, 512, 0.9, &mut ev);
+    vad.push_scored(12 * 512, 512, 0.1, &mut ev);
+    assert_eq!(
+        ev,
+        vec![SpeechStarted {
+            at_sample: 11 * 512
+        }]
+    );
+    assert_eq!(
+        vad.end_speech_after(u64::MAX),
+        Some(SpeechStopped {
+            at_sample: 13 * 512
+        })
+    );
+    // The next utterance starts after the audio already judged.
+    ev.clear();
+    vad.push_scored(13 * 512, 512, 0.9, &mut ev);
+    assert_eq!(
+        ev,
+        vec![SpeechStarted {
+            at_sample: 13 * 512
+        }]
+    );
+}

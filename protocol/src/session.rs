@@ -230,7 +230,7 @@ impl VadTiming {
 }
 
 /// VAD timing that [`TurnDetection::SemanticVad`] maps to, by eagerness.
-fn semantic_silence_ms(eagerness: &str) -> u32 {
+pub fn semantic_silence_ms(eagerness: &str) -> u32 {
     match eagerness {
         "high" => 300,
         "low" => 1200,

@@ -175,6 +175,8 @@ pub struct Speech {
     pub transcriber: Option<crate::transcribe_loop::TranscribeLoop>,
     /// Silero VAD weights (`--vad-model-dir`).
     pub vad: Option<duet_models::silero::SileroVad>,
+    /// The turn loop (`--turn-model-dir`), which judges pauses under `semantic_vad`.
+    pub turn: Option<crate::turn_loop::TurnLoop>,
 }
 
 impl AppState {
@@ -725,6 +727,7 @@ async fn start_speech(args: &ServeArgs) -> anyhow::Result<Speech> {
         tracing::info!("server VAD: Silero");
         speech.vad = Some(vad);
     }
+    speech.turn = start_turn_model(args).await?;
     if let Some(dir) = args.transcription_model_dir.clone() {
         let device =
             duet_models::moshi::DeviceSpec::parse(&args.device).map_err(anyhow::Error::msg)?;
@@ -739,6 +742,19 @@ async fn start_speech(args: &ServeArgs) -> anyhow::Result<Speech> {
         )?);
     }
     Ok(speech)
+}
+
+/// Loads the turn model of `--turn-model-dir` and starts its loop; says once, without one,
+/// what `semantic_vad` does then.
+async fn start_turn_model(args: &ServeArgs) -> anyhow::Result<Option<crate::turn_loop::TurnLoop>> {
+    let Some(dir) = args.turn_model_dir.clone() else {
+        tracing::info!("semantic_vad: no turn model (--turn-model-dir); turns end after a fixed silence (300/700/1200 ms for high/medium/low eagerness)");
+        return Ok(None);
+    };
+    let model = tokio::task::spawn_blocking(move || duet_models::smart_turn::SmartTurn::load(&dir))
+        .await??;
+    tracing::info!("semantic_vad: Smart Turn v3.2 judges the end of turns");
+    Ok(Some(crate::turn_loop::TurnLoop::spawn(model)?))
 }
 
 /// Resolves on SIGINT or SIGTERM.

@@ -51,6 +51,13 @@ pub async fn open_session(
         Some(meter.clone()),
     );
     let info = state.backends.model.info();
+    let (turn, turns) = state
+        .backends
+        .speech
+        .turn
+        .as_ref()
+        .map(|t| t.open())
+        .unzip();
     let unix_secs = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -68,6 +75,7 @@ pub async fn open_session(
         transcriber: None,
         can_transcribe: state.backends.speech.transcriber.is_some(),
         vad_model: state.backends.speech.vad.clone(),
+        turn,
         transcription_session: initial.transcription,
         memory: Some(memory),
     };
@@ -92,6 +100,7 @@ pub async fn open_session(
     let mut feeds = Feeds {
         model: None,
         transcripts: None,
+        turns,
     };
     let got = provider.provide(session.needs()).await;
     let ports = feeds.take(got, &status);

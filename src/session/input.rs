@@ -13,6 +13,8 @@ use duet_models::silero::{SileroDetector, SileroVad};
 use super::audio_io::{Decoder, RATE};
 use super::conversation::{Placement, StoredItem};
 use super::ledger::SAMPLES_PER_MS;
+use super::port::TurnPort;
+use super::turn::{Judge, Preset, SCORED_SAMPLES};
 use super::Session;
 use crate::protocol::AudioFormat;
 use crate::protocol::{
@@ -44,10 +46,9 @@ pub(super) struct Turns {
 }
 
 impl Turns {
-    /// A detector for `td`: Silero when `model` is loaded (speech confirmed after
+    /// A detector with `cfg`: Silero when `model` is loaded (speech confirmed after
     /// `min_speech_ms` of voiced chunks), else the energy detector.
-    fn new(td: &TurnDetection, model: Option<&SileroVad>, min_speech_ms: u32, clock: u64) -> Self {
-        let cfg = vad_config(td);
+    fn new(cfg: VadConfig, model: Option<&SileroVad>, min_speech_ms: u32, clock: u64) -> Self {
         match model.map(|m| SileroDetector::new(m.clone())) {
             Some(Ok(silero)) => Self {
                 vad: Vad::scored(cfg, RATE, SILERO_RELEASE).with_min_speech_ms(min_speech_ms),
@@ -107,6 +108,18 @@ impl Turns {
     }
 }
 
+/// What finds the user's turns: Silero VAD's weights (none: the energy detector), the
+/// voiced input Silero needs in a row to start speech (`--vad-min-speech-ms`), and the turn
+/// model that judges pauses under `semantic_vad` (none: fixed silence).
+pub struct Detectors {
+    /// Silero VAD (shared by every session), when loaded.
+    pub vad_model: Option<SileroVad>,
+    /// Voiced input Silero needs in a row to start speech.
+    pub min_speech_ms: u32,
+    /// The session's port on the turn loop, when a turn model is loaded.
+    pub turn: Option<Arc<dyn TurnPort + Sync>>,
+}
+
 /// Input-side state of a session.
 pub struct InputState {
     decoder: Decoder,
@@ -114,10 +127,9 @@ pub struct InputState {
     /// began), as PCM16: dropping its oldest audio costs nothing, however full it is.
     buffer: SampleRing<i16>,
     vad: Option<Turns>,
-    /// Silero VAD weights (shared by every session), when loaded.
-    vad_model: Option<SileroVad>,
-    /// Voiced input Silero needs in a row to start speech (`--vad-min-speech-ms`).
-    min_speech_ms: u32,
+    detectors: Detectors,
+    /// The judge of pauses, under `semantic_vad` with a turn model.
+    pub(super) judge: Option<Judge>,
     turn: Option<TurnDetection>,
     /// Item id announced by `speech_started`, committed at `speech_stopped`.
     speech_item: Option<String>,
@@ -129,8 +141,11 @@ pub struct InputState {
     memory_refused: bool,
 }
 
-fn vad_config(td: &TurnDetection) -> VadConfig {
+/// The detector's settings for `td`; with a judge, its silence window is the preset's
+/// maximum pause (the judge ends the turn earlier when it can).
+fn vad_config(td: &TurnDetection, judge: Option<&Judge>) -> VadConfig {
     let (threshold, prefix_padding_ms, silence_duration_ms) = td.vad_timing();
+    let silence_duration_ms = judge.map_or(silence_duration_ms, |j| j.preset().max_pause_ms);
     VadConfig {
         threshold: threshold as f32,
         prefix_padding_ms,
@@ -141,18 +156,13 @@ fn vad_config(td: &TurnDetection) -> VadConfig {
 impl InputState {
     /// Input state for a session config; `model_frame` is the model's step size, `max` the
     /// most uncommitted audio kept.
-    pub fn new(
-        cfg: &SessionConfig,
-        model_frame: usize,
-        max: u64,
-        (vad_model, min_speech_ms): (Option<SileroVad>, u32),
-    ) -> Self {
+    pub fn new(cfg: &SessionConfig, model_frame: usize, max: u64, detectors: Detectors) -> Self {
         let mut s = Self {
             decoder: Decoder::new(cfg.audio.input.format),
             buffer: SampleRing::new(max as usize),
             vad: None,
-            vad_model,
-            min_speech_ms,
+            detectors,
+            judge: None,
             turn: None,
             speech_item: None,
             to_model: FrameAccumulator::new(model_frame),
@@ -169,16 +179,50 @@ impl InputState {
             self.decoder = Decoder::new(cfg.audio.input.format);
         }
         self.turn = cfg.audio.input.turn_detection.clone();
+        self.judge = match (&self.turn, &self.detectors.turn) {
+            (Some(TurnDetection::SemanticVad { eagerness, .. }), Some(port)) => {
+                match self.judge.take() {
+                    // Unchanged: a pause being judged stays judged.
+                    Some(j) if *j.preset() == Preset::of(eagerness) => Some(j),
+                    _ => Some(Judge::new(port.clone(), eagerness)),
+                }
+            }
+            _ => None,
+        };
         match (&self.turn, &mut self.vad) {
             (None, _) => {
                 self.vad = None;
                 self.speech_item = None;
             }
-            (Some(td), Some(turns)) => turns.vad.set_config(vad_config(td)),
+            (Some(td), Some(turns)) => turns.vad.set_config(vad_config(td, self.judge.as_ref())),
             (Some(td), None) => {
-                let (model, min) = (self.vad_model.as_ref(), self.min_speech_ms);
-                self.vad = Some(Turns::new(td, model, min, self.clock()));
+                let d = &self.detectors;
+                let cfg = vad_config(td, self.judge.as_ref());
+                let turns = Turns::new(cfg, d.vad_model.as_ref(), d.min_speech_ms, self.clock());
+                self.vad = Some(turns);
             }
+        }
+    }
+
+    /// Under `semantic_vad` with a turn model: the judge looks at the pause (asking for its
+    /// score at the candidate pause) and, once it knows, ends the utterance; returns where
+    /// it ends on the input clock. `words`: what was heard of the turn so far.
+    pub(super) fn judge_pause(
+        &mut self,
+        now: std::time::Instant,
+        words: Option<&str>,
+    ) -> Option<u64> {
+        let (judge, turns) = (self.judge.as_mut()?, self.vad.as_mut()?);
+        let silence = turns.vad.in_speech().then(|| turns.vad.trailing_silence());
+        let (buffer, clock) = (&self.buffer, self.buffer.end());
+        let turn_audio = || {
+            let from = clock.saturating_sub(SCORED_SAMPLES).max(buffer.start());
+            buffer.range(from, clock).map(|&s| i16_to_f32(s)).collect()
+        };
+        let need = judge.look(silence, now, words, turn_audio)?;
+        match turns.vad.end_speech_after(need)? {
+            VadEvent::SpeechStopped { at_sample } => Some(at_sample + turns.offset),
+            VadEvent::SpeechStarted { .. } => None,
         }
     }
 
@@ -267,6 +311,9 @@ impl InputState {
         let clock = self.clock();
         let secs = |samples: u64| Duration::from_secs_f64(samples as f64 / f64::from(RATE));
         let m = &crate::metrics::METRICS;
+        if self.judge.is_some() && matches!(ev, VadEvent::SpeechStopped { .. }) {
+            m.turn_end("max_pause");
+        }
         match ev {
             VadEvent::SpeechStarted { .. } => m
                 .vad_onset
@@ -396,7 +443,7 @@ impl Session {
                 VadEvent::SpeechStopped { at_sample } => self.speech_stopped(at_sample + offset),
             }
         }
-        self.speculate();
+        self.on_pause();
         self.input.trim_idle();
         report.map_or(Ok(()), Err)
     }
@@ -429,7 +476,7 @@ impl Session {
         }
     }
 
-    fn speech_stopped(&mut self, at: u64) {
+    pub(super) fn speech_stopped(&mut self, at: u64) {
         self.timers.stamps.turn_end = Some(self.now);
         let item_id = self.input.speech_item.take().unwrap_or_else(ids::item_id);
         self.emit(ServerEventBody::InputAudioBufferSpeechStopped {

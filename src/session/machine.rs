@@ -161,8 +161,12 @@ impl Session {
         let lease = p
             .duplex
             .then(|| super::durable::Lease::new(p.attachment, p.headroom));
-        let vad = (p.vad_model, p.limits.vad_min_speech_ms);
-        let input = InputState::new(&cfg, frame, p.limits.max_input_samples, vad);
+        let detectors = super::input::Detectors {
+            vad_model: p.vad_model,
+            min_speech_ms: p.limits.vad_min_speech_ms,
+            turn: p.turn,
+        };
+        let input = InputState::new(&cfg, frame, p.limits.max_input_samples, detectors);
         let floor = Floor::new(autonomous, p.limits.speak_timeout);
         Self {
             conv: Conversation::new(p.limits.max_items, p.limits.max_conversation_samples)
@@ -304,6 +308,12 @@ impl Session {
                 }
             }
             SessionInput::Detach => self.transport_dropped(),
+            SessionInput::TurnScore(score) => {
+                if let Some(judge) = &mut self.input.judge {
+                    judge.scored(score.pause, score.complete);
+                }
+                self.on_pause();
+            }
         }
     }
 
@@ -386,6 +396,10 @@ impl Session {
                 .as_ref()
                 .and_then(|l| l.deadline(t.expiry, self.limits.expiry_warning)),
             self.transcripts.deadline(),
+            self.input
+                .judge
+                .as_ref()
+                .and_then(super::turn::Judge::deadline),
         ]
         .into_iter()
         .flatten()
@@ -434,6 +448,7 @@ impl Session {
             self.speak_timed_out();
         }
         self.transcript_wait_over(now);
+        self.on_pause();
     }
 
     /// No client event and no audio for [`Limits::idle`].

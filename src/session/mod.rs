@@ -35,6 +35,7 @@ mod subscribers;
 mod tests;
 mod tools;
 mod transcripts;
+pub mod turn;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -54,7 +55,7 @@ pub use outbound::{
 pub use pcm::{Pcm, PcmPool};
 pub use port::{
     Epoch, MediaSink, ModelEvent, ModelPort, PlaybackTag, TranscriberPort, TranscriptEvent,
-    UsageEvent, UsageSink,
+    TurnPort, TurnScore, UsageEvent, UsageSink,
 };
 pub use provision::{Needs, Ports, Provider, Provision, Slot, Stream};
 pub use signals::{MediaReport, MediaSignals};
@@ -356,6 +357,8 @@ pub enum SessionInput {
     /// The connection the input is tagged with dropped: an opted-in session detaches (if it
     /// is still the session's transport); any other closes.
     Detach,
+    /// The turn model's answer for a pause (from the turn loop, not a transport).
+    TurnScore(TurnScore),
 }
 
 impl SessionInput {
@@ -399,6 +402,9 @@ pub struct SessionParams {
     pub can_transcribe: bool,
     /// Silero VAD for server VAD (none: the energy detector).
     pub vad_model: Option<duet_models::silero::SileroVad>,
+    /// Its port on the turn loop, which judges pauses under `semantic_vad` (none: no turn
+    /// model loaded; `semantic_vad` ends turns after a fixed silence).
+    pub turn: Option<Arc<dyn TurnPort + Sync>>,
     /// Opens as a transcription session (`?intent=transcription`).
     pub transcription_session: bool,
     /// Its share of the server's memory budget (none: unmetered).
@@ -492,6 +498,8 @@ pub struct Feeds {
     pub model: Option<mpsc::Receiver<ModelEvent>>,
     /// The transcription loop's answers for its stream.
     pub transcripts: Option<mpsc::Receiver<TranscriptEvent>>,
+    /// The turn loop's scores of its pauses.
+    pub turns: Option<mpsc::Receiver<TurnScore>>,
 }
 
 /// Runs `session` until it closes: its transport closes, it expires, idles or is drained,
@@ -535,6 +543,10 @@ pub async fn run(
             ev = recv(&mut feeds.transcripts) => match ev {
                 Some(ev) => session.on_transcript(ev, now()),
                 None => feeds.transcripts = None,
+            },
+            score = recv(&mut feeds.turns) => match score {
+                Some(score) => session.handle(SessionInput::TurnScore(score), now()),
+                None => feeds.turns = None,
             },
             changed = lifecycle.changed(), if lifecycle_open => match changed {
                 Ok(()) => {

@@ -113,3 +113,20 @@ pub struct TranscriptEvent {
     /// The answer, or why the utterance could not be transcribed.
     pub output: Result<duet_models::TranscribeOutput, String>,
 }
+
+/// The session's judge of its pauses: a turn model (Smart Turn) on the turn loop, shared by
+/// every session of the server.
+pub trait TurnPort: Send {
+    /// Asks whether the turn ending in `pcm` (24 kHz, at most its last 8 s) is complete;
+    /// the answer comes back as a [`TurnScore`] tagged `pause`.
+    fn score(&self, pause: u64, pcm: Arc<[f32]>);
+}
+
+/// A turn model's answer for one pause.
+#[derive(Debug)]
+pub struct TurnScore {
+    /// The pause it judged (as the session tagged it).
+    pub pause: u64,
+    /// The probability that the turn is complete, or why there is none.
+    pub complete: Result<f32, String>,
+}

@@ -133,9 +133,12 @@ impl Session {
             && self.transcripts.can_send_whole()
     }
 
-    /// After each append: starts a speculation once the user has been silent long enough
-    /// inside a turn, and gives it up when the voice comes back.
-    pub(super) fn speculate(&mut self) {
+    /// After each append, each turn score and each timer: at a pause inside a turn, starts
+    /// a speculation once the user has been silent long enough (at the turn model's
+    /// candidate pause under `semantic_vad` with a model) and gives it up when the voice
+    /// comes back; then lets the judge of pauses end the turn (`semantic_vad` with a turn
+    /// model), with the speculation's words as its second signal.
+    pub(super) fn on_pause(&mut self) {
         let Some((in_speech, silence)) = self.input.silence() else {
             return;
         };
@@ -149,7 +152,11 @@ impl Session {
                 }
             }
             None => {
-                let wait = u64::from(self.limits.speculative_ms) * super::ledger::SAMPLES_PER_MS;
+                let wait = match &self.input.judge {
+                    Some(j) if self.limits.speculative_ms > 0 => j.preset().candidate_ms,
+                    _ => self.limits.speculative_ms,
+                };
+                let wait = u64::from(wait) * super::ledger::SAMPLES_PER_MS;
                 if in_speech && silence >= wait && self.may_speculate() {
                     let audio = self.input.buffered();
                     let id: Arc<str> =
@@ -159,6 +166,10 @@ impl Session {
                     self.speculation = Some(Speculation::start(id, silence, seconds));
                 }
             }
+        }
+        let words = self.speculation.as_ref().and_then(|s| s.transcript.clone());
+        if let Some(at) = self.input.judge_pause(self.now, words.as_deref()) {
+            self.speech_stopped(at);
         }
     }
 

@@ -274,6 +274,20 @@ struct Setup {
     memory: Option<u64>,
     /// The model is [`tools::ToolScript`], which calls tools.
     tool_model: bool,
+    /// A turn model whose requests the test sees (and answers through the harness).
+    turn: Option<TurnAsked>,
+}
+
+/// What the session asked its turn model: `(pause, samples)`.
+type TurnAsked = Arc<Mutex<Vec<(u64, usize)>>>;
+
+/// A turn port that records what it was asked.
+struct TestTurn(TurnAsked);
+
+impl super::TurnPort for TestTurn {
+    fn score(&self, pause: u64, pcm: Arc<[f32]>) {
+        self.0.lock().unwrap().push((pause, pcm.len()));
+    }
 }
 
 /// What the session sent its transcriber: `(item, samples, end)`.
@@ -315,6 +329,7 @@ impl Default for Setup {
             transcription_session: false,
             memory: None,
             tool_model: false,
+            turn: None,
         }
     }
 }
@@ -379,6 +394,10 @@ fn harness(setup: Setup) -> Harness {
         }),
         can_transcribe: false,
         vad_model: None,
+        turn: setup
+            .turn
+            .clone()
+            .map(|asked| Arc::new(TestTurn(asked)) as Arc<dyn super::TurnPort + Sync>),
         transcription_session: setup.transcription_session,
         memory: setup.memory.map(|budget| {
             let account = crate::memory::MemoryAccount::new(budget);
@@ -634,3 +653,4 @@ mod outbound_limits;
 mod shape;
 mod tools;
 mod transcription;
+mod turns;

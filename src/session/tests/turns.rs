@@ -1,0 +1,181 @@
+//! `semantic_vad` with a turn model: the judge of pauses asks once at the candidate pause,
+//! ends the turn after a pause that shrinks with the score, waits for the maximum pause
+//! when the model says "unfinished", falls back to fixed silence when the model fails or
+//! is late, and drops the answer for a pause the voice ended.
+
+use super::*;
+
+const SEMANTIC: &str = "semantic_vad";
+
+fn judged(eagerness: &str) -> (Harness, TurnAsked) {
+    let asked = TurnAsked::default();
+    let h = harness(Setup {
+        session: json!({"type":"realtime","audio":{"input":{"turn_detection":{"type":SEMANTIC,"eagerness":eagerness}}}}),
+        turn: Some(asked.clone()),
+        ..Setup::default()
+    });
+    (h, asked)
+}
+
+/// Appends `secs` of audio (voice or silence) in 20 ms chunks, as a paced client would,
+/// the virtual clock moving with it.
+fn append(h: &mut Harness, secs: f32, voice: bool) {
+    let audio = if voice {
+        voiced(secs)
+    } else {
+        vec![0.0; (secs * 24_000.0) as usize]
+    };
+    for chunk in audio.chunks(480) {
+        h.send(json!({"type":"input_audio_buffer.append","audio":pcm16_b64(chunk)}));
+        h.advance(STEP);
+    }
+}
+
+fn score(h: &mut Harness, pause: u64, complete: Result<f32, String>) {
+    h.input(SessionInput::TurnScore(super::super::TurnScore {
+        pause,
+        complete,
+    }));
+}
+
+/// `audio_end_ms` of the turn's `speech_stopped`, once it came.
+fn stopped_at(h: &mut Harness) -> Option<u64> {
+    h.seen
+        .iter()
+        .find(|e| e["type"] == "input_audio_buffer.speech_stopped")
+        .map(|e| e["audio_end_ms"].as_u64().unwrap())
+}
+
+#[test]
+fn a_confident_score_ends_the_turn_at_the_short_pause() {
+    let (mut h, asked) = judged("medium");
+    append(&mut h, 1.0, true);
+    append(&mut h, 0.3, false);
+    let asks = asked.lock().unwrap().clone();
+    assert_eq!(
+        asks.len(),
+        1,
+        "scored once at the candidate pause: {asks:?}"
+    );
+    // The turn so far (the padding, the voice and the candidate pause), at most 8 s.
+    assert!((20_000..=8 * 24_000).contains(&asks[0].1), "{asks:?}");
+    assert_eq!(
+        stopped_at(&mut h),
+        None,
+        "nothing ends before the model answers"
+    );
+    score(&mut h, asks[0].0, Ok(0.99));
+    let end = stopped_at(&mut h).expect("speech_stopped");
+    let started = h
+        .seen
+        .iter()
+        .find(|e| e["type"] == "input_audio_buffer.speech_started")
+        .unwrap()["audio_start_ms"]
+        .as_u64()
+        .unwrap();
+    // The voice ended about 1 s in; the immediate pause is 200 ms.
+    assert!(
+        (1_150..=1_300).contains(&end),
+        "ended at {end} ms (started {started})"
+    );
+    h.until("input_audio_buffer.committed");
+    assert_eq!(
+        asked.lock().unwrap().len(),
+        1,
+        "the pause was not scored again"
+    );
+}
+
+#[test]
+fn an_unfinished_turn_waits_for_the_voice_or_the_maximum_pause() {
+    let (mut h, asked) = judged("high");
+    append(&mut h, 1.0, true);
+    append(&mut h, 0.3, false);
+    let pause = asked.lock().unwrap()[0].0;
+    score(&mut h, pause, Ok(0.05));
+    append(&mut h, 1.0, false);
+    assert_eq!(stopped_at(&mut h), None, "an unfinished turn goes on");
+    // The voice comes back: the same turn; its next pause is asked again.
+    append(&mut h, 0.6, true);
+    append(&mut h, 0.3, false);
+    let asks = asked.lock().unwrap().clone();
+    assert_eq!(asks.len(), 2, "{asks:?}");
+    score(&mut h, asks[1].0, Ok(0.1));
+    // Unfinished again, and the user says nothing more: `high` ends it at 2 s.
+    append(&mut h, 1.6, false);
+    assert_eq!(stopped_at(&mut h), None);
+    append(&mut h, 0.2, false);
+    let end = stopped_at(&mut h).expect("the maximum pause ended the turn");
+    // The voice ended at about 2.9 s.
+    assert!((4_850..=4_960).contains(&end), "ended at {end} ms");
+    assert_eq!(
+        h.seen
+            .iter()
+            .filter(|e| e["type"] == "input_audio_buffer.committed")
+            .count(),
+        1,
+        "one turn, not two"
+    );
+}
+
+#[test]
+fn a_late_or_failed_model_falls_back_to_fixed_silence() {
+    let (mut h, asked) = judged("medium");
+    append(&mut h, 1.0, true);
+    append(&mut h, 0.5, false);
+    assert_eq!(asked.lock().unwrap().len(), 1);
+    // Nobody answers. Past the score's timeout the pause falls back to the fixed silence
+    // (700 ms for medium), which the audio has not reached yet.
+    h.advance(Duration::from_millis(1_600));
+    assert_eq!(stopped_at(&mut h), None);
+    append(&mut h, 0.3, false);
+    let end = stopped_at(&mut h).expect("fallback");
+    assert!((1_650..=1_760).contains(&end), "ended at {end} ms");
+
+    let (mut h, asked) = judged("medium");
+    append(&mut h, 1.0, true);
+    append(&mut h, 0.3, false);
+    let pause = asked.lock().unwrap()[0].0;
+    score(&mut h, pause, Err("the model broke".into()));
+    assert_eq!(stopped_at(&mut h), None, "300 ms of the 700 so far");
+    append(&mut h, 0.5, false);
+    let end = stopped_at(&mut h).expect("fallback");
+    assert!((1_650..=1_760).contains(&end), "ended at {end} ms");
+}
+
+#[test]
+fn an_answer_for_a_pause_the_voice_ended_is_dropped() {
+    let (mut h, asked) = judged("medium");
+    append(&mut h, 1.0, true);
+    append(&mut h, 0.2, false);
+    let first = asked.lock().unwrap()[0].0;
+    append(&mut h, 0.5, true);
+    score(&mut h, first, Ok(0.99));
+    append(&mut h, 0.1, false);
+    assert_eq!(stopped_at(&mut h), None, "the stale answer ended nothing");
+}
+
+#[test]
+fn server_vad_and_semantic_vad_without_a_model_keep_fixed_silence() {
+    // With a turn model loaded, server_vad does not ask it.
+    let asked = TurnAsked::default();
+    let mut h = harness(Setup {
+        session: json!({"type":"realtime","audio":{"input":{"turn_detection":{"type":"server_vad","silence_duration_ms":500}}}}),
+        turn: Some(asked.clone()),
+        ..Setup::default()
+    });
+    append(&mut h, 1.0, true);
+    append(&mut h, 0.7, false);
+    assert!(asked.lock().unwrap().is_empty());
+    assert!(stopped_at(&mut h).is_some());
+    // Without one, semantic_vad (medium) ends a turn after 700 ms of silence.
+    let mut h = harness(Setup {
+        session: json!({"type":"realtime","audio":{"input":{"turn_detection":{"type":SEMANTIC}}}}),
+        ..Setup::default()
+    });
+    append(&mut h, 1.0, true);
+    append(&mut h, 0.6, false);
+    assert_eq!(stopped_at(&mut h), None);
+    append(&mut h, 0.3, false);
+    assert!(stopped_at(&mut h).is_some());
+}
