@@ -112,6 +112,7 @@ impl MediaSink for BenchSink {
     fn clear(&self) {
         self.0.lock().unwrap().queued.clear();
     }
+    fn pause(&self, _paused: bool) {}
 }
 
 struct Call {

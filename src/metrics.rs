@@ -280,6 +280,7 @@ pub struct Metrics {
     sip_dropped: Mutex<BTreeMap<String, u64>>,
     turn_scores: Mutex<BTreeMap<String, u64>>,
     turn_ends: Mutex<BTreeMap<String, u64>>,
+    interruptions: Mutex<BTreeMap<String, u64>>,
 }
 
 /// The process's metrics.
@@ -315,6 +316,7 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     sip_dropped: Mutex::new(BTreeMap::new()),
     turn_scores: Mutex::new(BTreeMap::new()),
     turn_ends: Mutex::new(BTreeMap::new()),
+    interruptions: Mutex::new(BTreeMap::new()),
 }
 });
 
@@ -389,6 +391,12 @@ impl Metrics {
         bump(&self.turn_ends, by);
     }
 
+    /// Counts speech over an answer that adaptive interruption judged: `interrupted` or
+    /// `backchannel` (a backchannel, a noise, or short speech without words).
+    pub fn interruption(&self, outcome: &str) {
+        bump(&self.interruptions, outcome);
+    }
+
     /// Counts a failed webhook attempt or delivery: `retry` (an attempt that will be
     /// retried), `refused` (a 4xx), `gave_up` (every attempt failed).
     pub fn sip_webhook_failure(&self, kind: &str) {
@@ -458,6 +466,7 @@ impl Metrics {
             &self.cluster_routed,
             &self.turn_scores,
             &self.turn_ends,
+            &self.interruptions,
         ];
         for ((name, help, label), map) in LABELLED.iter().zip(maps) {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
@@ -540,7 +549,7 @@ const COUNTERS: [(&str, &str); 3] = [
 ];
 
 /// The counters by label: name, help and label, in the order [`Metrics::render`] reads them.
-const LABELLED: [(&str, &str, &str); 10] = [
+const LABELLED: [(&str, &str, &str); 11] = [
     (
         "duet_errors_total",
         "Error events sent to clients, by code.",
@@ -590,6 +599,11 @@ const LABELLED: [(&str, &str, &str); 10] = [
         "duet_turn_ends_total",
         "Turns semantic_vad with a turn model ended, by what ended them: immediate, confident (the score), fallback (fixed silence: the model failed or was late), max_pause.",
         "by",
+    ),
+    (
+        "duet_interruptions_total",
+        "Speech over an answer that adaptive interruption judged, by outcome: interrupted, backchannel (a backchannel, a noise, or short speech without words; the answer went on).",
+        "outcome",
     ),
 ];
 

@@ -186,8 +186,33 @@ pub struct CallAudio {
     silent_frames: u32,
     /// The encoder's settled silent packet.
     silence: Vec<u8>,
+    /// The answer's playout is paused (speech over it is being judged): silence goes out,
+    /// the queue and the frames encoded ahead wait.
+    paused: bool,
+    /// What goes out while paused: a fresh encoder's silent packet (Opus) or a silent
+    /// frame (G.711).
+    pause_silence: Vec<u8>,
     scratch: Vec<f32>,
     resampled: Vec<f32>,
+}
+
+/// The settled silent packet a call starts with, the packet sent while paused, and the
+/// silent frames counted so far: an Opus call starts settled (a fresh encoder, the fresh
+/// encoder's silent packet); G.711 settles on its own silence.
+fn silences(c: &Codec, frame: usize) -> (Vec<u8>, Vec<u8>, u32) {
+    let mut silence = Vec::with_capacity(PACKET_CAPACITY);
+    let mut pause = Vec::with_capacity(PACKET_CAPACITY);
+    match c {
+        Codec::Opus { .. } => {
+            silence.extend_from_slice(opus_silence());
+            pause.extend_from_slice(opus_silence());
+            (silence, pause, SILENCE_SETTLE_FRAMES)
+        }
+        Codec::Pcmu | Codec::Pcma => {
+            encode_g711_into(&vec![0.0; frame], matches!(c, Codec::Pcma), &mut pause);
+            (silence, pause, 0)
+        }
+    }
 }
 
 impl CallAudio {
@@ -208,13 +233,7 @@ impl CallAudio {
             CallCodec::Pcma => Codec::Pcma,
         };
         let frame = rate as usize / 50;
-        // An Opus call starts settled: a fresh encoder, the fresh encoder's silent packet.
-        let mut silence = Vec::with_capacity(PACKET_CAPACITY);
-        let mut silent_frames = 0;
-        if matches!(c, Codec::Opus { .. }) {
-            silence.extend_from_slice(opus_silence());
-            silent_frames = SILENCE_SETTLE_FRAMES;
-        }
+        let (silence, pause_silence, silent_frames) = silences(&c, frame);
         Ok(Self {
             codec: c,
             rate,
@@ -239,6 +258,8 @@ impl CallAudio {
             sent: Vec::with_capacity(4),
             silent_frames,
             silence,
+            paused: false,
+            pause_silence,
             scratch: Vec::with_capacity(frame.max(960)),
             resampled: Vec::with_capacity(2 * frame + 256),
         })
@@ -366,6 +387,7 @@ impl CallAudio {
                 self.silent_frames = SILENCE_SETTLE_FRAMES;
             }
         }
+        self.paused = false;
         self.playback.purge();
         self.out_rs.reset();
         self.open.clear();
@@ -464,11 +486,22 @@ impl CallAudio {
         Ok(())
     }
 
-    /// The next frame for this tick: the one encoded ahead, else the settled silent packet;
-    /// only an answer that ran dry mid-frame is encoded now (`inline`).
+    /// Pauses the answer's playout (`true`: silence goes out from the next frame, and
+    /// what is queued or encoded ahead waits) or resumes it where it paused. A
+    /// [`Self::clear`] ends a pause too.
+    pub fn pause(&mut self, paused: bool) {
+        self.paused = paused;
+    }
+
+    /// The next frame for this tick: silence while paused; else the one encoded ahead, else
+    /// the settled silent packet; only an answer that ran dry mid-frame is encoded now
+    /// (`inline`).
     pub fn next_frame(&mut self) -> Result<OutFrame<'_>, CallAudioError> {
         let mut inline = false;
-        if let Some(p) = self.ready.pop_front() {
+        if self.paused {
+            self.current.reset();
+            self.current.payload.extend_from_slice(&self.pause_silence);
+        } else if let Some(p) = self.ready.pop_front() {
             let old = std::mem::replace(&mut self.current, p);
             self.spare.push(old);
         } else if self.playback.is_empty() && self.settled() {

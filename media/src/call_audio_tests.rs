@@ -326,3 +326,56 @@ fn after_a_clear_the_next_frame_is_silence_not_the_encoders_decay() {
         "{after:?} vs {loud}"
     );
 }
+
+#[test]
+fn a_paused_answer_sends_silence_and_resumes_where_it_paused() {
+    for codec in [CallCodec::Opus, CallCodec::Pcmu] {
+        let mut p = CallAudio::new(codec).unwrap();
+        p.play(3, &tone(4_800));
+        p.finish(3);
+        let (_, first, _, _) = next(&mut p);
+        p.prepare();
+        assert!(!first.is_empty(), "{codec:?}: the answer started");
+        p.pause(true);
+        let (queued, ready) = (p.queued(), p.ready_frames());
+        for _ in 0..10 {
+            let (payload, played, drained, _) = next(&mut p);
+            p.prepare();
+            assert!(
+                played.is_empty() && drained.is_empty(),
+                "{codec:?}: silence"
+            );
+            assert!(!payload.is_empty());
+            if codec == CallCodec::Pcmu {
+                assert!(payload.iter().all(|&b| b == 0xFF), "μ-law silence");
+            }
+        }
+        assert_eq!(
+            (p.queued(), p.ready_frames()),
+            (queued, ready),
+            "{codec:?}: waits"
+        );
+        // Resumed: the rest of the answer, every sample of it, then its drain.
+        p.pause(false);
+        let mut sent: u64 = first.iter().map(|(_, n)| n).sum();
+        let mut drained = false;
+        for _ in 0..20 {
+            let (_, played, d, _) = next(&mut p);
+            p.prepare();
+            sent += played.iter().map(|(_, n)| n).sum::<u64>();
+            drained |= d.contains(&3);
+        }
+        assert!((4_400..=4_800).contains(&sent), "{codec:?}: {sent}");
+        assert!(drained, "{codec:?}");
+        // A clear ends a pause.
+        p.play(4, &tone(4_800));
+        p.pause(true);
+        p.clear();
+        p.play(5, &tone(960));
+        let (_, played, _, _) = next(&mut p);
+        assert!(
+            played.iter().any(|(t, _)| *t == 5),
+            "{codec:?}: not paused after a clear"
+        );
+    }
+}

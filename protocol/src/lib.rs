@@ -29,4 +29,7 @@ pub use error::{codes, ErrorPayload, ErrorType};
 pub use items::{Content, Item, ItemStatus, Part, Role};
 pub use response::{Response, ResponseParams, ResponseStatus, StatusDetails, Usage};
 pub use server::{ContentRef, ServerEvent, ServerEventBody};
-pub use session::{AudioFormat, Modality, SessionConfig, SessionPatch, TurnDetection};
+pub use session::{
+    AudioFormat, Interruption, InterruptionMode, Modality, SessionConfig, SessionPatch,
+    TurnDetection,
+};

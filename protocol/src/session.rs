@@ -97,16 +97,92 @@ pub enum TurnDetectionParam {
         create_response: Option<bool>,
         /// Whether speech start cancels the active response.
         interrupt_response: Option<bool>,
+        /// Extension: how speech over an answer interrupts it.
+        interruption: Option<InterruptionParam>,
     },
-    /// Accepted for compatibility; Duet runs server VAD with default timing for it.
+    /// The end of the turn judged by a turn model (with `--turn-model-dir`; else server VAD
+    /// with a fixed silence by eagerness).
     SemanticVad {
-        /// `low`, `medium`, `high` or `auto`; sets the silence that ends a turn.
+        /// `low`, `medium`, `high` or `auto`; sets how soon a turn ends.
         eagerness: Option<String>,
         /// Whether the end of speech creates a response.
         create_response: Option<bool>,
         /// Whether speech start cancels the active response.
         interrupt_response: Option<bool>,
+        /// Extension: how speech over an answer interrupts it.
+        interruption: Option<InterruptionParam>,
     },
+}
+
+/// Extension: `turn_detection.interruption` as the client sends it.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InterruptionParam {
+    /// `adaptive` or `immediate`.
+    pub mode: Option<InterruptionMode>,
+    /// Under `adaptive`: speech over an answer that lasts this long interrupts it whatever
+    /// its words (100..=5000 ms).
+    pub min_duration_ms: Option<u32>,
+}
+
+/// How speech over an answer interrupts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InterruptionMode {
+    /// Judged first: a backchannel ("mhm", "yeah") or a noise lets the answer go on; a long
+    /// utterance or real words interrupt it (the default under `semantic_vad`).
+    Adaptive,
+    /// Any speech interrupts at once (the default under `server_vad`).
+    Immediate,
+}
+
+/// Extension: the effective `turn_detection.interruption`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Interruption {
+    /// `adaptive` or `immediate`.
+    pub mode: InterruptionMode,
+    /// Under `adaptive`: speech this long interrupts whatever its words.
+    pub min_duration_ms: u32,
+}
+
+impl Interruption {
+    /// The default `min_duration_ms`.
+    pub const MIN_DURATION_MS: u32 = 600;
+
+    /// The default for a turn detection type: adaptive under `semantic_vad`, immediate
+    /// under `server_vad`.
+    pub const fn default_for(semantic: bool) -> Self {
+        Self {
+            mode: if semantic {
+                InterruptionMode::Adaptive
+            } else {
+                InterruptionMode::Immediate
+            },
+            min_duration_ms: Self::MIN_DURATION_MS,
+        }
+    }
+
+    /// Whether it is server VAD's default (then omitted from the session object, which
+    /// stays as OpenAI's).
+    fn is_server_default(&self) -> bool {
+        *self == Self::default_for(false)
+    }
+
+    /// `param`'s fields over `self`, checked.
+    fn merge(self, param: Option<InterruptionParam>) -> Result<Self, ErrorPayload> {
+        let Some(p) = param else { return Ok(self) };
+        let min_duration_ms = p.min_duration_ms.unwrap_or(self.min_duration_ms);
+        if !(100..=5_000).contains(&min_duration_ms) {
+            return Err(invalid_td(
+                "interruption.min_duration_ms",
+                "must be 100..=5000",
+            ));
+        }
+        Ok(Self {
+            mode: p.mode.unwrap_or(self.mode),
+            min_duration_ms,
+        })
+    }
 }
 
 /// The effective turn detection.
@@ -128,15 +204,21 @@ pub enum TurnDetection {
         create_response: bool,
         /// Whether speech start cancels the active response.
         interrupt_response: bool,
+        /// Extension: how speech over an answer interrupts it (omitted when immediate,
+        /// server VAD's default).
+        #[serde(skip_serializing_if = "Interruption::is_server_default")]
+        interruption: Interruption,
     },
-    /// Semantic VAD (served by the server VAD).
+    /// Semantic VAD: a turn model judges the end of the turn (see [`TurnDetectionParam`]).
     SemanticVad {
-        /// `low`, `medium`, `high` or `auto`; sets the silence that ends a turn.
+        /// `low`, `medium`, `high` or `auto`; sets how soon a turn ends.
         eagerness: String,
         /// Whether the end of speech creates a response.
         create_response: bool,
         /// Whether speech start cancels the active response.
         interrupt_response: bool,
+        /// Extension: how speech over an answer interrupts it.
+        interruption: Interruption,
     },
 }
 
@@ -225,6 +307,7 @@ impl VadTiming {
             idle_timeout_ms: self.idle_timeout_ms,
             create_response,
             interrupt_response,
+            interruption: Interruption::default_for(false),
         }
     }
 }
@@ -266,6 +349,28 @@ impl TurnDetection {
         }
     }
 
+    /// How speech over an answer interrupts it.
+    pub fn interruption(&self) -> Interruption {
+        match self {
+            TurnDetection::ServerVad { interruption, .. }
+            | TurnDetection::SemanticVad { interruption, .. } => *interruption,
+        }
+    }
+
+    /// What omitted interruption fields keep under `param`: this one's while the type
+    /// stays, the new type's default otherwise.
+    fn interruption_kept(&self, param: &TurnDetectionParam) -> Interruption {
+        match (self, param) {
+            (TurnDetection::ServerVad { .. }, TurnDetectionParam::ServerVad { .. })
+            | (TurnDetection::SemanticVad { .. }, TurnDetectionParam::SemanticVad { .. }) => {
+                self.interruption()
+            }
+            (_, p) => {
+                Interruption::default_for(matches!(p, TurnDetectionParam::SemanticVad { .. }))
+            }
+        }
+    }
+
     /// Whether speech start cancels the active response.
     pub fn interrupt_response(&self) -> bool {
         match self {
@@ -286,6 +391,7 @@ impl TurnDetection {
     ) -> Result<Self, ErrorPayload> {
         let base = current.cloned().unwrap_or_default();
         let (cur_create, cur_interrupt) = (base.create_response(), base.interrupt_response());
+        let cur_interruption = base.interruption_kept(&param);
         match param {
             TurnDetectionParam::ServerVad {
                 threshold,
@@ -294,6 +400,7 @@ impl TurnDetection {
                 idle_timeout_ms,
                 create_response,
                 interrupt_response,
+                interruption,
             } => {
                 let timing = VadTiming::kept(&base).merge(
                     threshold,
@@ -301,15 +408,23 @@ impl TurnDetection {
                     silence_duration_ms,
                     idle_timeout_ms,
                 )?;
-                Ok(timing.server_vad(
+                let mut td = timing.server_vad(
                     create_response.unwrap_or(cur_create),
                     interrupt_response.unwrap_or(cur_interrupt),
-                ))
+                );
+                if let TurnDetection::ServerVad {
+                    interruption: i, ..
+                } = &mut td
+                {
+                    *i = cur_interruption.merge(interruption)?;
+                }
+                Ok(td)
             }
             TurnDetectionParam::SemanticVad {
                 eagerness,
                 create_response,
                 interrupt_response,
+                interruption,
             } => {
                 let eagerness = eagerness.unwrap_or_else(|| "auto".into());
                 if !["low", "medium", "high", "auto"].contains(&eagerness.as_str()) {
@@ -319,6 +434,7 @@ impl TurnDetection {
                     eagerness,
                     create_response: create_response.unwrap_or(cur_create),
                     interrupt_response: interrupt_response.unwrap_or(cur_interrupt),
+                    interruption: cur_interruption.merge(interruption)?,
                 })
             }
         }

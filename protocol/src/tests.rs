@@ -753,3 +753,72 @@ fn duplex_commands_decode_only_when_opted_in() {
         );
     }
 }
+
+#[test]
+fn interruption_defaults_by_type_carries_over_and_is_checked() {
+    use crate::session::{Interruption, InterruptionMode};
+    let mut s = session();
+    let apply = |s: &mut SessionConfig, td: serde_json::Value| {
+        let patch: SessionPatch =
+            serde_json::from_value(json!({"audio":{"input":{"turn_detection":td}}})).unwrap();
+        s.apply(patch)
+    };
+    let get = |s: &SessionConfig| {
+        s.audio
+            .input
+            .turn_detection
+            .as_ref()
+            .unwrap()
+            .interruption()
+    };
+    // Server VAD: immediate, and omitted from the session object (OpenAI's shape).
+    assert_eq!(get(&s).mode, InterruptionMode::Immediate);
+    let wire = serde_json::to_value(&s).unwrap();
+    assert!(wire["audio"]["input"]["turn_detection"]
+        .get("interruption")
+        .is_none());
+    // Semantic VAD: adaptive, shown.
+    apply(&mut s, json!({"type":"semantic_vad"})).unwrap();
+    assert_eq!(get(&s), Interruption::default_for(true));
+    let wire = serde_json::to_value(&s).unwrap();
+    assert_eq!(
+        wire["audio"]["input"]["turn_detection"]["interruption"],
+        json!({"mode":"adaptive","min_duration_ms":600})
+    );
+    // Fields carry over within a type; a new type starts from its default.
+    apply(
+        &mut s,
+        json!({"type":"semantic_vad","interruption":{"min_duration_ms":900}}),
+    )
+    .unwrap();
+    apply(&mut s, json!({"type":"semantic_vad","eagerness":"high"})).unwrap();
+    assert_eq!(get(&s).min_duration_ms, 900);
+    apply(&mut s, json!({"type":"server_vad"})).unwrap();
+    assert_eq!(get(&s), Interruption::default_for(false));
+    apply(
+        &mut s,
+        json!({"type":"server_vad","interruption":{"mode":"adaptive"}}),
+    )
+    .unwrap();
+    let wire = serde_json::to_value(&s).unwrap();
+    assert_eq!(
+        wire["audio"]["input"]["turn_detection"]["interruption"]["mode"],
+        "adaptive"
+    );
+    // Checked: a range and the known fields.
+    let before = s.clone();
+    let e = apply(
+        &mut s,
+        json!({"type":"server_vad","interruption":{"min_duration_ms":50}}),
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.param.as_deref(),
+        Some("session.audio.input.turn_detection.interruption.min_duration_ms")
+    );
+    assert_eq!(s, before);
+    let bad: Result<SessionPatch, _> = serde_json::from_value(
+        json!({"audio":{"input":{"turn_detection":{"type":"semantic_vad","interruption":{"mode":"sometimes"}}}}}),
+    );
+    assert!(bad.is_err());
+}

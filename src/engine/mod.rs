@@ -90,6 +90,10 @@ enum Command {
         tag: u64,
     },
     Clear(CallKey),
+    Pause {
+        key: CallKey,
+        paused: bool,
+    },
     Renegotiate {
         key: CallKey,
         offer: String,
@@ -256,6 +260,14 @@ impl MediaSink for EngineSink {
     fn clear(&self) {
         let _ = self.tx.send(Command::Clear(self.key));
         // Barge-in latency: purge now, not at the next datagram or tick.
+        self.waker.wake();
+    }
+
+    fn pause(&self, paused: bool) {
+        let _ = self.tx.send(Command::Pause {
+            key: self.key,
+            paused,
+        });
         self.waker.wake();
     }
 }

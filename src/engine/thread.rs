@@ -182,6 +182,7 @@ impl EngineThread {
             }
             Command::Finish { key, tag } => self.on_call(key, |c| c.media.finish(tag)),
             Command::Clear(key) => self.on_call(key, LiveCall::clear),
+            Command::Pause { key, paused } => self.on_call(key, |c| c.media.pause(paused)),
             Command::Renegotiate {
                 key,
                 offer,

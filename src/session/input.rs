@@ -12,11 +12,13 @@ use duet_models::silero::{SileroDetector, SileroVad};
 
 use super::audio_io::{Decoder, RATE};
 use super::conversation::{Placement, StoredItem};
+use super::interrupt::{Overlap, WORDS_TIMEOUT};
 use super::ledger::SAMPLES_PER_MS;
 use super::port::TurnPort;
 use super::turn::{Judge, Preset, SCORED_SAMPLES};
 use super::Session;
 use crate::protocol::AudioFormat;
+use crate::protocol::InterruptionMode;
 use crate::protocol::{
     codes, ids, Content, ErrorPayload, Item, ItemStatus, Role, ServerEventBody, SessionConfig,
     TurnDetection,
@@ -130,6 +132,8 @@ pub struct InputState {
     detectors: Detectors,
     /// The judge of pauses, under `semantic_vad` with a turn model.
     pub(super) judge: Option<Judge>,
+    /// Speech over an answer being judged (adaptive interruption).
+    pub(super) overlap: Option<Overlap>,
     turn: Option<TurnDetection>,
     /// Item id announced by `speech_started`, committed at `speech_stopped`.
     speech_item: Option<String>,
@@ -163,6 +167,7 @@ impl InputState {
             vad: None,
             detectors,
             judge: None,
+            overlap: None,
             turn: None,
             speech_item: None,
             to_model: FrameAccumulator::new(model_frame),
@@ -228,9 +233,28 @@ impl InputState {
 
     fn reset_speech(&mut self) {
         self.speech_item = None;
+        self.overlap = None;
         if let Some(turns) = &mut self.vad {
             turns.reset();
         }
+    }
+
+    /// Speech over the answer was a backchannel or a noise: no turn, and its audio (up to
+    /// `until`) is dropped.
+    pub(super) fn end_backchannel(&mut self, until: u64) {
+        self.speech_item = None;
+        self.drop_before(until);
+    }
+
+    /// Under adaptive interruption: the samples of speech that interrupt whatever their
+    /// words, and the prefix padding (`speech_started` names the onset with it).
+    fn interruption(&self) -> Option<(u64, u64)> {
+        let td = self.turn.as_ref()?;
+        let i = td.interruption();
+        (i.mode == InterruptionMode::Adaptive).then(|| {
+            let padding = u64::from(td.vad_timing().1) * SAMPLES_PER_MS;
+            (u64::from(i.min_duration_ms) * SAMPLES_PER_MS, padding)
+        })
     }
 
     /// Whether a server-VAD turn is under way.
@@ -439,7 +463,9 @@ impl Session {
         for ev in events {
             self.input.vad_latency(&ev, offset);
             match ev {
-                VadEvent::SpeechStarted { at_sample } => self.speech_started(at_sample + offset),
+                VadEvent::SpeechStarted { at_sample } => {
+                    self.speech_started(at_sample + offset, false)
+                }
                 VadEvent::SpeechStopped { at_sample } => self.speech_stopped(at_sample + offset),
             }
         }
@@ -448,12 +474,35 @@ impl Session {
         report.map_or(Ok(()), Err)
     }
 
-    fn speech_started(&mut self, at: u64) {
+    /// Speech started at `at`. Over an answer under adaptive interruption it is judged
+    /// first (unless `judged`: this is the verdict): the playout pauses and nothing is sent
+    /// yet (see `interrupt`).
+    pub(super) fn speech_started(&mut self, at: u64, judged: bool) {
         self.abandon_speculation();
         self.timers.vad_idle = None;
         let item_id = ids::item_id();
         self.input.drop_before(at);
         self.input.speech_item = Some(item_id.clone());
+        let answering =
+            self.active.as_ref().is_some_and(|a| a.in_conversation) || self.view.is_playing();
+        let interrupts = self
+            .input
+            .turn
+            .as_ref()
+            .is_some_and(TurnDetection::interrupt_response);
+        match self.input.interruption() {
+            Some((min, padding))
+                if !judged && interrupts && answering && !self.cfg.is_transcription() =>
+            {
+                let voice = (at + padding).min(self.input.clock());
+                self.input.overlap = Some(Overlap::new(at, voice, min));
+                if let Some(sink) = self.transport.sink() {
+                    sink.pause(true);
+                }
+                return;
+            }
+            _ => {}
+        }
         self.transcribe_speech_start(&item_id, at);
         self.emit(ServerEventBody::InputAudioBufferSpeechStarted {
             audio_start_ms: ms(at),
@@ -477,6 +526,20 @@ impl Session {
     }
 
     pub(super) fn speech_stopped(&mut self, at: u64) {
+        if let Some(onset) = self.input.overlap.as_ref().map(|o| o.onset) {
+            // Short speech over the answer: its words judge it, when they can be had.
+            let words = self.transcripts.can_send_whole().then(|| {
+                let id: Arc<str> = Arc::from(format!("bc_{}", ids::item_id()));
+                let audio = self.input.buffer_from(onset);
+                self.transcripts.send_whole(id.clone(), audio);
+                (id, self.now + WORDS_TIMEOUT)
+            });
+            if let Some(o) = &mut self.input.overlap {
+                o.stopped_at = Some(at);
+                o.words = words;
+            }
+            return;
+        }
         self.timers.stamps.turn_end = Some(self.now);
         let item_id = self.input.speech_item.take().unwrap_or_else(ids::item_id);
         self.emit(ServerEventBody::InputAudioBufferSpeechStopped {
@@ -588,6 +651,11 @@ impl Session {
     /// `input_audio_buffer.clear`.
     pub(super) fn clear_input(&mut self) {
         self.abandon_speculation();
+        if self.input.overlap.is_some() {
+            if let Some(sink) = self.transport.sink() {
+                sink.pause(false);
+            }
+        }
         self.input.buffer.clear();
         self.input.reset_speech();
         self.transcripts.abandon();

@@ -14,8 +14,8 @@ use super::playback::PlaybackView;
 use super::response::ActiveResponse;
 use super::subscribers::{too_large_error, Subscribers};
 use super::{
-    Epoch, EventSender, Limits, MediaReport, MediaSignals, ModelEvent, ModelPort, Rendered,
-    SessionInput, SessionParams, Transport,
+    Epoch, EventSender, Limits, MediaReport, ModelEvent, ModelPort, Rendered, SessionInput,
+    SessionParams, Transport,
 };
 use crate::protocol::{
     codes, ClientEvent, Envelope, ErrorPayload, ServerEvent, ServerEventBody, SessionConfig,
@@ -217,20 +217,9 @@ impl Session {
         &self.cfg.id
     }
 
-    /// What carries the session now: `websocket`, `webrtc` or `sip`.
-    pub fn transport_kind(&self) -> &'static str {
-        match &self.transport {
-            Transport::WebRtc { sink, .. } => sink.kind(),
-            Transport::WebSocket => "websocket",
-        }
-    }
-
-    /// What the media engine reports to this session (WebRTC and phone calls).
-    pub fn signals(&self) -> Option<Arc<MediaSignals>> {
-        match &self.transport {
-            Transport::WebRtc { signals, .. } => Some(signals.clone()),
-            Transport::WebSocket => None,
-        }
+    /// What carries the session now (a resume may change it).
+    pub fn transport(&self) -> &Transport {
+        &self.transport
     }
 
     /// Whether the session is over (its subscribers were closed).
@@ -400,6 +389,10 @@ impl Session {
                 .judge
                 .as_ref()
                 .and_then(super::turn::Judge::deadline),
+            self.input
+                .overlap
+                .as_ref()
+                .and_then(super::interrupt::Overlap::deadline),
         ]
         .into_iter()
         .flatten()

@@ -16,6 +16,7 @@ mod conversation;
 mod durable;
 mod floor;
 mod input;
+mod interrupt;
 mod items;
 mod journal;
 pub mod ledger;
@@ -93,6 +94,22 @@ impl Transport {
     fn sink(&self) -> Option<&dyn MediaSink> {
         match self {
             Transport::WebRtc { sink, .. } => Some(sink.as_ref()),
+            Transport::WebSocket => None,
+        }
+    }
+
+    /// `websocket`, `webrtc` or `sip`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Transport::WebRtc { sink, .. } => sink.kind(),
+            Transport::WebSocket => "websocket",
+        }
+    }
+
+    /// What the media engine reports (WebRTC and phone calls).
+    pub fn signals(&self) -> Option<Arc<MediaSignals>> {
+        match self {
+            Transport::WebRtc { signals, .. } => Some(signals.clone()),
             Transport::WebSocket => None,
         }
     }
@@ -433,7 +450,7 @@ pub struct SessionStatus {
 impl SessionStatus {
     fn update(&self, session: &Session) {
         use std::sync::atomic::Ordering::Relaxed;
-        let kind = match session.transport_kind() {
+        let kind = match session.transport().kind() {
             "webrtc" => 1,
             "sip" => 2,
             _ => 0,
@@ -523,7 +540,7 @@ pub async fn run(
         settle(&mut session, &mut feeds, &status, provider.as_ref()).await;
         let wake = tokio::time::Instant::from_std(session.next_deadline());
         // A resume may move the session to another transport: look each time.
-        let signals = session.signals();
+        let signals = session.transport().signals();
         tokio::select! {
             biased;
             () = media_signal(signals.as_deref()) => {

@@ -63,6 +63,9 @@ pub trait MediaSink: Send {
     fn finish(&self, tag: PlaybackTag);
     /// Purges everything queued; the engine reports the purge in its signals.
     fn clear(&self);
+    /// Pauses the playout (silence goes out, the queue waits) or resumes it where it
+    /// paused; a [`Self::clear`] ends a pause too.
+    fn pause(&self, paused: bool);
     /// What carries the media, as `/v1/pool` names it: `webrtc`, or `sip` for a phone call.
     fn kind(&self) -> &'static str {
         "webrtc"

@@ -171,6 +171,7 @@ impl Session {
         if let Some(at) = self.input.judge_pause(self.now, words.as_deref()) {
             self.speech_stopped(at);
         }
+        self.on_overlap();
     }
 
     /// Gives the speculation up: its answer (if asked) is cancelled and its output dropped.
@@ -197,6 +198,16 @@ impl Session {
         &mut self,
         ev: TranscriptEvent,
     ) -> Option<TranscriptEvent> {
+        if let Some(o) = self.input.overlap.as_mut().filter(|o| o.asked(&ev.item_id)) {
+            // The words of speech over the answer: they judge it.
+            o.heard = Some(match &ev.output {
+                Ok(TranscribeOutput::Completed { text, .. }) => text.clone(),
+                Ok(_) => return None,
+                Err(_) => String::new(),
+            });
+            self.on_overlap();
+            return None;
+        }
         if self.speculation.as_ref().is_none_or(|s| s.id != ev.item_id) {
             return Some(ev);
         }

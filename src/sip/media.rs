@@ -31,6 +31,7 @@ enum Command {
     Play { tag: u64, pcm: Pcm },
     Finish(u64),
     Clear,
+    Pause(bool),
 }
 
 /// Why a call's media ended.
@@ -81,6 +82,10 @@ impl MediaSink for SipSink {
 
     fn clear(&self) {
         let _ = self.tx.send(Command::Clear);
+    }
+
+    fn pause(&self, paused: bool) {
+        let _ = self.tx.send(Command::Pause(paused));
     }
 
     fn kind(&self) -> &'static str {
@@ -316,6 +321,7 @@ impl Task {
                 self.leg.audio().clear();
                 self.p.signals.cleared();
             }
+            Command::Pause(paused) => self.leg.audio().pause(paused),
         }
     }
 }

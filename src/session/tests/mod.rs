@@ -224,6 +224,10 @@ impl MediaSink for SinkLog {
     fn clear(&self) {
         self.0.lock().unwrap().push("clear".into());
     }
+    fn pause(&self, paused: bool) {
+        let what = if paused { "pause" } else { "resume" };
+        self.0.lock().unwrap().push(what.into());
+    }
 }
 
 /// A session, its model and its transport queue, on a virtual clock.
@@ -247,6 +251,8 @@ struct Harness {
     closed: Option<String>,
     /// Whether the transport reads its queue (a client that stopped reading: false).
     reading: bool,
+    /// Its audio arrives as the caller's media (WebRTC), not client appends.
+    media_input: bool,
 }
 
 struct Setup {
@@ -363,6 +369,7 @@ fn harness(setup: Setup) -> Harness {
     let limits = limits(&setup);
     let (out_tx, out) = queue(limits.max_outbound_bytes);
     let signals = Arc::new(MediaSignals::default());
+    let media_input = setup.webrtc.is_some();
     let transport = match setup.webrtc {
         Some(sink) => Transport::WebRtc {
             sink: Box::new(sink),
@@ -431,6 +438,7 @@ fn harness(setup: Setup) -> Harness {
         seen: Vec::new(),
         closed: None,
         reading: true,
+        media_input,
     };
     h.session.start(now);
     h.until("session.created");
@@ -647,6 +655,7 @@ fn voiced(secs: f32) -> Vec<f32> {
 
 mod durable;
 mod input_and_playback;
+mod interruptions;
 mod lifecycle;
 mod memory;
 mod outbound_limits;

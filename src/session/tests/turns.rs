@@ -19,7 +19,7 @@ fn judged(eagerness: &str) -> (Harness, TurnAsked) {
 
 /// Appends `secs` of audio (voice or silence) in 20 ms chunks, as a paced client would,
 /// the virtual clock moving with it.
-fn append(h: &mut Harness, secs: f32, voice: bool) {
+pub(super) fn append(h: &mut Harness, secs: f32, voice: bool) {
     let audio = if voice {
         voiced(secs)
     } else {

@@ -1,0 +1,297 @@
+//! Adaptive interruption (`turn_detection.interruption.mode: "adaptive"`, the default under
+//! `semantic_vad`): speech over an answer is judged before it cancels anything. While it is
+//! judged the answer's playout is paused (WebRTC and SIP, where Duet paces it) and
+//! `input_audio_buffer.speech_started` is held back (every transport: clients that stop
+//! their playback on it then stop for real interruptions only). It interrupts when it lasts
+//! `min_duration_ms`, or when it ends sooner with words that are not a backchannel (as the
+//! transcriber heard them); then `speech_started` goes out with the onset's
+//! `audio_start_ms` and the answer is cancelled and truncated where its playout paused, as
+//! a barge-in does. A backchannel ("mhm", "yeah", "okay", "I see"), a noise, or a short
+//! utterance when no transcriber is loaded, lets the answer go on where it paused: it
+//! creates no item, no response and no event (`duet_interruptions_total{outcome}` counts
+//! it).
+//!
+//! Sans IO: the session feeds it the input clock, the detector's state and the words; it
+//! says what the speech was.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long the words of a short utterance are waited for; past it, it was no interruption.
+pub(super) const WORDS_TIMEOUT: Duration = Duration::from_millis(2_000);
+
+/// Speech over an answer, being judged.
+pub(super) struct Overlap {
+    /// Where `speech_started` will say it began (with the prefix padding).
+    pub(super) onset: u64,
+    /// Where the voice began (the duration counts from here).
+    voice: u64,
+    /// Samples of speech that interrupt whatever the words.
+    min: u64,
+    /// Where the speech ended before it was judged.
+    pub(super) stopped_at: Option<u64>,
+    /// The transcription of the ended utterance: its id and when it is given up.
+    pub(super) words: Option<(Arc<str>, Instant)>,
+    /// What the transcriber heard.
+    pub(super) heard: Option<String>,
+}
+
+/// What the speech over the answer was.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Verdict {
+    /// The user takes the turn: `speech_started` at `onset`, the answer cancelled; when the
+    /// speech already ended, its `speech_stopped` at `stopped_at` follows.
+    Interrupt { onset: u64, stopped_at: Option<u64> },
+    /// A backchannel or a noise: the answer goes on; the audio up to `until` is dropped.
+    Backchannel { until: u64 },
+}
+
+impl Overlap {
+    pub(super) fn new(onset: u64, voice: u64, min: u64) -> Self {
+        Self {
+            onset,
+            voice,
+            min,
+            stopped_at: None,
+            words: None,
+            heard: None,
+        }
+    }
+
+    /// The verdict once there is one: at input clock `clock`, the detector `in_speech`,
+    /// `answering` (an answer is still being made or played).
+    pub(super) fn verdict(
+        &self,
+        clock: u64,
+        in_speech: bool,
+        now: Instant,
+        answering: bool,
+    ) -> Option<Verdict> {
+        let interrupt = Verdict::Interrupt {
+            onset: self.onset,
+            stopped_at: self.stopped_at,
+        };
+        let Some(until) = self.stopped_at else {
+            let long = in_speech && clock.saturating_sub(self.voice) >= self.min;
+            // Nothing left to interrupt: it is simply the user's turn.
+            return (long || !answering).then_some(interrupt);
+        };
+        match (&self.heard, &self.words) {
+            (Some(words), _) if !is_backchannel(words) => Some(interrupt),
+            (Some(_), _) => Some(Verdict::Backchannel { until }),
+            (None, Some((_, deadline))) if now < *deadline => None,
+            (None, _) => Some(Verdict::Backchannel { until }),
+        }
+    }
+
+    /// Whether transcription `id` is this speech's words.
+    pub(super) fn asked(&self, id: &str) -> bool {
+        self.words.as_ref().is_some_and(|(w, _)| &**w == id)
+    }
+
+    /// When the words are given up (the session's timer wakes then).
+    pub(super) fn deadline(&self) -> Option<Instant> {
+        match (&self.heard, &self.words) {
+            (None, Some((_, at))) => Some(*at),
+            _ => None,
+        }
+    }
+}
+
+/// Words that keep the listener listening.
+const BACKCHANNEL_WORDS: &[&str] = &[
+    "mhm",
+    "mm-hmm",
+    "mmhmm",
+    "mm",
+    "mmm",
+    "hmm",
+    "hm",
+    "uh-huh",
+    "uhhuh",
+    "huh",
+    "yeah",
+    "yes",
+    "yep",
+    "yup",
+    "ya",
+    "right",
+    "okay",
+    "ok",
+    "sure",
+    "alright",
+    "oh",
+    "ah",
+    "aha",
+    "wow",
+    "cool",
+    "great",
+    "nice",
+    "true",
+    "exactly",
+    "indeed",
+    "totally",
+    "absolutely",
+    "gotcha",
+    "uh",
+    "um",
+    "so",
+];
+/// Two-word backchannels.
+const BACKCHANNEL_PAIRS: &[(&str, &str)] = &[
+    ("i", "see"),
+    ("got", "it"),
+    ("all", "right"),
+    ("uh", "huh"),
+    ("mm", "hmm"),
+    ("of", "course"),
+    ("makes", "sense"),
+    ("that's", "right"),
+    ("oh", "okay"),
+];
+
+/// Whether a transcript is only backchannel ("Mm-hmm.", "Yeah, yeah.", "Okay, I see."): an
+/// empty one (a noise) is one too.
+pub fn is_backchannel(text: &str) -> bool {
+    let words: Vec<String> = text
+        .split(|c: char| c.is_whitespace() || matches!(c, ',' | '.' | '!' | '?' | ';' | ':' | '…'))
+        .map(|w| {
+            w.trim_matches(|c: char| !c.is_alphanumeric())
+                .to_lowercase()
+        })
+        .filter(|w| !w.is_empty())
+        .collect();
+    let mut i = 0;
+    while i < words.len() {
+        let pair = words
+            .get(i + 1)
+            .is_some_and(|next| BACKCHANNEL_PAIRS.contains(&(words[i].as_str(), next.as_str())));
+        if pair {
+            i += 2;
+        } else if BACKCHANNEL_WORDS.contains(&words[i].as_str()) {
+            i += 1;
+        } else {
+            return false;
+        }
+    }
+    true
+}
+
+impl super::Session {
+    /// Judges the speech over the answer, when there is a verdict: the user takes the turn
+    /// (`speech_started`, the barge-in, and its `speech_stopped` when it already ended), or
+    /// the answer goes on where its playout paused.
+    pub(super) fn on_overlap(&mut self) {
+        let Some(o) = &self.input.overlap else { return };
+        let answering =
+            self.active.as_ref().is_some_and(|a| a.in_conversation) || self.view.is_playing();
+        let in_speech = self.input.silence().is_some_and(|(s, _)| s);
+        let Some(verdict) = o.verdict(self.input.clock(), in_speech, self.now, answering) else {
+            return;
+        };
+        self.input.overlap = None;
+        match verdict {
+            Verdict::Interrupt { onset, stopped_at } => {
+                crate::metrics::METRICS.interruption("interrupted");
+                self.speech_started(onset, true);
+                if let Some(at) = stopped_at {
+                    self.speech_stopped(at);
+                }
+            }
+            Verdict::Backchannel { until } => {
+                crate::metrics::METRICS.interruption("backchannel");
+                self.input.end_backchannel(until);
+                if let Some(sink) = self.transport.sink() {
+                    sink.pause(false);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backchannels_and_real_words() {
+        for bc in [
+            "Mm-hmm.",
+            "Yeah.",
+            "Yeah, yeah.",
+            "Okay, I see.",
+            "Uh-huh",
+            "Right.",
+            "",
+            " . ",
+            "Mhm, got it.",
+            "Oh, okay.",
+        ] {
+            assert!(is_backchannel(bc), "{bc:?}");
+        }
+        for words in [
+            "Stop.",
+            "Stop please.",
+            "Wait, what?",
+            "No.",
+            "Yeah, but what about Tuesday?",
+            "I see a problem.",
+            "Okay stop",
+        ] {
+            assert!(!is_backchannel(words), "{words:?}");
+        }
+    }
+
+    #[test]
+    fn long_speech_interrupts_and_short_speech_waits_for_its_words() {
+        let t0 = Instant::now();
+        let mut o = Overlap::new(1_000, 8_200, 14_400);
+        assert_eq!(o.verdict(20_000, true, t0, true), None, "under 600 ms");
+        assert_eq!(
+            o.verdict(22_600, true, t0, true),
+            Some(Verdict::Interrupt {
+                onset: 1_000,
+                stopped_at: None
+            })
+        );
+        assert_eq!(
+            o.verdict(9_000, true, t0, false),
+            Some(Verdict::Interrupt {
+                onset: 1_000,
+                stopped_at: None
+            }),
+            "the answer is over: the user's turn"
+        );
+        // Ended short, words asked: wait for them, then judge by them.
+        o.stopped_at = Some(18_000);
+        o.words = Some((Arc::from("bc_1"), t0 + WORDS_TIMEOUT));
+        assert_eq!(o.verdict(20_000, false, t0, true), None);
+        assert_eq!(o.deadline(), Some(t0 + WORDS_TIMEOUT));
+        o.heard = Some("Mm-hmm.".into());
+        assert_eq!(
+            o.verdict(20_000, false, t0, true),
+            Some(Verdict::Backchannel { until: 18_000 })
+        );
+        assert_eq!(o.deadline(), None);
+        o.heard = Some("Stop.".into());
+        assert_eq!(
+            o.verdict(20_000, false, t0, true),
+            Some(Verdict::Interrupt {
+                onset: 1_000,
+                stopped_at: Some(18_000)
+            })
+        );
+        // Words that never come: no interruption.
+        o.heard = None;
+        assert_eq!(
+            o.verdict(20_000, false, t0 + WORDS_TIMEOUT, true),
+            Some(Verdict::Backchannel { until: 18_000 })
+        );
+        // No transcriber: a short utterance is no interruption.
+        o.words = None;
+        assert_eq!(
+            o.verdict(20_000, false, t0, true),
+            Some(Verdict::Backchannel { until: 18_000 })
+        );
+    }
+}

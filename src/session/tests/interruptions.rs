@@ -1,0 +1,205 @@
+//! Adaptive interruption (the default under `semantic_vad`): speech over an answer pauses
+//! its WebRTC playout and is judged before anything is cancelled or sent; long speech or
+//! real words interrupt as a barge-in does (with `speech_started` naming the onset), a
+//! backchannel or short speech without words lets the answer go on.
+
+use super::*;
+
+/// Appends `secs` of voice or silence in 20 ms chunks as the caller's media (WebRTC) or
+/// as client appends, the virtual clock moving with it.
+fn append(h: &mut Harness, secs: f32, voice: bool) {
+    if !h.media_input {
+        return super::turns::append(h, secs, voice);
+    }
+    let audio = if voice {
+        voiced(secs)
+    } else {
+        vec![0.0; (secs * 24_000.0) as usize]
+    };
+    for chunk in audio.chunks(480) {
+        h.input(SessionInput::Media(chunk.to_vec().into()));
+        h.advance(STEP);
+    }
+}
+
+fn semantic(h: Setup) -> Harness {
+    harness(Setup {
+        echo: true,
+        session: json!({"type":"realtime","audio":{"input":{"turn_detection":{"type":"semantic_vad","eagerness":"high"}}}}),
+        ..h
+    })
+}
+
+/// A spoken turn of `secs` that the echo model starts answering.
+fn answered_turn(h: &mut Harness, secs: f32) -> String {
+    append(h, secs, true);
+    append(h, 0.4, false);
+    let created = h.until("response.created");
+    last(&created, "response.created")["response"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+fn log(sink: &SinkLog) -> Vec<String> {
+    sink.0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| !l.starts_with("play") && !l.starts_with("finish"))
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn on_webrtc_a_short_sound_pauses_the_answer_and_it_goes_on() {
+    let sink = SinkLog::default();
+    let mut h = semantic(Setup {
+        webrtc: Some(sink.clone()),
+        ..Setup::default()
+    });
+    answered_turn(&mut h, 2.0);
+    append(&mut h, 0.2, false);
+    let seen = h.seen.len();
+    append(&mut h, 0.3, true);
+    assert_eq!(
+        log(&sink).last().map(String::as_str),
+        Some("pause"),
+        "paused at once"
+    );
+    append(&mut h, 0.5, false);
+    assert_eq!(log(&sink), ["pause", "resume"], "resumed, never cleared");
+    let later: Vec<String> = types(&h.seen[seen..]);
+    assert!(
+        !later.iter().any(|t| t.starts_with("input_audio_buffer")),
+        "no event for a backchannel: {later:?}"
+    );
+    let done = h.until("response.done");
+    assert_eq!(
+        last(&done, "response.done")["response"]["status"],
+        "completed"
+    );
+}
+
+#[test]
+fn on_webrtc_long_speech_interrupts_where_the_answer_paused() {
+    let sink = SinkLog::default();
+    let mut h = semantic(Setup {
+        webrtc: Some(sink.clone()),
+        ..Setup::default()
+    });
+    let answer = answered_turn(&mut h, 2.0);
+    append(&mut h, 0.2, false);
+    let onset_ms = (h.session.input.clock() / 24) as i64;
+    append(&mut h, 0.4, true);
+    assert_eq!(log(&sink), ["pause"]);
+    assert_eq!(
+        count(&h.seen, "input_audio_buffer.speech_started"),
+        1,
+        "only the first turn's"
+    );
+    append(&mut h, 0.4, true);
+    // 600 ms of voice: the user's turn.
+    assert_eq!(log(&sink), ["pause", "clear"]);
+    let started = h
+        .seen
+        .iter()
+        .rfind(|e| e["type"] == "input_audio_buffer.speech_started")
+        .unwrap();
+    let at = started["audio_start_ms"].as_i64().unwrap();
+    assert!(
+        (at - onset_ms).abs() <= 350,
+        "names the onset: {at} vs {onset_ms}"
+    );
+    let done = h.until("response.done");
+    let done = last(&done, "response.done");
+    assert_eq!(done["response"]["id"], answer.as_str());
+    assert_eq!(
+        done["response"]["status_details"]["reason"],
+        "turn_detected"
+    );
+}
+
+#[test]
+fn on_a_websocket_the_words_decide_and_a_backchannel_sends_nothing() {
+    for (words, interrupts) in [("Mm-hmm.", false), ("Stop.", true)] {
+        let sent = Sent::default();
+        let mut h = semantic(Setup {
+            transcriber: Some(sent.clone()),
+            ..Setup::default()
+        });
+        answered_turn(&mut h, 3.0);
+        let seen = h.seen.len();
+        append(&mut h, 0.3, true);
+        append(&mut h, 0.4, false);
+        assert_eq!(
+            count(&h.seen[seen..], "input_audio_buffer.speech_started"),
+            0,
+            "{words}: held back"
+        );
+        let asked = sent
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(id, _, _)| id.starts_with("bc_"))
+            .map(|(id, _, _)| id.clone())
+            .expect("its words were asked for");
+        h.transcript(
+            &asked,
+            Ok(duet_models::TranscribeOutput::Completed {
+                text: words.into(),
+                logprobs: Vec::new(),
+                audio_seconds: 0.3,
+            }),
+        );
+        let after = types(&h.seen[seen..]);
+        if interrupts {
+            assert_in_order(
+                &after,
+                &[
+                    "input_audio_buffer.speech_started",
+                    "response.done",
+                    "input_audio_buffer.speech_stopped",
+                    "input_audio_buffer.committed",
+                ],
+            );
+        } else {
+            assert!(
+                after.iter().all(|t| !t.starts_with("input_audio_buffer")),
+                "{after:?}"
+            );
+            let done = h.until("response.done");
+            assert_eq!(
+                last(&done, "response.done")["response"]["status"],
+                "completed"
+            );
+        }
+    }
+}
+
+#[test]
+fn server_vad_still_interrupts_at_once() {
+    let sink = SinkLog::default();
+    let mut h = harness(Setup {
+        echo: true,
+        webrtc: Some(sink.clone()),
+        session: json!({"type":"realtime","audio":{"input":{"turn_detection":{"type":"server_vad","silence_duration_ms":300}}}}),
+        ..Setup::default()
+    });
+    answered_turn(&mut h, 2.0);
+    append(&mut h, 0.2, false);
+    append(&mut h, 0.3, true);
+    assert_eq!(log(&sink), ["clear"]);
+    assert_eq!(count(&h.seen, "input_audio_buffer.speech_started"), 2);
+}
+
+/// `want` appears in `types` in this order (other events between them).
+fn assert_in_order(types: &[String], want: &[&str]) {
+    let mut at = 0;
+    for w in want {
+        match types[at..].iter().position(|t| t == w) {
+            Some(i) => at += i + 1,
+            None => panic!("{w} missing or out of order in {types:?}"),
+        }
+    }
+}
