@@ -15,6 +15,7 @@ mod agents_realtime_ws_moshi;
 mod auth_hardening;
 mod browser_demo;
 mod browser_demo_moshi;
+mod cascade_backchannel;
 mod cascade_barge_in;
 mod cascade_embedded;
 mod cascade_speculative;

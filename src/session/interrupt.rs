@@ -58,8 +58,8 @@ impl Overlap {
         }
     }
 
-    /// The verdict once there is one: at input clock `clock`, the detector `in_speech`,
-    /// `answering` (an answer is still being made or played).
+    /// The verdict once there is one: the voice heard up to input clock `clock`, the
+    /// detector `in_speech`, `answering` (an answer is still being made or played).
     pub(super) fn verdict(
         &self,
         clock: u64,
@@ -185,8 +185,10 @@ impl super::Session {
         let Some(o) = &self.input.overlap else { return };
         let answering =
             self.active.as_ref().is_some_and(|a| a.in_conversation) || self.view.is_playing();
-        let in_speech = self.input.silence().is_some_and(|(s, _)| s);
-        let Some(verdict) = o.verdict(self.input.clock(), in_speech, self.now, answering) else {
+        // Inside speech, the voice was last heard `silence` ago: that is how long it lasted.
+        let (in_speech, silence) = self.input.silence().unwrap_or((false, 0));
+        let voiced_until = self.input.clock().saturating_sub(silence);
+        let Some(verdict) = o.verdict(voiced_until, in_speech, self.now, answering) else {
             return;
         };
         self.input.overlap = None;
