@@ -82,7 +82,7 @@ impl Preset {
 
 /// What is known of the pause's score.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(super) enum Score {
+pub enum Score {
     /// Asked, not answered yet.
     Pending,
     /// The model failed, was busy, or did not answer in time.
@@ -93,7 +93,7 @@ pub(super) enum Score {
 
 /// Why a turn ended where the judge said (a metric label).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Ending {
+pub enum Ending {
     /// A very confident score.
     Immediate,
     /// A confident score.
@@ -115,7 +115,7 @@ impl Ending {
 /// Where the turn ends (milliseconds into the pause) given what is known, or `None`: wait
 /// (for more silence, the score, or the maximum pause, which the VAD enforces itself).
 /// `unfinished`: the words heard so far end where no sentence ends.
-pub(super) fn decide(
+pub fn decide(
     preset: &Preset,
     score: Score,
     unfinished: bool,
