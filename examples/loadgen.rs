@@ -11,6 +11,9 @@
 //! target/release/examples/loadgen --ws 100,500,1000 --secs 20
 //! ```
 //!
+//! `--noise-reduction near_field` opens every call with that `audio.input.noise_reduction`
+//! (the offer's `session` part), to measure what denoising costs per call.
+//!
 //! `--loss PCT --jitter-ms MS` send every call through one impairment relay thread (random
 //! loss and 0..=MS of extra delay per packet, each way; see `duet_client::impair`).
 
@@ -39,6 +42,8 @@ struct Args {
     ramp: f64,
     loss_pct: f64,
     jitter_ms: u64,
+    /// `audio.input.noise_reduction` type for every call (`near_field`, `far_field`).
+    noise_reduction: Option<String>,
 }
 
 fn args() -> anyhow::Result<Args> {
@@ -51,6 +56,7 @@ fn args() -> anyhow::Result<Args> {
         ramp: 20.0,
         loss_pct: 0.0,
         jitter_ms: 0,
+        noise_reduction: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -63,11 +69,12 @@ fn args() -> anyhow::Result<Args> {
             "--ramp" => a.ramp = v.parse()?,
             "--loss" => a.loss_pct = v.parse()?,
             "--jitter-ms" => a.jitter_ms = v.parse()?,
+            "--noise-reduction" => a.noise_reduction = Some(v),
             "--server" => {
                 let (addr, pid) = v.split_once(',').ok_or_else(|| anyhow!("--server HOST:PORT,PID"))?;
                 a.server = Some((addr.parse()?, pid.parse()?));
             }
-            other => anyhow::bail!("unknown flag {other}; use --calls 1,16,64 | --ws 100,500 --secs 20 --binary PATH --ramp PER_SEC [--loss PCT] [--jitter-ms MS] [--server HOST:PORT,PID]"),
+            other => anyhow::bail!("unknown flag {other}; use --calls 1,16,64 | --ws 100,500 --secs 20 --binary PATH --ramp PER_SEC [--loss PCT] [--jitter-ms MS] [--noise-reduction near_field|far_field] [--server HOST:PORT,PID]"),
         }
     }
     if a.calls.is_empty() && a.ws.is_empty() {
@@ -169,6 +176,10 @@ fn measure_calls(n: usize, a: &Args, t: &Target) -> anyhow::Result<Measured<Load
         turn: Duration::from_millis(1000),
         loss: a.loss_pct / 100.0,
         jitter: Duration::from_millis(a.jitter_ms),
+        session: a.noise_reduction.as_ref().map(|kind| {
+            serde_json::json!({"type": "realtime",
+                "audio": {"input": {"noise_reduction": {"type": kind}}}})
+        }),
     };
     let ramp_time = Duration::from_secs_f64(n as f64 / a.ramp);
     measure(t, a.secs, ramp_time, move || run(&cfg))

@@ -43,6 +43,7 @@ mod llm_voice_priority;
 mod memory_budget_hostile;
 mod memory_text_budget;
 mod metrics;
+mod noise_reduction;
 mod openai_python;
 mod openai_python_calls;
 mod openai_python_chat;

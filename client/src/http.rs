@@ -218,6 +218,16 @@ pub async fn patch_offer(
     Ok(r.body)
 }
 
+/// [`post_call`] to `/v1/realtime/calls` on the calling thread, without a key.
+pub fn post_call_blocking(
+    base: SocketAddr,
+    content_type: &str,
+    body: &str,
+) -> anyhow::Result<(String, String)> {
+    let headers = [("Content-Type", content_type)];
+    offer_result(request_blocking(base, "POST", CALLS, &headers, body)?)
+}
+
 /// [`post_offer`] on the calling thread.
 pub fn post_offer_blocking(
     base: SocketAddr,

@@ -21,7 +21,7 @@ use str0m::media::{Direction, Frequency, MediaKind, MediaTime, Mid};
 use str0m::net::{Protocol, Receive};
 use str0m::{Candidate, Event, Input, Output, Rtc};
 
-use crate::http::{post_offer_blocking, request_blocking};
+use crate::http::{multipart, post_call_blocking, post_offer_blocking, request_blocking};
 use crate::impair::{self, Impairment, Relay, RelayStats};
 use crate::poll::readable;
 
@@ -47,6 +47,8 @@ pub struct LoadConfig {
     pub loss: f64,
     /// Random extra delay per packet, 0..=jitter, each way.
     pub jitter: Duration,
+    /// Each call's session configuration (the offer's multipart `session` part), if any.
+    pub session: Option<serde_json::Value>,
 }
 
 impl LoadConfig {
@@ -203,6 +205,16 @@ pub struct Dialed {
 
 /// Offers a call (blocking HTTP) through `relay` when there is one.
 pub fn dial_call(server: SocketAddr, relay: Option<&Relay>) -> anyhow::Result<Dialed> {
+    dial_call_with(server, relay, None)
+}
+
+/// [`dial_call`] with the call's session configuration (the offer's multipart `session`
+/// part) when `session` is given.
+pub fn dial_call_with(
+    server: SocketAddr,
+    relay: Option<&Relay>,
+    session: Option<&serde_json::Value>,
+) -> anyhow::Result<Dialed> {
     let socket = UdpSocket::bind(SocketAddr::new(server.ip(), 0))?;
     socket.set_nonblocking(true)?;
     let local = socket.local_addr()?;
@@ -220,7 +232,18 @@ pub fn dial_call(server: SocketAddr, relay: Option<&Relay>) -> anyhow::Result<Di
     let mid = api.add_media(MediaKind::Audio, Direction::SendRecv, None, None, None);
     api.add_channel("oai-events".into());
     let (offer, pending) = api.apply().ok_or_else(|| anyhow!("no offer"))?;
-    let (call_id, mut answer) = post_offer_blocking(server, &offer.to_sdp_string(), None)?;
+    let sdp = offer.to_sdp_string();
+    let (call_id, mut answer) = match session {
+        None => post_offer_blocking(server, &sdp, None)?,
+        Some(session) => {
+            let json = session.to_string();
+            let (ctype, body) = multipart(&[
+                ("sdp", "application/sdp", &sdp),
+                ("session", "application/json", &json),
+            ]);
+            post_call_blocking(server, &ctype, &body)?
+        }
+    };
     if let Some(r) = relay {
         let media = impair::candidate_addr(&answer).context("no UDP candidate in answer")?;
         answer = impair::redirect(&answer, r.front(media)?);
@@ -238,8 +261,13 @@ pub fn dial_call(server: SocketAddr, relay: Option<&Relay>) -> anyhow::Result<Di
 }
 
 /// Offers one call; returns the caller ready to run.
-fn dial(server: SocketAddr, index: usize, relay: Option<&Relay>) -> anyhow::Result<Caller> {
-    let d = dial_call(server, relay)?;
+fn dial(
+    server: SocketAddr,
+    index: usize,
+    relay: Option<&Relay>,
+    session: Option<&serde_json::Value>,
+) -> anyhow::Result<Caller> {
+    let d = dial_call_with(server, relay, session)?;
     Ok(Caller {
         rtc: d.rtc,
         socket: d.socket,
@@ -514,7 +542,7 @@ pub fn run(cfg: &LoadConfig) -> anyhow::Result<LoadReport> {
         Some(imp) => Some(Arc::new(Relay::shared(imp)?)),
         None => None,
     };
-    let (dialed, dialer) = spawn_dialer(cfg.server, cfg.calls, ramp, relay.clone());
+    let (dialed, dialer) = spawn_dialer(cfg, ramp, relay.clone());
     let mut fleet = Fleet::new(&clips);
     let ramp_time = Duration::from_secs_f64(cfg.calls as f64 / ramp);
     let end = fleet.start + ramp_time + cfg.duration;
@@ -530,8 +558,7 @@ pub fn run(cfg: &LoadConfig) -> anyhow::Result<LoadReport> {
 /// Dials `calls` calls at `ramp` a second on a thread of its own, sending each caller (or
 /// its setup error) down the channel; stops early when the receiver is gone.
 fn spawn_dialer(
-    server: SocketAddr,
-    calls: usize,
+    cfg: &LoadConfig,
     ramp: f64,
     relay: Option<Arc<Relay>>,
 ) -> (
@@ -539,13 +566,17 @@ fn spawn_dialer(
     std::thread::JoinHandle<()>,
 ) {
     let (tx, rx) = std_mpsc::channel();
+    let (server, calls, session) = (cfg.server, cfg.calls, cfg.session.clone());
     let dialer = std::thread::spawn(move || {
         let start = Instant::now();
         for i in 0..calls {
             let due = start + Duration::from_secs_f64(i as f64 / ramp);
             std::thread::sleep(due.saturating_duration_since(Instant::now()));
             if tx
-                .send(dial(server, i, relay.as_deref()).map_err(|e| format!("setup: {e}")))
+                .send(
+                    dial(server, i, relay.as_deref(), session.as_ref())
+                        .map_err(|e| format!("setup: {e}")),
+                )
                 .is_err()
             {
                 return;

@@ -6,8 +6,9 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use duet_media::{
-    decode_ulaw, encode_ulaw, Adpcm, CallAudio, CallCodec, FrameGrid, JitterBuffer, JitterConfig,
-    OpusDecoder, OpusEncoder, PlaybackQueue, SampleRing, StreamResampler, Vad, VadConfig,
+    decode_ulaw, encode_ulaw, Adpcm, CallAudio, CallCodec, Denoiser, FrameGrid, JitterBuffer,
+    JitterConfig, OpusDecoder, OpusEncoder, PlaybackQueue, SampleRing, StreamResampler, Vad,
+    VadConfig,
 };
 
 fn tone(n: usize, rate: f32) -> Vec<f32> {
@@ -193,6 +194,27 @@ fn vad(c: &mut Criterion) {
     });
 }
 
+/// `audio.input.noise_reduction`: RNNoise on one 20 ms frame of session audio (a tone in
+/// noise, so the network runs: digital silence skips it).
+fn denoise(c: &mut Criterion) {
+    let mut d = Denoiser::new();
+    let mut seed = 1u32;
+    let frame: Vec<f32> = tone(480, 24_000.0)
+        .into_iter()
+        .map(|v| {
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            v + 0.01 * ((seed >> 8) as f32 / (1u32 << 23) as f32 - 1.0)
+        })
+        .collect();
+    let mut out = Vec::with_capacity(480);
+    c.bench_function("denoise_20ms_24k", |b| {
+        b.iter(|| {
+            out.clear();
+            d.process(black_box(&frame), &mut out)
+        })
+    });
+}
+
 /// The `Vec` input buffer that [`SampleRing`] replaces: append, then drain
 /// the oldest samples past `cap` from the front.
 fn vec_drain_push(buf: &mut Vec<f32>, samples: &[f32], cap: usize) -> usize {
@@ -223,6 +245,6 @@ fn ring(c: &mut Criterion) {
 }
 
 criterion_group!(
-    benches, opus, call_audio, resample, g711, adpcm, jitter, pacer, playback, vad, ring
+    benches, opus, call_audio, resample, g711, adpcm, jitter, pacer, playback, vad, denoise, ring
 );
 criterion_main!(benches);

@@ -9,6 +9,7 @@
 //! - [`resample`]: [`StreamResampler`], streaming rate conversion (rubato).
 //! - [`frames`]: [`FrameAccumulator`], fixed-size framing of a stream.
 //! - [`vad`]: [`Vad`], an energy-based voice activity detector.
+//! - [`denoise`]: [`Denoiser`], noise suppression (RNNoise) for session audio.
 //! - [`pitch`]: [`pitch_shift`], a granular pitch shifter.
 //! - [`opus_codec`]: [`OpusEncoder`] / [`OpusDecoder`], 48 kHz mono Opus
 //!   with PLC and in-band FEC.
@@ -37,6 +38,7 @@ pub const SESSION_RATE: u32 = 24_000;
 
 pub mod adpcm;
 pub mod call_audio;
+pub mod denoise;
 pub mod dtmf;
 pub mod frames;
 pub mod g711;
@@ -59,6 +61,7 @@ mod testutil;
 
 pub use adpcm::Adpcm;
 pub use call_audio::{CallAudio, CallCodec};
+pub use denoise::Denoiser;
 pub use frames::FrameAccumulator;
 pub use g711::{
     alaw_decode, alaw_encode, decode_alaw, decode_ulaw, encode_alaw, encode_ulaw, ulaw_decode,

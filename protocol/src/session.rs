@@ -457,11 +457,47 @@ pub struct AudioInput {
     /// Input transcription settings (omitted when off).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub transcription: Option<Value>,
-    /// Noise reduction settings (omitted when off).
+    /// Noise reduction (omitted when off: strict clients' types make it optional, not
+    /// nullable).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub noise_reduction: Option<Value>,
+    pub noise_reduction: Option<NoiseReduction>,
     /// `null` means manual turns (commit + `response.create`).
     pub turn_detection: Option<TurnDetection>,
+}
+
+/// `audio.input.noise_reduction`: which microphone the input comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoiseReduction {
+    /// `near_field` (a headset, a phone at the ear) or `far_field` (a laptop, a room).
+    #[serde(rename = "type")]
+    pub kind: NoiseReductionType,
+}
+
+/// The kinds of `audio.input.noise_reduction`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoiseReductionType {
+    /// A close microphone.
+    NearField,
+    /// A distant microphone (served by the same denoiser as `near_field`).
+    FarField,
+}
+
+impl NoiseReduction {
+    /// Reads a client's `noise_reduction` object, or says which field is wrong.
+    fn parse(v: Value) -> Result<Self, ErrorPayload> {
+        let param = "session.audio.input.noise_reduction";
+        serde_json::from_value(v).map_err(|e| {
+            ErrorPayload::invalid(
+                codes::INVALID_VALUE,
+                format!(
+                    "noise_reduction must be null or {{\"type\": \"near_field\" | \"far_field\"}}: {e}"
+                ),
+            )
+            .with_param(format!("{param}.type"))
+        })
+    }
 }
 
 /// Effective `audio.output`.
@@ -749,7 +785,7 @@ impl SessionConfig {
                 cur.transcription = t;
             }
             if let Some(n) = input.noise_reduction {
-                cur.noise_reduction = n;
+                cur.noise_reduction = n.map(NoiseReduction::parse).transpose()?;
             }
             if let Some(td) = input.turn_detection {
                 cur.turn_detection = match td {

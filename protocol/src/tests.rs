@@ -822,3 +822,47 @@ fn interruption_defaults_by_type_carries_over_and_is_checked() {
     );
     assert!(bad.is_err());
 }
+
+#[test]
+fn noise_reduction_is_typed_and_checked() {
+    let mut s = session();
+    let patch = |v: Value| -> SessionPatch {
+        serde_json::from_value(json!({"audio":{"input":{"noise_reduction": v}}})).unwrap()
+    };
+    s.apply(patch(json!({"type": "near_field"}))).unwrap();
+    assert_eq!(
+        s.audio.input.noise_reduction,
+        Some(NoiseReduction {
+            kind: NoiseReductionType::NearField
+        })
+    );
+    let shown = serde_json::to_value(&s.audio.input).unwrap();
+    assert_eq!(shown["noise_reduction"], json!({"type": "near_field"}));
+    s.apply(patch(json!({"type": "far_field"}))).unwrap();
+    assert_eq!(
+        s.audio.input.noise_reduction.map(|n| n.kind),
+        Some(NoiseReductionType::FarField)
+    );
+    // A bad kind or field is refused, naming the field, and changes nothing.
+    for bad in [
+        json!({"type": "studio"}),
+        json!({}),
+        json!({"type": "near_field", "x": 1}),
+        json!("near_field"),
+    ] {
+        let e = s.apply(patch(bad.clone())).unwrap_err();
+        assert_eq!(e.code.as_deref(), Some(codes::INVALID_VALUE), "{bad}");
+        assert_eq!(
+            e.param.as_deref(),
+            Some("session.audio.input.noise_reduction.type")
+        );
+        assert_eq!(
+            s.audio.input.noise_reduction.map(|n| n.kind),
+            Some(NoiseReductionType::FarField)
+        );
+    }
+    s.apply(patch(Value::Null)).unwrap();
+    assert_eq!(s.audio.input.noise_reduction, None);
+    let shown = serde_json::to_value(&s.audio.input).unwrap();
+    assert!(shown.get("noise_reduction").is_none(), "off is omitted");
+}

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use base64::Engine;
 use duet_media::{
-    f32_to_i16, i16_to_f32, Adpcm, FrameAccumulator, SampleRing, Vad, VadConfig, VadEvent,
+    f32_to_i16, i16_to_f32, Adpcm, Denoiser, FrameAccumulator, SampleRing, Vad, VadConfig, VadEvent,
 };
 use duet_models::silero::{SileroDetector, SileroVad};
 
@@ -143,6 +143,8 @@ pub struct InputState {
     overflowing: bool,
     /// Live media was refused by the memory budget (reported once until it is taken again).
     memory_refused: bool,
+    /// `audio.input.noise_reduction`: cleans the input before anything hears or keeps it.
+    denoiser: Option<Denoiser>,
 }
 
 /// The detector's settings for `td`; with a judge, its silence window is the preset's
@@ -173,6 +175,7 @@ impl InputState {
             to_model: FrameAccumulator::new(model_frame),
             overflowing: false,
             memory_refused: false,
+            denoiser: None,
         };
         s.reconfigure(cfg);
         s
@@ -182,6 +185,13 @@ impl InputState {
     pub fn reconfigure(&mut self, cfg: &SessionConfig) {
         if self.decoder.format() != cfg.audio.input.format {
             self.decoder = Decoder::new(cfg.audio.input.format);
+        }
+        // A denoiser keeps its state while noise reduction stays on (both kinds are served
+        // by the same one).
+        match (&cfg.audio.input.noise_reduction, &self.denoiser) {
+            (None, _) => self.denoiser = None,
+            (Some(_), None) => self.denoiser = Some(Denoiser::new()),
+            (Some(_), Some(_)) => {}
         }
         self.turn = cfg.audio.input.turn_detection.clone();
         self.judge = match (&self.turn, &self.detectors.turn) {
@@ -433,6 +443,18 @@ impl Session {
         // Taken (a refused append returned above).
         self.meters
             .count(super::UsageEvent::AudioIn(pcm.len() as u64));
+        // With noise reduction, everything below (VAD, turn model, transcriber, model, the
+        // stored audio) hears the cleaned input, as many samples as came in.
+        let cleaned;
+        let pcm = match &mut self.input.denoiser {
+            Some(d) => {
+                let mut out = Vec::with_capacity(pcm.len());
+                d.process(pcm, &mut out);
+                cleaned = out;
+                &cleaned[..]
+            }
+            None => pcm,
+        };
         let mut events = Vec::new();
         let offset = match &mut self.input.vad {
             Some(turns) => {
@@ -476,7 +498,8 @@ impl Session {
 
     /// Speech started at `at`. Over an answer under adaptive interruption it is judged
     /// first (unless `judged`: this is the verdict): the playout pauses and nothing is sent
-    /// yet (see `interrupt`).
+    /// yet (see `interrupt`). A full-duplex model hears the overlap itself, so it is never
+    /// judged there.
     pub(super) fn speech_started(&mut self, at: u64, judged: bool) {
         self.abandon_speculation();
         self.timers.vad_idle = None;
@@ -492,7 +515,11 @@ impl Session {
             .is_some_and(TurnDetection::interrupt_response);
         match self.input.interruption() {
             Some((min, padding))
-                if !judged && interrupts && answering && !self.cfg.is_transcription() =>
+                if !judged
+                    && interrupts
+                    && answering
+                    && !self.cfg.is_transcription()
+                    && !self.floor.autonomous =>
             {
                 let voice = (at + padding).min(self.input.clock());
                 self.input.overlap = Some(Overlap::new(at, voice, min));

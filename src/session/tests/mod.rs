@@ -658,6 +658,7 @@ mod input_and_playback;
 mod interruptions;
 mod lifecycle;
 mod memory;
+mod noise;
 mod outbound_limits;
 mod shape;
 mod tools;
