@@ -163,8 +163,10 @@ pub struct ServeArgs {
     #[arg(long, env = "DUET_MOSHI_PRESET", default_value = "moshiko")]
     pub moshi_preset: String,
 
-    /// The cascade's LLM: an OpenAI-compatible base URL (`http://127.0.0.1:8000/v1`), asked
-    /// with streaming `POST {url}/chat/completions` on pooled connections.
+    /// The cascade's LLM: an OpenAI-compatible base URL (`http://127.0.0.1:8000/v1`,
+    /// `https://api.openai.com/v1`), asked with streaming `POST {url}/chat/completions` on
+    /// pooled connections; `https://` is checked against the system's roots or
+    /// `SSL_CERT_FILE`.
     #[arg(long, env = "DUET_LLM_URL")]
     pub llm_url: Option<String>,
 
@@ -512,8 +514,8 @@ pub struct ServeArgs {
     #[arg(long, env = "DUET_SIP_PUBLIC_ADDR")]
     pub sip_public_addr: Option<IpAddr>,
 
-    /// Phone calls: where `realtime.call.incoming` is POSTed for each INVITE (`http://`; for
-    /// https, a TLS proxy on this host). Required with --sip-listen.
+    /// Phone calls: where `realtime.call.incoming` is POSTed for each INVITE (`http://` or
+    /// `https://`). Required with --sip-listen.
     #[arg(long, env = "DUET_SIP_WEBHOOK_URL")]
     pub sip_webhook_url: Option<String>,
 

@@ -22,6 +22,7 @@ pub mod config_file;
 pub mod engine;
 pub mod error;
 pub mod espeak;
+pub mod http_client;
 pub mod llm;
 pub mod llm_loop;
 pub mod memory;

@@ -1,6 +1,6 @@
-//! The cascade's remote LLM: any OpenAI-compatible server (vLLM, llama.cpp, Ollama, OpenAI
-//! behind a plain-HTTP proxy) at `--llm-url`, asked with a streaming `POST /chat/completions`
-//! on pooled connections. Each answer runs as a task on the server's runtime and hands what
+//! The cascade's remote LLM: any OpenAI-compatible server (vLLM, llama.cpp, Ollama, OpenAI,
+//! Groq, OpenRouter, …) at `--llm-url` (`http://` or `https://`), asked with a streaming
+//! `POST /chat/completions` on pooled connections (`crate::http_client`). Each answer runs as a task on the server's runtime and hands what
 //! it reads to the model loop through a channel; dropping the answer aborts the task, which
 //! closes the upstream request (a barge-in stops the LLM at once). The upstream key stays
 //! here: it is never sent to a client.
@@ -17,9 +17,8 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use hyper::Uri;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
+
+use crate::http_client::{self, HttpClient, Pool};
 
 /// The most an answer may hold (bytes of streamed text and arguments): a runaway upstream
 /// fails its answer instead of filling memory.
@@ -69,7 +68,7 @@ pub struct Embedded {
 /// the `/v1/chat/completions` proxy.
 #[derive(Clone)]
 pub struct Upstream {
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: HttpClient,
     cfg: LlmConfig,
 }
 
@@ -77,13 +76,11 @@ impl Upstream {
     /// A client for `cfg`. Refuses a URL it cannot use.
     pub fn new(cfg: LlmConfig) -> anyhow::Result<Self> {
         chat_endpoint(&cfg.url)?;
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(cfg.timeout));
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .pool_max_idle_per_host(64)
-            .build(connector);
+        let client = HttpClient::new(Pool {
+            connect_timeout: cfg.timeout,
+            idle_timeout: Duration::from_secs(90),
+            max_idle_per_host: 64,
+        });
         Ok(Self { client, cfg })
     }
 
@@ -114,10 +111,15 @@ impl Upstream {
             .map_err(|e| UpstreamError::Unavailable(format!("could not build the request: {e}")))?;
         match tokio::time::timeout(self.cfg.timeout, self.client.request(req)).await {
             Err(_) => Err(UpstreamError::Timeout(self.cfg.timeout)),
-            Ok(Err(e)) => Err(UpstreamError::Unavailable(format!(
-                "the LLM is unreachable: {}",
-                root_cause(&e)
-            ))),
+            Ok(Err(e)) => {
+                if http_client::is_tls(&e) {
+                    crate::metrics::METRICS.upstream_tls_failure("llm");
+                }
+                Err(UpstreamError::Unavailable(format!(
+                    "the LLM is unreachable: {}",
+                    http_client::describe(&e)
+                )))
+            }
             Ok(Ok(r)) => Ok(r),
         }
     }
@@ -153,13 +155,8 @@ pub fn chat_endpoint(url: &str) -> anyhow::Result<Uri> {
     let uri: Uri = format!("{base}/chat/completions")
         .parse()
         .map_err(|e| anyhow::anyhow!("--llm-url {url:?} is not a URL: {e}"))?;
-    match uri.scheme_str() {
-        Some("http") if uri.host().is_some() => Ok(uri),
-        Some("https") => anyhow::bail!(
-            "--llm-url {url:?}: https upstreams are not supported yet; put a plain-HTTP proxy (or the LLM server) on this host"
-        ),
-        _ => anyhow::bail!("--llm-url {url:?} must be an http:// URL with a host"),
-    }
+    http_client::check_url(&uri).map_err(|why| anyhow::anyhow!("--llm-url {url:?} {why}"))?;
+    Ok(uri)
 }
 
 impl Llm for RemoteLlm {
@@ -374,15 +371,6 @@ pub async fn read_up_to(
     Ok((buf, true))
 }
 
-/// The innermost error's text (hyper's outer errors say only "client error (Connect)").
-fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut cur = e;
-    while let Some(next) = cur.source() {
-        cur = next;
-    }
-    cur.to_string()
-}
-
 /// An error body's message: OpenAI's `{"error":{"message"}}`, else the text itself; 300
 /// characters at most, with `secret` (the upstream key) redacted wherever it appears.
 pub fn error_message(text: &str, secret: Option<&str>) -> String {
@@ -409,10 +397,10 @@ mod tests {
                 .to_string(),
             "http://127.0.0.1:8000/v1/chat/completions"
         );
-        assert!(chat_endpoint("https://api.example/v1")
-            .unwrap_err()
-            .to_string()
-            .contains("https"));
+        assert_eq!(
+            chat_endpoint("https://api.example/v1").unwrap().to_string(),
+            "https://api.example/v1/chat/completions"
+        );
         assert!(chat_endpoint("localhost:8000").is_err());
         assert!(chat_endpoint("not a url").is_err());
     }

@@ -281,6 +281,7 @@ pub struct Metrics {
     turn_scores: Mutex<BTreeMap<String, u64>>,
     turn_ends: Mutex<BTreeMap<String, u64>>,
     interruptions: Mutex<BTreeMap<String, u64>>,
+    upstream_tls: Mutex<BTreeMap<String, u64>>,
 }
 
 /// The process's metrics.
@@ -317,6 +318,7 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     turn_scores: Mutex::new(BTreeMap::new()),
     turn_ends: Mutex::new(BTreeMap::new()),
     interruptions: Mutex::new(BTreeMap::new()),
+    upstream_tls: Mutex::new(BTreeMap::new()),
 }
 });
 
@@ -397,6 +399,12 @@ impl Metrics {
         bump(&self.interruptions, outcome);
     }
 
+    /// Counts a request to an `https://` server that failed its TLS handshake (an untrusted
+    /// or expired certificate, a name it is not for), by upstream: `llm`, `webhook`.
+    pub fn upstream_tls_failure(&self, upstream: &str) {
+        bump(&self.upstream_tls, upstream);
+    }
+
     /// Counts a failed webhook attempt or delivery: `retry` (an attempt that will be
     /// retried), `refused` (a 4xx), `gave_up` (every attempt failed).
     pub fn sip_webhook_failure(&self, kind: &str) {
@@ -467,6 +475,7 @@ impl Metrics {
             &self.turn_scores,
             &self.turn_ends,
             &self.interruptions,
+            &self.upstream_tls,
         ];
         for ((name, help, label), map) in LABELLED.iter().zip(maps) {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
@@ -549,7 +558,7 @@ const COUNTERS: [(&str, &str); 3] = [
 ];
 
 /// The counters by label: name, help and label, in the order [`Metrics::render`] reads them.
-const LABELLED: [(&str, &str, &str); 11] = [
+const LABELLED: [(&str, &str, &str); 12] = [
     (
         "duet_errors_total",
         "Error events sent to clients, by code.",
@@ -604,6 +613,11 @@ const LABELLED: [(&str, &str, &str); 11] = [
         "duet_interruptions_total",
         "Speech over an answer that adaptive interruption judged, by outcome: interrupted, backchannel (a backchannel, a noise, or short speech without words; the answer went on).",
         "outcome",
+    ),
+    (
+        "duet_upstream_tls_failures_total",
+        "Requests to an https:// upstream whose TLS handshake failed (untrusted, expired or misnamed certificate), by upstream: llm, webhook.",
+        "upstream",
     ),
 ];
 

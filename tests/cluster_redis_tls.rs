@@ -10,65 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::cluster::{get_json, AUTH, KEY};
 use common::process::ServerProcess;
-
-/// A CA and a certificate for 127.0.0.1 signed by it, made with `openssl`.
-fn certificates(dir: &std::path::Path) {
-    let run = |args: &[&str]| {
-        let ok = Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .expect("openssl runs (Debian package openssl)");
-        assert!(ok.success(), "openssl {args:?}");
-    };
-    run(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.pem",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=duet-test-ca",
-    ]);
-    run(&[
-        "req",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        "srv.key",
-        "-out",
-        "srv.csr",
-        "-subj",
-        "/CN=127.0.0.1",
-    ]);
-    std::fs::write(dir.join("ext"), "subjectAltName=IP:127.0.0.1\n").expect("ext");
-    run(&[
-        "x509",
-        "-req",
-        "-in",
-        "srv.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-out",
-        "srv.pem",
-        "-days",
-        "2",
-        "-extfile",
-        "ext",
-    ]);
-}
+use common::tls::certificates;
 
 async fn redis_state(addr: std::net::SocketAddr, want: &str) {
     let start = Instant::now();

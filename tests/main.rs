@@ -39,6 +39,7 @@ mod http_body_deadline;
 mod http_endpoints;
 mod http_slow_clients;
 mod llm_long_instructions;
+mod llm_upstream_tls;
 mod llm_voice_priority;
 mod memory_budget_hostile;
 mod memory_text_budget;

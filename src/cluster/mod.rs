@@ -9,10 +9,8 @@
 //! calls go on, each node admits locally, routing by id uses the last view, and what needs
 //! the shared state (minting secrets) answers 503 until Redis is back.
 
-mod forward;
 mod keys;
 pub mod placement;
-pub use forward::ForwardClient;
 mod secrets;
 mod usage;
 
@@ -154,8 +152,9 @@ pub struct Cluster {
     token: Mutex<Option<String>>,
     /// Whether the last Redis round trip worked.
     redis_up: AtomicBool,
-    /// The HTTP client requests are forwarded with.
-    pub(crate) http: ForwardClient,
+    /// The HTTP client requests are forwarded with: pooled, a 2 s connect timeout (a node
+    /// that does not answer is dropped from the view at once).
+    pub(crate) http: crate::http_client::HttpClient,
     /// This process's life of the node (a restarted node is a new one for shared counts).
     pub(crate) boot: String,
     /// The CPU load (bits of an `f64`), read from the system once per heartbeat: placing a
@@ -181,7 +180,11 @@ impl Cluster {
             view: Mutex::default(),
             token: Mutex::default(),
             redis_up: AtomicBool::new(false),
-            http: ForwardClient::new(),
+            http: crate::http_client::HttpClient::new(crate::http_client::Pool {
+                connect_timeout: Duration::from_secs(2),
+                idle_timeout: Duration::from_secs(30),
+                max_idle_per_host: 64,
+            }),
             boot: format!("{:016x}", rand::random::<u64>()),
             load: std::sync::atomic::AtomicU64::new(0),
         }))

@@ -384,7 +384,7 @@ async fn forward(cluster: &Cluster, b: &Buffered, base: &str) -> Result<Response
         .body(Full::new(b.body.clone()))
         .map_err(|_| ())?;
     *out.headers_mut() = forward_headers(cluster, &b.headers, b.client);
-    let response = tokio::time::timeout(FORWARD_TIMEOUT, cluster.http.0.request(out))
+    let response = tokio::time::timeout(FORWARD_TIMEOUT, cluster.http.request(out))
         .await
         .map_err(|_| ())?
         .map_err(|e| tracing::debug!(error = %e, "cluster forward failed"))?;

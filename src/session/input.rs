@@ -267,6 +267,19 @@ impl InputState {
         })
     }
 
+    /// `pcm` cleaned by `audio.input.noise_reduction` into `out` (as many samples), or `pcm`
+    /// itself when it is off.
+    fn denoised<'a>(&mut self, pcm: &'a [f32], out: &'a mut Vec<f32>) -> &'a [f32] {
+        match &mut self.denoiser {
+            Some(d) => {
+                out.reserve(pcm.len());
+                d.process(pcm, out);
+                out
+            }
+            None => pcm,
+        }
+    }
+
     /// Whether a server-VAD turn is under way.
     pub(super) fn in_turn(&self) -> bool {
         self.speech_item.is_some()
@@ -444,17 +457,9 @@ impl Session {
         self.meters
             .count(super::UsageEvent::AudioIn(pcm.len() as u64));
         // With noise reduction, everything below (VAD, turn model, transcriber, model, the
-        // stored audio) hears the cleaned input, as many samples as came in.
-        let cleaned;
-        let pcm = match &mut self.input.denoiser {
-            Some(d) => {
-                let mut out = Vec::with_capacity(pcm.len());
-                d.process(pcm, &mut out);
-                cleaned = out;
-                &cleaned[..]
-            }
-            None => pcm,
-        };
+        // stored audio) hears the cleaned input.
+        let mut cleaned = Vec::new();
+        let pcm = self.input.denoised(pcm, &mut cleaned);
         let mut events = Vec::new();
         let offset = match &mut self.input.vad {
             Some(turns) => {
@@ -482,6 +487,15 @@ impl Session {
                 self.emit(ev);
             }
         }
+        self.on_vad_events(events, offset);
+        self.on_pause();
+        self.input.trim_idle();
+        report.map_or(Ok(()), Err)
+    }
+
+    /// What the VAD found in the audio just appended (`offset`: where its clock starts on
+    /// the input clock).
+    fn on_vad_events(&mut self, events: Vec<VadEvent>, offset: u64) {
         for ev in events {
             self.input.vad_latency(&ev, offset);
             match ev {
@@ -491,9 +505,6 @@ impl Session {
                 VadEvent::SpeechStopped { at_sample } => self.speech_stopped(at_sample + offset),
             }
         }
-        self.on_pause();
-        self.input.trim_idle();
-        report.map_or(Ok(()), Err)
     }
 
     /// Speech started at `at`. Over an answer under adaptive interruption it is judged

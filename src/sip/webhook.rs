@@ -14,11 +14,9 @@ use bytes::Bytes;
 use duet_signaling::webhook::{call_incoming_event, WebhookSecret};
 use http_body_util::{BodyExt, Full};
 use hyper::Uri;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 use tokio::sync::Semaphore;
 
+use crate::http_client::{self, HttpClient, Pool};
 use crate::metrics::METRICS;
 
 /// How long one attempt waits for the app's answer.
@@ -41,7 +39,7 @@ const USER_AGENT: &str = concat!("duet/", env!("CARGO_PKG_VERSION"), " (webhooks
 pub struct Webhook {
     url: Uri,
     secret: WebhookSecret,
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: HttpClient,
     /// Attempts out ([`IN_FLIGHT`] permits).
     in_flight: Arc<Semaphore>,
     /// Deliveries waiting or running ([`QUEUED`] permits).
@@ -62,22 +60,18 @@ pub enum Delivery {
 }
 
 impl Webhook {
-    /// The endpoint at `url` (plain `http://`: put a TLS proxy in front for `https`).
+    /// The endpoint at `url` (`http://` or `https://`).
     pub fn new(url: &str, secret: WebhookSecret) -> anyhow::Result<Self> {
         let uri: Uri = url
             .parse()
             .map_err(|e| anyhow::anyhow!("--sip-webhook-url {url:?}: {e}"))?;
-        if uri.scheme_str() != Some("http") || uri.host().is_none() {
-            anyhow::bail!(
-                "--sip-webhook-url {url:?}: give an http:// URL (for https, a TLS proxy on this host)"
-            );
-        }
-        let mut connector = HttpConnector::new();
-        connector.set_connect_timeout(Some(ATTEMPT_TIMEOUT));
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(30))
-            .pool_max_idle_per_host(IN_FLIGHT)
-            .build(connector);
+        http_client::check_url(&uri)
+            .map_err(|why| anyhow::anyhow!("--sip-webhook-url {url:?} {why}"))?;
+        let client = HttpClient::new(Pool {
+            connect_timeout: ATTEMPT_TIMEOUT,
+            idle_timeout: Duration::from_secs(30),
+            max_idle_per_host: IN_FLIGHT,
+        });
         Ok(Self {
             url: uri,
             secret,
@@ -132,7 +126,12 @@ impl Webhook {
         }
         let req = req.body(Full::new(body)).map_err(|e| e.to_string())?;
         let sent = tokio::time::timeout(ATTEMPT_TIMEOUT, async {
-            let resp = self.client.request(req).await.map_err(|e| e.to_string())?;
+            let resp = self.client.request(req).await.map_err(|e| {
+                if http_client::is_tls(&e) {
+                    METRICS.upstream_tls_failure("webhook");
+                }
+                http_client::describe(&e)
+            })?;
             let status = resp.status().as_u16();
             // Read (and drop) the answer so the connection can be reused; bounded by the
             // attempt's timeout.

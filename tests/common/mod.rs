@@ -9,6 +9,7 @@ pub mod external;
 pub mod moshi;
 pub mod process;
 pub mod sip;
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::time::Duration;
