@@ -319,6 +319,17 @@ pub struct ServeArgs {
     #[arg(long, env = "DUET_CORS_ORIGINS", value_delimiter = ',')]
     pub cors_origins: Vec<String>,
 
+    /// Serve HTTPS (and `wss://`) on --port with this certificate chain (PEM, the server's
+    /// certificate first); needs --tls-key. A plain-HTTP request to the port is answered
+    /// `400` in clear and served nothing. Both files are read again on SIGHUP: a renewed
+    /// certificate needs no restart and drops no connection.
+    #[arg(long, env = "DUET_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, env = "DUET_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
     /// Log format.
     #[arg(long, env = "DUET_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,

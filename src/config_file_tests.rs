@@ -58,6 +58,8 @@ fn example_value(arg: &clap::Arg) -> String {
         ("api_key", None) => "\"change-me\"".into(),
         ("public_ip", None) => "\"203.0.113.10\"".into(),
         ("cors_origins", None) => "[\"https://app.example.com\"]".into(),
+        ("tls_cert", None) => "\"/etc/duet/tls/fullchain.pem\"".into(),
+        ("tls_key", None) => "\"/etc/duet/tls/privkey.pem\"".into(),
         ("model_slots", None) => "8".into(),
         ("model_seed", None) => "42".into(),
         ("media_threads", None) => "2".into(),
@@ -192,9 +194,10 @@ fn the_example_uncommented_is_a_valid_configuration() {
             || p.starts_with("transcription_model_dir:")
             || p.starts_with("tts_model_dir:")
             || p.starts_with("models_dir:")
+            || p.starts_with("tls_cert")
     });
     assert!(others.is_empty(), "{others:?}");
-    assert_eq!(dirs.len(), 5, "{dirs:?}");
+    assert_eq!(dirs.len(), 6, "{dirs:?}");
 }
 
 #[test]

@@ -96,6 +96,8 @@ pub enum Code {
     // 408
     /// The body did not arrive within the request deadline.
     RequestTimeout,
+    /// Plain HTTP on a port that speaks HTTPS (`--tls-cert`).
+    TlsRequired,
     // 409
     /// A phone call accepted already.
     CallAlreadyAccepted,
@@ -191,6 +193,7 @@ impl Code {
         Code::CallNotFound,
         Code::SessionResumeExpired,
         Code::RequestTimeout,
+        Code::TlsRequired,
         Code::CallAlreadyAccepted,
         Code::CallNotAccepted,
         Code::SidebandLimit,
@@ -250,6 +253,7 @@ impl Code {
             Code::CallNotFound => "call_not_found",
             Code::SessionResumeExpired => codes::SESSION_RESUME_EXPIRED,
             Code::RequestTimeout => "request_timeout",
+            Code::TlsRequired => "tls_required",
             Code::CallAlreadyAccepted => "call_already_accepted",
             Code::CallNotAccepted => "call_not_accepted",
             Code::SidebandLimit => "sideband_limit",
@@ -307,6 +311,7 @@ impl Code {
                 StatusCode::NOT_FOUND
             }
             Code::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
+            Code::TlsRequired => StatusCode::BAD_REQUEST,
             Code::CallAlreadyAccepted
             | Code::CallNotAccepted
             | Code::SidebandLimit

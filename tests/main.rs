@@ -38,6 +38,7 @@ mod drain;
 mod http_body_deadline;
 mod http_endpoints;
 mod http_slow_clients;
+mod https_listener;
 mod llm_long_instructions;
 mod llm_upstream_tls;
 mod llm_voice_priority;

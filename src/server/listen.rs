@@ -6,7 +6,8 @@
 //! Beyond the cap a connection gets a bare 503 and is closed, so `/health` keeps answering.
 //! A request's body must arrive within `body_timeout` of its head, whatever its framing
 //! (`Content-Length` or chunked): a read past that fails with [`BodyTimeout`], which the
-//! handlers answer with `408 request_timeout`, and the connection closes.
+//! handlers answer with `408 request_timeout`, and the connection closes. With `--tls-cert`
+//! every connection is TLS (see `tls.rs`).
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -20,7 +21,7 @@ use axum::extract::ConnectInfo;
 use axum::Router;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tower::ServiceExt;
@@ -41,11 +42,12 @@ pub struct HttpLimits {
 /// The answer to a connection over the cap (written without reading the request).
 const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: application/json\r\nContent-Length: 105\r\nConnection: close\r\n\r\n{\"error\":{\"message\":\"too many open connections\",\"type\":\"server_error\",\"code\":\"server_busy\",\"param\":null}}";
 
-/// Serves `router` on `listener` until `stop` resolves.
+/// Serves `router` on `listener` (over TLS with `tls`) until `stop` resolves.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     limits: HttpLimits,
+    tls: Option<super::tls::TlsConfig>,
     stop: impl Future<Output = ()>,
 ) {
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
@@ -66,7 +68,15 @@ pub async fn serve(
         let _ = stream.set_nodelay(true);
         match slots.clone().try_acquire_owned() {
             Ok(permit) => {
-                tokio::spawn(connection(stream, peer, permit, router.clone(), limits));
+                let tls = tls.as_ref().map(super::tls::TlsConfig::acceptor);
+                tokio::spawn(connection(
+                    stream,
+                    peer,
+                    permit,
+                    router.clone(),
+                    limits,
+                    tls,
+                ));
             }
             Err(_) => {
                 crate::metrics::METRICS.error("connection_limit");
@@ -76,13 +86,58 @@ pub async fn serve(
     }
 }
 
+/// One accepted connection: over TLS when `tls` is given (the handshake, like the first
+/// request head, must be done within `head_timeout`; plain HTTP gets `400 tls_required`).
 async fn connection(
     stream: TcpStream,
     peer: SocketAddr,
     permit: OwnedSemaphorePermit,
     router: Router,
     limits: HttpLimits,
+    tls: Option<tokio_rustls::TlsAcceptor>,
 ) {
+    let Some(acceptor) = tls else {
+        return http(stream, peer, permit, router, limits).await;
+    };
+    let mut first = [0u8; 1];
+    match tokio::time::timeout(limits.head_timeout, stream.peek(&mut first)).await {
+        Ok(Ok(1)) if first[0] == super::tls::HANDSHAKE => {}
+        Ok(Ok(1)) => return refuse_plain_http(stream, limits.head_timeout).await,
+        _ => return,
+    }
+    match tokio::time::timeout(limits.head_timeout, acceptor.accept(stream)).await {
+        Ok(Ok(tls)) => http(tls, peer, permit, router, limits).await,
+        Ok(Err(e)) => tracing::debug!(%peer, error = %e, "tls handshake failed"),
+        Err(_) => tracing::debug!(%peer, "no tls handshake within the timeout; connection closed"),
+    }
+}
+
+/// Answers plain HTTP on the HTTPS port with `400 tls_required` and closes. What the
+/// client sent is read and dropped meanwhile (at most `wait`), so that closing does not
+/// reset the connection before the client has read the answer.
+async fn refuse_plain_http(mut stream: TcpStream, wait: Duration) {
+    crate::metrics::METRICS.error(crate::error::Code::TlsRequired.as_str());
+    let mut sink = [0u8; 4096];
+    let _ = stream.try_read(&mut sink);
+    let answer = async {
+        stream.write_all(super::tls::PLAIN_HTTP).await?;
+        stream.shutdown().await?;
+        while stream.read(&mut sink).await? > 0 {}
+        Ok::<(), std::io::Error>(())
+    };
+    let _ = tokio::time::timeout(wait.min(Duration::from_secs(2)), answer).await;
+}
+
+/// Serves HTTP on `stream` (plain TCP or TLS) until the client or a timeout ends it.
+async fn http<S>(
+    stream: S,
+    peer: SocketAddr,
+    permit: OwnedSemaphorePermit,
+    router: Router,
+    limits: HttpLimits,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let io = TokioIo::new(Counted {
         stream,
         _permit: permit,
@@ -196,13 +251,13 @@ impl http_body::Body for DeadlineBody {
     }
 }
 
-/// A TCP stream that holds its place among the open connections while it lives.
-struct Counted {
-    stream: TcpStream,
+/// A connection's stream that holds its place among the open connections while it lives.
+struct Counted<S> {
+    stream: S,
     _permit: OwnedSemaphorePermit,
 }
 
-impl AsyncRead for Counted {
+impl<S: AsyncRead + Unpin> AsyncRead for Counted<S> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -212,7 +267,7 @@ impl AsyncRead for Counted {
     }
 }
 
-impl AsyncWrite for Counted {
+impl<S: AsyncWrite + Unpin> AsyncWrite for Counted<S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,

@@ -17,6 +17,7 @@ mod open;
 mod pool;
 pub(crate) mod secrets;
 mod sip_calls;
+mod tls;
 mod ws;
 mod ws_proxy;
 
@@ -428,6 +429,11 @@ impl Server {
     }
 }
 
+/// Whether `--tls-cert` and `--tls-key` can be served (for `check-config`).
+pub fn check_tls(cert: &std::path::Path, key: &std::path::Path) -> anyhow::Result<()> {
+    tls::TlsConfig::load(cert, key).map(drop)
+}
+
 /// Refuses configurations that would serve without meaning to: an empty key, or no key on
 /// an address other machines can reach (unless `--insecure-no-auth`).
 pub fn check_auth(args: &ServeArgs) -> anyhow::Result<()> {
@@ -516,6 +522,7 @@ pub async fn start_on(args: &ServeArgs, sockets: Sockets) -> anyhow::Result<Serv
         idle_timeout: Duration::from_secs(args.http_idle_secs.max(1)),
         body_timeout: Duration::from_secs(args.http_body_timeout_secs.max(1)),
     };
+    let tls = tls_config(args)?;
     let (stop, mut stopped) = watch::channel(false);
     let app = router(state.clone());
     let task = tokio::spawn(async move {
@@ -525,7 +532,7 @@ pub async fn start_on(args: &ServeArgs, sockets: Sockets) -> anyhow::Result<Serv
                 std::future::pending::<()>().await;
             }
         };
-        listen::serve(listener, app, limits, stop).await;
+        listen::serve(listener, app, limits, tls, stop).await;
     });
     log_memory_budget(args);
     Ok(Server {
@@ -547,8 +554,13 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let mut server = start_on(args, sockets).await?;
-    tracing::info!(model = %args.model, "duet listening on http://{}", server.addr);
-    println!("duet listening on http://{}", server.addr);
+    let scheme = if args.tls_cert.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    tracing::info!(model = %args.model, "duet listening on {scheme}://{}", server.addr);
+    println!("duet listening on {scheme}://{}", server.addr);
     tokio::select! {
         () = shutdown => {}
         r = &mut server.task => return Ok(r?),
@@ -755,6 +767,17 @@ async fn start_turn_model(args: &ServeArgs) -> anyhow::Result<Option<crate::turn
         .await??;
     tracing::info!("semantic_vad: Smart Turn v3.2 judges the end of turns");
     Ok(Some(crate::turn_loop::TurnLoop::spawn(model)?))
+}
+
+/// The HTTPS settings of `--tls-cert`/`--tls-key` (reloaded on SIGHUP), if given.
+fn tls_config(args: &ServeArgs) -> anyhow::Result<Option<tls::TlsConfig>> {
+    let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) else {
+        return Ok(None);
+    };
+    let tls = tls::TlsConfig::load(cert, key)?;
+    tls.reload_on_sighup();
+    tracing::info!(cert = %cert.display(), "serving HTTPS; SIGHUP reloads the certificate");
+    Ok(Some(tls))
 }
 
 /// Resolves on SIGINT or SIGTERM.

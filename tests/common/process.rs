@@ -36,7 +36,7 @@ impl ServerProcess {
             .expect("duet prints its address");
         let addr = line
             .trim()
-            .rsplit("http://")
+            .rsplit("://")
             .next()
             .and_then(|a| a.parse().ok())
             .unwrap_or_else(|| panic!("no address in {line:?}"));
