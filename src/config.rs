@@ -301,6 +301,22 @@ pub struct ServeArgs {
     #[arg(long, env = "DUET_TRANSCRIPTION_STREAMS")]
     pub transcription_streams: Option<usize>,
 
+    /// Speech to text from an OpenAI-compatible server (OpenAI, Groq, vLLM, speaches,
+    /// LocalAI): its base URL (`https://api.openai.com/v1`); each committed utterance is
+    /// POSTed to `{url}/audio/transcriptions` as a WAV. Serves whatever a loaded transcriber
+    /// serves, in its place (it wins over --transcription-model-dir).
+    #[arg(long, env = "DUET_STT_URL")]
+    pub stt_url: Option<String>,
+
+    /// The `model` named in every --stt-url request (a session's own transcription model
+    /// name is not forwarded).
+    #[arg(long, env = "DUET_STT_MODEL", default_value = "whisper-1")]
+    pub stt_model: String,
+
+    /// The --stt-url server's API key (`Authorization: Bearer …`), held by the server.
+    #[arg(long, env = "DUET_STT_API_KEY", hide_env_values = true)]
+    pub stt_api_key: Option<String>,
+
     /// When set, every API route (not /health, not the demo page's files) requires
     /// `Authorization: Bearer <key>`
     /// (browsers may send the WebSocket subprotocol `openai-insecure-api-key.<key>` instead).

@@ -179,6 +179,11 @@ fn speech_problems(args: &ServeArgs, p: &mut Vec<String>) {
             p.push(format!("transcription_model_dir: {e}"));
         }
     }
+    if let Some(url) = &args.stt_url {
+        if let Err(e) = crate::stt::RemoteStt::new(url, &args.stt_model, None) {
+            p.push(format!("stt_url: {e}"));
+        }
+    }
     if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
         if let Err(e) = crate::server::check_tls(cert, key) {
             p.push(format!("{e:#}"));

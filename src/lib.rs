@@ -33,6 +33,7 @@ pub mod session;
 pub mod sip;
 pub mod speech_loop;
 pub mod stores;
+pub mod stt;
 pub mod transcribe_loop;
 pub mod turn_loop;
 

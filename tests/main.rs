@@ -89,6 +89,7 @@ mod sip_webhook_signature;
 mod speech_noise_onset;
 mod speech_transcription_ws;
 mod speech_webrtc;
+mod stt_remote;
 mod transcription_without_slot;
 mod usage_and_pool;
 mod webrtc_aiortc;

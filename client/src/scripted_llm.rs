@@ -1,7 +1,8 @@
-//! A scripted OpenAI-compatible LLM server on loopback, for the cascade's tests and benches: each
-//! `POST …/chat/completions` takes the next scripted reply (streamed chat chunks, an HTTP
-//! error, or silence) and its JSON body is recorded. Keep-alive, so pooled connections are
-//! exercised as a real server would.
+//! A scripted OpenAI-compatible server on loopback, for the cascade's tests and benches: each
+//! request (`POST …/chat/completions` in OpenAI's chat shapes, or `…/audio/transcriptions`
+//! answered with OpenAI's `{"text": …}`) takes the next scripted reply (streamed chat chunks,
+//! a status and body, or silence) and is recorded (its JSON body, and its raw head and body).
+//! Keep-alive, so pooled connections are exercised as a real server would.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -11,6 +12,9 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+
+/// A request as it came: its head (request line and headers) and its body.
+pub type RawRequest = (String, Vec<u8>);
 
 /// One scripted reply.
 #[derive(Clone, Debug)]
@@ -89,6 +93,9 @@ pub struct ScriptedLlm {
     pub received: Arc<Mutex<Vec<std::time::Instant>>>,
     /// A reply for every request once the scripted ones are given (none: hang).
     pub default_reply: Arc<Mutex<Option<Reply>>>,
+    /// Every request as it came: its head (request line and headers) and its body (what a
+    /// multipart upload is checked on).
+    pub raw: Arc<Mutex<Vec<RawRequest>>>,
 }
 
 impl ScriptedLlm {
@@ -105,6 +112,7 @@ impl ScriptedLlm {
             closed: Arc::default(),
             received: Arc::default(),
             default_reply: Arc::default(),
+            raw: Arc::default(),
         };
         let server = llm.clone();
         tokio::spawn(async move {
@@ -148,6 +156,7 @@ impl ScriptedLlm {
                 .lock()
                 .unwrap()
                 .push(serde_json::from_slice(&body).unwrap_or(Value::Null));
+            self.raw.lock().unwrap().push((head.clone(), body));
             let reply = self
                 .replies
                 .lock()

@@ -68,6 +68,27 @@ pub fn f32_to_pcm16le(samples: &[f32]) -> Vec<u8> {
     out
 }
 
+/// A WAV file (RIFF, PCM16 mono at `rate`) of `samples` ([-1, 1], clamped).
+pub fn wav_pcm16(samples: &[f32], rate: u32) -> Vec<u8> {
+    let data = f32_to_pcm16le(samples);
+    let mut out = Vec::with_capacity(44 + data.len());
+    let len = u32::try_from(data.len()).unwrap_or(u32::MAX - 36);
+    out.extend_from_slice(b"RIFF");
+    out.extend_from_slice(&(36 + len).to_le_bytes());
+    out.extend_from_slice(b"WAVEfmt ");
+    out.extend_from_slice(&16u32.to_le_bytes()); // fmt chunk size
+    out.extend_from_slice(&1u16.to_le_bytes()); // PCM
+    out.extend_from_slice(&1u16.to_le_bytes()); // mono
+    out.extend_from_slice(&rate.to_le_bytes());
+    out.extend_from_slice(&(rate * 2).to_le_bytes()); // bytes a second
+    out.extend_from_slice(&2u16.to_le_bytes()); // bytes a frame
+    out.extend_from_slice(&16u16.to_le_bytes()); // bits a sample
+    out.extend_from_slice(b"data");
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(&data);
+    out
+}
+
 /// Root-mean-square level in dB relative to full scale (an RMS of 1.0 is
 /// 0 dBFS, so a full-scale sine reads about -3 dBFS).
 ///
@@ -109,6 +130,19 @@ pub fn synthetic_voice(secs: f32) -> Vec<f32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wav_has_its_header_and_samples() {
+        let wav = wav_pcm16(&[0.0, 0.5, -1.0], 24_000);
+        assert_eq!(wav.len(), 44 + 6);
+        assert_eq!(&wav[..4], b"RIFF");
+        assert_eq!(u32::from_le_bytes(wav[4..8].try_into().unwrap()), 36 + 6);
+        assert_eq!(&wav[8..16], b"WAVEfmt ");
+        assert_eq!(u32::from_le_bytes(wav[24..28].try_into().unwrap()), 24_000);
+        assert_eq!(&wav[36..40], b"data");
+        assert_eq!(u32::from_le_bytes(wav[40..44].try_into().unwrap()), 6);
+        assert_eq!(pcm16le_to_f32(&wav[44..]).unwrap()[2], -1.0);
+    }
 
     #[test]
     fn odd_length_is_rejected_with_code() {

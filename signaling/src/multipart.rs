@@ -85,6 +85,34 @@ pub enum MultipartError {
     },
 }
 
+/// A field to write: name, file name, content type, data.
+pub type Field<'a> = (&'a str, Option<&'a str>, Option<&'a str>, &'a [u8]);
+
+/// Writes a `multipart/form-data` body of `parts` (name, file name, content type, data)
+/// with `boundary` (which must not occur in any part's data); returns the request's
+/// `Content-Type` value and the body.
+pub fn write(boundary: &str, parts: &[Field<'_>]) -> (String, Vec<u8>) {
+    let mut body = Vec::new();
+    for (name, filename, content_type, data) in parts {
+        body.extend_from_slice(format!("--{boundary}\r\n").as_bytes());
+        let disposition = match filename {
+            Some(f) => {
+                format!("Content-Disposition: form-data; name=\"{name}\"; filename=\"{f}\"\r\n")
+            }
+            None => format!("Content-Disposition: form-data; name=\"{name}\"\r\n"),
+        };
+        body.extend_from_slice(disposition.as_bytes());
+        if let Some(t) = content_type {
+            body.extend_from_slice(format!("Content-Type: {t}\r\n").as_bytes());
+        }
+        body.extend_from_slice(b"\r\n");
+        body.extend_from_slice(data);
+        body.extend_from_slice(b"\r\n");
+    }
+    body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+    (format!("multipart/form-data; boundary={boundary}"), body)
+}
+
 /// Parses a whole `multipart/form-data` body. `content_type` is the request's header value.
 pub fn parse(content_type: &str, body: &[u8], limits: Limits) -> Result<Vec<Part>, MultipartError> {
     let boundary = boundary(content_type)?;

@@ -325,3 +325,26 @@ proptest! {
         let _ = parse("multipart/form-data; boundary=b", &body, Limits::default());
     }
 }
+
+#[test]
+fn what_write_makes_parse_reads_back() {
+    let wav = [0u8, 1, 2, 13, 10, 255];
+    let parts: [Field<'_>; 3] = [
+        ("file", Some("audio.wav"), Some("audio/wav"), &wav),
+        ("model", None, None, b"whisper-1"),
+        ("language", None, None, b"fr"),
+    ];
+    let (ctype, body) = write("duet-7f3a", &parts);
+    assert_eq!(ctype, "multipart/form-data; boundary=duet-7f3a");
+    let got = parse(&ctype, &body, Limits::default()).expect("parses");
+    assert_eq!(got.len(), 3);
+    assert_eq!(got[0].name, "file");
+    assert_eq!(got[0].filename.as_deref(), Some("audio.wav"));
+    assert_eq!(got[0].content_type.as_deref(), Some("audio/wav"));
+    assert_eq!(got[0].data, wav);
+    assert_eq!(
+        (got[1].name.as_str(), got[1].data.as_slice()),
+        ("model", &b"whisper-1"[..])
+    );
+    assert_eq!(got[2].data, b"fr");
+}

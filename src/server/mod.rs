@@ -172,8 +172,9 @@ pub struct Sessions {
 /// The speech-understanding models beside the duplex model.
 #[derive(Clone, Default)]
 pub struct Speech {
-    /// The transcription loop (`--transcription-model-dir`).
-    pub transcriber: Option<crate::transcribe_loop::TranscribeLoop>,
+    /// Speech to text: the transcription loop (`--transcription-model-dir`) or a remote
+    /// server (`--stt-url`).
+    pub transcriber: Option<crate::stt::Stt>,
     /// Silero VAD weights (`--vad-model-dir`).
     pub vad: Option<duet_models::silero::SileroVad>,
     /// The turn loop (`--turn-model-dir`), which judges pauses under `semantic_vad`.
@@ -740,7 +741,11 @@ async fn start_speech(args: &ServeArgs) -> anyhow::Result<Speech> {
         speech.vad = Some(vad);
     }
     speech.turn = start_turn_model(args).await?;
-    if let Some(dir) = args.transcription_model_dir.clone() {
+    if let Some(url) = &args.stt_url {
+        let remote = crate::stt::RemoteStt::new(url, &args.stt_model, args.stt_api_key.clone())?;
+        tracing::info!(url = %url, model = %args.stt_model, "speech to text: remote");
+        speech.transcriber = Some(crate::stt::Stt::Remote(Arc::new(remote)));
+    } else if let Some(dir) = args.transcription_model_dir.clone() {
         let device =
             duet_models::moshi::DeviceSpec::parse(&args.device).map_err(anyhow::Error::msg)?;
         let slots = args.transcription_streams;
@@ -748,10 +753,9 @@ async fn start_speech(args: &ServeArgs) -> anyhow::Result<Speech> {
             duet_models::load_transcriber(&dir, &device, slots)
         })
         .await??;
-        speech.transcriber = Some(crate::transcribe_loop::TranscribeLoop::spawn(
-            transcriber,
-            &args.device,
-        )?);
+        speech.transcriber = Some(crate::stt::Stt::Embedded(
+            crate::transcribe_loop::TranscribeLoop::spawn(transcriber, &args.device)?,
+        ));
     }
     Ok(speech)
 }

@@ -172,7 +172,7 @@ fn session_memory(account: &Arc<MemoryAccount>) -> Result<SessionMemory, OpenErr
 /// The server's model loop and transcription loop, as sessions get slots and streams.
 struct ServerProvider {
     model: crate::model_loop::ModelLoop,
-    transcriber: Option<crate::transcribe_loop::TranscribeLoop>,
+    transcriber: Option<crate::stt::Stt>,
     wait: std::time::Duration,
     meter: Arc<Meter>,
 }
@@ -185,14 +185,7 @@ impl Provider for ServerProvider {
                 false => None,
             };
             let stream = match (&self.transcriber, needs.transcriber) {
-                (Some(t), true) => {
-                    Some(t.open(Some(self.meter.clone())).await.map(|(port, rx)| {
-                        (
-                            Box::new(port) as Box<dyn crate::session::TranscriberPort>,
-                            rx,
-                        )
-                    }))
-                }
+                (Some(t), true) => Some(t.open(Some(self.meter.clone())).await),
                 _ => None,
             };
             Provision { slot, stream }

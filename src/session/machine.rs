@@ -209,6 +209,8 @@ impl Session {
     pub fn configure(&mut self, patch: crate::protocol::SessionPatch) -> Result<(), ErrorPayload> {
         self.cfg = self.next_config(patch)?;
         self.input.reconfigure(&self.cfg);
+        let transcription = self.cfg.audio.input.transcription.as_ref();
+        self.transcripts.set_hints(transcription);
         Ok(())
     }
 

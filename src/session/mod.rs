@@ -56,7 +56,7 @@ pub use outbound::{
 pub use pcm::{Pcm, PcmPool};
 pub use port::{
     Epoch, MediaSink, ModelEvent, ModelPort, PlaybackTag, TranscriberPort, TranscriptEvent,
-    TurnPort, TurnScore, UsageEvent, UsageSink,
+    TranscriptionHints, TurnPort, TurnScore, UsageEvent, UsageSink,
 };
 pub use provision::{Needs, Ports, Provider, Provision, Slot, Stream};
 pub use signals::{MediaReport, MediaSignals};

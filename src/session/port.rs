@@ -96,6 +96,31 @@ pub trait UsageSink: Send + Sync {
     fn record(&self, event: UsageEvent);
 }
 
+/// What a session's `audio.input.transcription` asks of the transcriber beyond the audio.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TranscriptionHints {
+    /// `language` (ISO-639-1), when set.
+    pub language: Option<String>,
+    /// `prompt`, when set.
+    pub prompt: Option<String>,
+}
+
+impl TranscriptionHints {
+    /// The hints of a session's `audio.input.transcription` object.
+    pub fn of(transcription: Option<&serde_json::Value>) -> Self {
+        let text = |key: &str| {
+            transcription
+                .and_then(|t| t[key].as_str())
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+        };
+        Self {
+            language: text("language"),
+            prompt: text("prompt"),
+        }
+    }
+}
+
 /// The session's stream on a transcriber (input transcription, transcription sessions).
 pub trait TranscriberPort: Send {
     /// The transcriber's name (the transcription `model` the session reports).
@@ -106,6 +131,9 @@ pub trait TranscriberPort: Send {
     /// Sends 24 kHz audio of the utterance that becomes item `item_id`; `end`: the item was
     /// committed, answer it.
     fn send(&self, item_id: Arc<str>, pcm: Arc<[f32]>, end: bool, logprobs: bool);
+    /// The session's language and prompt for the utterances it ends from now on (the
+    /// embedded transcribers do not use them).
+    fn hints(&self, _hints: &TranscriptionHints) {}
 }
 
 /// What a transcriber sends back to its session.

@@ -154,6 +154,8 @@ impl Session {
     pub(super) fn apply_config(&mut self, cfg: SessionConfig) {
         self.cfg = cfg;
         self.input.reconfigure(&self.cfg);
+        let transcription = self.cfg.audio.input.transcription.as_ref();
+        self.transcripts.set_hints(transcription);
         if self.cfg.is_transcription() && self.active.is_none() {
             self.model.port = None;
         }

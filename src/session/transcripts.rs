@@ -16,7 +16,7 @@ use duet_models::{ContextItem, Request, TokenLogprob, TranscribeOutput, TurnInpu
 
 use super::audio_io::to_f32;
 use super::conversation::Conversation;
-use super::{Epoch, Session, TranscriberPort, TranscriptEvent};
+use super::{Epoch, Session, TranscriberPort, TranscriptEvent, TranscriptionHints};
 use crate::protocol::server::{LogProb, TranscriptionError, TranscriptionUsage};
 use crate::protocol::session::INCLUDE_LOGPROBS;
 use crate::protocol::{codes, ServerEventBody};
@@ -38,6 +38,8 @@ pub struct Transcripts {
     deferred: Option<Deferred>,
     /// Streaming transcriber: the item whose speech is being sent as it arrives.
     streaming: Option<Arc<str>>,
+    /// The session's language and prompt, given with every utterance's end.
+    hints: TranscriptionHints,
 }
 
 struct Deferred {
@@ -74,8 +76,19 @@ impl Transcripts {
     /// Sends a whole utterance under `id` (a speculation's, not an item's).
     pub(super) fn send_whole(&self, id: Arc<str>, pcm: Arc<[f32]>) {
         if let Some(port) = &self.port {
-            port.send(id, pcm, true, false);
+            self.end(port.as_ref(), id, pcm, false);
         }
+    }
+
+    /// Ends utterance `id` with `pcm`, the session's hints first.
+    fn end(&self, port: &dyn TranscriberPort, id: Arc<str>, pcm: Arc<[f32]>, logprobs: bool) {
+        port.hints(&self.hints);
+        port.send(id, pcm, true, logprobs);
+    }
+
+    /// The session's `audio.input.transcription` changed (or was first set).
+    pub(super) fn set_hints(&mut self, transcription: Option<&serde_json::Value>) {
+        self.hints = TranscriptionHints::of(transcription);
     }
 
     /// An item whose transcript will come (from a speculation's transcription).
@@ -343,19 +356,21 @@ impl Session {
                     code: codes::TRANSCRIPTION_UNAVAILABLE.into(),
                     message: "no transcriber for this session: the server has no \
                               transcription model (start it with --transcription-model-dir DIR, \
-                              see scripts/install-models), or every --transcription-streams \
-                              stream is in use"
+                              see scripts/install-models, or --stt-url), or every \
+                              --transcription-streams stream is in use"
                         .into(),
                 },
             });
             return;
         };
         let id: Arc<str> = Arc::from(item_id);
-        match streamed {
+        let pcm = match streamed {
             // The transcriber heard it as it came: only the end is news.
-            Some(s) if s == id => port.send(id.clone(), Arc::from([]), true, logprobs),
-            _ => port.send(id.clone(), to_f32(audio), true, logprobs),
-        }
+            Some(s) if s == id => Arc::from([]),
+            _ => to_f32(audio),
+        };
+        self.transcripts
+            .end(port.as_ref(), id.clone(), pcm, logprobs);
         self.transcripts.remember(id);
     }
 
