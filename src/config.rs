@@ -223,6 +223,21 @@ pub struct ServeArgs {
     #[arg(long, env = "DUET_TTS_MODEL_DIR")]
     pub tts_model_dir: Option<PathBuf>,
 
+    /// The cascade's voice from an OpenAI-compatible speech server (OpenAI, Kokoro-FastAPI,
+    /// speaches, LocalAI): its base URL; each clause is POSTed to `{url}/audio/speech` with
+    /// the session's `audio.output.voice` and `speed`, and its PCM plays as it streams in.
+    /// It wins over --tts-model-dir.
+    #[arg(long, env = "DUET_TTS_URL")]
+    pub tts_url: Option<String>,
+
+    /// The `model` named in every --tts-url request.
+    #[arg(long, env = "DUET_TTS_MODEL", default_value = "tts-1")]
+    pub tts_model: String,
+
+    /// The --tts-url server's API key (`Authorization: Bearer …`), held by the server.
+    #[arg(long, env = "DUET_TTS_API_KEY", hide_env_values = true)]
+    pub tts_api_key: Option<String>,
+
     /// Longest wait for the LLM's first response and between two pieces of its stream;
     /// past it the answer fails with `llm_unavailable`.
     #[arg(long, env = "DUET_LLM_TIMEOUT_SECS", default_value_t = 30, value_parser = at_least::<u64>(1))]

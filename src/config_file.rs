@@ -179,6 +179,11 @@ fn speech_problems(args: &ServeArgs, p: &mut Vec<String>) {
             p.push(format!("transcription_model_dir: {e}"));
         }
     }
+    if let Some(url) = &args.tts_url {
+        if let Err(e) = crate::tts::endpoint(url) {
+            p.push(format!("tts_url: {e}"));
+        }
+    }
     if let Some(url) = &args.stt_url {
         if let Err(e) = crate::stt::RemoteStt::new(url, &args.stt_model, None) {
             p.push(format!("stt_url: {e}"));

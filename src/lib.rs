@@ -35,6 +35,7 @@ pub mod speech_loop;
 pub mod stores;
 pub mod stt;
 pub mod transcribe_loop;
+pub mod tts;
 pub mod turn_loop;
 
 /// The event codec (the `duet-protocol` crate).

@@ -91,6 +91,7 @@ mod speech_transcription_ws;
 mod speech_webrtc;
 mod stt_remote;
 mod transcription_without_slot;
+mod tts_remote;
 mod usage_and_pool;
 mod webrtc_aiortc;
 mod webrtc_bad_offers;

@@ -28,6 +28,16 @@ pub enum Reply {
     },
     /// This status and body.
     Status(u16, String),
+    /// `200` with this content type and a chunked body of these pieces, `gap` apart (an
+    /// `/audio/speech` answer streaming PCM, as OpenAI's does).
+    Bytes {
+        /// The `Content-Type`.
+        content_type: String,
+        /// The body's pieces.
+        parts: Vec<Vec<u8>>,
+        /// The wait after each.
+        gap: Duration,
+    },
     /// Reads the request and never answers.
     Hang,
 }
@@ -163,28 +173,45 @@ impl ScriptedLlm {
                 .unwrap()
                 .pop_front()
                 .or_else(|| self.default_reply.lock().unwrap().clone());
-            let ok = match reply {
-                Some(Reply::Stream { data, gap }) => {
-                    let done = stream_reply(&mut stream, &data, gap).await;
-                    if !done {
-                        self.closed.lock().unwrap().push(std::time::Instant::now());
-                    }
-                    done
-                }
-                Some(Reply::Status(code, body)) => {
-                    let head = format!("HTTP/1.1 {code} Scripted\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n", body.len());
-                    stream.write_all(head.as_bytes()).await.is_ok()
-                        && stream.write_all(body.as_bytes()).await.is_ok()
-                }
-                Some(Reply::Hang) | None => {
-                    // Wait until the client gives up (or the test ends).
-                    let mut sink = [0u8; 64];
-                    while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
-                    return;
-                }
-            };
+            let ok = self.answer(&mut stream, reply).await;
             if !ok {
                 return;
+            }
+        }
+    }
+
+    /// Sends `reply`; `false` when the connection is done with (the client went away, or a
+    /// hanging reply ended).
+    async fn answer(&self, stream: &mut TcpStream, reply: Option<Reply>) -> bool {
+        let closed = |done: bool| {
+            if !done {
+                self.closed.lock().unwrap().push(std::time::Instant::now());
+            }
+            done
+        };
+        match reply {
+            Some(Reply::Stream { data, gap }) => {
+                let events: Vec<Vec<u8>> = data
+                    .iter()
+                    .map(|d| format!("data: {d}\n\n").into_bytes())
+                    .collect();
+                closed(stream_reply(stream, "text/event-stream", &events, gap).await)
+            }
+            Some(Reply::Bytes {
+                content_type,
+                parts,
+                gap,
+            }) => closed(stream_reply(stream, &content_type, &parts, gap).await),
+            Some(Reply::Status(code, body)) => {
+                let head = format!("HTTP/1.1 {code} Scripted\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n", body.len());
+                stream.write_all(head.as_bytes()).await.is_ok()
+                    && stream.write_all(body.as_bytes()).await.is_ok()
+            }
+            Some(Reply::Hang) | None => {
+                // Wait until the client gives up (or the test ends).
+                let mut sink = [0u8; 64];
+                while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
+                false
             }
         }
     }
@@ -218,17 +245,25 @@ async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<(Stri
     }
 }
 
-/// `200` with the SSE events as chunks; `false` when the client went away.
-async fn stream_reply(stream: &mut TcpStream, data: &[String], gap: Duration) -> bool {
-    let head =
-        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+/// `200` with `data` as the chunks of a `content_type` body; `false` when the client went
+/// away.
+async fn stream_reply(
+    stream: &mut TcpStream,
+    content_type: &str,
+    data: &[Vec<u8>],
+    gap: Duration,
+) -> bool {
+    let head = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\ntransfer-encoding: chunked\r\n\r\n"
+    );
     if stream.write_all(head.as_bytes()).await.is_err() {
         return false;
     }
     for (i, d) in data.iter().enumerate() {
-        let event = format!("data: {d}\n\n");
-        let chunk = format!("{:x}\r\n{event}\r\n", event.len());
-        if stream.write_all(chunk.as_bytes()).await.is_err() {
+        let mut chunk = format!("{:x}\r\n", d.len()).into_bytes();
+        chunk.extend_from_slice(d);
+        chunk.extend_from_slice(b"\r\n");
+        if stream.write_all(&chunk).await.is_err() {
             return false;
         }
         if i + 1 == data.len() {

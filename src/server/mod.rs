@@ -709,6 +709,7 @@ async fn start_cascade(
         ),
     };
     let speech = match args.tts_model_dir.clone() {
+        _ if args.tts_url.is_some() => Some(remote_voice(args)?),
         Some(dir) => {
             let voice = tokio::task::spawn_blocking(move || {
                 duet_models::piper::PiperVoice::load(&dir, Box::new(crate::espeak::EspeakNg))
@@ -717,7 +718,7 @@ async fn start_cascade(
             tracing::info!(voice = voice.name(), "cascade voice loaded");
             let (worker, synthesis) = duet_models::cascade::SpeechWorker::new(Box::new(voice));
             // Ends with the worker, when the model is dropped.
-            crate::speech_loop::SpeechLoop::spawn(synthesis)?;
+            crate::speech_loop::SpeechLoop::spawn(vec![synthesis])?;
             Some(worker)
         }
         None => {
@@ -728,6 +729,21 @@ async fn start_cascade(
     let slots = args.model_slots.unwrap_or(256);
     let model = duet_models::cascade::CascadeModel::new(llm, speech, slots);
     Ok(ModelLoop::spawn(Box::new(model), &args.device)?)
+}
+
+/// The cascade's voice from the speech server of `--tts-url`: a pool of synthesis threads.
+fn remote_voice(args: &ServeArgs) -> anyhow::Result<duet_models::cascade::SpeechWorker> {
+    let url = args.tts_url.as_deref().unwrap_or_default();
+    let runtime = tokio::runtime::Handle::current();
+    let voice =
+        crate::tts::RemoteVoice::new(url, &args.tts_model, args.tts_api_key.clone(), runtime)?;
+    let speakers: Vec<Box<dyn duet_models::cascade::Speaker>> = (0..crate::tts::REMOTE_SPEAKERS)
+        .map(|_| Box::new(voice.clone()) as Box<dyn duet_models::cascade::Speaker>)
+        .collect();
+    let (worker, sides) = duet_models::cascade::SpeechWorker::pool(speakers);
+    crate::speech_loop::SpeechLoop::spawn(sides)?;
+    tracing::info!(url = %url, model = %args.tts_model, "cascade voice: remote");
+    Ok(worker)
 }
 
 /// Loads the VAD and transcription models named by `--vad-model-dir` and

@@ -5,6 +5,7 @@
 //! they come in either.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 use super::speech::{Clauses, SpeechWorker};
 use super::{LlmEvent, LlmStream, FRAME, TTS_ERROR};
@@ -15,27 +16,79 @@ use crate::{AnswerFailure, SlotId, StepOutput};
 pub(super) struct Voice {
     clauses: Clauses,
     speed: f32,
+    /// The voice to speak in (`audio.output.voice`).
+    name: Arc<str>,
     /// The text of every clause queued for synthesis, by index.
     texts: Vec<String>,
-    /// Synthesized clauses not yet playing.
-    ready: BTreeMap<u32, Result<Vec<f32>, String>>,
-    /// The next clause to play.
+    /// Synthesized audio of clauses not yet played out, as it came.
+    ready: BTreeMap<u32, Synthesized>,
+    /// The next clause to start.
     next: u32,
-    /// The clause playing.
+    /// The clause started (its words went out) whose audio is still coming or playing.
+    current: Option<u32>,
+    /// Audio of the current clause being played.
     playing: VecDeque<f32>,
 }
 
+/// What synthesis gave of one clause so far.
+#[derive(Default)]
+struct Synthesized {
+    audio: Vec<f32>,
+    /// All of it came.
+    done: bool,
+    /// Synthesis failed.
+    error: Option<String>,
+}
+
 impl Voice {
-    pub(super) fn new(speed: f32) -> Self {
+    pub(super) fn new(speed: f32, name: &str) -> Self {
         Self {
             speed,
+            name: Arc::from(name),
             ..Self::default()
         }
     }
 
-    /// A synthesized clause arrived.
-    pub(super) fn ready(&mut self, index: u32, audio: Result<Vec<f32>, String>) {
-        self.ready.insert(index, audio);
+    /// Synthesized audio of clause `index` arrived (all that is left of it when `last`).
+    pub(super) fn ready(&mut self, index: u32, audio: Result<Vec<f32>, String>, last: bool) {
+        let clause = self.ready.entry(index).or_default();
+        match audio {
+            Ok(samples) => clause.audio.extend(samples),
+            Err(e) => clause.error = Some(e),
+        }
+        clause.done |= last;
+    }
+
+    /// Moves audio that arrived for the clause playing (or the next clause's first audio,
+    /// its words into `text`) into `playing`. `Err`: synthesis failed; `Ok(false)`: nothing
+    /// to play yet.
+    fn feed(&mut self, text: &mut String) -> Result<bool, String> {
+        let index = self.current.unwrap_or(self.next);
+        let Some(clause) = self.ready.get_mut(&index) else {
+            return Ok(false);
+        };
+        if let Some(e) = clause.error.take() {
+            return Err(e);
+        }
+        if self.current.is_none() {
+            if clause.audio.is_empty() && !clause.done {
+                return Ok(false); // its words wait for its first audio
+            }
+            if self.next > 0 {
+                text.push(' ');
+            }
+            text.push_str(&self.texts[self.next as usize]);
+            self.current = Some(self.next);
+            self.next += 1;
+        }
+        let fed = !clause.audio.is_empty();
+        self.playing.extend(clause.audio.drain(..));
+        if clause.done {
+            self.ready.remove(&index);
+            self.current = None;
+            return Ok(true);
+        }
+        Ok(fed)
     }
 }
 
@@ -90,11 +143,9 @@ impl Answer {
         // the last ends (its words with its first audio).
         while out.audio.len() < FRAME {
             if voice.playing.is_empty() {
-                let Some(audio) = voice.ready.remove(&voice.next) else {
-                    break;
-                };
-                match audio {
-                    Ok(samples) => voice.playing.extend(samples),
+                match voice.feed(&mut out.text) {
+                    Ok(true) => continue,
+                    Ok(false) => break,
                     Err(e) => {
                         out.failed = Some(AnswerFailure {
                             code: TTS_ERROR.into(),
@@ -104,19 +155,14 @@ impl Answer {
                         return (out, true);
                     }
                 }
-                let text = &voice.texts[voice.next as usize];
-                if voice.next > 0 {
-                    out.text.push(' ');
-                }
-                out.text.push_str(text);
-                voice.next += 1;
-                continue;
             }
             let n = voice.playing.len().min(FRAME - out.audio.len());
             out.audio.extend(voice.playing.drain(..n));
         }
-        let ended =
-            self.llm_done && voice.playing.is_empty() && voice.next as usize == voice.texts.len();
+        let ended = self.llm_done
+            && voice.playing.is_empty()
+            && voice.current.is_none()
+            && voice.next as usize == voice.texts.len();
         out.end_of_turn = ended;
         (out, ended)
     }
@@ -176,10 +222,11 @@ impl Answer {
 
 fn queue(v: &mut Voice, worker: Option<&SpeechWorker>, slot: SlotId, answer: u64, clause: String) {
     let index = v.texts.len() as u32;
-    let queued = worker.is_some_and(|w| w.speak(slot, answer, index, clause.clone(), v.speed));
+    let style = (v.speed, v.name.clone());
+    let queued = worker.is_some_and(|w| w.speak(slot, answer, index, clause.clone(), style));
     if !queued {
         // No speech thread to say it: the clause fails, and with it the answer.
-        v.ready(index, Err("the speech thread is gone".into()));
+        v.ready(index, Err("the speech thread is gone".into()), true);
     }
     v.texts.push(clause);
 }

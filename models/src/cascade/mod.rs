@@ -128,7 +128,7 @@ impl CascadeModel {
                 .and_then(Option::as_mut);
             if let Some(a) = answer.filter(|a| a.id == spoken.answer) {
                 if let Some(v) = &mut a.voice {
-                    v.ready(spoken.index, spoken.audio);
+                    v.ready(spoken.index, spoken.audio, spoken.last);
                 }
             }
         }
@@ -184,10 +184,11 @@ impl DuplexModel for CascadeModel {
                 tools,
                 tool_choice,
                 speed,
+                voice,
                 ..
             } => {
                 let request = ChatRequest::new(&instructions, &input, tools, tool_choice);
-                let voice = (modality == OutputModality::Audio).then(|| Voice::new(speed));
+                let voice = (modality == OutputModality::Audio).then(|| Voice::new(speed, &voice));
                 Some(Answer::new(id, Some(self.llm.start(request)), voice))
             }
             Request::Cancel => None,

@@ -13,6 +13,20 @@ use crate::{ModelError, SlotId};
 pub trait Speaker: Send {
     /// Speaks `text` (one clause or more).
     fn speak(&mut self, text: &str, speed: f32) -> Result<Vec<f32>, ModelError>;
+
+    /// Speaks `text` in `voice` (a voice of the speaker's own, or ignored by a speaker with
+    /// one), handing audio to `out` as it comes; returns the rest. `out` answers `false` when
+    /// nobody wants more (the answer was dropped): the speaker then stops. By default the
+    /// whole clause is the rest.
+    fn speak_streaming(
+        &mut self,
+        text: &str,
+        speed: f32,
+        _voice: &str,
+        _out: &mut dyn FnMut(Vec<f32>) -> bool,
+    ) -> Result<Vec<f32>, ModelError> {
+        self.speak(text, speed)
+    }
 }
 
 impl Speaker for crate::piper::PiperVoice {
@@ -92,6 +106,7 @@ struct Job {
     index: u32,
     text: String,
     speed: f32,
+    voice: Arc<str>,
 }
 
 /// A synthesized clause.
@@ -102,8 +117,10 @@ pub struct Spoken {
     pub answer: u64,
     /// Its place in the answer.
     pub index: u32,
-    /// Its samples, or why synthesis failed.
+    /// Its samples (more of the clause, or its rest when `last`), or why synthesis failed.
     pub audio: Result<Vec<f32>, String>,
+    /// The clause is complete with these samples.
+    pub last: bool,
 }
 
 /// The cascade's side of synthesis: queues clauses and takes what was spoken. The clauses
@@ -119,7 +136,8 @@ pub struct SpeechWorker {
 /// own; it ends once the [`SpeechWorker`] is dropped.
 pub struct Synthesis {
     speaker: Box<dyn Speaker>,
-    jobs: mpsc::Receiver<Job>,
+    /// Shared by every speaking thread of a pool: the one that takes a job speaks it.
+    jobs: Arc<Mutex<mpsc::Receiver<Job>>>,
     done: mpsc::Sender<Spoken>,
     live: Arc<Mutex<HashMap<SlotId, u64>>>,
 }
@@ -129,7 +147,11 @@ impl Synthesis {
     /// skipped; a voice that panics fails its clause, not every answer after it); `false`
     /// once the [`SpeechWorker`] is gone.
     pub fn speak_next(&mut self) -> bool {
-        let Ok(job) = self.jobs.recv() else {
+        let job = match self.jobs.lock() {
+            Ok(jobs) => jobs.recv(),
+            Err(_) => return false,
+        };
+        let Ok(job) = job else {
             return false;
         };
         let current = self
@@ -139,37 +161,56 @@ impl Synthesis {
         if !current.unwrap_or(false) {
             return true;
         }
-        let speaker = &mut self.speaker;
+        let (speaker, done, live) = (&mut self.speaker, &self.done, &self.live);
+        let part = |audio, last| Spoken {
+            slot: job.slot,
+            answer: job.answer,
+            index: job.index,
+            audio,
+            last,
+        };
+        // Audio that streams in goes on at once, while the answer is live.
+        let mut out = |chunk: Vec<f32>| {
+            let current = live.lock().map(|m| m.get(&job.slot) == Some(&job.answer));
+            current.unwrap_or(false) && done.send(part(Ok(chunk), false)).is_ok()
+        };
         let spoken = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            speaker.speak(&job.text, job.speed)
+            speaker.speak_streaming(&job.text, job.speed, &job.voice, &mut out)
         }));
         let audio = match spoken {
             Ok(result) => result.map_err(|e| e.to_string()),
             Err(_) => Err("the voice panicked".to_string()),
         };
-        let spoken = Spoken {
-            slot: job.slot,
-            answer: job.answer,
-            index: job.index,
-            audio,
-        };
-        self.done.send(spoken).is_ok()
+        self.done.send(part(audio, true)).is_ok()
     }
 }
 
 impl SpeechWorker {
     /// The queue and the speaking side, speaking with `speaker`.
     pub fn new(speaker: Box<dyn Speaker>) -> (Self, Synthesis) {
+        let (worker, mut sides) = Self::pool(vec![speaker]);
+        let synthesis = sides.pop().expect("one speaker, one side");
+        (worker, synthesis)
+    }
+
+    /// The queue and one speaking side per speaker, each taking the next clause when it is
+    /// free (a remote voice fetches several clauses at once; each answer's clauses still
+    /// play in order).
+    pub fn pool(speakers: Vec<Box<dyn Speaker>>) -> (Self, Vec<Synthesis>) {
         let (jobs, rx) = mpsc::channel::<Job>();
         let (tx, done) = mpsc::channel();
         let live: Arc<Mutex<HashMap<SlotId, u64>>> = Arc::default();
-        let synthesis = Synthesis {
-            speaker,
-            jobs: rx,
-            done: tx,
-            live: live.clone(),
-        };
-        (Self { jobs, done, live }, synthesis)
+        let rx = Arc::new(Mutex::new(rx));
+        let sides = speakers
+            .into_iter()
+            .map(|speaker| Synthesis {
+                speaker,
+                jobs: rx.clone(),
+                done: tx.clone(),
+                live: live.clone(),
+            })
+            .collect();
+        (Self { jobs, done, live }, sides)
     }
 
     /// Marks `answer` as the slot's live one (`None`: none), so older jobs are skipped.
@@ -182,8 +223,16 @@ impl SpeechWorker {
         }
     }
 
-    /// Queues a clause; `false` when the speaking side is gone.
-    pub fn speak(&self, slot: SlotId, answer: u64, index: u32, text: String, speed: f32) -> bool {
+    /// Queues a clause, to be spoken at `speed` in `voice`; `false` when the speaking side
+    /// is gone.
+    pub fn speak(
+        &self,
+        slot: SlotId,
+        answer: u64,
+        index: u32,
+        text: String,
+        (speed, voice): (f32, Arc<str>),
+    ) -> bool {
         self.jobs
             .send(Job {
                 slot,
@@ -191,6 +240,7 @@ impl SpeechWorker {
                 index,
                 text,
                 speed,
+                voice,
             })
             .is_ok()
     }
@@ -260,9 +310,9 @@ mod tests {
         let (w, mut synthesis) = SpeechWorker::new(Box::new(Echo));
         std::thread::spawn(move || while synthesis.speak_next() {});
         w.set_live(0, Some(1));
-        w.speak(0, 7, 0, "stale".into(), 1.0);
-        w.speak(0, 1, 0, "abc".into(), 1.0);
-        w.speak(0, 1, 1, "de".into(), 1.0);
+        w.speak(0, 7, 0, "stale".into(), (1.0, "alloy".into()));
+        w.speak(0, 1, 0, "abc".into(), (1.0, "alloy".into()));
+        w.speak(0, 1, 1, "de".into(), (1.0, "alloy".into()));
         let mut got = Vec::new();
         for _ in 0..200 {
             got.extend(
@@ -276,8 +326,8 @@ mod tests {
         }
         assert_eq!(got, [(1, 0, 3), (1, 1, 2)]);
         // A panicking voice fails its clause; the thread goes on.
-        assert!(w.speak(0, 1, 2, "panic".into(), 1.0));
-        assert!(w.speak(0, 1, 3, "ok".into(), 1.0));
+        assert!(w.speak(0, 1, 2, "panic".into(), (1.0, "alloy".into())));
+        assert!(w.speak(0, 1, 3, "ok".into(), (1.0, "alloy".into())));
         let mut got = Vec::new();
         for _ in 0..200 {
             got.extend(w.take().map(|s| (s.index, s.audio.is_ok())));
