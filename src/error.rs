@@ -62,6 +62,8 @@ pub enum Code {
     ToolsUnsupported,
     /// A `multipart/form-data` offer that cannot be read.
     InvalidMultipart,
+    /// Audio that cannot be read (`/v1/audio/transcriptions`: not a WAV Duet reads).
+    InvalidAudio,
     /// A malformed `resume` part, or one without the duplex extension.
     InvalidSessionResume,
     /// The embedded LLM: the conversation does not fit its context.
@@ -131,9 +133,13 @@ pub enum Code {
     LlmNotConfigured,
     /// `/v1/responses` where the LLM has none.
     LlmResponsesUnsupported,
+    /// `/v1/audio/transcriptions` on a server without a transcriber.
+    TranscriptionNotConfigured,
     // 502
     /// The caller's side refused a REFER, or it could not be sent.
     ReferFailed,
+    /// The transcriber failed an audio file (`/v1/audio/transcriptions`).
+    TranscriptionFailed,
     // 5xx by the fault
     /// The LLM could not be reached, timed out or broke off.
     LlmUnavailable(LlmFault),
@@ -178,6 +184,7 @@ impl Code {
         Code::Unsupported,
         Code::ToolsUnsupported,
         Code::InvalidMultipart,
+        Code::InvalidAudio,
         Code::InvalidSessionResume,
         Code::ContextLengthExceeded,
         Code::InvalidSdp,
@@ -208,7 +215,9 @@ impl Code {
         Code::LlmQueueFull,
         Code::LlmNotConfigured,
         Code::LlmResponsesUnsupported,
+        Code::TranscriptionNotConfigured,
         Code::ReferFailed,
+        Code::TranscriptionFailed,
         Code::LlmUnavailable(LlmFault::Upstream),
         Code::LlmError(LlmFault::Embedded),
         Code::NotReady,
@@ -228,8 +237,7 @@ impl Code {
 
     /// The wire code (`error.code`).
     pub fn as_str(self) -> &'static str {
-        use duet_models::cascade::{LLM_ERROR, LLM_UNAVAILABLE};
-        use duet_models::llama::{CONTEXT_LENGTH_EXCEEDED, LLM_QUEUE_FULL, LLM_QUEUE_TIMEOUT};
+        use duet_models::llama::{CONTEXT_LENGTH_EXCEEDED, LLM_QUEUE_FULL};
         match self {
             Code::InvalidJson => codes::INVALID_JSON,
             Code::InvalidValue => codes::INVALID_VALUE,
@@ -238,6 +246,9 @@ impl Code {
             Code::Unsupported => codes::UNSUPPORTED,
             Code::ToolsUnsupported => codes::TOOLS_UNSUPPORTED,
             Code::InvalidMultipart => "invalid_multipart",
+            Code::InvalidAudio => codes::INVALID_AUDIO,
+            Code::TranscriptionNotConfigured => "transcription_not_configured",
+            Code::TranscriptionFailed => "transcription_failed",
             Code::InvalidSessionResume => codes::INVALID_SESSION_RESUME,
             Code::ContextLengthExceeded => CONTEXT_LENGTH_EXCEEDED,
             Code::InvalidSdp => "invalid_sdp",
@@ -268,6 +279,16 @@ impl Code {
             Code::LlmQueueFull => LLM_QUEUE_FULL,
             Code::LlmNotConfigured => "llm_not_configured",
             Code::LlmResponsesUnsupported => "llm_responses_unsupported",
+            server => server.server_side_str(),
+        }
+    }
+
+    /// The wire code of the codes from `refer_failed` on (the 5xx ones), `as_str`'s second
+    /// half (a client-side code never gets here).
+    fn server_side_str(self) -> &'static str {
+        use duet_models::cascade::{LLM_ERROR, LLM_UNAVAILABLE};
+        use duet_models::llama::LLM_QUEUE_TIMEOUT;
+        match self {
             Code::ReferFailed => "refer_failed",
             Code::LlmUnavailable(_) => LLM_UNAVAILABLE,
             Code::LlmError(_) => LLM_ERROR,
@@ -284,6 +305,7 @@ impl Code {
             Code::ModelUnknownSlot => "model_unknown_slot",
             Code::ModelBadFrame => "model_bad_frame",
             Code::ModelError => codes::MODEL_ERROR,
+            _ => "server_error",
         }
     }
 
@@ -297,6 +319,7 @@ impl Code {
             | Code::Unsupported
             | Code::ToolsUnsupported
             | Code::InvalidMultipart
+            | Code::InvalidAudio
             | Code::InvalidSessionResume
             | Code::ContextLengthExceeded
             | Code::InvalidSdp
@@ -323,8 +346,10 @@ impl Code {
             | Code::TooManySessionsFromIp
             | Code::TooManyDemoSecretsFromIp
             | Code::LlmQueueFull => StatusCode::TOO_MANY_REQUESTS,
-            Code::LlmNotConfigured | Code::LlmResponsesUnsupported => StatusCode::NOT_IMPLEMENTED,
-            Code::ReferFailed => StatusCode::BAD_GATEWAY,
+            Code::LlmNotConfigured
+            | Code::LlmResponsesUnsupported
+            | Code::TranscriptionNotConfigured => StatusCode::NOT_IMPLEMENTED,
+            Code::ReferFailed | Code::TranscriptionFailed => StatusCode::BAD_GATEWAY,
             Code::LlmUnavailable(fault) | Code::LlmError(fault) => fault.status(),
             Code::NotReady
             | Code::ServerDraining
@@ -549,6 +574,7 @@ mod tests {
                 "{s}"
             );
             assert!(seen.insert(s), "{s} twice in Code::ALL");
+            assert_ne!(s, "server_error", "{c:?} has no wire code");
             assert_eq!(Code::of(s).map(Code::as_str), Some(s));
             assert!(c.status().is_client_error() || c.status().is_server_error());
         }

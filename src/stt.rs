@@ -30,6 +30,8 @@ use crate::transcribe_loop::{TranscribeLoop, MAX_QUEUED_SAMPLES, SESSION_CHANNEL
 
 /// Longest wait for one transcription's answer, connect to last byte.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest wait for the embedded transcriber's answer to one clip.
+pub const CLIP_TIMEOUT: Duration = Duration::from_secs(120);
 /// Requests one session may have out at once; an utterance beyond them fails at once.
 pub const IN_FLIGHT: usize = 4;
 /// Largest answer read.
@@ -79,6 +81,37 @@ impl Stt {
             Stt::Embedded(l) => l.is_ready(),
             Stt::Remote(_) => true,
         }
+    }
+
+    /// Transcribes one clip (24 kHz) on a stream of its own (`/v1/audio/transcriptions`):
+    /// its text, or why not.
+    pub async fn transcribe_clip(
+        &self,
+        pcm: Vec<f32>,
+        hints: &TranscriptionHints,
+    ) -> Result<String, String> {
+        let loop_ = match self {
+            Stt::Remote(r) => return r.transcribe(&pcm, hints).await,
+            Stt::Embedded(l) => l,
+        };
+        let (port, mut rx) = loop_.open(None).await.map_err(|e| e.to_string())?;
+        port.send(Arc::from("clip"), Arc::from(pcm), true, false);
+        let answer = async {
+            while let Some(ev) = rx.recv().await {
+                match ev.output {
+                    Ok(TranscribeOutput::Completed { text, .. }) => {
+                        return Ok(text.trim().to_string())
+                    }
+                    Err(e) => return Err(e),
+                    Ok(_) => {}
+                }
+            }
+            Err("the transcriber stopped".to_string())
+        };
+        let secs = CLIP_TIMEOUT.as_secs();
+        tokio::time::timeout(CLIP_TIMEOUT, answer)
+            .await
+            .map_err(|_| format!("the transcriber did not answer within {secs} s"))?
     }
 
     /// The name sessions report as their transcription model.

@@ -47,6 +47,7 @@ mod memory_text_budget;
 mod metrics;
 mod noise_reduction;
 mod openai_python;
+mod openai_python_audio;
 mod openai_python_calls;
 mod openai_python_chat;
 mod openai_python_chat_embedded;

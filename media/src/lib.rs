@@ -70,7 +70,10 @@ pub use g711::{
 pub use jitter::{JitterBuffer, JitterConfig, JitterStats, Playout, Push};
 pub use opus_codec::{CodecError, OpusDecoder, OpusEncoder};
 pub use pacer::{FrameGrid, Histogram, Tick};
-pub use pcm::{f32_to_i16, f32_to_pcm16le, i16_to_f32, pcm16le_to_f32, rms_dbfs, PcmError};
+pub use pcm::{
+    f32_to_i16, f32_to_pcm16le, i16_to_f32, parse_wav, pcm16le_to_f32, rms_dbfs, wav_pcm16,
+    PcmError, WavError,
+};
 pub use pitch::pitch_shift;
 pub use playback::{PlaybackQueue, QueueFull, Sent};
 pub use resample::{ResampleError, StreamResampler};

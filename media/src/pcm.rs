@@ -68,6 +68,95 @@ pub fn f32_to_pcm16le(samples: &[f32]) -> Vec<u8> {
     out
 }
 
+/// Why bytes are not a WAV file this crate reads.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum WavError {
+    /// Not RIFF/WAVE.
+    #[error("not a WAV file (no RIFF/WAVE header)")]
+    NotWav,
+    /// A chunk runs past the end, or `fmt ` / `data` is missing.
+    #[error("the WAV file is truncated or has no fmt and data chunks")]
+    Truncated,
+    /// Not 16-bit integer or 32-bit float PCM.
+    #[error("the WAV file holds {0}; send 16-bit PCM or 32-bit float WAV")]
+    Unsupported(String),
+}
+
+/// Reads a WAV file of 16-bit integer or 32-bit float PCM (plain or `WAVE_FORMAT_EXTENSIBLE`),
+/// any rate and channel count: its rate and its samples mixed down to mono.
+pub fn parse_wav(bytes: &[u8]) -> Result<(u32, Vec<f32>), WavError> {
+    if bytes.len() < 12 || &bytes[..4] != b"RIFF" || &bytes[8..12] != b"WAVE" {
+        return Err(WavError::NotWav);
+    }
+    let (mut fmt, mut data) = (None, None);
+    let mut at = 12usize;
+    while at + 8 <= bytes.len() {
+        let id = &bytes[at..at + 4];
+        let len = u32::from_le_bytes([bytes[at + 4], bytes[at + 5], bytes[at + 6], bytes[at + 7]]);
+        let start = at + 8;
+        // A data chunk that says more than there is (a stream written before its length was
+        // known) runs to the end.
+        let end = start.saturating_add(len as usize).min(bytes.len());
+        match id {
+            b"fmt " => fmt = Some(&bytes[start..end]),
+            b"data" => data = Some(&bytes[start..end]),
+            _ => {}
+        }
+        at = end + (end - start) % 2; // chunks are padded to even lengths
+    }
+    let (Some(fmt), Some(data)) = (fmt, data) else {
+        return Err(WavError::Truncated);
+    };
+    let (rate, channels, bits, sample) = wav_format(fmt)?;
+    let width = usize::from(bits / 8) * channels;
+    let mono = data
+        .chunks_exact(width)
+        .map(|frame| {
+            let sum: f32 = frame.chunks_exact(usize::from(bits / 8)).map(sample).sum();
+            sum / channels as f32
+        })
+        .collect();
+    Ok((rate, mono))
+}
+
+/// A sample's bytes to a float sample.
+type SampleReader = fn(&[u8]) -> f32;
+
+/// A `fmt ` chunk's rate, channels, bits a sample and how to read a sample.
+fn wav_format(fmt: &[u8]) -> Result<(u32, usize, u16, SampleReader), WavError> {
+    if fmt.len() < 16 {
+        return Err(WavError::Truncated);
+    }
+    let u16_at = |i: usize| u16::from_le_bytes([fmt[i], fmt[i + 1]]);
+    let mut format = u16_at(0);
+    let channels = usize::from(u16_at(2).max(1));
+    let rate = u32::from_le_bytes([fmt[4], fmt[5], fmt[6], fmt[7]]);
+    let bits = u16_at(14);
+    if format == 0xFFFE && fmt.len() >= 26 {
+        format = u16_at(24); // the sub-format's first two bytes
+    }
+    let sample: SampleReader = match (format, bits) {
+        (1, 16) => |b| i16_to_f32(i16::from_le_bytes([b[0], b[1]])),
+        (3, 32) => |b| {
+            let v = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+            if v.is_finite() {
+                v.clamp(-1.0, 1.0)
+            } else {
+                0.0
+            }
+        },
+        _ => {
+            return Err(WavError::Unsupported(format!(
+                "format {format} with {bits} bits"
+            )))
+        }
+    };
+    if rate == 0 {
+        return Err(WavError::Unsupported("a rate of 0 Hz".into()));
+    }
+    Ok((rate, channels, bits, sample))
+}
+
 /// A WAV file (RIFF, PCM16 mono at `rate`) of `samples` ([-1, 1], clamped).
 pub fn wav_pcm16(samples: &[f32], rate: u32) -> Vec<u8> {
     let data = f32_to_pcm16le(samples);
@@ -130,6 +219,25 @@ pub fn synthetic_voice(secs: f32) -> Vec<f32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wav_is_read_back_and_bad_ones_are_named() {
+        let wav = wav_pcm16(&[0.0, 0.5, -0.5], 16_000);
+        let (rate, pcm) = parse_wav(&wav).unwrap();
+        assert_eq!(rate, 16_000);
+        assert_eq!(pcm.len(), 3);
+        assert!((pcm[1] - 0.5).abs() < 1e-3);
+        assert_eq!(parse_wav(b"ID3 mp3 bytes"), Err(WavError::NotWav));
+        assert_eq!(parse_wav(&wav[..30]), Err(WavError::Truncated));
+        // Stereo is mixed down; an unsupported width is named.
+        let mut stereo = wav.clone();
+        stereo[22] = 2;
+        let (_, mixed) = parse_wav(&stereo).unwrap();
+        assert_eq!(mixed.len(), 1);
+        let mut eight = wav;
+        eight[34] = 8;
+        assert!(matches!(parse_wav(&eight), Err(WavError::Unsupported(_))));
+    }
 
     #[test]
     fn a_wav_has_its_header_and_samples() {

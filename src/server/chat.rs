@@ -42,7 +42,7 @@ const MAX_REQUEST: usize = 4 << 20;
 const MAX_ANSWER: usize = 16 << 20;
 
 /// The client's address, when the server's accept loop recorded it.
-type Peer = Option<Extension<ConnectInfo<SocketAddr>>>;
+pub(super) type Peer = Option<Extension<ConnectInfo<SocketAddr>>>;
 
 /// `POST /v1/chat/completions`.
 pub async fn completions(
@@ -65,7 +65,7 @@ pub async fn responses(
 }
 
 /// What an answer holds until it is sent: its admission and its memory charges.
-type Hold = Vec<Box<dyn Send + Sync>>;
+pub(super) type Hold = Vec<Box<dyn Send + Sync>>;
 
 async fn serve(
     state: &Arc<AppState>,
@@ -75,7 +75,7 @@ async fn serve(
     path: &'static str,
 ) -> Response {
     let mut hold: Hold = Vec::new();
-    match admit(state, peer, cred, &req, &mut hold) {
+    match admit(state, peer, cred, &req, MAX_REQUEST, &mut hold) {
         Ok(()) => match proxy(state, cred, req, path, &mut hold).await {
             Ok(resp) => held(resp, hold),
             Err(e) => e.into_response(),
@@ -85,13 +85,14 @@ async fn serve(
 }
 
 /// Admits a request: refused while draining, past `--max-sessions` or `--max-per-ip`, or
-/// when the memory budget has no room for its body (as long as it says it is; 4 MiB when
+/// when the memory budget has no room for its body (as long as it says it is; `max` when
 /// it does not say).
-fn admit(
+pub(super) fn admit(
     state: &Arc<AppState>,
     peer: &Peer,
     cred: &Credential,
     req: &Request,
+    max: usize,
     hold: &mut Hold,
 ) -> Result<(), ApiError> {
     if !matches!(cred, Credential::Server) {
@@ -110,7 +111,7 @@ fn admit(
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
-        .map_or(MAX_REQUEST, |n| n.min(MAX_REQUEST));
+        .map_or(max, |n| n.min(max));
     // The body, and its parsed and rewritten copies.
     hold.push(Box::new(charge(state, 3 * declared as u64)?));
     Ok(())
@@ -125,7 +126,7 @@ fn charge(state: &AppState, bytes: u64) -> Result<crate::memory::Charge, ApiErro
 }
 
 /// `resp` holding `hold` until its body is dropped (sent, or the client gone).
-fn held(resp: Response, hold: Hold) -> Response {
+pub(super) fn held(resp: Response, hold: Hold) -> Response {
     let (parts, body) = resp.into_parts();
     Response::from_parts(parts, Body::new(Held { inner: body, hold }))
 }

@@ -15,7 +15,7 @@ use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
 
 use super::auth::{authorized, presented};
 use super::secrets::{lookup, Credential};
-use super::{calls, chat, cluster_routes, pool, secrets, sip_calls, ws, AppState};
+use super::{audio, calls, chat, cluster_routes, pool, secrets, sip_calls, ws, AppState};
 use crate::error::{ApiError, Code};
 
 /// The demo page: plain files, embedded in the binary (no build step).
@@ -52,6 +52,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/realtime/client_secrets", post(secrets::create))
         .route("/v1/usage", get(pool::usage))
         .route("/v1/chat/completions", post(chat::completions))
+        .route("/v1/audio/transcriptions", post(audio::transcriptions))
         .route("/v1/responses", post(chat::responses))
         .route("/v1/pool", get(pool::pool))
         .route("/v1/realtime/calls/{id}/hangup", post(calls::hangup))

@@ -3,6 +3,7 @@
 //! graceful drain.
 
 mod admission;
+mod audio;
 mod auth;
 mod calls;
 
