@@ -135,11 +135,15 @@ pub enum Code {
     LlmResponsesUnsupported,
     /// `/v1/audio/transcriptions` on a server without a transcriber.
     TranscriptionNotConfigured,
+    /// `/v1/audio/speech` on a server without a voice.
+    SpeechNotConfigured,
     // 502
     /// The caller's side refused a REFER, or it could not be sent.
     ReferFailed,
     /// The transcriber failed an audio file (`/v1/audio/transcriptions`).
     TranscriptionFailed,
+    /// The voice failed a text (`/v1/audio/speech`).
+    SpeechFailed,
     // 5xx by the fault
     /// The LLM could not be reached, timed out or broke off.
     LlmUnavailable(LlmFault),
@@ -216,8 +220,10 @@ impl Code {
         Code::LlmNotConfigured,
         Code::LlmResponsesUnsupported,
         Code::TranscriptionNotConfigured,
+        Code::SpeechNotConfigured,
         Code::ReferFailed,
         Code::TranscriptionFailed,
+        Code::SpeechFailed,
         Code::LlmUnavailable(LlmFault::Upstream),
         Code::LlmError(LlmFault::Embedded),
         Code::NotReady,
@@ -248,7 +254,6 @@ impl Code {
             Code::InvalidMultipart => "invalid_multipart",
             Code::InvalidAudio => codes::INVALID_AUDIO,
             Code::TranscriptionNotConfigured => "transcription_not_configured",
-            Code::TranscriptionFailed => "transcription_failed",
             Code::InvalidSessionResume => codes::INVALID_SESSION_RESUME,
             Code::ContextLengthExceeded => CONTEXT_LENGTH_EXCEEDED,
             Code::InvalidSdp => "invalid_sdp",
@@ -290,6 +295,9 @@ impl Code {
         use duet_models::llama::LLM_QUEUE_TIMEOUT;
         match self {
             Code::ReferFailed => "refer_failed",
+            Code::TranscriptionFailed => "transcription_failed",
+            Code::SpeechNotConfigured => "speech_not_configured",
+            Code::SpeechFailed => "speech_failed",
             Code::LlmUnavailable(_) => LLM_UNAVAILABLE,
             Code::LlmError(_) => LLM_ERROR,
             Code::NotReady => "not_ready",
@@ -348,8 +356,11 @@ impl Code {
             | Code::LlmQueueFull => StatusCode::TOO_MANY_REQUESTS,
             Code::LlmNotConfigured
             | Code::LlmResponsesUnsupported
-            | Code::TranscriptionNotConfigured => StatusCode::NOT_IMPLEMENTED,
-            Code::ReferFailed | Code::TranscriptionFailed => StatusCode::BAD_GATEWAY,
+            | Code::TranscriptionNotConfigured
+            | Code::SpeechNotConfigured => StatusCode::NOT_IMPLEMENTED,
+            Code::ReferFailed | Code::TranscriptionFailed | Code::SpeechFailed => {
+                StatusCode::BAD_GATEWAY
+            }
             Code::LlmUnavailable(fault) | Code::LlmError(fault) => fault.status(),
             Code::NotReady
             | Code::ServerDraining

@@ -8,6 +8,7 @@
 //! It runs on the cascade's synthesis threads ([`REMOTE_SPEAKERS`] of them, each fetching a
 //! clause), blocking each on the server's runtime.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -37,6 +38,69 @@ pub fn endpoint(url: &str) -> anyhow::Result<Uri> {
         .map_err(|e| anyhow::anyhow!("--tts-url {url:?} is not a URL: {e}"))?;
     http_client::check_url(&endpoint).map_err(|why| anyhow::anyhow!("--tts-url {url:?} {why}"))?;
     Ok(endpoint)
+}
+
+/// The server's voice: Piper (one instance, shared: a clause or a request at a time) or a
+/// remote speech server.
+#[derive(Clone)]
+pub enum Voice {
+    /// A voice run here.
+    Embedded(Arc<Mutex<Box<dyn Speaker>>>),
+    /// An OpenAI-compatible speech server.
+    Remote(RemoteVoice),
+}
+
+impl Voice {
+    /// A voice run here.
+    pub fn embedded(speaker: Box<dyn Speaker>) -> Self {
+        Voice::Embedded(Arc::new(Mutex::new(speaker)))
+    }
+
+    /// The cascade's speakers: the shared one, or [`REMOTE_SPEAKERS`] of a remote voice.
+    pub fn speakers(&self) -> Vec<Box<dyn Speaker>> {
+        match self {
+            Voice::Embedded(shared) => vec![Box::new(Shared(shared.clone()))],
+            Voice::Remote(r) => (0..REMOTE_SPEAKERS)
+                .map(|_| Box::new(r.clone()) as Box<dyn Speaker>)
+                .collect(),
+        }
+    }
+
+    /// One speaker (for a request of `/v1/audio/speech`).
+    pub fn speaker(&self) -> Box<dyn Speaker> {
+        match self {
+            Voice::Embedded(shared) => Box::new(Shared(shared.clone())),
+            Voice::Remote(r) => Box::new(r.clone()),
+        }
+    }
+}
+
+/// The embedded voice, used under its lock.
+struct Shared(Arc<Mutex<Box<dyn Speaker>>>);
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Box<dyn Speaker>> {
+        // A voice that panicked mid-clause is still a voice.
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl Speaker for Shared {
+    fn speak(&mut self, text: &str, speed: f32) -> Result<Vec<f32>, ModelError> {
+        self.lock().speak(text, speed)
+    }
+
+    fn speak_streaming(
+        &mut self,
+        text: &str,
+        speed: f32,
+        voice: &str,
+        out: &mut dyn FnMut(Vec<f32>) -> bool,
+    ) -> Result<Vec<f32>, ModelError> {
+        self.lock().speak_streaming(text, speed, voice, out)
+    }
 }
 
 /// An OpenAI-compatible speech server.
@@ -97,19 +161,23 @@ impl RemoteVoice {
     }
 
     /// Fetches `text`, handing samples to `out` as they come (until it answers `false`).
-    async fn fetch(
+    /// Each wait runs on the runtime; `out` runs on the calling thread, outside it (it may
+    /// block on a slow consumer).
+    fn fetch(
         &self,
         text: &str,
         speed: f32,
         voice: &str,
         out: &mut dyn FnMut(Vec<f32>) -> bool,
     ) -> Result<(), String> {
-        let mut body = self.open(text, speed, voice).await?;
+        let mut body = self.runtime.block_on(self.open(text, speed, voice))?;
         let secs = PIECE_TIMEOUT.as_secs();
         let mut pcm = Pcm16::default();
         loop {
-            let frame = tokio::time::timeout(PIECE_TIMEOUT, body.frame())
-                .await
+            let next = async { tokio::time::timeout(PIECE_TIMEOUT, body.frame()).await };
+            let frame = self
+                .runtime
+                .block_on(next)
                 .map_err(|_| format!("the speech server went quiet for {secs} s"))?;
             let Some(frame) = frame else { return Ok(()) };
             let frame = frame.map_err(|e| format!("the speech server's audio broke off: {e}"))?;
@@ -177,9 +245,7 @@ impl Speaker for RemoteVoice {
         voice: &str,
         out: &mut dyn FnMut(Vec<f32>) -> bool,
     ) -> Result<Vec<f32>, ModelError> {
-        let this = self.clone();
-        this.runtime
-            .block_on(this.fetch(text, speed, voice, out))
+        self.fetch(text, speed, voice, out)
             .map_err(ModelError::Failed)?;
         Ok(Vec::new())
     }

@@ -179,3 +179,188 @@ fn session_audio(wav: &[u8]) -> Result<Vec<f32>, ApiError> {
     out.drain(..delay.min(out.len()));
     Ok(out)
 }
+
+/// The longest `input` (OpenAI's limit), in characters.
+const MAX_INPUT_CHARS: usize = 4096;
+/// The largest `/v1/audio/speech` request body.
+const MAX_SPEECH_REQUEST: usize = 64 << 10;
+/// Pieces of audio waiting for a slow client (each a clause, or a piece of a remote one).
+const SPEECH_QUEUE: usize = 16;
+
+/// `POST /v1/audio/speech`: the server's voice (Piper, or `--tts-url`) speaks `input`,
+/// streamed clause by clause as raw 24 kHz PCM16 (`pcm`) or a WAV (`wav`, the default here:
+/// Duet encodes no compressed formats).
+pub async fn speech(
+    State(state): State<Arc<AppState>>,
+    peer: Peer,
+    cred: Cred,
+    req: Request,
+) -> Response {
+    let cred = credential(&cred);
+    let mut hold: Hold = Vec::new();
+    let answer = async {
+        if !matches!(cred, Credential::Server) {
+            return Err(ApiError::new(
+                Code::InvalidApiKey,
+                "the audio endpoints need the server's API key (client secrets open realtime sessions only)",
+            ));
+        }
+        admit(&state, &peer, &cred, &req, MAX_SPEECH_REQUEST, &mut hold)?;
+        let Some(voice) = state.backends.speech.voice.clone() else {
+            return Err(ApiError::new(
+                Code::SpeechNotConfigured,
+                "no voice is configured: start the server with --tts-model-dir or --tts-url",
+            ));
+        };
+        let body = super::calls::read_body(req, MAX_SPEECH_REQUEST, "request").await?;
+        let ask = SpeechRequest::parse(&body)?;
+        let usage = state.credentials.usage.sink(&cred.usage_id());
+        ask.stream(voice, usage).await
+    };
+    match answer.await {
+        Ok(resp) => held(resp, hold),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// A `/v1/audio/speech` request, checked.
+struct SpeechRequest {
+    input: String,
+    voice: String,
+    speed: f32,
+    wav: bool,
+}
+
+impl SpeechRequest {
+    fn parse(body: &[u8]) -> Result<Self, ApiError> {
+        let v: serde_json::Value = serde_json::from_slice(body)
+            .map_err(|e| ApiError::new(Code::InvalidJson, format!("the body is not JSON: {e}")))?;
+        let invalid = |param: &str, what: String| {
+            ApiError::new(Code::InvalidValue, what).with_param(param.to_string())
+        };
+        let input = v["input"].as_str().unwrap_or_default().trim().to_string();
+        if input.is_empty() {
+            return Err(
+                ApiError::new(Code::MissingRequiredParameter, "input is required")
+                    .with_param("input"),
+            );
+        }
+        if input.chars().count() > MAX_INPUT_CHARS {
+            return Err(invalid(
+                "input",
+                format!("input is over {MAX_INPUT_CHARS} characters"),
+            ));
+        }
+        let voice = match &v["voice"] {
+            serde_json::Value::String(s) => s.clone(),
+            other => other["id"].as_str().unwrap_or("alloy").to_string(),
+        };
+        let speed = v["speed"].as_f64().unwrap_or(1.0);
+        if !(0.25..=4.0).contains(&speed) {
+            return Err(invalid(
+                "speed",
+                format!("speed {speed} is not in 0.25..=4"),
+            ));
+        }
+        let wav = match v["response_format"].as_str() {
+            None | Some("wav") => true,
+            Some("pcm") => false,
+            Some(other) => {
+                let why = format!("response_format {other:?}: Duet answers pcm or wav");
+                return Err(invalid("response_format", why));
+            }
+        };
+        Ok(Self {
+            input,
+            voice,
+            speed: speed as f32,
+            wav,
+        })
+    }
+
+    /// Speaks on a blocking thread, clause by clause, into a streamed answer. A voice that
+    /// fails before any audio answers `502 speech_failed`; later, the stream just ends.
+    async fn stream(
+        self,
+        voice: crate::tts::Voice,
+        usage: Arc<dyn crate::session::UsageSink>,
+    ) -> Result<Response, ApiError> {
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, String>>(SPEECH_QUEUE);
+        let wav = self.wav;
+        tokio::task::spawn_blocking(move || self.speak(voice.speaker(), &tx, &*usage));
+        let first = match rx.recv().await {
+            Some(Ok(bytes)) => bytes,
+            Some(Err(e)) => return Err(ApiError::new(Code::SpeechFailed, e)),
+            None => return Err(ApiError::new(Code::SpeechFailed, "the voice said nothing")),
+        };
+        let mut head = if wav {
+            streaming_wav_header()
+        } else {
+            Vec::new()
+        };
+        head.extend(first);
+        let rest = futures_util::stream::unfold(rx, |mut rx| async move {
+            match rx.recv().await {
+                Some(Ok(bytes)) => Some((
+                    Ok::<_, std::convert::Infallible>(bytes::Bytes::from(bytes)),
+                    rx,
+                )),
+                _ => None,
+            }
+        });
+        let body = futures_util::StreamExt::chain(
+            futures_util::stream::once(async move { Ok(bytes::Bytes::from(head)) }),
+            rest,
+        );
+        let ctype = if wav { "audio/wav" } else { "audio/pcm" };
+        Ok((
+            [(header::CONTENT_TYPE, ctype)],
+            axum::body::Body::from_stream(body),
+        )
+            .into_response())
+    }
+
+    /// Speaks every clause of the input, sending PCM16 bytes as they come; stops when the
+    /// client is gone. Counts the audio sent in the usage.
+    fn speak(
+        self,
+        mut speaker: Box<dyn duet_models::cascade::Speaker>,
+        tx: &tokio::sync::mpsc::Sender<Result<Vec<u8>, String>>,
+        usage: &dyn crate::session::UsageSink,
+    ) {
+        let mut clauses = duet_models::cascade::Clauses::default();
+        let mut all: Vec<String> = clauses.push(&self.input);
+        all.extend(clauses.finish());
+        let mut sent = 0u64;
+        let mut send = |pcm: Vec<f32>| {
+            sent += pcm.len() as u64;
+            pcm.is_empty()
+                || tx
+                    .blocking_send(Ok(duet_media::f32_to_pcm16le(&pcm)))
+                    .is_ok()
+        };
+        for clause in all {
+            match speaker.speak_streaming(&clause, self.speed, &self.voice, &mut send) {
+                Ok(rest) => {
+                    if !send(rest) {
+                        break; // the client is gone
+                    }
+                }
+                Err(e) => {
+                    let _ = tx.blocking_send(Err(e.to_string()));
+                    break;
+                }
+            }
+        }
+        usage.record(UsageEvent::AudioOut(sent));
+    }
+}
+
+/// The head of a WAV whose length is not known yet (24 kHz mono PCM16): its sizes say
+/// "as long as it goes", as streamed WAVs do.
+fn streaming_wav_header() -> Vec<u8> {
+    let mut wav = duet_media::pcm::wav_pcm16(&[], RATE);
+    wav[4..8].copy_from_slice(&u32::MAX.to_le_bytes());
+    wav[40..44].copy_from_slice(&(u32::MAX - 36).to_le_bytes());
+    wav
+}

@@ -53,6 +53,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/usage", get(pool::usage))
         .route("/v1/chat/completions", post(chat::completions))
         .route("/v1/audio/transcriptions", post(audio::transcriptions))
+        .route("/v1/audio/speech", post(audio::speech))
         .route("/v1/responses", post(chat::responses))
         .route("/v1/pool", get(pool::pool))
         .route("/v1/realtime/calls/{id}/hangup", post(calls::hangup))
@@ -70,6 +71,21 @@ pub fn router(state: Arc<AppState>) -> Router {
         ))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_key))
         .route_layer(middleware::from_fn_with_state(state.clone(), check_origin));
+    let cors = cors(&state);
+    Router::new()
+        .route("/health", get(health))
+        .route("/ready", get(ready))
+        .route("/demo/client_secret", post(secrets::demo_mint))
+        .route("/", get(index))
+        .route("/{file}", get(web_file))
+        .merge(protected)
+        .layer(cors)
+        .with_state(state)
+}
+
+/// CORS for browsers: `--cors-origins` (any origin without it), the methods the API
+/// answers, `Location` readable (a call's id).
+fn cors(state: &AppState) -> CorsLayer {
     let allow_origin = if state.credentials.origins.is_empty() {
         AllowOrigin::any()
     } else {
@@ -81,7 +97,7 @@ pub fn router(state: Arc<AppState>) -> Router {
                 .filter_map(|o| HeaderValue::from_str(o).ok()),
         )
     };
-    let cors = CorsLayer::new()
+    CorsLayer::new()
         .allow_origin(allow_origin)
         .allow_methods([
             Method::GET,
@@ -92,16 +108,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         ])
         .allow_headers(AllowHeaders::mirror_request())
         .expose_headers([header::LOCATION])
-        .max_age(Duration::from_secs(600));
-    Router::new()
-        .route("/health", get(health))
-        .route("/ready", get(ready))
-        .route("/demo/client_secret", post(secrets::demo_mint))
-        .route("/", get(index))
-        .route("/{file}", get(web_file))
-        .merge(protected)
-        .layer(cors)
-        .with_state(state)
+        .max_age(Duration::from_secs(600))
 }
 
 /// Finds the request's credential (the server key, or a live client secret) and records it

@@ -180,6 +180,8 @@ pub struct Speech {
     pub vad: Option<duet_models::silero::SileroVad>,
     /// The turn loop (`--turn-model-dir`), which judges pauses under `semantic_vad`.
     pub turn: Option<crate::turn_loop::TurnLoop>,
+    /// The voice (`--tts-model-dir` or `--tts-url`): the cascade's, and `/v1/audio/speech`'s.
+    pub voice: Option<crate::tts::Voice>,
 }
 
 impl AppState {
@@ -488,8 +490,10 @@ pub async fn start(args: &ServeArgs) -> anyhow::Result<Server> {
 pub async fn start_on(args: &ServeArgs, sockets: Sockets) -> anyhow::Result<Server> {
     check_auth(args)?;
     let llm = llm_backend(args).await?;
-    let model = start_model(args, llm.clone()).await?;
-    let speech = start_speech(args).await?;
+    let voice = start_voice(args).await?;
+    let model = start_model(args, llm.clone(), voice.clone()).await?;
+    let mut speech = start_speech(args).await?;
+    speech.voice = voice;
     let engine_cfg = EngineConfig {
         public_ip: args.public_ip,
         inactivity: Duration::from_secs(args.call_inactivity_secs.max(1)),
@@ -668,6 +672,7 @@ async fn llm_backend(args: &ServeArgs) -> anyhow::Result<Option<crate::llm::LlmB
 async fn start_model(
     args: &ServeArgs,
     llm: Option<crate::llm::LlmBackend>,
+    voice: Option<crate::tts::Voice>,
 ) -> anyhow::Result<ModelLoop> {
     let device = duet_models::moshi::DeviceSpec::parse(&args.device).map_err(anyhow::Error::msg)?;
     let moshi_defaults = duet_models::moshi::MoshiOptions::default();
@@ -684,7 +689,7 @@ async fn start_model(
         echo_slots: args.model_slots,
     };
     if args.model == "cascade" {
-        return start_cascade(args, llm).await;
+        return start_cascade(args, llm, voice).await;
     }
     let name = args.model.clone();
     // Loading may map gigabytes of weights: keep it off the async workers.
@@ -696,6 +701,7 @@ async fn start_model(
 async fn start_cascade(
     args: &ServeArgs,
     llm: Option<crate::llm::LlmBackend>,
+    voice: Option<crate::tts::Voice>,
 ) -> anyhow::Result<ModelLoop> {
     let llm: Box<dyn duet_models::cascade::Llm> = match llm {
         Some(crate::llm::LlmBackend::Remote(upstream)) => Box::new(crate::llm::RemoteLlm::new(
@@ -709,21 +715,17 @@ async fn start_cascade(
              DIR/smollm2-135m-instruct)"
         ),
     };
-    let speech = match args.tts_model_dir.clone() {
-        _ if args.tts_url.is_some() => Some(remote_voice(args)?),
-        Some(dir) => {
-            let voice = tokio::task::spawn_blocking(move || {
-                duet_models::piper::PiperVoice::load(&dir, Box::new(crate::espeak::EspeakNg))
-            })
-            .await??;
-            tracing::info!(voice = voice.name(), "cascade voice loaded");
-            let (worker, synthesis) = duet_models::cascade::SpeechWorker::new(Box::new(voice));
+    let speech = match voice {
+        Some(voice) => {
+            let (worker, sides) = duet_models::cascade::SpeechWorker::pool(voice.speakers());
             // Ends with the worker, when the model is dropped.
-            crate::speech_loop::SpeechLoop::spawn(vec![synthesis])?;
+            crate::speech_loop::SpeechLoop::spawn(sides)?;
             Some(worker)
         }
         None => {
-            tracing::warn!("--model cascade without --tts-model-dir: answers in text only");
+            tracing::warn!(
+                "--model cascade without --tts-model-dir or --tts-url: answers in text only"
+            );
             None
         }
     };
@@ -732,19 +734,25 @@ async fn start_cascade(
     Ok(ModelLoop::spawn(Box::new(model), &args.device)?)
 }
 
-/// The cascade's voice from the speech server of `--tts-url`: a pool of synthesis threads.
-fn remote_voice(args: &ServeArgs) -> anyhow::Result<duet_models::cascade::SpeechWorker> {
-    let url = args.tts_url.as_deref().unwrap_or_default();
-    let runtime = tokio::runtime::Handle::current();
-    let voice =
-        crate::tts::RemoteVoice::new(url, &args.tts_model, args.tts_api_key.clone(), runtime)?;
-    let speakers: Vec<Box<dyn duet_models::cascade::Speaker>> = (0..crate::tts::REMOTE_SPEAKERS)
-        .map(|_| Box::new(voice.clone()) as Box<dyn duet_models::cascade::Speaker>)
-        .collect();
-    let (worker, sides) = duet_models::cascade::SpeechWorker::pool(speakers);
-    crate::speech_loop::SpeechLoop::spawn(sides)?;
-    tracing::info!(url = %url, model = %args.tts_model, "cascade voice: remote");
-    Ok(worker)
+/// The voice of `--tts-url` (a remote speech server) or `--tts-model-dir` (Piper), shared
+/// by the cascade and `/v1/audio/speech`.
+async fn start_voice(args: &ServeArgs) -> anyhow::Result<Option<crate::tts::Voice>> {
+    if let Some(url) = &args.tts_url {
+        let runtime = tokio::runtime::Handle::current();
+        let key = args.tts_api_key.clone();
+        let remote = crate::tts::RemoteVoice::new(url, &args.tts_model, key, runtime)?;
+        tracing::info!(url = %url, model = %args.tts_model, "voice: remote");
+        return Ok(Some(crate::tts::Voice::Remote(remote)));
+    }
+    let Some(dir) = args.tts_model_dir.clone() else {
+        return Ok(None);
+    };
+    let voice = tokio::task::spawn_blocking(move || {
+        duet_models::piper::PiperVoice::load(&dir, Box::new(crate::espeak::EspeakNg))
+    })
+    .await??;
+    tracing::info!(voice = voice.name(), "voice loaded");
+    Ok(Some(crate::tts::Voice::embedded(Box::new(voice))))
 }
 
 /// Loads the VAD and transcription models named by `--vad-model-dir` and

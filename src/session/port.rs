@@ -77,6 +77,8 @@ pub trait MediaSink: Send {
 pub enum UsageEvent {
     /// Caller audio the session took, in 24 kHz samples.
     AudioIn(u64),
+    /// Audio spoken outside a response (`/v1/audio/speech`), in 24 kHz samples.
+    AudioOut(u64),
     /// A response ended.
     Response {
         /// `completed`, `cancelled`, `incomplete` or `failed`.

@@ -92,6 +92,9 @@ impl UsageSink for Counters {
             UsageEvent::AudioIn(n) => {
                 self.audio_in.fetch_add(n, Ordering::Relaxed);
             }
+            UsageEvent::AudioOut(n) => {
+                self.audio_out.fetch_add(n, Ordering::Relaxed);
+            }
             UsageEvent::Response {
                 status,
                 audio_out,

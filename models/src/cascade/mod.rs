@@ -17,7 +17,7 @@ use answer::{Answer, Voice};
 pub use channel::{answer_channel, AnswerEvents, AnswerSender};
 pub use chat::{ChatRequest, ChunkReader};
 pub use duet_protocol::sse::SseDecoder;
-pub use speech::{Speaker, SpeechWorker, Synthesis};
+pub use speech::{Clauses, Speaker, SpeechWorker, Synthesis};
 
 use crate::model::*;
 
