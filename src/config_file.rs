@@ -196,6 +196,44 @@ fn speech_problems(args: &ServeArgs, p: &mut Vec<String>) {
     }
 }
 
+/// Where each stage of a voice answer runs, one line each (what `duet check-config` says):
+/// speech to text, the LLM, text to speech, each embedded, remote or absent.
+pub fn stages(args: &ServeArgs) -> Vec<String> {
+    let place = |remote: Option<&String>, model: &str, dir: Option<&std::path::PathBuf>| match (
+        remote, dir,
+    ) {
+        (Some(url), _) => format!("remote, {url} (model {model})"),
+        (None, Some(dir)) => format!("embedded, {}", dir.display()),
+        (None, None) => "none".to_string(),
+    };
+    vec![
+        format!(
+            "speech to text: {}",
+            place(
+                args.stt_url.as_ref(),
+                &args.stt_model,
+                args.transcription_model_dir.as_ref()
+            )
+        ),
+        format!(
+            "LLM: {}",
+            place(
+                args.llm_url.as_ref(),
+                &args.llm_model,
+                args.llm_model_dir.as_ref()
+            )
+        ),
+        format!(
+            "text to speech: {}",
+            place(
+                args.tts_url.as_ref(),
+                &args.tts_model,
+                args.tts_model_dir.as_ref()
+            )
+        ),
+    ]
+}
+
 /// Everything `duet check-config` checks beyond what the flags' parsers did (each flag's
 /// range is stated on the flag, [`crate::config::Bounded`]): the model and its files, the
 /// device, the auth rules, addresses and the flags that must agree with each other. Each

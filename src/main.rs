@@ -58,6 +58,9 @@ async fn main() -> anyhow::Result<()> {
                 std::process::exit(1);
             }
             print!("{}", duet::config_file::effective(&args)?);
+            for stage in duet::config_file::stages(&args) {
+                eprintln!("{stage}");
+            }
             eprintln!("configuration OK");
         }
         Command::MoshiTiny(args) => {

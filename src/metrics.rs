@@ -400,7 +400,7 @@ impl Metrics {
     }
 
     /// Counts a request to an `https://` server that failed its TLS handshake (an untrusted
-    /// or expired certificate, a name it is not for), by upstream: `llm`, `webhook`.
+    /// or expired certificate, a name it is not for), by upstream: `llm`, `webhook`, `stt`, `tts`.
     pub fn upstream_tls_failure(&self, upstream: &str) {
         bump(&self.upstream_tls, upstream);
     }
@@ -616,7 +616,7 @@ const LABELLED: [(&str, &str, &str); 12] = [
     ),
     (
         "duet_upstream_tls_failures_total",
-        "Requests to an https:// upstream whose TLS handshake failed (untrusted, expired or misnamed certificate), by upstream: llm, webhook.",
+        "Requests to an https:// upstream whose TLS handshake failed (untrusted, expired or misnamed certificate), by upstream: llm, webhook, stt, tts.",
         "upstream",
     ),
 ];

@@ -44,22 +44,30 @@ pub fn endpoint(url: &str) -> anyhow::Result<Uri> {
 /// remote speech server.
 #[derive(Clone)]
 pub enum Voice {
-    /// A voice run here.
-    Embedded(Arc<Mutex<Box<dyn Speaker>>>),
+    /// A voice run here, and its name.
+    Embedded(Arc<Mutex<Box<dyn Speaker>>>, Arc<str>),
     /// An OpenAI-compatible speech server.
     Remote(RemoteVoice),
 }
 
 impl Voice {
-    /// A voice run here.
-    pub fn embedded(speaker: Box<dyn Speaker>) -> Self {
-        Voice::Embedded(Arc::new(Mutex::new(speaker)))
+    /// A voice run here, called `name`.
+    pub fn embedded(speaker: Box<dyn Speaker>, name: &str) -> Self {
+        Voice::Embedded(Arc::new(Mutex::new(speaker)), Arc::from(name))
+    }
+
+    /// The voice's name (`/v1/models`): the embedded voice's, or the remote `--tts-model`.
+    pub fn name(&self) -> &str {
+        match self {
+            Voice::Embedded(_, name) => name,
+            Voice::Remote(r) => &r.model,
+        }
     }
 
     /// The cascade's speakers: the shared one, or [`REMOTE_SPEAKERS`] of a remote voice.
     pub fn speakers(&self) -> Vec<Box<dyn Speaker>> {
         match self {
-            Voice::Embedded(shared) => vec![Box::new(Shared(shared.clone()))],
+            Voice::Embedded(shared, _) => vec![Box::new(Shared(shared.clone()))],
             Voice::Remote(r) => (0..REMOTE_SPEAKERS)
                 .map(|_| Box::new(r.clone()) as Box<dyn Speaker>)
                 .collect(),
@@ -69,7 +77,7 @@ impl Voice {
     /// One speaker (for a request of `/v1/audio/speech`).
     pub fn speaker(&self) -> Box<dyn Speaker> {
         match self {
-            Voice::Embedded(shared) => Box::new(Shared(shared.clone())),
+            Voice::Embedded(shared, _) => Box::new(Shared(shared.clone())),
             Voice::Remote(r) => Box::new(r.clone()),
         }
     }

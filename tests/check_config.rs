@@ -123,3 +123,38 @@ fn a_syntax_error_names_line_and_column_never_the_secret() {
         assert!(err.contains("line 2, column 11"), "{cmd}: {err}");
     }
 }
+
+#[test]
+fn it_says_where_each_stage_runs() {
+    let (code, _, err) = duet(
+        &[
+            "check-config",
+            "--model",
+            "cascade",
+            "--llm-url",
+            "https://api.openai.com/v1",
+            "--llm-model",
+            "gpt-4o-mini",
+            "--stt-url",
+            "https://api.groq.com/openai/v1",
+            "--stt-model",
+            "whisper-large-v3",
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains(
+            "speech to text: remote, https://api.groq.com/openai/v1 (model whisper-large-v3)"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("LLM: remote, https://api.openai.com/v1 (model gpt-4o-mini)"),
+        "{err}"
+    );
+    assert!(err.contains("text to speech: none"), "{err}");
+    let (code, _, err) = duet(&["check-config", "--tts-url", "ftp://voice"], &[]);
+    assert_eq!(code, 1);
+    assert!(err.contains("tts_url:"), "{err}");
+}

@@ -170,4 +170,27 @@ async fn the_cascade_answers_what_the_remote_transcriber_heard() {
         user["content"].to_string().contains("What time is it?"),
         "the LLM heard the remote transcript: {asked}"
     );
+    // /v1/models lists each stage and where it runs.
+    let r = duet_client::http::request(addr, "GET", "/v1/models", &[], "")
+        .await
+        .expect("models");
+    let models: Value = serde_json::from_str(&r.body).expect("json");
+    let served: Vec<(String, String, String)> = models["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .map(|m| {
+            let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+            (s(&m["id"]), s(&m["duet"]["serves"]), s(&m["duet"]["runs"]))
+        })
+        .collect();
+    let want = |id: &str, serves: &str, runs: &str| (id.into(), serves.into(), runs.into());
+    assert_eq!(
+        served,
+        [
+            want("cascade", "realtime", "embedded"),
+            want("whisper-1", "audio.transcriptions", "remote"),
+            want("default", "chat.completions", "remote"),
+        ]
+    );
 }

@@ -267,12 +267,40 @@ fn live_calls(state: &AppState) -> usize {
     state.calls.engines.active_calls() + state.calls.sip.as_ref().map_or(0, |sip| sip.live())
 }
 
+/// `GET /v1/models`: the realtime model, then each other model served, with what it serves
+/// and where it runs (`duet`, an extension of OpenAI's model object).
 async fn models(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
+    let model = |id: &str, serves: &str, runs: &str| {
+        json!({"id": id, "object": "model", "created": 0, "owned_by": "duet",
+            "duet": {"serves": serves, "runs": runs}})
+    };
     let info = state.backends.model.info();
-    Json(json!({
-        "object": "list",
-        "data": [{"id": info.name, "object": "model", "created": 0, "owned_by": "duet"}]
-    }))
+    let mut data = vec![model(&info.name, "realtime", "embedded")];
+    let speech = &state.backends.speech;
+    if let Some(stt) = &speech.transcriber {
+        let runs = match stt {
+            crate::stt::Stt::Embedded(_) => "embedded",
+            crate::stt::Stt::Remote(_) => "remote",
+        };
+        data.push(model(stt.name(), "audio.transcriptions", runs));
+    }
+    match &state.backends.llm {
+        Some(crate::llm::LlmBackend::Remote(u)) => {
+            data.push(model(&u.config().model, "chat.completions", "remote"));
+        }
+        Some(crate::llm::LlmBackend::Embedded(e)) => {
+            data.push(model(&e.name, "chat.completions", "embedded"));
+        }
+        None => {}
+    }
+    if let Some(voice) = &speech.voice {
+        let runs = match voice {
+            crate::tts::Voice::Embedded(..) => "embedded",
+            crate::tts::Voice::Remote(_) => "remote",
+        };
+        data.push(model(voice.name(), "audio.speech", runs));
+    }
+    Json(json!({ "object": "list", "data": data }))
 }
 
 async fn metrics(State(state): State<Arc<AppState>>) -> Response {

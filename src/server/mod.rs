@@ -752,7 +752,8 @@ async fn start_voice(args: &ServeArgs) -> anyhow::Result<Option<crate::tts::Voic
     })
     .await??;
     tracing::info!(voice = voice.name(), "voice loaded");
-    Ok(Some(crate::tts::Voice::embedded(Box::new(voice))))
+    let name = voice.name().to_string();
+    Ok(Some(crate::tts::Voice::embedded(Box::new(voice), &name)))
 }
 
 /// Loads the VAD and transcription models named by `--vad-model-dir` and
