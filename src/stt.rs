@@ -84,23 +84,28 @@ impl Stt {
     }
 
     /// Transcribes one clip (24 kHz) on a stream of its own (`/v1/audio/transcriptions`):
-    /// its text, or why not.
+    /// its text and the language it was heard in (when known), or why not.
     pub async fn transcribe_clip(
         &self,
         pcm: Vec<f32>,
         hints: &TranscriptionHints,
-    ) -> Result<String, String> {
+    ) -> Result<(String, Option<String>), String> {
         let loop_ = match self {
-            Stt::Remote(r) => return r.transcribe(&pcm, hints).await,
+            Stt::Remote(r) => {
+                let text = r.transcribe(&pcm, hints).await?;
+                return Ok((text, hints.language.clone()));
+            }
             Stt::Embedded(l) => l,
         };
         let (port, mut rx) = loop_.open(None).await.map_err(|e| e.to_string())?;
+        port.hints(hints);
         port.send(Arc::from("clip"), Arc::from(pcm), true, false);
         let answer = async {
             while let Some(ev) = rx.recv().await {
                 match ev.output {
-                    Ok(TranscribeOutput::Completed { text, .. }) => {
-                        return Ok(text.trim().to_string())
+                    Ok(TranscribeOutput::Completed { text, language, .. }) => {
+                        let language = language.or_else(|| hints.language.clone());
+                        return Ok((text.trim().to_string(), language));
                     }
                     Err(e) => return Err(e),
                     Ok(_) => {}
@@ -316,6 +321,7 @@ impl TranscriberPort for RemoteSttSession {
                         text,
                         logprobs: Vec::new(),
                         audio_seconds,
+                        language: None,
                     });
             drop((charge, permit));
             let _ = events.send(TranscriptEvent { item_id, output }).await;

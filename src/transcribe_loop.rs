@@ -50,6 +50,11 @@ enum Command {
     Close {
         stream: StreamId,
     },
+    /// The language of the stream's next utterances (`None`: detected).
+    Language {
+        stream: StreamId,
+        language: Option<String>,
+    },
 }
 
 /// Cloneable handle to a running transcription loop.
@@ -116,6 +121,7 @@ impl TranscribeLoop {
                 queued,
                 events,
                 meter,
+                language: std::sync::Mutex::default(),
             },
             rx,
         ))
@@ -137,9 +143,24 @@ pub struct TranscribeSession {
     events: mpsc::Sender<TranscriptEvent>,
     /// The session's share of the memory budget.
     meter: Option<Arc<Meter>>,
+    /// The language last given to the loop.
+    language: std::sync::Mutex<Option<String>>,
 }
 
 impl TranscriberPort for TranscribeSession {
+    fn hints(&self, hints: &crate::session::TranscriptionHints) {
+        let Ok(mut last) = self.language.lock() else {
+            return;
+        };
+        if *last != hints.language {
+            last.clone_from(&hints.language);
+            let _ = self.tx.send(Command::Language {
+                stream: self.stream,
+                language: hints.language.clone(),
+            });
+        }
+    }
+
     fn name(&self) -> &str {
         &self.info.name
     }
@@ -321,6 +342,11 @@ impl LoopThread {
             Command::Close { stream } => {
                 if self.streams.remove(&stream).is_some() {
                     self.transcriber.close_stream(stream);
+                }
+            }
+            Command::Language { stream, language } => {
+                if self.streams.contains_key(&stream) {
+                    self.transcriber.set_language(stream, language.as_deref());
                 }
             }
         }

@@ -87,6 +87,7 @@ mod sip_rtp_ports;
 mod sip_rtp_timeout;
 mod sip_tcp_bounded;
 mod sip_webhook_signature;
+mod speech_multilingual;
 mod speech_noise_onset;
 mod speech_transcription_ws;
 mod speech_webrtc;

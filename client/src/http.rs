@@ -90,6 +90,26 @@ fn encode(
     req
 }
 
+/// [`request`] with a binary body (a multipart upload with a WAV in it).
+pub async fn request_bytes(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> anyhow::Result<Response> {
+    let length = body.len().to_string();
+    let mut all: Vec<(&str, &str)> = headers.to_vec();
+    all.push(("Content-Length", &length));
+    let mut s = tokio::net::TcpStream::connect(addr).await?;
+    s.write_all(encode(addr, method, path, &all, "").as_bytes())
+        .await?;
+    s.write_all(body).await?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).await?;
+    Ok(Response::parse(&buf))
+}
+
 /// Sends one request to `addr` and reads the response to its end (see [`Response`]).
 ///
 /// `headers` are sent as given after `Host` and `Connection: close`; a `Content-Length` of

@@ -55,6 +55,15 @@ pub fn serve_args(dir: &Path) -> Vec<String> {
 
 /// `text` spoken by espeak-ng (its default English voice and speed), mono at [`RATE`].
 pub fn espeak(text: &str) -> Vec<f32> {
+    espeak_with(&[], text)
+}
+
+/// `text` spoken by espeak-ng's `voice` (a language: `fr`, `es`, `de`, …), mono at [`RATE`].
+pub fn espeak_voice(voice: &str, text: &str) -> Vec<f32> {
+    espeak_with(&["-v", voice], text)
+}
+
+fn espeak_with(args: &[&str], text: &str) -> Vec<f32> {
     // Unique per call: tests in one process may say the same text at once.
     static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -64,6 +73,7 @@ pub fn espeak(text: &str) -> Vec<f32> {
         fnv(text)
     ));
     let status = Command::new("espeak-ng")
+        .args(args)
         .arg("-w")
         .arg(&path)
         .arg(text)

@@ -74,6 +74,8 @@ pub enum TranscribeOutput {
         logprobs: Vec<TokenLogprob>,
         /// Seconds of audio the utterance held (usage).
         audio_seconds: f64,
+        /// The language it was transcribed in (ISO-639-1), when the transcriber knows.
+        language: Option<String>,
     },
 }
 
@@ -94,6 +96,9 @@ pub trait Transcriber: Send {
     fn open_stream(&mut self) -> Result<StreamId, ModelError>;
     /// Frees a stream; the id may be reused.
     fn close_stream(&mut self, stream: StreamId);
+    /// The language of the stream's next utterances (ISO-639-1; `None`: detect it, or the
+    /// transcriber's own). Transcribers with one language ignore it.
+    fn set_language(&mut self, _stream: StreamId, _language: Option<&str>) {}
     /// Steps every stream in `batch` once; pushes exactly one result per input, in order.
     /// An error fails that stream's current utterance only (the stream stays open).
     fn step(

@@ -91,6 +91,7 @@ fn run(t: &mut WhisperTranscriber, audio: &[Vec<f32>]) -> Run {
             text,
             logprobs,
             audio_seconds,
+            ..
         } = out.pop().unwrap().unwrap()
         else {
             panic!("no completion")

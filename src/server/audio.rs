@@ -51,13 +51,13 @@ pub async fn transcriptions(
         };
         let mut upload = Upload::read(req).await?;
         let samples = upload.pcm.len() as u64;
-        let text = stt
+        let (text, language) = stt
             .transcribe_clip(std::mem::take(&mut upload.pcm), &upload.hints)
             .await
             .map_err(|e| ApiError::new(Code::TranscriptionFailed, e))?;
         let usage = state.credentials.usage.sink(&cred.usage_id());
         usage.record(UsageEvent::AudioIn(samples));
-        Ok(upload.answer(&text, samples, stt.name()))
+        Ok(upload.answer(&text, language.as_deref(), samples, stt.name()))
     };
     match answer.await {
         Ok(resp) => held(resp, hold),
@@ -129,7 +129,7 @@ impl Upload {
     }
 
     /// The answer in the asked format.
-    fn answer(&self, text: &str, samples: u64, model: &str) -> Response {
+    fn answer(&self, text: &str, language: Option<&str>, samples: u64, model: &str) -> Response {
         match self.format {
             Format::Json => axum::Json(json!({ "text": text })).into_response(),
             Format::Text => (
@@ -140,11 +140,7 @@ impl Upload {
             Format::VerboseJson => {
                 let duration = samples as f64 / f64::from(RATE);
                 // A transcriber that detects no language (English-only Whisper) heard English.
-                let language = self
-                    .hints
-                    .language
-                    .clone()
-                    .unwrap_or_else(|| "english".into());
+                let language = language_name(language.unwrap_or("en"));
                 axum::Json(json!({
                     "task": "transcribe",
                     "language": language,
@@ -363,4 +359,31 @@ fn streaming_wav_header() -> Vec<u8> {
     wav[4..8].copy_from_slice(&u32::MAX.to_le_bytes());
     wav[40..44].copy_from_slice(&(u32::MAX - 36).to_le_bytes());
     wav
+}
+
+/// The English name OpenAI's `verbose_json` gives a language (`fr` → `french`); a code
+/// without one here is given as it is.
+fn language_name(code: &str) -> String {
+    const NAMES: &[(&str, &str)] = &[
+        ("en", "english"),
+        ("fr", "french"),
+        ("es", "spanish"),
+        ("de", "german"),
+        ("it", "italian"),
+        ("pt", "portuguese"),
+        ("nl", "dutch"),
+        ("ru", "russian"),
+        ("pl", "polish"),
+        ("tr", "turkish"),
+        ("sv", "swedish"),
+        ("ja", "japanese"),
+        ("zh", "chinese"),
+        ("ko", "korean"),
+        ("ar", "arabic"),
+        ("hi", "hindi"),
+    ];
+    NAMES
+        .iter()
+        .find(|(c, _)| *c == code)
+        .map_or_else(|| code.to_string(), |(_, name)| (*name).to_string())
 }

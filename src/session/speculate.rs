@@ -265,6 +265,7 @@ impl Session {
                             text,
                             logprobs: Vec::new(),
                             audio_seconds: seconds,
+                            language: None,
                         }),
                     },
                     self.now,

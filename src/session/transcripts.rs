@@ -196,6 +196,29 @@ impl Transcripts {
         Some((d.epoch, request))
     }
 
+    /// More text of `item_id` (its delta event goes to `events`).
+    fn delta(
+        &mut self,
+        item_id: &Arc<str>,
+        text: String,
+        logprobs: Option<Vec<LogProb>>,
+        events: &mut Vec<ServerEventBody>,
+    ) -> Heard {
+        if text.is_empty() {
+            return Heard::Unknown;
+        }
+        if let Some(p) = self.pending.iter_mut().find(|(i, _)| i == item_id) {
+            p.1 = true;
+        }
+        events.push(ServerEventBody::InputAudioTranscriptionDelta {
+            item_id: item_id.to_string(),
+            content_index: 0,
+            delta: text,
+            logprobs,
+        });
+        Heard::Partial
+    }
+
     /// What the transcriber answered for `item_id`: the events it makes go to `events`
     /// (`logprobs`: with log probabilities).
     fn on_output(
@@ -211,24 +234,14 @@ impl Transcripts {
         match output {
             Ok(TranscribeOutput::NotYet) => Heard::Partial,
             Ok(TranscribeOutput::Delta { text, logprobs: lp }) => {
-                if text.is_empty() {
-                    return Heard::Unknown;
-                }
-                if let Some(p) = self.pending.iter_mut().find(|(i, _)| i == item_id) {
-                    p.1 = true;
-                }
-                events.push(ServerEventBody::InputAudioTranscriptionDelta {
-                    item_id: item_id.to_string(),
-                    content_index: 0,
-                    delta: text,
-                    logprobs: self::logprobs(lp, logprobs),
-                });
-                Heard::Partial
+                let lp = self::logprobs(lp, logprobs);
+                self.delta(item_id, text, lp, events)
             }
             Ok(TranscribeOutput::Completed {
                 text,
                 logprobs: lp,
                 audio_seconds,
+                ..
             }) => {
                 self.forget(item_id);
                 let text = text.trim().to_string();

@@ -50,7 +50,7 @@ async def run(base_url: str) -> dict[str, Any]:
             model="whisper-1", file=f, response_format="verbose_json", language="en"
         )
     check(word in verbose.text.lower(), f"verbose_json: {verbose.text!r}")
-    check(verbose.language == "en", f"language {verbose.language!r}")
+    check(verbose.language == "english", f"language {verbose.language!r}")
     check(verbose.duration > 1.0, f"duration {verbose.duration!r}")
     summary["duration"] = verbose.duration
 

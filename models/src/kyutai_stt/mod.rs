@@ -524,6 +524,7 @@ impl KyutaiStt {
                 text: std::mem::take(&mut st.text),
                 logprobs: lps(&st.tokens),
                 audio_seconds: st.samples as f64 / f64::from(TRANSCRIBE_SAMPLE_RATE),
+                language: None,
             };
             self.reset_slot(w.slot)?;
             return Ok(out);

@@ -181,6 +181,7 @@ fn one_model_step_per_80_ms_of_audio_whatever_the_chunking() {
             text: String::new(),
             logprobs: Vec::new(),
             audio_seconds: 0.0,
+            language: None,
         }
     );
     assert_eq!(m.model_steps(), 19);

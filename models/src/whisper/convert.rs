@@ -61,6 +61,9 @@ const IGNORED: &[&str] = &[
     "decoder/pre_norm",
     "decoder/activation",
     "decoder/alibi",
+    // Newer CTranslate2 writers add these two beside `decoder/alibi` (off in Whisper).
+    "decoder/alibi_use_positive_positions",
+    "decoder/scale_alibi",
     "decoder/scale_embeddings",
     "decoder/start_from_zero_embedding",
     "decoder/alignment_heads",

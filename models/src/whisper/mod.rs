@@ -180,6 +180,8 @@ struct Stream {
     lead_in: usize,
     /// 24 kHz samples of the utterance (usage).
     samples_in: u64,
+    /// The language its utterances are in (`None`: detected).
+    language: Option<String>,
 }
 
 impl Stream {
@@ -191,6 +193,7 @@ impl Stream {
             resampler,
             pcm: Vec::new(),
             samples_in: 0,
+            language: None,
         })
     }
 
@@ -233,11 +236,20 @@ impl Stream {
 /// Token ids with a meaning to the decoder.
 #[derive(Clone, Debug)]
 struct Specials {
-    /// What decoding starts from: `<|startoftranscript|>` first.
+    /// What decoding starts from (`<|startoftranscript|>` first) as an English-only model
+    /// has it; a multilingual one has its language and task tokens after the first.
     prompt: Vec<u32>,
     eot: u32,
     no_speech: Option<u32>,
+    /// A multilingual model's language tokens (`<|fr|>` → "fr"), in vocabulary order.
+    languages: Vec<(u32, String)>,
+    /// `<|transcribe|>`, in a multilingual model.
+    transcribe: Option<u32>,
 }
+
+/// What Whisper heard: the text, its tokens' log probabilities (when asked for) and the
+/// language it transcribed in (a multilingual model's; none for an English-only one).
+pub type Heard = (String, Vec<TokenLogprob>, Option<String>);
 
 /// Vocabulary size of OpenAI's English-only models (multilingual ones have more).
 const ENGLISH_ONLY_VOCAB: usize = 51_864;
@@ -394,10 +406,22 @@ impl WhisperTranscriber {
         pcm: &[f32],
         logprobs: bool,
     ) -> Result<(String, Vec<TokenLogprob>), ModelError> {
+        self.hear_16k(pcm, logprobs, None)
+            .map(|(text, logprobs, _)| (text, logprobs))
+    }
+
+    /// [`Self::transcribe_16k`] in `language` (ISO-639-1; a multilingual model detects it when
+    /// `None` or unknown to it), also returning the language transcribed in (multilingual).
+    pub fn hear_16k(
+        &mut self,
+        pcm: &[f32],
+        logprobs: bool,
+        language: Option<&str>,
+    ) -> Result<Heard, ModelError> {
         if pcm.iter().all(|x| x.abs() < SILENCE_PEAK) {
-            return Ok((String::new(), Vec::new()));
+            return Ok((String::new(), Vec::new(), None));
         }
-        self.infer(pcm, logprobs)
+        self.infer(pcm, logprobs, language)
     }
 
     /// Runs the model (no silence gate).
@@ -405,7 +429,8 @@ impl WhisperTranscriber {
         &mut self,
         pcm: &[f32],
         want_logprobs: bool,
-    ) -> Result<(String, Vec<TokenLogprob>), ModelError> {
+        language: Option<&str>,
+    ) -> Result<Heard, ModelError> {
         let n_frames = self.frames_for(pcm.len());
         let mel = self
             .mel
@@ -414,7 +439,7 @@ impl WhisperTranscriber {
         let features = self.net.encoder.forward(&mel).map_err(failed("encoder"))?;
         let decoder = &self.net.decoder;
         let mut state = decoder.start(&features).map_err(failed("decoder"))?;
-        let (no_speech, logits) = self.read_prompt(&mut state)?;
+        let (no_speech, logits, spoken) = self.read_prompt(&mut state, language)?;
         let seconds = pcm.len() as f64 / SAMPLE_RATE as f64;
         let budget = (BASE_TOKENS + (seconds * TOKENS_PER_SECOND) as usize)
             .min(MAX_NEW_TOKENS)
@@ -425,7 +450,7 @@ impl WhisperTranscriber {
             );
         let (tokens, lps, avg) = self.decode(&mut state, logits, budget)?;
         if no_speech > NO_SPEECH_THRESHOLD && avg < LOGPROB_THRESHOLD {
-            return Ok((String::new(), Vec::new()));
+            return Ok((String::new(), Vec::new(), None));
         }
         let text = self.tokenizer.decode(&tokens).trim().to_string();
         let logprobs = if want_logprobs {
@@ -433,26 +458,48 @@ impl WhisperTranscriber {
         } else {
             Vec::new()
         };
-        Ok((text, logprobs))
+        Ok((text, logprobs, spoken))
     }
 
     /// Runs the prompt one token at a time: the logits after `<|startoftranscript|>` give
-    /// the no-speech probability, those after the last (`<|notimestamps|>`) the first text
-    /// token.
-    fn read_prompt(&self, state: &mut model::DecodeState) -> Result<(f32, Tensor), ModelError> {
-        let mut no_speech = 0.0;
-        let mut logits = None;
-        for (i, &t) in self.specials.prompt.iter().enumerate() {
-            let l = self.net.decoder.step(state, t).map_err(failed("decoder"))?;
-            if i == 0 {
-                if let Some(ns) = self.specials.no_speech {
-                    no_speech = softmax_at(&host(l.clone())?, ns as usize);
-                }
+    /// the no-speech probability (and, in a multilingual model, the language when none is
+    /// asked for: the likeliest language token), those after the last (`<|notimestamps|>`)
+    /// the first text token. Returns them and the language transcribed in (multilingual).
+    fn read_prompt(
+        &self,
+        state: &mut model::DecodeState,
+        language: Option<&str>,
+    ) -> Result<(f32, Tensor, Option<String>), ModelError> {
+        let decoder = &self.net.decoder;
+        let [sot, rest @ ..] = self.specials.prompt.as_slice() else {
+            return Err(ModelError::Failed("whisper: empty prompt".into()));
+        };
+        let mut logits = decoder.step(state, *sot).map_err(failed("decoder"))?;
+        let first = host(logits.clone())?;
+        let no_speech = self
+            .specials
+            .no_speech
+            .map_or(0.0, |ns| softmax_at(&first, ns as usize));
+        let mut spoken = None;
+        if let Some(task) = self.specials.transcribe {
+            let langs = &self.specials.languages;
+            let asked = language.and_then(|l| langs.iter().find(|(_, c)| c == l));
+            let likeliest = || {
+                langs.iter().max_by(|a, b| {
+                    let (x, y) = (first[a.0 as usize], first[b.0 as usize]);
+                    x.total_cmp(&y)
+                })
+            };
+            let (id, code) = asked.or_else(likeliest).cloned().unwrap_or_default();
+            for t in [id, task] {
+                logits = decoder.step(state, t).map_err(failed("decoder"))?;
             }
-            logits = Some(l);
+            spoken = Some(code);
         }
-        let logits = logits.ok_or_else(|| ModelError::Failed("whisper: empty prompt".into()))?;
-        Ok((no_speech, logits))
+        for &t in rest {
+            logits = decoder.step(state, t).map_err(failed("decoder"))?;
+        }
+        Ok((no_speech, logits, spoken))
     }
 
     /// Greedy decoding from `logits` until the end of text, a loop or `budget` tokens: the
@@ -585,19 +632,43 @@ impl Specials {
                 .filter(|&i| (i as usize) < cfg.vocab_size)
                 .ok_or_else(|| bad(path, format!("no {name} token in the vocabulary")))
         };
-        let mut prompt = vec![id(SPECIAL_SOT)?];
+        let prompt = vec![id(SPECIAL_SOT)?, id(SPECIAL_NOTIMESTAMPS)?];
+        let (mut languages, mut transcribe) = (Vec::new(), None);
         if cfg.vocab_size > ENGLISH_ONLY_VOCAB {
-            // A multilingual model: English, transcribed.
-            prompt.push(id("<|en|>")?);
-            prompt.push(id("<|transcribe|>")?);
+            // A multilingual model: its language tokens follow `<|startoftranscript|>`.
+            let sot = prompt[0];
+            for i in sot + 1..sot + 120 {
+                let Some(code) = tok.token_bytes(i).and_then(language_code) else {
+                    break;
+                };
+                languages.push((i, code));
+            }
+            if languages.is_empty() {
+                return Err(bad(
+                    path,
+                    "a multilingual vocabulary without language tokens".into(),
+                ));
+            }
+            transcribe = Some(id("<|transcribe|>")?);
         }
-        prompt.push(id(SPECIAL_NOTIMESTAMPS)?);
         Ok(Self {
             prompt,
             eot: id(SPECIAL_EOT)?,
             no_speech: SPECIAL_NO_SPEECH.iter().find_map(|n| id(n).ok()),
+            languages,
+            transcribe,
         })
     }
+}
+
+/// The code of a language token (`<|fr|>` → "fr", `<|haw|>` → "haw").
+fn language_code(token: &[u8]) -> Option<String> {
+    let code = token.strip_prefix(b"<|")?.strip_suffix(b"|>")?;
+    (2..=3)
+        .contains(&code.len())
+        .then_some(())
+        .filter(|()| code.iter().all(u8::is_ascii_lowercase))
+        .map(|()| String::from_utf8_lossy(code).into_owned())
 }
 
 /// The tokens never picked (the config's, and every special token and timestamp but the end
@@ -681,7 +752,7 @@ impl Transcriber for WhisperTranscriber {
 
     fn warmup(&mut self) -> Result<(), ModelError> {
         // One second of silence through the whole model (the silence gate bypassed).
-        self.infer(&vec![0.0; SAMPLE_RATE], false).map(|_| ())
+        self.infer(&vec![0.0; SAMPLE_RATE], false, None).map(|_| ())
     }
 
     fn open_stream(&mut self) -> Result<StreamId, ModelError> {
@@ -692,6 +763,12 @@ impl Transcriber for WhisperTranscriber {
 
     fn close_stream(&mut self, stream: StreamId) {
         crate::transcribe::clear_slot(&mut self.streams, stream);
+    }
+
+    fn set_language(&mut self, stream: StreamId, language: Option<&str>) {
+        if let Some(s) = self.streams.get_mut(stream).and_then(Option::as_mut) {
+            s.language = language.map(str::to_string);
+        }
     }
 
     /// Streams whose utterance ends in the same step are transcribed one after another
@@ -710,11 +787,13 @@ impl Transcriber for WhisperTranscriber {
                     stream.push(input.pcm, &mut scratch);
                     if input.end {
                         let (pcm, audio_seconds) = stream.finish(&mut scratch);
-                        self.transcribe_16k(&pcm, input.logprobs)
-                            .map(|(text, logprobs)| TranscribeOutput::Completed {
+                        let language = stream.language.clone();
+                        self.hear_16k(&pcm, input.logprobs, language.as_deref())
+                            .map(|(text, logprobs, language)| TranscribeOutput::Completed {
                                 text,
                                 logprobs,
                                 audio_seconds,
+                                language,
                             })
                     } else {
                         Ok(TranscribeOutput::NotYet)

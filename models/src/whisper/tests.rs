@@ -651,6 +651,7 @@ fn stream_bookkeeping() {
             text,
             logprobs,
             audio_seconds,
+            language: None,
         } => {
             assert!((audio_seconds - 1.0).abs() < 1e-9);
             let joined: String = logprobs.iter().map(|l| l.token.as_str()).collect();
@@ -668,6 +669,7 @@ fn stream_bookkeeping() {
                 text,
                 logprobs,
                 audio_seconds,
+                language: None,
             } => {
                 assert_eq!(text, "");
                 assert!(logprobs.is_empty());
@@ -751,4 +753,13 @@ fn config_reads_as_candles_whisper_config() {
     let c: candle_transformers::models::whisper::Config = serde_json::from_str(&text).unwrap();
     assert_eq!((c.d_model, c.vocab_size, c.decoder_layers), (D, VOCAB, 1));
     assert_eq!(c.suppress_tokens, vec![1, 2]);
+}
+
+#[test]
+fn language_tokens_are_read_by_their_shape() {
+    assert_eq!(language_code(b"<|fr|>").as_deref(), Some("fr"));
+    assert_eq!(language_code(b"<|haw|>").as_deref(), Some("haw"));
+    assert_eq!(language_code(b"<|transcribe|>"), None);
+    assert_eq!(language_code(b"<|EN|>"), None);
+    assert_eq!(language_code(b"fr"), None);
 }

@@ -150,6 +150,7 @@ fn on_a_websocket_the_words_decide_and_a_backchannel_sends_nothing() {
                 text: words.into(),
                 logprobs: Vec::new(),
                 audio_seconds: 0.3,
+                language: None,
             }),
         );
         let after = types(&h.seen[seen..]);

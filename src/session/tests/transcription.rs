@@ -57,6 +57,7 @@ fn completed(text: &str) -> Result<TranscribeOutput, String> {
             bytes: text.as_bytes().to_vec(),
         }],
         audio_seconds: 1.2,
+        language: None,
     })
 }
 
