@@ -52,6 +52,7 @@ mod openai_python_calls;
 mod openai_python_chat;
 mod openai_python_chat_embedded;
 mod openai_python_cluster;
+mod openai_python_https;
 mod openai_python_moshi;
 mod openai_python_secrets;
 mod openai_python_sip;

@@ -2,7 +2,8 @@
 //! from the outside, as real callers would: a WebRTC caller ([`rtc`]), the load generator
 //! that runs many of them on one thread ([`load`]), a UDP relay that loses and delays their
 //! packets ([`impair`]), a minimal HTTP/1.1 client ([`http`]) and the `ppoll` waits they share
-//! ([`poll`]), the WebSocket load generator ([`ws_load`]), and a SIP caller ([`sip`]).
+//! ([`poll`]), the WebSocket load generator ([`ws_load`]), a SIP caller ([`sip`]), scripted
+//! upstreams ([`scripted_llm`]) and TLS fronts for them with test certificates ([`tls`]).
 //!
 //! This crate is a dev-dependency of `duet` only: the server binary never links it.
 #![warn(missing_docs)]
@@ -15,4 +16,5 @@ pub mod rtc;
 pub mod scripted_llm;
 pub mod sip;
 pub mod speech;
+pub mod tls;
 pub mod ws_load;

@@ -34,15 +34,7 @@ pub async fn transcriptions(
     req: Request,
 ) -> Response {
     let cred = credential(&cred);
-    let mut hold: Hold = Vec::new();
-    let answer = async {
-        if !matches!(cred, Credential::Server) {
-            return Err(ApiError::new(
-                Code::InvalidApiKey,
-                "the audio endpoints need the server's API key (client secrets open realtime sessions only)",
-            ));
-        }
-        admit(&state, &peer, &cred, &req, MAX_UPLOAD, &mut hold)?;
+    serve(&state, &peer, &cred, req, MAX_UPLOAD, |req| async {
         let Some(stt) = state.backends.speech.transcriber.clone() else {
             return Err(ApiError::new(
                 Code::TranscriptionNotConfigured,
@@ -58,8 +50,33 @@ pub async fn transcriptions(
         let usage = state.credentials.usage.sink(&cred.usage_id());
         usage.record(UsageEvent::AudioIn(samples));
         Ok(upload.answer(&text, language.as_deref(), samples, stt.name()))
-    };
-    match answer.await {
+    })
+    .await
+}
+
+/// Serves an audio request: the server key only, admitted like a session with room for a
+/// `max`-byte body, answered by `answer` (holding its admission until the answer is sent).
+async fn serve<F, Fut>(
+    state: &Arc<AppState>,
+    peer: &Peer,
+    cred: &Credential,
+    req: Request,
+    max: usize,
+    answer: F,
+) -> Response
+where
+    F: FnOnce(Request) -> Fut,
+    Fut: std::future::Future<Output = Result<Response, ApiError>>,
+{
+    if !matches!(cred, Credential::Server) {
+        let why = "the audio endpoints need the server's API key (client secrets open realtime sessions only)";
+        return ApiError::new(Code::InvalidApiKey, why).into_response();
+    }
+    let mut hold: Hold = Vec::new();
+    if let Err(e) = admit(state, peer, cred, &req, max, &mut hold) {
+        return e.into_response();
+    }
+    match answer(req).await {
         Ok(resp) => held(resp, hold),
         Err(e) => e.into_response(),
     }
@@ -193,15 +210,7 @@ pub async fn speech(
     req: Request,
 ) -> Response {
     let cred = credential(&cred);
-    let mut hold: Hold = Vec::new();
-    let answer = async {
-        if !matches!(cred, Credential::Server) {
-            return Err(ApiError::new(
-                Code::InvalidApiKey,
-                "the audio endpoints need the server's API key (client secrets open realtime sessions only)",
-            ));
-        }
-        admit(&state, &peer, &cred, &req, MAX_SPEECH_REQUEST, &mut hold)?;
+    serve(&state, &peer, &cred, req, MAX_SPEECH_REQUEST, |req| async {
         let Some(voice) = state.backends.speech.voice.clone() else {
             return Err(ApiError::new(
                 Code::SpeechNotConfigured,
@@ -212,11 +221,8 @@ pub async fn speech(
         let ask = SpeechRequest::parse(&body)?;
         let usage = state.credentials.usage.sink(&cred.usage_id());
         ask.stream(voice, usage).await
-    };
-    match answer.await {
-        Ok(resp) => held(resp, hold),
-        Err(e) => e.into_response(),
-    }
+    })
+    .await
 }
 
 /// A `/v1/audio/speech` request, checked.

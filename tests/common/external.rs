@@ -194,6 +194,11 @@ pub async fn run_openai_python(script: &str, addr: SocketAddr) -> String {
 /// [`run_openai_python`] with extra environment variables for the script (set on its
 /// command, never on this process: the other tests of the binary run beside it).
 pub async fn run_openai_python_env(script: &str, addr: SocketAddr, env: &[(&str, &str)]) -> String {
+    run_openai_python_at(script, &format!("http://{addr}/v1"), env).await
+}
+
+/// [`run_openai_python_env`] against `base_url` (an `https://` one, say).
+pub async fn run_openai_python_at(script: &str, base_url: &str, env: &[(&str, &str)]) -> String {
     let python = python();
     require_python_modules(
         &python,
@@ -208,7 +213,7 @@ pub async fn run_openai_python_env(script: &str, addr: SocketAddr, env: &[(&str,
     let mut cmd = python.command();
     cmd.arg(repo_path("tests/python").join(script))
         .arg("--base-url")
-        .arg(format!("http://{addr}/v1"))
+        .arg(base_url)
         .envs(env.iter().copied());
     run_script(cmd, SDK_SCRIPT_TIMEOUT).await
 }

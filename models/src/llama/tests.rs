@@ -441,13 +441,20 @@ fn the_wait_queue_is_bounded_and_has_a_deadline() {
         max_running: 1,
         max_waiting: 3,
         max_wait: Duration::from_millis(150),
-        clock: Some(Clock(Arc::new(Instant::now))),
+        // A clock 50 times as fast as the wall's: the 150 ms wait is 3 ms of real time,
+        // shorter than any answer takes, however fast tiny weights answer.
+        clock: Some(Clock(Arc::new(move || {
+            static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+            let start = *START.get_or_init(Instant::now);
+            start + start.elapsed() * 50
+        }))),
         ..LlamaOptions::default()
     };
     let engine = start_llm(llm, options);
     let long = "hello there, how are you ".repeat(8);
     let ask = |n| request(vec![json!({"role": "user", "content": long.clone()})], n);
-    // One runs, three wait, the fifth is refused at once.
+    // Submitted at once (tiny weights answer in milliseconds, so a pause between them would
+    // let the queue drain): at most one runs, three wait, the rest are refused at once.
     let mut streams: Vec<Box<dyn LlmStream>> = Vec::new();
     let mut refused = 0;
     for _ in 0..5 {
@@ -458,7 +465,6 @@ fn the_wait_queue_is_bounded_and_has_a_deadline() {
                 refused += 1;
             }
         }
-        std::thread::sleep(Duration::from_millis(20));
     }
     assert!(refused >= 1, "nothing refused");
     // A voice answer is not refused for the completions that fill the queue.

@@ -4,18 +4,9 @@
 use super::*;
 use duet_media::pcm::rms_dbfs;
 
-/// Deterministic white noise at about `dbfs` RMS (xorshift, uniform).
+/// White noise at `dbfs` RMS (seeded, the same every run).
 fn white(secs: f32, dbfs: f32) -> Vec<f32> {
-    let amp = 10f32.powf(dbfs / 20.0) * 3f32.sqrt();
-    let mut s = 0x9e37_79b9_7f4a_7c15u64;
-    (0..(secs * 24_000.0) as usize)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            amp * ((s >> 40) as f32 / (1u64 << 23) as f32 - 1.0)
-        })
-        .collect()
+    duet_client::speech::noise(secs, dbfs, 7)
 }
 
 /// Appends `pcm`, commits it and gives back what was stored, as f32.
