@@ -93,6 +93,7 @@ pub async fn tls_front(dir: &Path, backend: SocketAddr) -> SocketAddr {
     let addr = listener.local_addr().expect("addr");
     tokio::spawn(async move {
         while let Ok((tcp, _)) = listener.accept().await {
+            let _ = tcp.set_nodelay(true);
             let acceptor = acceptor.clone();
             tokio::spawn(async move {
                 let Ok(mut tls) = acceptor.accept(tcp).await else {
@@ -101,6 +102,7 @@ pub async fn tls_front(dir: &Path, backend: SocketAddr) -> SocketAddr {
                 let Ok(mut plain) = TcpStream::connect(backend).await else {
                     return;
                 };
+                let _ = plain.set_nodelay(true);
                 let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
             });
         }
