@@ -59,6 +59,7 @@ async fn measure(url: &str, n: usize) -> (f64, Vec<f64>) {
         connect_timeout: Duration::from_secs(5),
         idle_timeout: Duration::from_secs(60),
         max_idle_per_host: 4,
+        upstream: "bench",
     });
     let mut times = Vec::with_capacity(n + 1);
     for _ in 0..=n {

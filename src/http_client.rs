@@ -21,7 +21,10 @@ use hyper_util::rt::TokioExecutor;
 /// A pooled client for `http://` and `https://` URLs, with request bodies in one piece
 /// (cloned cheaply: the clones share the pool).
 #[derive(Clone)]
-pub struct HttpClient(Arc<Client<HttpsConnector<HttpConnector>, Full<Bytes>>>);
+pub struct HttpClient {
+    client: Arc<Client<HttpsConnector<HttpConnector>, Full<Bytes>>>,
+    upstream: &'static str,
+}
 
 /// How one caller's pool behaves.
 #[derive(Clone, Copy, Debug)]
@@ -32,6 +35,8 @@ pub struct Pool {
     pub idle_timeout: Duration,
     /// The most idle connections kept per host.
     pub max_idle_per_host: usize,
+    /// What is called, as `duet_upstream_tls_failures_total` labels it (`llm`, `webhook`, …).
+    pub upstream: &'static str,
 }
 
 impl HttpClient {
@@ -50,12 +55,28 @@ impl HttpClient {
             .pool_idle_timeout(pool.idle_timeout)
             .pool_max_idle_per_host(pool.max_idle_per_host)
             .build(https);
-        Self(Arc::new(client))
+        Self {
+            client: Arc::new(client),
+            upstream: pool.upstream,
+        }
     }
 
     /// Sends `req` (the caller bounds how long it waits).
     pub fn request(&self, req: hyper::Request<Full<Bytes>>) -> ResponseFuture {
-        self.0.request(req)
+        self.client.request(req)
+    }
+
+    /// Sends `req`; a failure comes back as a sentence ([`describe`]), a TLS one counted.
+    pub async fn send(
+        &self,
+        req: hyper::Request<Full<Bytes>>,
+    ) -> Result<hyper::Response<hyper::body::Incoming>, String> {
+        self.client.request(req).await.map_err(|e| {
+            if is_tls(&e) {
+                crate::metrics::METRICS.upstream_tls_failure(self.upstream);
+            }
+            describe(&e)
+        })
     }
 }
 

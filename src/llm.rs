@@ -80,6 +80,7 @@ impl Upstream {
             connect_timeout: cfg.timeout,
             idle_timeout: Duration::from_secs(90),
             max_idle_per_host: 64,
+            upstream: "llm",
         });
         Ok(Self { client, cfg })
     }
@@ -109,17 +110,11 @@ impl Upstream {
         let req = req
             .body(Full::new(body))
             .map_err(|e| UpstreamError::Unavailable(format!("could not build the request: {e}")))?;
-        match tokio::time::timeout(self.cfg.timeout, self.client.request(req)).await {
+        match tokio::time::timeout(self.cfg.timeout, self.client.send(req)).await {
             Err(_) => Err(UpstreamError::Timeout(self.cfg.timeout)),
-            Ok(Err(e)) => {
-                if http_client::is_tls(&e) {
-                    crate::metrics::METRICS.upstream_tls_failure("llm");
-                }
-                Err(UpstreamError::Unavailable(format!(
-                    "the LLM is unreachable: {}",
-                    http_client::describe(&e)
-                )))
-            }
+            Ok(Err(why)) => Err(UpstreamError::Unavailable(format!(
+                "the LLM is unreachable: {why}"
+            ))),
             Ok(Ok(r)) => Ok(r),
         }
     }

@@ -24,7 +24,6 @@ use tokio::task::AbortHandle;
 
 use crate::http_client::{self, HttpClient, Pool};
 use crate::memory::Meter;
-use crate::metrics::METRICS;
 use crate::session::{TranscriberPort, TranscriptEvent, TranscriptionHints};
 use crate::transcribe_loop::{TranscribeLoop, MAX_QUEUED_SAMPLES, SESSION_CHANNEL};
 
@@ -149,6 +148,7 @@ impl RemoteStt {
             connect_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(90),
             max_idle_per_host: 64,
+            upstream: "stt",
         });
         Ok(Self {
             client,
@@ -183,13 +183,11 @@ impl RemoteStt {
     ) -> Result<String, String> {
         let req = self.request(pcm, hints)?;
         let answer = async {
-            let resp = self.client.request(req).await.map_err(|e| {
-                if http_client::is_tls(&e) {
-                    METRICS.upstream_tls_failure("stt");
-                }
-                let why = http_client::describe(&e);
-                format!("the transcription server is unreachable: {why}")
-            })?;
+            let resp = self
+                .client
+                .send(req)
+                .await
+                .map_err(|why| format!("the transcription server is unreachable: {why}"))?;
             self.text_of(resp).await
         };
         let secs = REQUEST_TIMEOUT.as_secs();

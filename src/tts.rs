@@ -20,7 +20,6 @@ use hyper::header::{AUTHORIZATION, CONTENT_TYPE};
 use hyper::Uri;
 
 use crate::http_client::{self, HttpClient, Pool};
-use crate::metrics::METRICS;
 
 /// Synthesis threads of a remote voice: clauses fetched at once, over every answer.
 pub const REMOTE_SPEAKERS: usize = 8;
@@ -135,6 +134,7 @@ impl RemoteVoice {
             connect_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(90),
             max_idle_per_host: REMOTE_SPEAKERS,
+            upstream: "tts",
         });
         Ok(Self {
             client,
@@ -210,16 +210,10 @@ impl RemoteVoice {
             .request(text, speed, voice)
             .map_err(|e| e.to_string())?;
         let secs = PIECE_TIMEOUT.as_secs();
-        let resp = tokio::time::timeout(PIECE_TIMEOUT, self.client.request(req))
+        let resp = tokio::time::timeout(PIECE_TIMEOUT, self.client.send(req))
             .await
             .map_err(|_| format!("the speech server did not answer within {secs} s"))?
-            .map_err(|e| {
-                if http_client::is_tls(&e) {
-                    METRICS.upstream_tls_failure("tts");
-                }
-                let why = http_client::describe(&e);
-                format!("the speech server is unreachable: {why}")
-            })?;
+            .map_err(|why| format!("the speech server is unreachable: {why}"))?;
         let status = resp.status();
         if status.is_success() {
             return Ok(resp.into_body());

@@ -184,6 +184,7 @@ impl Cluster {
                 connect_timeout: Duration::from_secs(2),
                 idle_timeout: Duration::from_secs(30),
                 max_idle_per_host: 64,
+                upstream: "node",
             }),
             boot: format!("{:016x}", rand::random::<u64>()),
             load: std::sync::atomic::AtomicU64::new(0),

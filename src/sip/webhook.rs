@@ -71,6 +71,7 @@ impl Webhook {
             connect_timeout: ATTEMPT_TIMEOUT,
             idle_timeout: Duration::from_secs(30),
             max_idle_per_host: IN_FLIGHT,
+            upstream: "webhook",
         });
         Ok(Self {
             url: uri,
@@ -126,12 +127,7 @@ impl Webhook {
         }
         let req = req.body(Full::new(body)).map_err(|e| e.to_string())?;
         let sent = tokio::time::timeout(ATTEMPT_TIMEOUT, async {
-            let resp = self.client.request(req).await.map_err(|e| {
-                if http_client::is_tls(&e) {
-                    METRICS.upstream_tls_failure("webhook");
-                }
-                http_client::describe(&e)
-            })?;
+            let resp = self.client.send(req).await?;
             let status = resp.status().as_u16();
             // Read (and drop) the answer so the connection can be reused; bounded by the
             // attempt's timeout.
