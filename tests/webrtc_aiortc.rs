@@ -28,6 +28,8 @@ async fn aiortc_peer_full_call() {
     )
     .await;
 
+    // Real-time audio both ways: not beside a browser or a model that takes a core.
+    let _one = common::exclusive().await;
     let addr = common::server(&[]).await;
     let mut cmd = python.command();
     cmd.arg(external::repo_path("tests/python/aiortc_call.py"))

