@@ -180,8 +180,8 @@ pub struct ServeArgs {
     pub llm_api_key: Option<String>,
 
     /// The cascade's embedded LLM, used when --llm-url is not given: a directory with one
-    /// GGUF chat model (Llama architecture, ChatML template), as `scripts/install-models DIR`
-    /// writes DIR/smollm2-135m-instruct. It also serves `POST /v1/chat/completions`.
+    /// GGUF chat model (Llama, Qwen2/Qwen2.5 or Qwen3 architecture, ChatML template), as
+    /// `scripts/install-models DIR` writes DIR/smollm2-135m-instruct. It also serves `POST /v1/chat/completions`.
     #[arg(long, env = "DUET_LLM_MODEL_DIR")]
     pub llm_model_dir: Option<PathBuf>,
 

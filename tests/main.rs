@@ -40,6 +40,7 @@ mod http_endpoints;
 mod http_slow_clients;
 mod https_listener;
 mod llm_long_instructions;
+mod llm_qwen_embedded;
 mod llm_upstream_tls;
 mod llm_voice_priority;
 mod memory_budget_hostile;

@@ -12,14 +12,19 @@
 //!
 //! `--random-full-size` runs a random model of SmolLM2-135M's exact shape and format instead
 //! of DIR's (speeds only: the output is noise), and `--device cuda:0` runs it on a GPU (a build
-//! with `--features cuda`; `scripts/gpu-bench.sh`).
+//! with `--features cuda`; `scripts/gpu-bench.sh`). `--random-arch qwen2|qwen3` runs that
+//! random model as a Qwen2 (q/k/v biases) or a Qwen3 (q/k norms) of the same shape: what the
+//! Qwen paths cost against the Llama one; `--random-qwen2.5-0.5b` a random model of
+//! Qwen2.5-0.5B-Instruct's shape (Q8_0, a vocabulary of 151,936): what a real one would
+//! cost here.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use duet_models::cascade::{ChatRequest, Llm, LlmEvent};
 use duet_models::llama::{
-    EmbeddedLlm, KvCache, LlamaOptions, LoadedLlama, WeightFormat, PREP_THREADS,
+    random::RandomShape, Arch, EmbeddedLlm, KvCache, LlamaOptions, LoadedLlama, WeightFormat,
+    PREP_THREADS,
 };
 use duet_models::ToolChoice;
 use serde_json::json;
@@ -96,8 +101,8 @@ fn first_token(llm: &EmbeddedLlm, messages: Vec<serde_json::Value>) -> (Duration
     }
 }
 
-const USAGE: &str =
-    "usage: llm_bench (DIR | --random-full-size) [--rounds N] [--device cpu|cuda:N]";
+const USAGE: &str = "usage: llm_bench (DIR | --random-full-size | --random-arch llama|qwen2|qwen3 \
+     | --random-qwen2.5-0.5b) [--rounds N] [--device cpu|cuda:N]";
 
 fn main() {
     let (mut dir, mut rounds, mut device) = (None, 3usize, "cpu".to_string());
@@ -107,26 +112,44 @@ fn main() {
         match a.as_str() {
             "--rounds" => rounds = args.next().and_then(|n| n.parse().ok()).expect(USAGE),
             "--device" => device = args.next().expect(USAGE),
-            "--random-full-size" => {
-                let tmp =
-                    std::env::temp_dir().join(format!("duet-llm-bench-{}", std::process::id()));
-                std::fs::create_dir_all(&tmp).expect("temp dir");
-                let shape = duet_models::llama::random::RandomShape::smollm2_135m();
-                duet_models::llama::random::write_random_gguf(&tmp, &shape, 1)
-                    .expect("random GGUF");
-                random = Some(tmp);
+            "--random-full-size" => random = Some(RandomShape::smollm2_135m()),
+            "--random-arch" => {
+                let arch = args.next().as_deref().and_then(Arch::named).expect(USAGE);
+                random = Some(RandomShape {
+                    arch,
+                    ..RandomShape::smollm2_135m()
+                })
             }
+            "--random-qwen2.5-0.5b" => random = Some(RandomShape::qwen2_5_0_5b()),
             other => dir = Some(PathBuf::from(other).join("smollm2-135m-instruct")),
         }
     }
-    let dir = random.clone().or(dir).expect(USAGE);
+    let random = random.map(|shape| {
+        let tmp = std::env::temp_dir().join(format!("duet-llm-bench-{}", std::process::id()));
+        std::fs::create_dir_all(&tmp).expect("temp dir");
+        duet_models::llama::random::write_random_gguf(&tmp, &shape, 1).expect("random GGUF");
+        let name = if shape.vocab == RandomShape::smollm2_135m().vocab {
+            "SmolLM2-135M-Instruct"
+        } else {
+            "Qwen2.5-0.5B-Instruct"
+        };
+        (tmp, shape.arch, name)
+    });
+    let dir = random
+        .as_ref()
+        .map(|(tmp, _, _)| tmp.clone())
+        .or(dir)
+        .expect(USAGE);
     let device = duet_models::moshi::DeviceSpec::parse(&device)
         .expect(USAGE)
         .open()
         .expect("device");
     println!(
-        "{}SmolLM2-135M-Instruct on {device:?}, {} threads; target features: avx2 {}, fma {}, f16c {}",
-        if random.is_some() { "random " } else { "" },
+        "{} on {device:?}, {} threads; target features: avx2 {}, fma {}, f16c {}",
+        match &random {
+            Some((_, arch, name)) => format!("random {} of the shape of {name}", arch.name()),
+            None => "SmolLM2-135M-Instruct".into(),
+        },
         candle::utils::get_num_threads(),
         cfg!(target_feature = "avx2"),
         cfg!(target_feature = "fma"),
@@ -170,7 +193,7 @@ fn main() {
     }
     drop(llm);
 
-    if let Some(tmp) = random {
+    if let Some((tmp, _, _)) = random {
         let _ = std::fs::remove_dir_all(tmp);
         return; // noise has no turns worth timing
     }

@@ -1,4 +1,5 @@
-//! The embedded LLM: a Llama-architecture GGUF chat model (SmolLM2-135M-Instruct by default)
+//! The embedded LLM: a Llama, Qwen2 (Qwen2.5) or Qwen3 GGUF chat model with a ChatML
+//! template (SmolLM2-135M-Instruct by default)
 //! run by candle behind the cascade's [`Llm`] port, so the cascade needs no server beside
 //! Duet.
 //!
@@ -45,7 +46,7 @@ use crate::cascade::{
     LLM_UNAVAILABLE,
 };
 use crate::{AnswerFailure, ModelError};
-pub use model::{KvCache, Llama, WeightFormat};
+pub use model::{Arch, KvCache, Llama, WeightFormat};
 use template::{ChatMl, Prompt, ToolCallParser};
 pub use tokenizer::Tokenizer;
 
@@ -210,7 +211,10 @@ impl LoadedLlama {
             &types,
             &strings(md, "tokenizer.ggml.merges"),
         )
-        .map_err(|e| fail(e.to_string()))?;
+        .map_err(|e| fail(e.to_string()))?
+        .with_pre_tokenizer(tokenizer::PreTokenizer::named(
+            text("tokenizer.ggml.pre").as_deref(),
+        ));
         let template = ChatMl::new(&tokenizer, text("tokenizer.chat_template").as_deref())
             .ok_or_else(|| fail("the model's chat template is not ChatML (<|im_start|>)".into()))?;
         let name = text("general.name").unwrap_or_else(|| {

@@ -1,5 +1,7 @@
-//! A Llama-architecture decoder (SmolLM2, Llama 3.2, TinyLlama…) from a GGUF file, with the
-//! KV cache outside the weights: one [`KvCache`] per conversation, so a turn prefills only
+//! A Llama-family decoder from a GGUF file — Llama (SmolLM2, Llama 3.2, TinyLlama…), Qwen2
+//! (Qwen2, Qwen2.5: biases on the query, key and value projections) and Qwen3 (a per-head
+//! RMS norm on queries and keys, a head size of its own) — with the KV cache outside the
+//! weights: one [`KvCache`] per conversation, so a turn prefills only
 //! what is new, a cache can be cut back to a common prefix, and many conversations share one
 //! set of weights. Grouped-query attention runs without copying keys and values.
 
@@ -18,10 +20,43 @@ pub enum WeightFormat {
     Quantized,
 }
 
+/// The architecture of a GGUF (`general.architecture`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arch {
+    /// `llama`: rotary embedding on interleaved pairs (llama.cpp permutes q and k for it).
+    Llama,
+    /// `qwen2` (Qwen2, Qwen2.5): biased q/k/v projections, rotary on the two halves.
+    Qwen2,
+    /// `qwen3`: q/k RMS norms per head, `key_length` heads, rotary on the two halves.
+    Qwen3,
+}
+
+impl Arch {
+    /// The architecture named `name`.
+    pub fn named(name: &str) -> Option<Self> {
+        match name {
+            "llama" => Some(Self::Llama),
+            "qwen2" => Some(Self::Qwen2),
+            "qwen3" => Some(Self::Qwen3),
+            _ => None,
+        }
+    }
+
+    /// Its name in GGUF metadata keys.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Llama => "llama",
+            Self::Qwen2 => "qwen2",
+            Self::Qwen3 => "qwen3",
+        }
+    }
+}
+
 /// The shape of the model, from the GGUF metadata.
 #[derive(Clone, Debug)]
 #[allow(missing_docs)] // the usual names of a transformer's dimensions
 pub struct Shape {
+    pub arch: Arch,
     pub layers: usize,
     pub heads: usize,
     pub kv_heads: usize,
@@ -42,6 +77,10 @@ struct Layer {
     up: QMatMul,
     attn_norm: RmsNorm,
     ffn_norm: RmsNorm,
+    /// Qwen2's projection biases (q, k, v).
+    bias: Option<[Tensor; 3]>,
+    /// Qwen3's per-head norms of queries and keys.
+    qk_norm: Option<(RmsNorm, RmsNorm)>,
 }
 
 /// The weights. See the module docs.
@@ -159,23 +198,35 @@ fn metadata(content: &gguf_file::Content) -> candle::Result<(Shape, f64, f32)> {
             .get(key)
             .ok_or_else(|| candle::Error::Msg(format!("the GGUF has no {key}")))
     };
-    let arch = md("general.architecture")?.to_string()?.clone();
-    if arch != "llama" {
-        candle::bail!("general.architecture is {arch:?}; only \"llama\" is supported");
-    }
-    let u = |key: &str| -> candle::Result<usize> { Ok(md(key)?.to_u32()? as usize) };
-    let heads = u("llama.attention.head_count")?;
+    let name = md("general.architecture")?.to_string()?.clone();
+    let arch = Arch::named(&name).ok_or_else(|| {
+        candle::Error::Msg(format!(
+            "general.architecture is {name:?}; \"llama\", \"qwen2\" and \"qwen3\" are supported"
+        ))
+    })?;
+    let key = |k: &str| format!("{}.{k}", arch.name());
+    let u = |k: &str| -> candle::Result<usize> { Ok(md(&key(k))?.to_u32()? as usize) };
+    let heads = u("attention.head_count")?;
     if heads == 0 {
-        candle::bail!("llama.attention.head_count is 0");
+        candle::bail!("{} is 0", key("attention.head_count"));
     }
-    let embedding = u("llama.embedding_length")?;
+    let embedding = u("embedding_length")?;
+    let head_dim = match arch {
+        // Qwen3's heads need not tile the embedding (its attention is wider or narrower).
+        Arch::Qwen3 => u("attention.key_length").unwrap_or(embedding / heads),
+        Arch::Llama | Arch::Qwen2 => embedding / heads,
+    };
+    if head_dim == 0 || head_dim % 2 == 1 {
+        candle::bail!("a head size of {head_dim} cannot be rotated");
+    }
     let shape = Shape {
-        layers: u("llama.block_count")?,
+        arch,
+        layers: u("block_count")?,
         heads,
-        kv_heads: u("llama.attention.head_count_kv").unwrap_or(heads),
-        head_dim: embedding / heads,
+        kv_heads: u("attention.head_count_kv").unwrap_or(heads),
+        head_dim,
         embedding,
-        context: u("llama.context_length").unwrap_or(4096).clamp(256, 32_768),
+        context: u("context_length").unwrap_or(4096).clamp(256, 32_768),
         vocab: 0,
     };
     if shape.kv_heads == 0 || !shape.heads.is_multiple_of(shape.kv_heads) {
@@ -184,8 +235,8 @@ fn metadata(content: &gguf_file::Content) -> candle::Result<(Shape, f64, f32)> {
             shape.kv_heads
         );
     }
-    let eps = md("llama.attention.layer_norm_rms_epsilon")?.to_f32()? as f64;
-    let rope_base = md("llama.rope.freq_base")
+    let eps = md(&key("attention.layer_norm_rms_epsilon"))?.to_f32()? as f64;
+    let rope_base = md(&key("rope.freq_base"))
         .and_then(|v| v.to_f32())
         .unwrap_or(10_000.0);
     Ok((shape, eps, rope_base))
@@ -226,7 +277,7 @@ fn causal_mask(t: usize, start: usize, device: &Device) -> candle::Result<Option
 }
 
 impl Llama {
-    /// Loads the weights of a `general.architecture = "llama"` GGUF.
+    /// Loads the weights of a `general.architecture` `llama`, `qwen2` or `qwen3` GGUF.
     pub fn load<R: std::io::Read + std::io::Seek>(
         content: &gguf_file::Content,
         reader: &mut R,
@@ -244,7 +295,15 @@ impl Llama {
         };
         let mut layers = Vec::with_capacity(shape.layers);
         for i in 0..shape.layers {
-            let mut get = |name: &str| tensor(&format!("blk.{i}.{name}.weight"), reader);
+            // "attn_q" is the weight blk.{i}.attn_q.weight; "attn_q.bias" names its bias.
+            let mut get = |name: &str| {
+                let full = if name.ends_with(".bias") {
+                    format!("blk.{i}.{name}")
+                } else {
+                    format!("blk.{i}.{name}.weight")
+                };
+                tensor(&full, reader)
+            };
             let mut mm = |name: &str| matmul(get(name)?, format, device);
             let (wq, wk, wv, wo) = (
                 mm("attn_q")?,
@@ -253,6 +312,21 @@ impl Llama {
                 mm("attn_output")?,
             );
             let (gate, down, up) = (mm("ffn_gate")?, mm("ffn_down")?, mm("ffn_up")?);
+            let bias = match shape.arch {
+                Arch::Qwen2 => Some([
+                    get("attn_q.bias")?.dequantize(device)?,
+                    get("attn_k.bias")?.dequantize(device)?,
+                    get("attn_v.bias")?.dequantize(device)?,
+                ]),
+                Arch::Llama | Arch::Qwen3 => None,
+            };
+            let qk_norm = match shape.arch {
+                Arch::Qwen3 => Some((
+                    RmsNorm::from_qtensor(get("attn_q_norm")?, eps)?,
+                    RmsNorm::from_qtensor(get("attn_k_norm")?, eps)?,
+                )),
+                Arch::Llama | Arch::Qwen2 => None,
+            };
             layers.push(Layer {
                 wq,
                 wk,
@@ -263,6 +337,8 @@ impl Llama {
                 up,
                 attn_norm: RmsNorm::from_qtensor(get("attn_norm")?, eps)?,
                 ffn_norm: RmsNorm::from_qtensor(get("ffn_norm")?, eps)?,
+                bias,
+                qk_norm,
             });
         }
         let (cos, sin) = rope_table(&shape, rope_base, device)?;
@@ -280,9 +356,11 @@ impl Llama {
 
     /// One conversation's attention in one layer: its `t` new rows of queries, keys and
     /// values (`(1, t, ·)`) at positions `start..`, the keys and values written into its
-    /// `cache` and attended over with the ones before. Returns `(1, t, embedding)`.
+    /// `cache` and attended over with the ones before. Returns `(1, t, heads * head_dim)`.
+    #[allow(clippy::too_many_arguments)]
     fn attend(
         &self,
+        layer: &Layer,
         q: Tensor,
         k: Tensor,
         v: Tensor,
@@ -300,8 +378,17 @@ impl Llama {
                 .transpose(1, 2)?
                 .contiguous()
         };
-        let q = candle_nn::rotary_emb::rope_i(&heads(q, s.heads)?, &cos, &sin)?;
-        let k = candle_nn::rotary_emb::rope_i(&heads(k, s.kv_heads)?, &cos, &sin)?.squeeze(0)?;
+        let (mut q, mut k) = (heads(q, s.heads)?, heads(k, s.kv_heads)?);
+        if let Some((q_norm, k_norm)) = &layer.qk_norm {
+            q = q_norm.forward(&q)?;
+            k = k_norm.forward(&k)?;
+        }
+        let rope = match s.arch {
+            Arch::Llama => candle_nn::rotary_emb::rope_i,
+            Arch::Qwen2 | Arch::Qwen3 => candle_nn::rotary_emb::rope,
+        };
+        let q = rope(&q, &cos, &sin)?;
+        let k = rope(&k, &cos, &sin)?.squeeze(0)?;
         let v = heads(v, s.kv_heads)?.squeeze(0)?;
         k_cache.slice_set(&k, 1, start)?;
         v_cache.slice_set(&v, 1, start)?;
@@ -321,7 +408,7 @@ impl Llama {
             .matmul(&values)? // (kv_heads, rep * t, head_dim) = (heads, t, head_dim)
             .reshape((s.heads, t, s.head_dim))?
             .transpose(0, 1)?
-            .reshape((1, t, s.embedding))
+            .reshape((1, t, s.heads * s.head_dim))
     }
 
     /// The device it runs on.
@@ -356,16 +443,21 @@ impl Llama {
         let mut x = self.embed.forward(&ids)?; // (1, n, embedding)
         for (li, layer) in self.layers.iter().enumerate() {
             let h = layer.attn_norm.forward(&x)?;
-            let (q_all, k_all, v_all) = (
+            let (mut q_all, mut k_all, mut v_all) = (
                 layer.wq.forward(&h)?,
                 layer.wk.forward(&h)?,
                 layer.wv.forward(&h)?,
             );
+            if let Some([bq, bk, bv]) = &layer.bias {
+                q_all = q_all.broadcast_add(bq)?;
+                k_all = k_all.broadcast_add(bk)?;
+                v_all = v_all.broadcast_add(bv)?;
+            }
             let mut ys = Vec::with_capacity(seqs.len());
             for (si, &(row, t, start)) in rows.iter().enumerate() {
                 let [q, k, v] = [&q_all, &k_all, &v_all].map(|m| m.narrow(1, row, t));
                 let cache = &seqs[si].1.kv[li];
-                ys.push(self.attend(q?, k?, v?, cache, start, masks[si].as_ref())?);
+                ys.push(self.attend(layer, q?, k?, v?, cache, start, masks[si].as_ref())?);
             }
             let y = cat_rows(ys)?;
             x = (layer.wo.forward(&y)? + x)?;

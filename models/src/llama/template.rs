@@ -13,14 +13,23 @@ use crate::{Tool, ToolCallDelta, ToolChoice};
 
 const OPEN_CALL: &str = "<tool_call>";
 const CLOSE_CALL: &str = "</tool_call>";
+/// What Qwen3's template puts at the start of an answer when thinking is off.
+const NO_THINK: &str = "<think>\n\n</think>\n\n";
 
 /// The template's control tokens.
 #[derive(Clone, Debug)]
 pub struct ChatMl {
     start: u32,
     end: u32,
+    /// The tokens that end an answer: `<|im_end|>`, and `<|endoftext|>` where the
+    /// vocabulary has it (Qwen's base models end with it).
+    stops: Vec<u32>,
     /// The system message the model's own template adds when a conversation has none.
     default_system: Option<String>,
+    /// The template can think aloud (Qwen3's `enable_thinking`): the answer opens with an
+    /// empty `<think>` block, as the template does with thinking off, because a voice
+    /// answer must start speaking at once.
+    no_think: bool,
 }
 
 /// A prompt ready to run.
@@ -52,16 +61,20 @@ impl ChatMl {
             (!text.contains("{{") && !text.contains("{%") && !text.is_empty())
                 .then(|| text.to_string())
         });
+        let mut stops = vec![end];
+        stops.extend(tokenizer.control("<|endoftext|>"));
         Some(Self {
             start,
             end,
+            stops,
             default_system,
+            no_think: template.is_some_and(|t| t.contains("enable_thinking")),
         })
     }
 
     /// The tokens that end an answer.
-    pub fn stops(&self) -> [u32; 1] {
-        [self.end]
+    pub fn stops(&self) -> &[u32] {
+        &self.stops
     }
 
     /// Renders `messages` (OpenAI chat format) and the tools into a prompt of at most
@@ -96,6 +109,9 @@ impl ChatMl {
         let answer_prefix = answer_prefix(choice, offer);
         let mut tail = vec![self.start];
         tokenizer.encode_into("assistant\n", &mut tail);
+        if self.no_think {
+            tokenizer.encode_into(NO_THINK, &mut tail);
+        }
         tokenizer.encode_into(&answer_prefix, &mut tail);
         let fixed = head.len() + tail.len();
         if fixed > limit {

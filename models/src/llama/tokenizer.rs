@@ -1,6 +1,7 @@
 //! The byte-level BPE tokenizer of a GGUF chat model (`tokenizer.ggml.model = "gpt2"`),
-//! rebuilt from the file's vocabulary and merges: GPT-2's pre-tokenizer with digits split one
-//! by one (SmolLM2's `smollm` pre-tokenizer), then the merges by rank. Control tokens
+//! rebuilt from the file's vocabulary and merges: the file's pre-tokenizer
+//! (`tokenizer.ggml.pre`: Qwen's `qwen2`, or GPT-2's with digits split one by one, SmolLM2's
+//! `smollm`, for any other), then the merges by rank. Control tokens
 //! (`<|im_start|>`, …) are only ever produced by the chat template, never from text, so a
 //! user who types `<|im_end|>` gets the characters, not the token.
 
@@ -34,10 +35,47 @@ pub struct Tokenizer {
     merges: HashMap<(u32, u32), (u32, u32)>,
     /// The most bytes one token stands for.
     longest: usize,
+    /// How text is cut into words before merging.
+    pre: PreTokenizer,
+    /// User-defined tokens (type 4: Qwen's `<tool_call>`, `<think>`…), longest first:
+    /// found in text as whole tokens before the rest is merged, as the model's own
+    /// tokenizer does with its added tokens.
+    user_defined: Vec<(String, u32)>,
+}
+
+/// How text is cut into the words BPE merges within (`tokenizer.ggml.pre`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PreTokenizer {
+    /// GPT-2's pattern with every digit on its own (SmolLM2's `smollm`; also what any name
+    /// not listed here gets).
+    #[default]
+    Smollm,
+    /// Qwen2's pattern (`qwen2`, Qwen2/2.5/3): case-insensitive contractions, one
+    /// non-letter glued to the letters after it, single digits, newlines kept with the
+    /// punctuation before them.
+    Qwen2,
+}
+
+impl PreTokenizer {
+    /// The pre-tokenizer a GGUF names (`None`: the key is absent).
+    pub fn named(name: Option<&str>) -> Self {
+        match name {
+            Some("qwen2" | "deepseek-r1-qwen") => Self::Qwen2,
+            _ => Self::Smollm,
+        }
+    }
+
+    /// Splits `text` into words.
+    pub fn split(self, text: &str) -> Vec<&str> {
+        match self {
+            Self::Smollm => pre_tokenize(text),
+            Self::Qwen2 => qwen2_split(text),
+        }
+    }
 }
 
 /// GPT-2's reversible map from bytes to printable characters (the vocabulary's spelling).
-pub(crate) fn byte_chars() -> [char; 256] {
+pub fn byte_chars() -> [char; 256] {
     let mut out = ['\0'; 256];
     let mut n = 0u32;
     for b in 0..=255u8 {
@@ -68,6 +106,7 @@ impl Tokenizer {
         let byte_of: HashMap<char, u8> = (0..=255u8).map(|b| (chars[b as usize], b)).collect();
         let mut ids: HashMap<&str, u32> = HashMap::with_capacity(tokens.len());
         let mut control = HashMap::new();
+        let mut user_defined = Vec::new();
         let mut bytes = Vec::with_capacity(tokens.len());
         for (id, token) in tokens.iter().enumerate() {
             let id = id as u32;
@@ -76,6 +115,9 @@ impl Tokenizer {
                 control.insert(token.clone(), id);
                 bytes.push(Vec::new()); // control tokens print nothing
             } else {
+                if types.get(id as usize) == Some(&4) && !token.is_empty() {
+                    user_defined.push((token.clone(), id));
+                }
                 bytes.push(
                     token
                         .chars()
@@ -111,7 +153,23 @@ impl Tokenizer {
             byte_token,
             merges: table,
             longest,
+            pre: PreTokenizer::default(),
+            user_defined: {
+                user_defined.sort_by_key(|(t, _)| std::cmp::Reverse(t.len()));
+                user_defined
+            },
         })
+    }
+
+    /// The same tokenizer cutting words with `pre`.
+    pub fn with_pre_tokenizer(mut self, pre: PreTokenizer) -> Self {
+        self.pre = pre;
+        self
+    }
+
+    /// How it cuts words.
+    pub fn pre_tokenizer(&self) -> PreTokenizer {
+        self.pre
     }
 
     /// Tokens in the vocabulary.
@@ -135,10 +193,29 @@ impl Tokenizer {
         self.bytes.get(id as usize).map_or(&[], Vec::as_slice)
     }
 
-    /// Encodes plain text (control tokens spelled in it stay text) onto `out`.
+    /// Encodes plain text (control tokens spelled in it stay text; user-defined ones
+    /// become their token) onto `out`.
     pub fn encode_into(&self, text: &str, out: &mut Vec<u32>) {
+        let mut rest = text;
+        while !self.user_defined.is_empty() {
+            // The earliest user-defined token in the rest (the longest where two start).
+            let found = self
+                .user_defined
+                .iter()
+                .filter_map(|(t, id)| rest.find(t.as_str()).map(|at| (at, t.len(), *id)))
+                .min_by_key(|&(at, len, _)| (at, std::cmp::Reverse(len)));
+            let Some((at, len, id)) = found else { break };
+            self.encode_plain(&rest[..at], out);
+            out.push(id);
+            rest = &rest[at + len..];
+        }
+        self.encode_plain(rest, out);
+    }
+
+    /// Encodes text without looking for user-defined tokens.
+    fn encode_plain(&self, text: &str, out: &mut Vec<u32>) {
         let mut word = Vec::new();
-        for piece in pre_tokenize(text) {
+        for piece in self.pre.split(text) {
             word.clear();
             word.extend(piece.bytes().filter_map(|b| self.byte_token[b as usize]));
             self.merge(&mut word);
@@ -344,9 +421,99 @@ fn gpt2_split<'a>(text: &'a str, out: &mut Vec<&'a str>) {
     }
 }
 
+/// Qwen2's pre-tokenizer, the pattern
+/// `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+/// matched leftmost-first at each position, by hand (linear in the text).
+pub fn qwen2_split(text: &str) -> Vec<&str> {
+    let chars: Vec<(usize, char)> = text.char_indices().collect();
+    let at = |k: usize| chars.get(k).map(|&(_, c)| c);
+    let offset = |k: usize| chars.get(k).map_or(text.len(), |&(i, _)| i);
+    let newline = |c: char| c == '\r' || c == '\n';
+    let run = |mut k: usize, keep: &dyn Fn(char) -> bool| {
+        while at(k).is_some_and(keep) {
+            k += 1;
+        }
+        k
+    };
+    let mut out = Vec::new();
+    let mut k = 0;
+    while k < chars.len() {
+        let c = chars[k].1;
+        let next = at(k + 1);
+        let contraction = (c == '\'').then(|| {
+            let two: String = (1..=2)
+                .filter_map(|d| at(k + d))
+                .flat_map(char::to_lowercase)
+                .collect();
+            if ["re", "ve", "ll"].iter().any(|s| two.starts_with(s)) {
+                Some(k + 3)
+            } else if two.starts_with(['s', 't', 'm', 'd']) {
+                Some(k + 2)
+            } else {
+                None
+            }
+        });
+        let end = if let Some(Some(end)) = contraction {
+            end
+        } else if class(c) == Class::Letter {
+            run(k, &|c| class(c) == Class::Letter)
+        } else if !newline(c)
+            && class(c) != Class::Number
+            && next.is_some_and(|n| class(n) == Class::Letter)
+        {
+            run(k + 1, &|c| class(c) == Class::Letter)
+        } else if class(c) == Class::Number {
+            k + 1
+        } else if class(c) == Class::Other
+            || (c == ' ' && next.is_some_and(|n| class(n) == Class::Other))
+        {
+            let lead = usize::from(c == ' ');
+            let end = run(k + lead, &|c| class(c) == Class::Other);
+            run(end, &newline)
+        } else {
+            // Whitespace: up to its last newline, else all but the last space before a word.
+            let end = run(k, &|c| class(c) == Class::Space);
+            match (k..end).rev().find(|&j| at(j).is_some_and(newline)) {
+                Some(j) => j + 1,
+                None if end < chars.len() && end - k > 1 => end - 1,
+                None => end,
+            }
+        };
+        out.push(&text[offset(k)..offset(end)]);
+        k = end;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn qwen2_pre_tokenizer_splits_as_its_pattern() {
+        let split = qwen2_split;
+        assert_eq!(
+            split("Hello world 123"),
+            ["Hello", " world", " ", "1", "2", "3"]
+        );
+        assert_eq!(
+            split("don't DON'T We'LL"),
+            ["don", "'t", " DON", "'T", " We", "'LL"]
+        );
+        assert_eq!(split("(hello)\n\nbye"), ["(hello", ")\n\n", "bye"]);
+        assert_eq!(split("x\n  y"), ["x", "\n", " ", " y"]);
+        assert_eq!(split("a  b"), ["a", " ", " b"]);
+        assert_eq!(split("a ?!b"), ["a", " ?!", "b"]);
+        assert_eq!(split("((x"), ["((", "x"]);
+        assert_eq!(split(" \t\n \n  end  "), [" \t\n \n", " ", " end", "  "]);
+        assert_eq!(split("3.5km"), ["3", ".", "5", "km"]);
+        assert_eq!(split("'x"), ["'x"]);
+        assert_eq!(split("naïve café"), ["naïve", " café"]);
+        // Whatever the text, the words cover it exactly.
+        for text in ["", " ", "\n", "'", "''s", "a\r\nb", "!!\n\n", "٣٤ x"] {
+            assert_eq!(split(text).concat(), text, "{text:?}");
+        }
+    }
 
     #[test]
     fn pre_tokenizer_splits_as_gpt2_with_single_digits() {
