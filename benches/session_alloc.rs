@@ -171,6 +171,7 @@ fn main() {
                 vad_model: None,
                 turn: None,
                 transcription_session: false,
+                turn_events: false,
                 memory: None,
             };
             let mut session = Session::new(params, t0, 1_700_000_000);

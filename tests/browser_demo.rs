@@ -22,14 +22,17 @@ async fn demo_page_with_a_minted_client_secret() {
     common::browser::run_demo(addr, &["--expect-demo-secret"]).await;
 }
 
-/// A server with the real Silero VAD and Whisper tiny.en (`scripts/install-models`): the
-/// fake microphone says a sentence (espeak-ng); the page shows the user's own words as they
-/// are transcribed, the echo answer repeats them, and the Speech meter shows Silero's
-/// probability. Saves `tests/artifacts/demo-speech.png`.
+/// A server with the real Silero VAD, Whisper tiny.en and Smart Turn
+/// (`scripts/install-models`): the visitor picks `semantic_vad` with eagerness `high`; the
+/// fake microphone says a sentence (espeak-ng); the page shows the turn model's score of the
+/// pause (`turn.scored`, from the `?turn_events=1` extension) before the turn ends, the
+/// user's own words as they are transcribed, the echo answer repeating them, and Silero's
+/// probability on the Speech meter. Saves `tests/artifacts/demo-speech.png`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demo_page_shows_your_words() {
-    use duet_client::speech::{espeak, resample_linear, silence, wav};
-    let addr = common::speech_server(true, &[]).await;
+    use duet_client::speech::{espeak, models_dir, resample_linear, silence, wav};
+    let turn = models_dir().join("smart-turn-v3.2").display().to_string();
+    let addr = common::speech_server(true, &["--turn-model-dir", &turn]).await;
     let mut mic = silence(2.0);
     mic.extend(espeak("Please open the door for me."));
     mic.extend(silence(7.0));
@@ -45,6 +48,8 @@ async fn demo_page_shows_your_words() {
             &path_arg,
             "--expect-words",
             "open door",
+            "--semantic",
+            "high",
         ],
     )
     .await;

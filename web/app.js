@@ -23,6 +23,7 @@ import { connectWebRtc, restartIce } from './rtc.js';
 import { connectWebSocket } from './ws.js';
 import { interruptPlayback } from './playback.js';
 import { watchInstructions } from './agent.js';
+import { watchTurnDetection } from './turn.js';
 
 // ---------------------------------------------------------------------------------------
 // Connect / disconnect.
@@ -119,6 +120,7 @@ $('settings').addEventListener('submit', (e) => {
 });
 el.mic.addEventListener('change', () => { switchMic(el.mic.value).catch(showError); });
 watchInstructions(() => conn !== null && duet.state === 'connected');
+watchTurnDetection(() => conn !== null && duet.state === 'connected');
 el.aec.addEventListener('change', () => { switchMic(el.mic.value).catch(showError); });
 el.composer.addEventListener('submit', (e) => {
   e.preventDefault();

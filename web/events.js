@@ -6,6 +6,7 @@ import { setActivity, showNotice, bubbles, bubble, setBubbleText, addBadge, newT
 import { logEvent, send } from './log.js';
 import { interruptPlayback } from './playback.js';
 import { assistantSession, runToolCalls } from './agent.js';
+import { turnDetection, showTurnDetection, onTurnDecision } from './turn.js';
 
 // The model has nothing more to say for now (response.done, response.listen).
 function backToListening(c) {
@@ -20,6 +21,7 @@ function backToListening(c) {
 function onSession(ev) {
   duet.session = ev.session;
   if (ev.session && ev.session.model) el.model.textContent = `model: ${ev.session.model}`;
+  showTurnDetection(ev.session);
   if (ev.type === 'session.created') {
     setActivity('listening');
     // Your words in the transcript, and the server's speech probability on the meter. A
@@ -28,7 +30,7 @@ function onSession(ev) {
       type: 'session.update',
       session: {
         type: 'realtime',
-        audio: { input: { transcription: { model: 'whisper-1' } } },
+        audio: { input: { transcription: { model: 'whisper-1' }, turn_detection: turnDetection() } },
         include: ['input_audio_buffer.speech_probability'],
         ...assistantSession(ev.session && ev.session.model),
       },
@@ -206,6 +208,8 @@ const HANDLERS = new Map([
   ['input_audio_buffer.speech_stopped', onSpeechStopped],
   ['input_audio_buffer.committed', onInputCommitted],
   ['input_audio_buffer.speech_probability', onSpeechProbability],
+  ['turn.scored', onTurnDecision],
+  ['turn.overlap', onTurnDecision],
   ['conversation.item.added', onItemAdded],
   ['conversation.item.input_audio_transcription.delta', onTranscriptionDelta],
   ['conversation.item.input_audio_transcription.completed', onTranscriptionCompleted],

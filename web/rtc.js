@@ -89,7 +89,8 @@ async function postOffer(c, sdp) {
   if (apiKey()) headers.Authorization = `Bearer ${apiKey()}`;
   let res;
   try {
-    res = await fetch('/v1/realtime/calls', { method: 'POST', headers, body: sdp });
+    // turn_events: the turn detector's decisions on the data channel (a Duet extension).
+    res = await fetch('/v1/realtime/calls?turn_events=1', { method: 'POST', headers, body: sdp });
   } catch (e) {
     throw new UserError(`Could not reach the server: ${e.message}`);
   }

@@ -22,6 +22,7 @@ export const el = {
   transcript: $('transcript'), composer: $('composer'), text: $('text'), send: $('send'),
   levels: $('levels'), log: $('log'), eventCount: $('event-count'), follow: $('follow'), audio: $('remote-audio'),
   clearLog: $('clear-log'), clearTranscript: $('clear-transcript'), instructions: $('instructions'),
+  turnDetection: $('turn-detection'), eagerness: $('eagerness'), turnMode: $('turn-mode'), decisions: $('decisions'),
 };
 
 // ---------------------------------------------------------------------------------------
@@ -50,6 +51,8 @@ export const duet = {
   turns: [],
   /** notices shown: { kind, text, t } */
   notices: [],
+  /** the turn detector's decisions (turn.scored, turn.overlap): { kind: 'pause' | 'backchannel' | 'interruption', decision, probability, text, score, detail } */
+  decisions: [],
   /** whether the page uses a client secret the server minted for it (--demo-mint-secrets) */
   demoSecret: false,
   /** ICE restarts of the live call (PATCH): how many, and the peer connection's state */

@@ -91,7 +91,7 @@ export async function connectWebSocket(c) {
   const model = (duet.modelId || 'echo');
   const protocols = ['realtime'];
   if (apiKey()) protocols.push(`openai-insecure-api-key.${apiKey()}`);
-  const ws = new WebSocket(`${scheme}://${location.host}/v1/realtime?model=${encodeURIComponent(model)}`, protocols);
+  const ws = new WebSocket(`${scheme}://${location.host}/v1/realtime?model=${encodeURIComponent(model)}&turn_events=1`, protocols);
   c.ws = ws;
   await new Promise((resolve, reject) => {
     ws.onopen = () => resolve();

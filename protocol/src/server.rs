@@ -484,6 +484,42 @@ pub enum ServerEventBody {
         /// What the ack resolved to.
         event: PlaybackAckResult,
     },
+    /// Turn-events extension (`?turn_events=1`): the turn model judged a pause in the
+    /// user's speech (`semantic_vad` with a turn model).
+    #[serde(rename = "turn.scored")]
+    TurnScored {
+        /// The user item the speech commits to.
+        item_id: String,
+        /// Where the pause began, in milliseconds of input audio.
+        audio_end_ms: u64,
+        /// The probability that the turn is complete (absent when the model failed or
+        /// answered too late).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        probability: Option<f32>,
+        /// `end` (the turn ends after `end_after_ms` of silence), `wait` (not confident,
+        /// or the words so far end mid-sentence: the turn ends when the voice stops for
+        /// `end_after_ms`, the preset's maximum pause) or `fallback` (no score: fixed
+        /// silence).
+        decision: &'static str,
+        /// The silence after which the turn ends unless the voice comes back.
+        end_after_ms: u32,
+        /// The words heard so far end where a sentence does not ("for", "the", "um", a
+        /// comma): they keep a confident score from ending the turn.
+        unfinished_words: bool,
+    },
+    /// Turn-events extension: speech over an answer was judged.
+    #[serde(rename = "turn.overlap")]
+    TurnOverlap {
+        /// `backchannel` (a backchannel or a noise: the answer goes on where it paused) or
+        /// `interruption` (the user takes the turn: the answer is cancelled).
+        outcome: &'static str,
+        /// From the voice's onset to where it was judged: to where the detector ended it
+        /// (its silence window included), or to now while it still goes on.
+        duration_ms: u64,
+        /// What the transcriber heard of it, when it was asked.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        transcript: Option<String>,
+    },
 }
 
 /// `event` of `playback.acknowledged`.
@@ -651,6 +687,8 @@ impl ServerEventBody {
             SessionHeartbeatAck { .. } => "session.heartbeat_ack",
             SessionClosed { .. } => "session.closed",
             PlaybackAcknowledged { .. } => "playback.acknowledged",
+            TurnScored { .. } => "turn.scored",
+            TurnOverlap { .. } => "turn.overlap",
         }
     }
 }

@@ -317,6 +317,19 @@ fn every_server_event() -> Vec<ServerEventBody> {
                 truncate: true,
             },
         },
+        B::TurnScored {
+            item_id: "item_test".into(),
+            audio_end_ms: 2340,
+            probability: Some(0.93),
+            decision: "end",
+            end_after_ms: 300,
+            unfinished_words: false,
+        },
+        B::TurnOverlap {
+            outcome: "backchannel",
+            duration_ms: 380,
+            transcript: Some("Mm-hmm.".into()),
+        },
     ]
 }
 
@@ -382,7 +395,7 @@ fn render(body: ServerEventBody) -> Value {
 #[test]
 fn snapshot_every_server_event() {
     let bodies = every_server_event();
-    assert_eq!(bodies.len(), 46, "one instance of every server event");
+    assert_eq!(bodies.len(), 48, "one instance of every server event");
     for body in bodies {
         let kind = body.kind();
         let json = render(body);

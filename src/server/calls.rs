@@ -46,6 +46,9 @@ struct Offer {
 pub struct CallsQuery {
     /// Duplex extension: `1`, `true` or `on` opts in.
     pub duplex: Option<String>,
+    /// Extension: `1`, `true` or `on` reports the turn detector's decisions on the data
+    /// channel (`turn.scored`, `turn.overlap`; docs/turn-taking.md).
+    pub turn_events: Option<String>,
 }
 
 fn bad_offer(e: &SignalError) -> ApiError {
@@ -229,7 +232,8 @@ pub async fn create(
         .get::<ConnectInfo<SocketAddr>>()
         .map(|ConnectInfo(a)| a.ip());
     let duplex = super::ws::flag_on(q.duplex.as_deref());
-    let response = match create_call(state, req, ip, duplex, cred).await {
+    let turn_events = super::ws::flag_on(q.turn_events.as_deref());
+    let response = match create_call(state, req, ip, (duplex, turn_events), cred).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     };
@@ -246,7 +250,7 @@ async fn create_call(
     state: Arc<AppState>,
     req: Request,
     ip: Option<IpAddr>,
-    duplex: bool,
+    (duplex, turn_events): (bool, bool),
     cred: Credential,
 ) -> Result<Response, ApiError> {
     let placed = req
@@ -256,7 +260,10 @@ async fn create_call(
     let wait = super::cluster_routes::admission_wait(&state, placed);
     let offer = read_offer(req).await?;
     let summary = check_offer(&offer.sdp).map_err(|e| bad_offer(&e))?;
-    let opening = admit(&state, &offer, (duplex, wait), ip, &cred).await?;
+    let mut opening = admit(&state, &offer, (duplex, wait), ip, &cred).await?;
+    if let Opening::New { turn_events: t, .. } = &mut opening {
+        *t = turn_events;
+    }
     let call_admission = state
         .sessions
         .admissions
@@ -409,6 +416,8 @@ enum Opening {
         admitted: Admitted,
         patch: Option<Box<SessionPatch>>,
         durable: bool,
+        /// `?turn_events=1`.
+        turn_events: bool,
     },
     /// Resumes one, which keeps the admission it has.
     Resume(ResumeRequest),
@@ -447,6 +456,7 @@ async fn admit(
         admitted,
         patch: patch.map(Box::new),
         durable: duplex,
+        turn_events: false,
     })
 }
 
@@ -475,11 +485,13 @@ async fn bind(
             admitted,
             patch,
             durable,
+            turn_events,
         } => {
             let start = Start {
                 secret: cred.session(),
                 patch: patch.map(|p| *p),
                 durable: durable.then_some(attachment),
+                turn_events,
                 owner: cred.owner(),
                 admitted,
             };
@@ -551,6 +563,8 @@ struct Start {
     patch: Option<SessionPatch>,
     /// The client opted into the duplex extension; the call is the first attachment.
     durable: Option<AttachmentId>,
+    /// The client asked for the turn detector's decisions (`?turn_events=1`).
+    turn_events: bool,
     /// The credential that opened it (`None`: the server key).
     owner: Option<String>,
     /// The session's admission, held by the session for its whole life.
@@ -569,7 +583,10 @@ async fn start_session(
     let initial = Initial {
         secret: start.secret,
         patch: start.patch,
-        transcription: false,
+        asked: super::open::Asked {
+            transcription: false,
+            turn_events: start.turn_events,
+        },
     };
     let opened = open_session(state, transport, durable, initial, &credential)
         .await
@@ -648,6 +665,7 @@ pub(crate) async fn open_phone_session(
         secret: None,
         patch: Some(patch),
         durable: None,
+        turn_events: false,
         owner,
         admitted,
     };

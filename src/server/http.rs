@@ -33,6 +33,7 @@ const WEB_FILES: &[(&str, &str, &str)] = &[
     ("rtc.js", JS, include_str!("../../web/rtc.js")),
     ("session.js", JS, include_str!("../../web/session.js")),
     ("state.js", JS, include_str!("../../web/state.js")),
+    ("turn.js", JS, include_str!("../../web/turn.js")),
     ("ui.js", JS, include_str!("../../web/ui.js")),
     ("ws.js", JS, include_str!("../../web/ws.js")),
     (

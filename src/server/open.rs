@@ -76,7 +76,8 @@ pub async fn open_session(
         can_transcribe: state.backends.speech.transcriber.is_some(),
         vad_model: state.backends.speech.vad.clone(),
         turn,
-        transcription_session: initial.transcription,
+        transcription_session: initial.asked.transcription,
+        turn_events: initial.asked.turn_events,
         memory: Some(memory),
     };
     let mut session = Session::new(params, Instant::now(), unix_secs);
@@ -126,8 +127,18 @@ pub struct Initial {
     /// The session object the request carries (a call's multipart `session`), applied after
     /// the secret's; refused when invalid.
     pub patch: Option<crate::protocol::SessionPatch>,
+    /// What the connection asked for besides the session object.
+    pub asked: Asked,
+}
+
+/// What a connection's query asks of its session.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Asked {
     /// Opens as a transcription session (`?intent=transcription`).
     pub transcription: bool,
+    /// Extension (`?turn_events=1`): the session reports the turn detector's decisions
+    /// (`turn.scored`, `turn.overlap`).
+    pub turn_events: bool,
 }
 
 /// Why a session could not open.

@@ -58,6 +58,9 @@ pub struct RealtimeQuery {
     /// `transcription` opens a transcription session (`session.created` says
     /// `type: "transcription"`); anything else a realtime one.
     pub intent: Option<String>,
+    /// Extension: `1`, `true` or `on` reports the turn detector's decisions
+    /// (`turn.scored`, `turn.overlap`; docs/turn-taking.md).
+    pub turn_events: Option<String>,
 }
 
 /// Whether a query flag is on (`1`, `true`, `on`).
@@ -90,7 +93,10 @@ pub async fn upgrade(
         .max_frame_size(MAX_WS_MESSAGE);
     let ip = peer_ip(&peer);
     let duplex = flag_on(q.duplex.as_deref());
-    let transcription = q.intent.as_deref() == Some("transcription");
+    let asked = super::open::Asked {
+        transcription: q.intent.as_deref() == Some("transcription"),
+        turn_events: flag_on(q.turn_events.as_deref()),
+    };
     let result = match q.call_id {
         None if duplex && flag_on(q.resume.as_deref()) => {
             let from = Origin { headers, ip };
@@ -100,7 +106,7 @@ pub async fn upgrade(
         Some(call) => upgrade_sideband(state, &call, ip, ws, &cred),
         None => {
             let wait = super::cluster_routes::admission_wait(&state, placed.is_some());
-            upgrade_session(state, (ip, wait), ws, (duplex, transcription), cred).await
+            upgrade_session(state, (ip, wait), ws, (duplex, asked), cred).await
         }
     };
     result.unwrap_or_else(IntoResponse::into_response)
@@ -110,7 +116,7 @@ async fn upgrade_session(
     state: Arc<AppState>,
     (ip, wait): (Option<std::net::IpAddr>, std::time::Duration),
     ws: WebSocketUpgrade,
-    (duplex, transcription): (bool, bool),
+    (duplex, asked): (bool, super::open::Asked),
     cred: Credential,
 ) -> Result<Response, ApiError> {
     state.accepting()?;
@@ -122,9 +128,9 @@ async fn upgrade_session(
         .await?;
     Ok(ws.on_upgrade(move |socket| async move {
         if duplex {
-            run_durable(state, socket, admitted, cred, transcription).await;
+            run_durable(state, socket, admitted, cred, asked).await;
         } else {
-            run(state, socket, cred, transcription).await;
+            run(state, socket, cred, asked).await;
             drop(admitted);
         }
     }))
@@ -204,14 +210,14 @@ async fn open_ws(
     sink: &mut SplitSink<WebSocket, Message>,
     duplex: Option<AttachmentId>,
     cred: &Credential,
-    transcription: bool,
+    asked: super::open::Asked,
 ) -> Option<super::open::Opened> {
     let credential = cred.usage_id();
     let start = cred.session();
     let initial = super::open::Initial {
         secret: start,
         patch: None,
-        transcription,
+        asked,
     };
     let opened = open_session(state, Transport::WebSocket, duplex, initial, &credential).await;
     match opened {
@@ -241,10 +247,10 @@ async fn refuse(
     let _ = sink.send(close(code, reason)).await;
 }
 
-async fn run(state: Arc<AppState>, socket: WebSocket, cred: Credential, transcription: bool) {
+async fn run(state: Arc<AppState>, socket: WebSocket, cred: Credential, asked: super::open::Asked) {
     let _counted = Counted::new(&state);
     let (mut sink, mut stream) = socket.split();
-    let Some(opened) = open_ws(&state, &mut sink, None, &cred, transcription).await else {
+    let Some(opened) = open_ws(&state, &mut sink, None, &cred, asked).await else {
         return;
     };
     let (in_tx, in_rx) = mpsc::channel(INBOX);
@@ -283,12 +289,11 @@ async fn run_durable(
     socket: WebSocket,
     admitted: super::Admitted,
     cred: Credential,
-    transcription: bool,
+    asked: super::open::Asked,
 ) {
     let (mut sink, stream) = socket.split();
     let attachment = AttachmentId::fresh();
-    let Some(opened) = open_ws(&state, &mut sink, Some(attachment), &cred, transcription).await
-    else {
+    let Some(opened) = open_ws(&state, &mut sink, Some(attachment), &cred, asked).await else {
         return;
     };
     let (in_tx, in_rx) = mpsc::channel(INBOX);

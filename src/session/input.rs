@@ -120,6 +120,8 @@ pub struct Detectors {
     pub min_speech_ms: u32,
     /// The session's port on the turn loop, when a turn model is loaded.
     pub turn: Option<Arc<dyn TurnPort + Sync>>,
+    /// Extension (`?turn_events=1`): the session reports the judge's verdicts.
+    pub report: bool,
 }
 
 /// Input-side state of a session.
@@ -239,6 +241,29 @@ impl InputState {
             VadEvent::SpeechStopped { at_sample } => Some(at_sample + turns.offset),
             VadEvent::SpeechStarted { .. } => None,
         }
+    }
+
+    /// Extension (`?turn_events=1`): the judge's verdict on the pause it last scored, as
+    /// `turn.scored` (taken once; none when not asked for or outside a turn).
+    pub(super) fn turn_scored(&mut self) -> Option<crate::protocol::ServerEventBody> {
+        let r = self.judge.as_mut()?.take_report()?;
+        if !self.detectors.report {
+            return None;
+        }
+        let paused_at = self.buffer.end().saturating_sub(r.silence);
+        Some(crate::protocol::ServerEventBody::TurnScored {
+            item_id: self.speech_item.clone()?,
+            audio_end_ms: paused_at / SAMPLES_PER_MS,
+            probability: r.probability,
+            decision: r.decision,
+            end_after_ms: r.end_after_ms,
+            unfinished_words: r.unfinished_words,
+        })
+    }
+
+    /// Whether the session reports the turn detector's decisions (`?turn_events=1`).
+    pub(super) fn reports_turns(&self) -> bool {
+        self.detectors.report
     }
 
     fn reset_speech(&mut self) {

@@ -14,6 +14,8 @@
 //! Sans IO: the session feeds it the input clock, the detector's state and the words; it
 //! says what the speech was.
 
+use super::ledger::SAMPLES_PER_MS;
+use crate::protocol::ServerEventBody;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -82,6 +84,14 @@ impl Overlap {
             (None, Some((_, deadline))) if now < *deadline => None,
             (None, _) => Some(Verdict::Backchannel { until }),
         }
+    }
+
+    /// How long the voice lasted, in milliseconds, when it was heard up to `voiced_until`.
+    pub(super) fn voiced_ms(&self, voiced_until: u64) -> u64 {
+        self.stopped_at
+            .unwrap_or(voiced_until)
+            .saturating_sub(self.voice)
+            / SAMPLES_PER_MS
     }
 
     /// Whether transcription `id` is this speech's words.
@@ -191,6 +201,16 @@ impl super::Session {
         let Some(verdict) = o.verdict(voiced_until, in_speech, self.now, answering) else {
             return;
         };
+        if self.input.reports_turns() {
+            self.emit(ServerEventBody::TurnOverlap {
+                outcome: match verdict {
+                    Verdict::Interrupt { .. } => "interruption",
+                    Verdict::Backchannel { .. } => "backchannel",
+                },
+                duration_ms: o.voiced_ms(voiced_until),
+                transcript: o.heard.clone(),
+            });
+        }
         self.input.overlap = None;
         match verdict {
             Verdict::Interrupt { onset, stopped_at } => {

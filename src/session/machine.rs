@@ -165,6 +165,7 @@ impl Session {
             vad_model: p.vad_model,
             min_speech_ms: p.limits.vad_min_speech_ms,
             turn: p.turn,
+            report: p.turn_events,
         };
         let input = InputState::new(&cfg, frame, p.limits.max_input_samples, detectors);
         let floor = Floor::new(autonomous, p.limits.speak_timeout);

@@ -405,6 +405,8 @@ pub struct SessionParams {
     pub out: EventSender,
     /// Whether the client opted into the duplex extension (`?duplex=1`).
     pub duplex: bool,
+    /// Extension (`?turn_events=1`): report the turn detector's decisions.
+    pub turn_events: bool,
     /// The opening connection.
     pub attachment: AttachmentId,
     /// The server's headroom (sessions it can hold, and can still take), reported to

@@ -168,7 +168,11 @@ impl Session {
             }
         }
         let words = self.speculation.as_ref().and_then(|s| s.transcript.clone());
-        if let Some(at) = self.input.judge_pause(self.now, words.as_deref()) {
+        let ended = self.input.judge_pause(self.now, words.as_deref());
+        if let Some(scored) = self.input.turn_scored() {
+            self.emit(scored); // before the speech_stopped it may cause
+        }
+        if let Some(at) = ended {
             self.speech_stopped(at);
         }
         self.on_overlap();

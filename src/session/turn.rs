@@ -132,6 +132,26 @@ pub fn decide(
     (silence_ms >= need).then_some((need, ending))
 }
 
+/// What a known score means for the pause: the decision and when the turn ends.
+fn report(preset: &Preset, score: Score, unfinished: bool, silence: u64) -> Report {
+    let probability = match score {
+        Score::Complete(p) => Some(p),
+        Score::Pending | Score::Failed => None,
+    };
+    let (decision, end_after_ms) = match decide(preset, score, unfinished, u32::MAX) {
+        Some((need, Ending::Fallback)) => ("fallback", need),
+        Some((need, _)) => ("end", need),
+        None => ("wait", preset.max_pause_ms),
+    };
+    Report {
+        probability,
+        decision,
+        end_after_ms,
+        unfinished_words: unfinished,
+        silence,
+    }
+}
+
 /// Words after which an English sentence does not end, however it is punctuated: articles,
 /// conjunctions, possessives and hesitations.
 const OPEN_WORDS: &[&str] = &[
@@ -174,6 +194,24 @@ struct Pause {
     /// When the score was asked (for [`SCORE_TIMEOUT`]).
     asked: Instant,
     score: Score,
+    /// Its verdict was reported (at most once a pause).
+    reported: bool,
+}
+
+/// What the judge made of a pause, once its score is known (the turn-events extension's
+/// `turn.scored`).
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Report {
+    /// The model's probability that the turn is complete (`None`: it failed or was late).
+    pub probability: Option<f32>,
+    /// `end`, `wait` or `fallback`.
+    pub decision: &'static str,
+    /// The silence after which the turn ends unless the voice comes back.
+    pub end_after_ms: u32,
+    /// The words so far end mid-sentence.
+    pub unfinished_words: bool,
+    /// The silence at the pause when it was judged (its start is that far back).
+    pub silence: u64,
 }
 
 /// The judge of one session's pauses under `semantic_vad`.
@@ -182,6 +220,8 @@ pub(super) struct Judge {
     preset: Preset,
     pause: Option<Pause>,
     next_id: u64,
+    /// The last pause's verdict, until taken.
+    report: Option<Report>,
 }
 
 impl Judge {
@@ -191,6 +231,7 @@ impl Judge {
             preset: Preset::of(eagerness),
             pause: None,
             next_id: 1,
+            report: None,
         }
     }
 
@@ -251,6 +292,7 @@ impl Judge {
                     silence,
                     asked: now,
                     score: Score::Pending,
+                    reported: false,
                 })
             }
             None => return None,
@@ -262,10 +304,19 @@ impl Judge {
             pause.score = Score::Failed;
         }
         let unfinished = words.is_some_and(unfinished);
+        if !pause.reported && pause.score != Score::Pending {
+            pause.reported = true;
+            self.report = Some(report(&self.preset, pause.score, unfinished, silence));
+        }
         let (need, ending) = decide(&self.preset, pause.score, unfinished, silence_ms)?;
         crate::metrics::METRICS.turn_end(ending.label());
         self.pause = None;
         Some(u64::from(need) * SAMPLES_PER_MS)
+    }
+
+    /// The verdict of the last pause whose score became known, once.
+    pub(super) fn take_report(&mut self) -> Option<Report> {
+        self.report.take()
     }
 
     /// When a pending score times out (the session's timer wakes then).
@@ -408,6 +459,50 @@ mod tests {
         assert_eq!(
             judge.look(silence, t0, None, audio),
             Some(700 * SAMPLES_PER_MS)
+        );
+    }
+
+    #[test]
+    fn each_known_score_is_reported_once_with_its_decision() {
+        let t0 = Instant::now();
+        let audio = || Arc::<[f32]>::from(vec![0.0; 4]);
+        let ms = |n: u64| Some(n * SAMPLES_PER_MS);
+        let mut judge = Judge::new(Arc::new(Asked::default()), MEDIUM);
+        assert_eq!(judge.look(ms(160), t0, None, audio), None);
+        assert_eq!(judge.take_report(), None, "not scored yet");
+        judge.scored(1, Ok(0.85));
+        assert_eq!(judge.look(ms(180), t0, None, audio), None);
+        let r = judge.take_report().expect("reported once known");
+        assert_eq!(
+            (
+                r.probability,
+                r.decision,
+                r.end_after_ms,
+                r.unfinished_words
+            ),
+            (Some(0.85), "end", 500, false)
+        );
+        assert_eq!(r.silence, 180 * SAMPLES_PER_MS);
+        assert_eq!(judge.look(ms(200), t0, None, audio), None);
+        assert_eq!(judge.take_report(), None, "once a pause");
+        // A confident score after words that leave the sentence open: wait for the maximum.
+        let mut judge = Judge::new(Arc::new(Asked::default()), MEDIUM);
+        judge.look(ms(160), t0, Some("a table for"), audio);
+        judge.scored(1, Ok(0.99));
+        judge.look(ms(170), t0, Some("a table for"), audio);
+        let r = judge.take_report().unwrap();
+        assert_eq!(
+            (r.decision, r.end_after_ms, r.unfinished_words),
+            ("wait", 3_000, true)
+        );
+        // No score in time: the fixed silence.
+        let mut judge = Judge::new(Arc::new(Asked::default()), MEDIUM);
+        judge.look(ms(800), t0, None, audio);
+        judge.look(ms(800), t0 + SCORE_TIMEOUT, None, audio);
+        let r = judge.take_report().unwrap();
+        assert_eq!(
+            (r.probability, r.decision, r.end_after_ms),
+            (None, "fallback", 700)
         );
     }
 }

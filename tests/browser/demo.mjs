@@ -59,8 +59,9 @@ function parseArgs(argv) {
     else if (a === '--expect-demo-secret') opts.demoSecret = true;
     else if (a === '--mic-wav') opts.micWav = val();
     else if (a === '--expect-words') opts.words = val().split(/\s+/).filter(Boolean);
+    else if (a === '--semantic') opts.semantic = val();
     else if (a === '-h' || a === '--help') {
-      console.log('usage: node demo.mjs --url http://127.0.0.1:PORT/ [--chromium PATH] [--artifacts DIR] [--timeout SECS] [--no-websocket] [--scenario echo|moshi|speech|assistant] [--mic-wav FILE --expect-words "w1 w2"]');
+      console.log('usage: node demo.mjs --url http://127.0.0.1:PORT/ [--chromium PATH] [--artifacts DIR] [--timeout SECS] [--no-websocket] [--scenario echo|moshi|speech|assistant] [--mic-wav FILE --expect-words "w1 w2"] [--semantic low|medium|high|auto]');
       process.exit(0);
     } else fail(`unknown argument ${a}`);
   }
@@ -332,15 +333,39 @@ async function speechScenario(page, opts) {
   step('speech: open the page and connect over WebRTC');
   await page.goto(opts.url, { waitUntil: 'load', timeout: 10000 });
   await until(page, 'window.duet', () => !!window.duet, null, 5000);
+  if (opts.semantic) {
+    // The visitor picks the turn model and its eagerness before connecting.
+    await page.selectOption('[data-testid="turn-detection"]', 'semantic_vad');
+    await page.selectOption('[data-testid="eagerness"]', opts.semantic);
+  }
   await page.click('[data-testid="connect"]');
   await until(page, 'state "connected"', () => window.duet.state === 'connected' || (window.duet.state === 'failed' && 'failed'), null, 10000)
     .then((v) => ok(v === true, 'state is connected', v));
   const update = await waitEvent(page, 'session.update', { dir: 'out' }, 5000);
   ok(update.event.session.audio.input.transcription != null, 'the page asks for input transcription', update.event.session);
-  await waitEvent(page, 'session.updated', {}, 5000);
+  const updated = await waitEvent(page, 'session.updated', {}, 5000);
+  if (opts.semantic) {
+    const td = update.event.session.audio.input.turn_detection;
+    ok(td.type === 'semantic_vad' && td.eagerness === opts.semantic, `the page asks for semantic_vad ${opts.semantic}`, td);
+    const eff = updated.event.session.audio.input.turn_detection;
+    ok(eff.type === 'semantic_vad' && eff.eagerness === opts.semantic && eff.interruption.mode === 'adaptive',
+      'the server runs it, with adaptive interruption', eff);
+    const mode = await page.locator('[data-testid="turn-mode"]').innerText();
+    ok(mode.includes(`semantic_vad (${opts.semantic})`), 'the page names the turn detection in use', mode);
+  }
 
   step('speech: the fake mic says a sentence');
   const stopped = await waitEvent(page, 'input_audio_buffer.speech_stopped', {}, 15000);
+  if (opts.semantic) {
+    // The turn model judged the pause before the turn ended, and the page shows it.
+    const scored = await page.evaluate(() => window.duet.log.filter((e) => e.type === 'turn.scored'));
+    ok(scored.length >= 1 && scored.some((e) => e.t <= stopped.t), 'turn.scored came before speech_stopped', scored.map((e) => e.event));
+    const last = scored.filter((e) => e.t <= stopped.t).pop().event;
+    ok(last.item_id === stopped.event.item_id, 'for the same item', [last.item_id, stopped.event.item_id]);
+    ok(typeof last.probability === 'number' && ['end', 'wait', 'fallback'].includes(last.decision), 'with a probability and a decision', last);
+    const shown = await page.locator('[data-testid="decisions"]').innerText();
+    ok(shown.includes('p(done)') && shown.includes('pause at'), 'the Turn detector panel shows the score', shown);
+  }
   const completed = await waitEvent(page, 'conversation.item.input_audio_transcription.completed', { since: stopped.t }, 15000);
   const heard = completed.event.transcript;
   for (const w of opts.words) ok(heard.toLowerCase().includes(w), `the transcript has "${w}"`, heard);

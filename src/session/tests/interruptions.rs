@@ -179,6 +179,57 @@ fn on_a_websocket_the_words_decide_and_a_backchannel_sends_nothing() {
 }
 
 #[test]
+fn asked_for_turn_events_each_verdict_is_reported_with_its_words() {
+    for (words, outcome) in [("Mm-hmm.", "backchannel"), ("Stop.", "interruption")] {
+        let sent = Sent::default();
+        let mut h = semantic(Setup {
+            transcriber: Some(sent.clone()),
+            turn_events: true,
+            ..Setup::default()
+        });
+        answered_turn(&mut h, 3.0);
+        let seen = h.seen.len();
+        append(&mut h, 0.3, true);
+        append(&mut h, 0.4, false);
+        assert_eq!(count(&h.seen[seen..], "turn.overlap"), 0, "not judged yet");
+        let asked = sent
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(id, _, _)| id.starts_with("bc_"))
+            .map(|(id, _, _)| id.clone())
+            .expect("its words were asked for");
+        h.transcript(
+            &asked,
+            Ok(duet_models::TranscribeOutput::Completed {
+                text: words.into(),
+                logprobs: Vec::new(),
+                audio_seconds: 0.3,
+                language: None,
+            }),
+        );
+        let reports: Vec<&Value> = h.seen[seen..]
+            .iter()
+            .filter(|e| e["type"] == "turn.overlap")
+            .collect();
+        assert_eq!(reports.len(), 1, "{words}: {reports:?}");
+        let r = reports[0];
+        assert_eq!(r["outcome"], outcome, "{r}");
+        assert_eq!(r["transcript"], words, "{r}");
+        let ms = r["duration_ms"].as_u64().unwrap();
+        // 300 ms of voice and the detector's silence window that ended it.
+        assert!((300..=800).contains(&ms), "{r}");
+        let after = types(&h.seen[seen..]);
+        if outcome == "interruption" {
+            assert_in_order(
+                &after,
+                &["turn.overlap", "input_audio_buffer.speech_started"],
+            );
+        }
+    }
+}
+
+#[test]
 fn server_vad_still_interrupts_at_once() {
     let sink = SinkLog::default();
     let mut h = harness(Setup {

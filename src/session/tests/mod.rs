@@ -282,6 +282,8 @@ struct Setup {
     tool_model: bool,
     /// A turn model whose requests the test sees (and answers through the harness).
     turn: Option<TurnAsked>,
+    /// Asked for the turn detector's decisions (`?turn_events=1`).
+    turn_events: bool,
 }
 
 /// What the session asked its turn model: `(pause, samples)`.
@@ -336,6 +338,7 @@ impl Default for Setup {
             memory: None,
             tool_model: false,
             turn: None,
+            turn_events: false,
         }
     }
 }
@@ -406,6 +409,7 @@ fn harness(setup: Setup) -> Harness {
             .clone()
             .map(|asked| Arc::new(TestTurn(asked)) as Arc<dyn super::TurnPort + Sync>),
         transcription_session: setup.transcription_session,
+        turn_events: setup.turn_events,
         memory: setup.memory.map(|budget| {
             let account = crate::memory::MemoryAccount::new(budget);
             super::SessionMemory {

@@ -47,6 +47,76 @@ fn stopped_at(h: &mut Harness) -> Option<u64> {
 }
 
 #[test]
+fn asked_for_turn_events_a_session_reports_each_score_before_the_end_it_causes() {
+    let asked = TurnAsked::default();
+    let mut h = harness(Setup {
+        session: json!({"type":"realtime","audio":{"input":{"turn_detection":{"type":SEMANTIC,"eagerness":"medium"}}}}),
+        turn: Some(asked.clone()),
+        turn_events: true,
+        ..Setup::default()
+    });
+    append(&mut h, 1.0, true);
+    append(&mut h, 0.3, false);
+    let pause = asked.lock().unwrap()[0].0;
+    score(&mut h, pause, Ok(0.85));
+    append(&mut h, 0.4, false);
+    let kinds: Vec<String> = h
+        .seen
+        .iter()
+        .filter_map(|e| e["type"].as_str().map(String::from))
+        .collect();
+    let scored = kinds
+        .iter()
+        .position(|k| k == "turn.scored")
+        .expect("turn.scored");
+    let stopped = kinds
+        .iter()
+        .position(|k| k == "input_audio_buffer.speech_stopped")
+        .expect("speech_stopped");
+    assert!(scored < stopped, "{kinds:?}");
+    let ev = h.seen[scored].clone();
+    let started = h
+        .seen
+        .iter()
+        .find(|e| e["type"] == "input_audio_buffer.speech_started")
+        .unwrap()
+        .clone();
+    assert_eq!(ev["item_id"], started["item_id"], "{ev}");
+    assert_eq!(ev["decision"], "end", "{ev}");
+    assert_eq!(ev["end_after_ms"], 500, "medium's confident pause: {ev}");
+    assert!(
+        (ev["probability"].as_f64().unwrap() - 0.85).abs() < 1e-6,
+        "{ev}"
+    );
+    assert_eq!(ev["unfinished_words"], false);
+    // The pause began where the voice stopped, which is where speech_stopped counts from.
+    let paused = ev["audio_end_ms"].as_u64().unwrap();
+    let end = stopped_at(&mut h).unwrap();
+    assert!(
+        (end - 520..=end - 480).contains(&paused),
+        "paused {paused}, ended {end}"
+    );
+    assert_eq!(kinds.iter().filter(|k| *k == "turn.scored").count(), 1);
+}
+
+#[test]
+fn without_turn_events_no_extension_event_is_sent() {
+    let (mut h, asked) = judged("medium");
+    append(&mut h, 1.0, true);
+    append(&mut h, 0.3, false);
+    let pause = asked.lock().unwrap()[0].0;
+    score(&mut h, pause, Ok(0.99));
+    h.until("input_audio_buffer.committed");
+    assert!(
+        h.seen
+            .iter()
+            .all(|e| !e["type"].as_str().unwrap_or("").starts_with("turn.")),
+        "{:?}",
+        h.seen
+    );
+}
+
+#[test]
 fn a_confident_score_ends_the_turn_at_the_short_pause() {
     let (mut h, asked) = judged("medium");
     append(&mut h, 1.0, true);
