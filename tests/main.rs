@@ -14,6 +14,7 @@ mod agents_realtime_ws;
 mod agents_realtime_ws_moshi;
 mod auth_hardening;
 mod browser_demo;
+mod browser_demo_https;
 mod browser_demo_moshi;
 mod cascade_backchannel;
 mod cascade_barge_in;

@@ -2,7 +2,8 @@
 //! (Python aiortc as the offerer, loopback-only ICE, the `oai-events` data channel and Opus
 //! both ways) against an in-process server: connect, idle audio frames, a full server-VAD
 //! turn with an audible pitch-shifted answer, `output_audio_buffer.clear`, barge-in with
-//! truncation to what was played, hangup.
+//! truncation to what was played, hangup. Then the same call with its offer posted over
+//! Duet's own TLS (`--tls-cert`/`--tls-key`, a test CA trusted through `SSL_CERT_FILE`).
 //!
 //! Python comes from `DUET_TEST_PYTHON`, else `.venv/bin/python` in the repository, else
 //! `python3`. `aiortc` must be installed there (`./scripts/test` does it); a missing aiortc
@@ -36,4 +37,30 @@ async fn aiortc_peer_full_call() {
         .arg("--base-url")
         .arg(format!("http://{addr}"));
     external::run_script(cmd, SCRIPT_TIMEOUT).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aiortc_call_with_its_offer_over_https() {
+    let python = external::python();
+    external::require_python_modules(
+        &python,
+        &["aiortc", "aioice", "av"],
+        external::PYTHON_HOW_TO_INSTALL,
+    )
+    .await;
+    let dir = std::env::temp_dir().join(format!("duet-aiortc-https-{}", common::unique()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    common::tls::certificates(&dir);
+    let (cert, key) = (dir.join("srv.pem"), dir.join("srv.key"));
+    let (cert, key) = (cert.display().to_string(), key.display().to_string());
+    let _one = common::exclusive().await;
+    let addr = common::server(&["--tls-cert", &cert, "--tls-key", &key]).await;
+    let mut cmd = python.command();
+    cmd.arg(external::repo_path("tests/python/aiortc_call.py"))
+        .arg("--base-url")
+        .arg(format!("https://{addr}"))
+        .env("SSL_CERT_FILE", dir.join("ca.pem"))
+        .env("SSL_CERT_DIR", "");
+    external::run_script(cmd, SCRIPT_TIMEOUT).await;
+    let _ = std::fs::remove_dir_all(&dir);
 }

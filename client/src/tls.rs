@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use tokio::net::{TcpListener, TcpStream};
 
-/// Writes `ca.pem`/`ca.key` and `srv.pem`/`srv.key` (for 127.0.0.1, signed by the CA) into
-/// `dir`.
+/// Writes `ca.pem`/`ca.key` and `srv.pem`/`srv.key` (for 127.0.0.1 and `duet.test`, signed
+/// by the CA) into `dir`.
 pub fn certificates(dir: &Path) {
     certificates_of(dir, "duet-test-ca");
 }
@@ -48,7 +48,13 @@ pub fn certificates_of(dir: &Path, ca_name: &str) {
         "/CN=127.0.0.1",
     ];
     run(&csr);
-    std::fs::write(dir.join("ext"), "subjectAltName=IP:127.0.0.1\n").expect("ext");
+    // duet.test: a name a browser test maps to 127.0.0.1 (a page there is not on the
+    // machine's own name, so it needs HTTPS for the microphone).
+    std::fs::write(
+        dir.join("ext"),
+        "subjectAltName=IP:127.0.0.1,DNS:duet.test\n",
+    )
+    .expect("ext");
     let sign = [
         "x509",
         "-req",

@@ -60,8 +60,10 @@ function parseArgs(argv) {
     else if (a === '--mic-wav') opts.micWav = val();
     else if (a === '--expect-words') opts.words = val().split(/\s+/).filter(Boolean);
     else if (a === '--semantic') opts.semantic = val();
+    else if (a === '--chromium-arg') (opts.chromiumArgs ||= []).push(val());
+    else if (a === '--expect-secure') opts.expectSecure = true;
     else if (a === '-h' || a === '--help') {
-      console.log('usage: node demo.mjs --url http://127.0.0.1:PORT/ [--chromium PATH] [--artifacts DIR] [--timeout SECS] [--no-websocket] [--scenario echo|moshi|speech|assistant] [--mic-wav FILE --expect-words "w1 w2"] [--semantic low|medium|high|auto]');
+      console.log('usage: node demo.mjs --url http://127.0.0.1:PORT/ [--chromium PATH] [--artifacts DIR] [--timeout SECS] [--no-websocket] [--scenario echo|moshi|speech|assistant] [--mic-wav FILE --expect-words "w1 w2"] [--semantic low|medium|high|auto] [--chromium-arg ARG]… [--expect-secure]');
       process.exit(0);
     } else fail(`unknown argument ${a}`);
   }
@@ -198,6 +200,11 @@ async function webrtcScenario(page, opts, requests) {
   step('WebRTC: open the page and connect');
   await page.goto(opts.url, { waitUntil: 'load', timeout: 10000 });
   await until(page, 'window.duet', () => !!window.duet, null, 5000);
+  if (opts.expectSecure) {
+    // A page on a name that is not the machine's own needs HTTPS for the microphone.
+    const ctx = await page.evaluate(() => ({ secure: window.isSecureContext, protocol: location.protocol, host: location.hostname, media: !!(navigator.mediaDevices && navigator.mediaDevices.getUserMedia) }));
+    ok(ctx.secure && ctx.protocol === 'https:' && ctx.media, `a secure context on ${ctx.host} with getUserMedia`, ctx);
+  }
   ok(await page.locator('[data-testid="state"]').isVisible(), 'state indicator is visible');
   ok(await page.isChecked('[data-testid="aec"]'), 'echo cancellation is on by default');
   await page.click('[data-testid="connect"]');
@@ -569,6 +576,7 @@ async function main() {
     '--use-fake-ui-for-media-stream', '--use-fake-device-for-media-stream',
     `--use-file-for-fake-audio-capture=${wavPath}%noloop`,
     '--allow-loopback-in-peer-connection', '--autoplay-policy=no-user-gesture-required',
+    ...(opts.chromiumArgs || []),
   ];
   step(`launching ${opts.chromium}`);
   let context;

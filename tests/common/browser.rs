@@ -83,6 +83,11 @@ async fn ensure_node_modules(dir: &Path) -> String {
 
 /// Runs `demo.mjs --url http://{addr}/ --chromium … {extra}` and fails the test on its failure.
 pub async fn run_demo(addr: SocketAddr, extra: &[&str]) {
+    run_demo_at(&format!("http://{addr}/"), extra).await;
+}
+
+/// [`run_demo`] on the page at `url`.
+pub async fn run_demo_at(url: &str, extra: &[&str]) {
     let _one = super::exclusive().await;
     let chromium = external::chromium("DUET_CHROMIUM");
     assert!(
@@ -100,7 +105,7 @@ pub async fn run_demo(addr: SocketAddr, extra: &[&str]) {
     let mut cmd = node.command();
     cmd.arg(dir.join("demo.mjs"))
         .arg("--url")
-        .arg(format!("http://{addr}/"))
+        .arg(url)
         .arg("--chromium")
         .arg(&chromium.path)
         .args(extra)
