@@ -1,0 +1,82 @@
+//! `--sip-webhook-url https://…`: the `realtime.call.incoming` webhook reaches an app that
+//! speaks TLS (the test's webhook app behind a TLS front whose certificate a test CA signed),
+//! trusting the CA that `SSL_CERT_FILE` names, signed as without TLS. A server that does not
+//! trust the CA gives the webhook up (each attempt counted in
+//! `duet_upstream_tls_failures_total{upstream="webhook"}`) and the caller gets a final
+//! failure instead of ringing forever.
+
+use crate::common;
+use common::process::ServerProcess;
+use common::sip::{free_port, webhook_app, SECRET};
+use common::tls::{certificates, certificates_of, tls_front};
+use common::*;
+use duet_client::sip::Caller;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// A SIP server posting its webhook to `url`, trusting only the CA in `ca`; its SIP address.
+fn sip_server(url: &str, ca: &std::path::Path) -> (ServerProcess, SocketAddr) {
+    let empty = ca.with_file_name("no-roots");
+    std::fs::create_dir_all(&empty).expect("dir");
+    let (ca, empty) = (ca.display().to_string(), empty.display().to_string());
+    let sip: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let listen = sip.to_string();
+    let flags = [
+        "--sip-listen",
+        listen.as_str(),
+        "--sip-webhook-url",
+        url,
+        "--sip-webhook-secret",
+        SECRET,
+    ];
+    let env = [
+        ("SSL_CERT_FILE", ca.as_str()),
+        ("SSL_CERT_DIR", empty.as_str()),
+    ];
+    (ServerProcess::spawn_env(&flags, &env), sip)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_webhook_reaches_an_https_app_and_an_untrusted_one_fails_the_call() {
+    let dir = std::env::temp_dir().join(format!("duet-webhook-tls-{}", common::unique()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    certificates(&dir);
+    let other = dir.join("other");
+    std::fs::create_dir_all(&other).expect("dir");
+    certificates_of(&other, "another-ca");
+    let mut app = webhook_app().await;
+    let plain: SocketAddr = app
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/hook")
+        .parse()
+        .expect("the app's address");
+    let url = format!("https://{}/hook", tls_front(&dir, plain).await);
+
+    // Trusted: the app gets the call, its signature checked by webhook_app.
+    let (_server, sip) = sip_server(&url, &dir.join("ca.pem"));
+    let _caller = Caller::invite(sip, "alice").await.expect("invite sent");
+    let call = app.next().await;
+    assert!(call.call_id.starts_with("rtc_"), "{call:?}");
+    assert_eq!(call.event["type"], "realtime.call.incoming");
+
+    // Untrusted: another CA. The webhook is given up and the caller gets a final failure.
+    let (server, sip) = sip_server(&url, &other.join("ca.pem"));
+    let mut caller = Caller::invite(sip, "bob").await.expect("invite sent");
+    let status = caller
+        .answer(Duration::from_secs(15), |_| {})
+        .await
+        .expect("a final answer")
+        .status;
+    assert!(status >= 400, "the call fails: {status}");
+    let (_, metrics) = get(server.addr, "/metrics", &[]).await;
+    let tls = metrics
+        .lines()
+        .find(|l| l.starts_with("duet_upstream_tls_failures_total{upstream=\"webhook\"}"))
+        .and_then(|l| l.split_whitespace().last())
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or(0);
+    assert!(tls >= 1, "TLS failures counted: {metrics}");
+    println!("untrusted webhook: the caller got {status}; {tls} TLS failures counted");
+    let _ = std::fs::remove_dir_all(&dir);
+}
