@@ -19,6 +19,7 @@ mod browser_demo_moshi;
 mod cascade_backchannel;
 mod cascade_barge_in;
 mod cascade_embedded;
+mod cascade_remote_webrtc;
 mod cascade_speculative;
 mod cascade_speech;
 mod cascade_tool_loop;
