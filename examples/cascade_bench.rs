@@ -5,13 +5,17 @@
 //! to the first answer audio is measured, and broken down from the events' arrival times.
 //! Several sessions at once show where the 2 cores run out. With `--llm embedded` the LLM is
 //! the embedded SmolLM2-135M-Instruct instead (answers capped at 40 tokens), so the LLM's
-//! own time is in the figures.
+//! own time is in the figures. With `--speech remote` the transcriber and the voice are
+//! OpenAI-compatible servers on loopback instead (`--stt-url`, `--tts-url`: scripted, in the
+//! shapes of `/v1/audio/transcriptions` and `/v1/audio/speech`, answering at once), so the
+//! difference from the embedded figures is what the HTTP hops cost.
 //!
 //! ```sh
 //! scripts/install-models /tmp/duet-models
 //! cargo run --release --example cascade_bench -- --models /tmp/duet-models --rounds 8 --sessions 1,2,4
 //! cargo run --release --example cascade_bench -- --models /tmp/duet-models --llm embedded
 //! cargo run --release --example cascade_bench -- --models /tmp/duet-models --speculative-start-ms 0
+//! cargo run --release --example cascade_bench -- --models /tmp/duet-models --speech remote
 //! ```
 
 use std::collections::HashMap;
@@ -33,6 +37,9 @@ struct Args {
     llm: String,
     /// `--speculative-start-ms` of the server (0: off).
     speculative_ms: String,
+    /// The transcriber and the voice: `embedded` (Whisper, Piper) or `remote` (scripted
+    /// servers on loopback).
+    speech: String,
 }
 
 fn args() -> anyhow::Result<Args> {
@@ -42,6 +49,7 @@ fn args() -> anyhow::Result<Args> {
         sessions: vec![1, 2, 4],
         llm: "scripted".into(),
         speculative_ms: "200".into(),
+        speech: "embedded".into(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -53,6 +61,7 @@ fn args() -> anyhow::Result<Args> {
             "--rounds" => a.rounds = value.parse()?,
             "--llm" if value == "scripted" || value == "embedded" => a.llm = value,
             "--speculative-start-ms" => a.speculative_ms = value.parse::<u32>()?.to_string(),
+            "--speech" if value == "embedded" || value == "remote" => a.speech = value,
             "--sessions" => {
                 a.sessions = value.split(',').map(str::parse).collect::<Result<_, _>>()?
             }
@@ -143,11 +152,12 @@ fn percentile(v: &mut [Duration], p: f64) -> Duration {
     v[((v.len() - 1) as f64 * p).round() as usize]
 }
 
-/// A cascade server with the real models in `models` and `llm` as its LLM (none: the
-/// embedded one); ready.
+/// A cascade server with the real models in `models`, `llm` as its LLM (none: the embedded
+/// one) and `speech` as its transcriber and voice (none: the embedded ones); ready.
 async fn start_server(
     models: &std::path::Path,
     llm: Option<&ScriptedLlm>,
+    speech: Option<(&ScriptedLlm, &ScriptedLlm)>,
     speculative_ms: &str,
 ) -> anyhow::Result<std::net::SocketAddr> {
     let dir = |d: &str| models.join(d).display().to_string();
@@ -164,14 +174,21 @@ async fn start_server(
             "40".into(),
         ]),
     }
-    argv.extend([
-        "--vad-model-dir".into(),
-        dir("silero-vad"),
-        "--transcription-model-dir".into(),
-        dir("whisper-tiny.en"),
-        "--tts-model-dir".into(),
-        dir("piper-en_US-joe-medium"),
-    ]);
+    argv.extend(["--vad-model-dir".into(), dir("silero-vad")]);
+    match speech {
+        Some((stt, tts)) => argv.extend([
+            "--stt-url".into(),
+            stt.url.clone(),
+            "--tts-url".into(),
+            tts.url.clone(),
+        ]),
+        None => argv.extend([
+            "--transcription-model-dir".into(),
+            dir("whisper-tiny.en"),
+            "--tts-model-dir".into(),
+            dir("piper-en_US-joe-medium"),
+        ]),
+    }
     let server = duet::server::start(&duet::config::ServeArgs::parse_from(argv)).await?;
     for _ in 0..500 {
         let ready = duet_client::http::request(server.addr, "GET", "/ready", &[], "").await?;
@@ -227,7 +244,31 @@ async fn main() -> anyhow::Result<()> {
         .clone()
         .unwrap_or_else(duet_client::speech::models_dir);
     let embedded = a.llm == "embedded";
-    let addr = start_server(&models, (!embedded).then_some(&llm), &a.speculative_ms).await?;
+    // Remote speech: a transcriber that hears the question and a voice that streams 1 s of
+    // 24 kHz PCM, both at once.
+    let stt = ScriptedLlm::start(Vec::new()).await;
+    *stt.default_reply.lock().unwrap() = Some(Reply::Status(
+        200,
+        json!({"text": "What time is it?"}).to_string(),
+    ));
+    let tts = ScriptedLlm::start(Vec::new()).await;
+    let pcm: Vec<u8> = (0..24_000)
+        .map(|i| ((i as f32 * 0.06).sin() * 8_000.0) as i16)
+        .flat_map(i16::to_le_bytes)
+        .collect();
+    *tts.default_reply.lock().unwrap() = Some(Reply::Bytes {
+        content_type: "audio/pcm".into(),
+        parts: pcm.chunks(4_800).map(<[u8]>::to_vec).collect(),
+        gap: Duration::ZERO,
+    });
+    let remote = a.speech == "remote";
+    let addr = start_server(
+        &models,
+        (!embedded).then_some(&llm),
+        remote.then_some((&stt, &tts)),
+        &a.speculative_ms,
+    )
+    .await?;
     let (question, speech_end) = question();
     // One turn first, not counted: the models' first runs are slower.
     session(addr, &question, speech_end, 1).await?;
@@ -236,8 +277,13 @@ async fn main() -> anyhow::Result<()> {
     } else {
         "a fast scripted LLM"
     };
+    let speech = if remote {
+        "remote transcriber and voice (scripted, loopback)"
+    } else {
+        "Whisper tiny.en and Piper embedded"
+    };
     println!(
-        "cascade voice-to-voice: end of the voiced speech → each stage seen by the client (p50 / p99 ms), {} rounds per session, {which}, --speculative-start-ms {}",
+        "cascade voice-to-voice: end of the voiced speech → each stage seen by the client (p50 / p99 ms), {} rounds per session, {which}, {speech}, --speculative-start-ms {}",
         a.rounds, a.speculative_ms
     );
     println!();

@@ -11,33 +11,7 @@ use common::*;
 use duet_client::speech::{espeak_voice, models_dir, silence, wav, word_errors};
 use serde_json::{json, Value};
 
-const SENTENCES: [(&str, &str, &str); 9] = [
-    (
-        "fr",
-        "french",
-        "Le chat dort sur le canapé depuis ce matin.",
-    ),
-    (
-        "fr",
-        "french",
-        "Bonjour, je voudrais réserver une table pour deux personnes ce soir.",
-    ),
-    ("fr", "french", "Il fait très beau aujourd'hui à Paris."),
-    ("es", "spanish", "Mañana vamos a la playa con mis amigos."),
-    (
-        "es",
-        "spanish",
-        "Buenos días, quiero reservar una mesa para dos personas.",
-    ),
-    ("es", "spanish", "El tren sale de la estación a las ocho."),
-    ("de", "german", "Ich trinke jeden Morgen eine Tasse Kaffee."),
-    (
-        "de",
-        "german",
-        "Guten Morgen, ich möchte bitte einen Tisch für zwei Personen reservieren.",
-    ),
-    ("de", "german", "Das Wetter ist heute sehr schön in Berlin."),
-];
+use duet_client::speech::MULTILINGUAL_SENTENCES as SENTENCES;
 
 async fn transcribe(addr: std::net::SocketAddr, audio: &[f32], language: Option<&str>) -> Value {
     let file = wav(audio, 24_000);

@@ -20,6 +20,37 @@ pub const SENTENCES: [&str; 5] = [
     "Turn off the lights when you leave the room.",
 ];
 
+/// Sentences in French, Spanish and German, three each: (ISO-639-1 code, Whisper's name of
+/// the language, the sentence); what espeak-ng's voice of that language says for the
+/// multilingual tests and `whisper_bench --model whisper-base`.
+pub const MULTILINGUAL_SENTENCES: [(&str, &str, &str); 9] = [
+    (
+        "fr",
+        "french",
+        "Le chat dort sur le canapé depuis ce matin.",
+    ),
+    (
+        "fr",
+        "french",
+        "Bonjour, je voudrais réserver une table pour deux personnes ce soir.",
+    ),
+    ("fr", "french", "Il fait très beau aujourd'hui à Paris."),
+    ("es", "spanish", "Mañana vamos a la playa con mis amigos."),
+    (
+        "es",
+        "spanish",
+        "Buenos días, quiero reservar una mesa para dos personas.",
+    ),
+    ("es", "spanish", "El tren sale de la estación a las ocho."),
+    ("de", "german", "Ich trinke jeden Morgen eine Tasse Kaffee."),
+    (
+        "de",
+        "german",
+        "Guten Morgen, ich möchte bitte einen Tisch für zwei Personen reservieren.",
+    ),
+    ("de", "german", "Das Wetter ist heute sehr schön in Berlin."),
+];
+
 /// The directory `scripts/install-models DIR` wrote (`$DUET_TEST_MODELS`, which
 /// `scripts/test` sets); fails with the command to run when it is missing or incomplete.
 pub fn models_dir() -> PathBuf {
