@@ -23,9 +23,11 @@ fn long_answer() -> Reply {
         .map(|w| json!({"choices":[{"index":0,"delta":{"content":w}}]}).to_string())
         .chain(["[DONE]".to_string()])
         .collect();
+    // About 5 s of stream: still going when the voice comes over the answer, however
+    // slowly a loaded machine gets there.
     Reply::Stream {
         data,
-        gap: Duration::from_millis(60),
+        gap: Duration::from_millis(120),
     }
 }
 

@@ -179,6 +179,64 @@ impl KvCache {
     }
 }
 
+impl Layer {
+    /// Layer `i`'s weights (`blk.{i}.…`), with the architecture's extras.
+    fn load<R: std::io::Read + std::io::Seek>(
+        content: &gguf_file::Content,
+        reader: &mut R,
+        i: usize,
+        (shape, eps): (&Shape, f64),
+        format: WeightFormat,
+        device: &Device,
+    ) -> candle::Result<Self> {
+        // "attn_q" is the weight blk.{i}.attn_q.weight; "attn_q.bias" names its bias.
+        let mut get = |name: &str| {
+            let full = if name.ends_with(".bias") {
+                format!("blk.{i}.{name}")
+            } else {
+                format!("blk.{i}.{name}.weight")
+            };
+            content.tensor(reader, &full, device)
+        };
+        let mut mm = |name: &str| matmul(get(name)?, format, device);
+        let (wq, wk, wv, wo) = (
+            mm("attn_q")?,
+            mm("attn_k")?,
+            mm("attn_v")?,
+            mm("attn_output")?,
+        );
+        let (gate, down, up) = (mm("ffn_gate")?, mm("ffn_down")?, mm("ffn_up")?);
+        let bias = match shape.arch {
+            Arch::Qwen2 => Some([
+                get("attn_q.bias")?.dequantize(device)?,
+                get("attn_k.bias")?.dequantize(device)?,
+                get("attn_v.bias")?.dequantize(device)?,
+            ]),
+            Arch::Llama | Arch::Qwen3 => None,
+        };
+        let qk_norm = match shape.arch {
+            Arch::Qwen3 => Some((
+                RmsNorm::from_qtensor(get("attn_q_norm")?, eps)?,
+                RmsNorm::from_qtensor(get("attn_k_norm")?, eps)?,
+            )),
+            Arch::Llama | Arch::Qwen2 => None,
+        };
+        Ok(Layer {
+            wq,
+            wk,
+            wv,
+            wo,
+            gate,
+            down,
+            up,
+            attn_norm: RmsNorm::from_qtensor(get("attn_norm")?, eps)?,
+            ffn_norm: RmsNorm::from_qtensor(get("ffn_norm")?, eps)?,
+            bias,
+            qk_norm,
+        })
+    }
+}
+
 fn matmul(q: QTensor, format: WeightFormat, device: &Device) -> candle::Result<QMatMul> {
     let dequantize = matches!(q.dtype(), GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16)
         || format == WeightFormat::F16;
@@ -293,54 +351,9 @@ impl Llama {
             Ok(t) => t,
             Err(_) => embed_q, // tied embeddings
         };
-        let mut layers = Vec::with_capacity(shape.layers);
-        for i in 0..shape.layers {
-            // "attn_q" is the weight blk.{i}.attn_q.weight; "attn_q.bias" names its bias.
-            let mut get = |name: &str| {
-                let full = if name.ends_with(".bias") {
-                    format!("blk.{i}.{name}")
-                } else {
-                    format!("blk.{i}.{name}.weight")
-                };
-                tensor(&full, reader)
-            };
-            let mut mm = |name: &str| matmul(get(name)?, format, device);
-            let (wq, wk, wv, wo) = (
-                mm("attn_q")?,
-                mm("attn_k")?,
-                mm("attn_v")?,
-                mm("attn_output")?,
-            );
-            let (gate, down, up) = (mm("ffn_gate")?, mm("ffn_down")?, mm("ffn_up")?);
-            let bias = match shape.arch {
-                Arch::Qwen2 => Some([
-                    get("attn_q.bias")?.dequantize(device)?,
-                    get("attn_k.bias")?.dequantize(device)?,
-                    get("attn_v.bias")?.dequantize(device)?,
-                ]),
-                Arch::Llama | Arch::Qwen3 => None,
-            };
-            let qk_norm = match shape.arch {
-                Arch::Qwen3 => Some((
-                    RmsNorm::from_qtensor(get("attn_q_norm")?, eps)?,
-                    RmsNorm::from_qtensor(get("attn_k_norm")?, eps)?,
-                )),
-                Arch::Llama | Arch::Qwen2 => None,
-            };
-            layers.push(Layer {
-                wq,
-                wk,
-                wv,
-                wo,
-                gate,
-                down,
-                up,
-                attn_norm: RmsNorm::from_qtensor(get("attn_norm")?, eps)?,
-                ffn_norm: RmsNorm::from_qtensor(get("ffn_norm")?, eps)?,
-                bias,
-                qk_norm,
-            });
-        }
+        let layers = (0..shape.layers)
+            .map(|i| Layer::load(content, reader, i, (&shape, eps), format, device))
+            .collect::<candle::Result<Vec<_>>>()?;
         let (cos, sin) = rope_table(&shape, rope_base, device)?;
         Ok(Self {
             embed: candle_nn::Embedding::new(embed, shape.embedding),

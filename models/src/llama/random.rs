@@ -102,7 +102,19 @@ impl RandomShape {
 /// Writes `dir/random.gguf` of `shape` with weights from `seed`. The vocabulary is the
 /// control tokens, the 256 bytes, a few merges and filler tokens up to `shape.vocab`.
 pub fn write_random_gguf(dir: &Path, shape: &RandomShape, seed: u64) -> candle::Result<()> {
-    let dev = Device::Cpu;
+    let (tokens, types, merges) = vocabulary(shape);
+    let named = tensors(shape, tokens.len(), seed)?;
+    let md = metadata(shape, &tokens, &types, &merges);
+    use gguf_file::Value as V;
+    let md: Vec<(&str, &V)> = md.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let tensors: Vec<(&str, &QTensor)> = named.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let mut file = std::fs::File::create(dir.join("random.gguf"))?;
+    gguf_file::write(&mut file, &md, &tensors)
+}
+
+/// The tokens (in the byte-level spelling), their types (3 = control, 4 = user-defined)
+/// and the merges.
+fn vocabulary(shape: &RandomShape) -> (Vec<String>, Vec<i32>, Vec<String>) {
     let mut tokens: Vec<String> = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
         .iter()
         .map(|s| s.to_string())
@@ -123,69 +135,98 @@ pub fn write_random_gguf(dir: &Path, shape: &RandomShape, seed: u64) -> candle::
     let mut types = vec![1i32; tokens.len()];
     types[..3].fill(3);
     types[first_user..first_user + user_defined.len()].fill(4);
-    let vocab = tokens.len();
+    let merges = merges.iter().map(|s| s.to_string()).collect();
+    (tokens, types, merges)
+}
 
-    let mut state = seed | 1;
-    let mut rand = |rows: usize, cols: usize, scale: f32| {
+/// Seeded uniform noise: `(rows, cols)` tensors in `[-scale, scale]`.
+struct Noise {
+    state: u64,
+}
+
+impl Noise {
+    fn tensor(&mut self, rows: usize, cols: usize, scale: f32) -> candle::Result<Tensor> {
         let data: Vec<f32> = (0..rows * cols)
             .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                ((state % 2001) as f32 / 1000.0 - 1.0) * scale
+                self.state ^= self.state << 13;
+                self.state ^= self.state >> 7;
+                self.state ^= self.state << 17;
+                ((self.state % 2001) as f32 / 1000.0 - 1.0) * scale
             })
             .collect();
-        Tensor::from_vec(data, (rows, cols), &dev)
+        Tensor::from_vec(data, (rows, cols), &Device::Cpu)
+    }
+}
+
+/// Every tensor of the model, by name.
+fn tensors(shape: &RandomShape, vocab: usize, seed: u64) -> candle::Result<Vec<(String, QTensor)>> {
+    let mut rand = Noise { state: seed | 1 };
+    let ones = |n: usize| {
+        QTensor::quantize(
+            &Tensor::ones(n, candle::DType::F32, &Device::Cpu)?,
+            GgmlDType::F32,
+        )
     };
-    let mat = |t: Tensor| QTensor::quantize(&t, shape.dtype);
-    let ones =
-        |n: usize| QTensor::quantize(&Tensor::ones(n, candle::DType::F32, &dev)?, GgmlDType::F32);
+    let e = shape.embedding;
+    let mut named: Vec<(String, QTensor)> = vec![
+        (
+            "token_embd.weight".into(),
+            QTensor::quantize(&rand.tensor(vocab, e, 0.5)?, GgmlDType::Q8_0)?,
+        ),
+        ("output_norm.weight".into(), ones(e)?),
+    ];
+    for i in 0..shape.layers {
+        layer_tensors(shape, i, &mut rand, &mut named)?;
+        named.push((format!("blk.{i}.attn_norm.weight"), ones(e)?));
+        named.push((format!("blk.{i}.ffn_norm.weight"), ones(e)?));
+    }
+    Ok(named)
+}
+
+/// Layer `i`'s matrices, and Qwen2's biases or Qwen3's q/k norms.
+fn layer_tensors(
+    shape: &RandomShape,
+    i: usize,
+    rand: &mut Noise,
+    named: &mut Vec<(String, QTensor)>,
+) -> candle::Result<()> {
     let (e, f) = (shape.embedding, shape.ffn);
     let (q, kv) = (
         shape.heads * shape.head_size(),
         shape.kv_heads * shape.head_size(),
     );
-    let mut named: Vec<(String, QTensor)> = vec![
-        (
-            "token_embd.weight".into(),
-            QTensor::quantize(&rand(vocab, e, 0.5)?, GgmlDType::Q8_0)?,
-        ),
-        ("output_norm.weight".into(), ones(e)?),
-    ];
     let f32s = |t: Tensor| QTensor::quantize(&t.flatten_all()?, GgmlDType::F32);
-    for i in 0..shape.layers {
-        let p = |n: &str| format!("blk.{i}.{n}.weight");
-        named.push((p("attn_q"), mat(rand(q, e, 0.2)?)?));
-        named.push((p("attn_k"), mat(rand(kv, e, 0.2)?)?));
-        named.push((p("attn_v"), mat(rand(kv, e, 0.2)?)?));
-        named.push((p("attn_output"), mat(rand(e, q, 0.2)?)?));
-        named.push((p("ffn_gate"), mat(rand(f, e, 0.2)?)?));
-        named.push((p("ffn_up"), mat(rand(f, e, 0.2)?)?));
-        named.push((p("ffn_down"), mat(rand(e, f, 0.2)?)?));
-        named.push((p("attn_norm"), ones(e)?));
-        named.push((p("ffn_norm"), ones(e)?));
-        match shape.arch {
-            Arch::Qwen2 => {
-                for (n, rows) in [("attn_q", q), ("attn_k", kv), ("attn_v", kv)] {
-                    named.push((format!("blk.{i}.{n}.bias"), f32s(rand(1, rows, 0.5)?)?));
-                }
-            }
-            Arch::Qwen3 => {
-                // Norm weights other than one, so that a missing norm shows.
-                let hd = shape.head_size();
-                named.push((p("attn_q_norm"), f32s((rand(1, hd, 0.5)? + 1.0)?)?));
-                named.push((p("attn_k_norm"), f32s((rand(1, hd, 0.5)? + 1.0)?)?));
-            }
-            Arch::Llama => {}
-        }
+    let p = |n: &str| format!("blk.{i}.{n}.weight");
+    for (name, rows, cols) in [
+        ("attn_q", q, e),
+        ("attn_k", kv, e),
+        ("attn_v", kv, e),
+        ("attn_output", e, q),
+        ("ffn_gate", f, e),
+        ("ffn_up", f, e),
+        ("ffn_down", e, f),
+    ] {
+        let t = QTensor::quantize(&rand.tensor(rows, cols, 0.2)?, shape.dtype)?;
+        named.push((p(name), t));
     }
-    let merges: Vec<String> = merges.iter().map(|s| s.to_string()).collect();
-    let md = metadata(shape, &tokens, &types, &merges);
-    use gguf_file::Value as V;
-    let md: Vec<(&str, &V)> = md.iter().map(|(k, v)| (k.as_str(), v)).collect();
-    let tensors: Vec<(&str, &QTensor)> = named.iter().map(|(k, v)| (k.as_str(), v)).collect();
-    let mut file = std::fs::File::create(dir.join("random.gguf"))?;
-    gguf_file::write(&mut file, &md, &tensors)
+    match shape.arch {
+        Arch::Qwen2 => {
+            for (n, rows) in [("attn_q", q), ("attn_k", kv), ("attn_v", kv)] {
+                named.push((
+                    format!("blk.{i}.{n}.bias"),
+                    f32s(rand.tensor(1, rows, 0.5)?)?,
+                ));
+            }
+        }
+        Arch::Qwen3 => {
+            // Norm weights other than one, so that a missing norm shows.
+            let hd = shape.head_size();
+            named.push((p("attn_q_norm"), f32s((rand.tensor(1, hd, 0.5)? + 1.0)?)?));
+            named.push((p("attn_k_norm"), f32s((rand.tensor(1, hd, 0.5)? + 1.0)?)?));
+        }
+        Arch::Llama => {}
+    }
+    Ok(())
 }
 
 /// The chat template of the random models: ChatML with a default system message.
@@ -200,7 +241,6 @@ fn metadata(
 ) -> Vec<(String, gguf_file::Value)> {
     use gguf_file::Value as V;
     let e = shape.embedding;
-    let strs = |v: &[String]| V::Array(v.iter().map(|s| V::String(s.clone())).collect());
     let arch = shape.arch.name();
     // The keys are named after the architecture (`llama.block_count`, `qwen2.block_count`).
     let key = |k: &str| format!("{arch}.{k}");
@@ -222,6 +262,36 @@ fn metadata(
             key("rope.dimension_count"),
             V::U32(shape.head_size() as u32),
         ),
+    ];
+    if shape.arch == Arch::Qwen3 {
+        md.push((
+            key("attention.key_length"),
+            V::U32(shape.head_size() as u32),
+        ));
+        md.push((
+            key("attention.value_length"),
+            V::U32(shape.head_size() as u32),
+        ));
+    }
+    md.extend(tokenizer_metadata(shape.arch, tokens, types, merges));
+    md
+}
+
+/// The tokenizer's and the chat template's metadata.
+fn tokenizer_metadata(
+    arch: Arch,
+    tokens: &[String],
+    types: &[i32],
+    merges: &[String],
+) -> Vec<(String, gguf_file::Value)> {
+    use gguf_file::Value as V;
+    let strs = |v: &[String]| V::Array(v.iter().map(|s| V::String(s.clone())).collect());
+    let template = match arch {
+        // Qwen3's switch (the text is all the loader reads of it).
+        Arch::Qwen3 => format!("{TEMPLATE}{{%- if enable_thinking is defined %}}{{%- endif %}}"),
+        Arch::Llama | Arch::Qwen2 => TEMPLATE.into(),
+    };
+    let mut md = vec![
         ("tokenizer.ggml.model".into(), V::String("gpt2".into())),
         ("tokenizer.ggml.tokens".into(), strs(tokens)),
         (
@@ -229,32 +299,10 @@ fn metadata(
             V::Array(types.iter().map(|&t| V::I32(t)).collect()),
         ),
         ("tokenizer.ggml.merges".into(), strs(merges)),
-        (
-            "tokenizer.chat_template".into(),
-            V::String(match shape.arch {
-                // Qwen3's switch (the text is all the loader reads of it).
-                Arch::Qwen3 => {
-                    format!("{TEMPLATE}{{%- if enable_thinking is defined %}}{{%- endif %}}")
-                }
-                Arch::Llama | Arch::Qwen2 => TEMPLATE.into(),
-            }),
-        ),
+        ("tokenizer.chat_template".into(), V::String(template)),
     ];
-    match shape.arch {
-        Arch::Llama => {}
-        Arch::Qwen2 | Arch::Qwen3 => {
-            md.push(("tokenizer.ggml.pre".into(), V::String("qwen2".into())));
-            if shape.arch == Arch::Qwen3 {
-                md.push((
-                    key("attention.key_length"),
-                    V::U32(shape.head_size() as u32),
-                ));
-                md.push((
-                    key("attention.value_length"),
-                    V::U32(shape.head_size() as u32),
-                ));
-            }
-        }
+    if arch != Arch::Llama {
+        md.push(("tokenizer.ggml.pre".into(), V::String("qwen2".into())));
     }
     md
 }

@@ -90,6 +90,24 @@ pub fn byte_chars() -> [char; 256] {
     out
 }
 
+/// The merges (`"left right"`, best first) as (left, right) → (rank, merged token), those
+/// whose three tokens the vocabulary has.
+fn merge_table(merges: &[String], ids: &HashMap<&str, u32>) -> HashMap<(u32, u32), (u32, u32)> {
+    let mut table = HashMap::with_capacity(merges.len());
+    for (rank, merge) in merges.iter().enumerate() {
+        let Some((left, right)) = merge.split_once(' ') else {
+            continue;
+        };
+        let joined = format!("{left}{right}");
+        if let (Some(&l), Some(&r), Some(&m)) =
+            (ids.get(left), ids.get(right), ids.get(joined.as_str()))
+        {
+            table.entry((l, r)).or_insert((rank as u32, m));
+        }
+    }
+    table
+}
+
 impl Tokenizer {
     /// Builds the tokenizer from the vocabulary (`tokens`, in the byte-level spelling), each
     /// token's type (3 = control) and the merges (`"left right"`, best first).
@@ -134,24 +152,12 @@ impl Tokenizer {
         if byte_token.iter().all(Option::is_none) {
             return Err(TokenizerError::NoBytes);
         }
-        let mut table = HashMap::with_capacity(merges.len());
-        for (rank, merge) in merges.iter().enumerate() {
-            let Some((left, right)) = merge.split_once(' ') else {
-                continue;
-            };
-            let joined = format!("{left}{right}");
-            if let (Some(&l), Some(&r), Some(&m)) =
-                (ids.get(left), ids.get(right), ids.get(joined.as_str()))
-            {
-                table.entry((l, r)).or_insert((rank as u32, m));
-            }
-        }
         let longest = bytes.iter().map(Vec::len).max().unwrap_or(1).max(1);
         Ok(Self {
             bytes,
             control,
             byte_token,
-            merges: table,
+            merges: merge_table(merges, &ids),
             longest,
             pre: PreTokenizer::default(),
             user_defined: {
