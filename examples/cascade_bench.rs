@@ -8,7 +8,9 @@
 //! own time is in the figures. With `--speech remote` the transcriber and the voice are
 //! OpenAI-compatible servers on loopback instead (`--stt-url`, `--tts-url`: scripted, in the
 //! shapes of `/v1/audio/transcriptions` and `/v1/audio/speech`, answering at once), so the
-//! difference from the embedded figures is what the HTTP hops cost.
+//! difference from the embedded figures is what the HTTP hops cost. `--semantic EAGERNESS`
+//! runs each session on `semantic_vad` with that eagerness and the Smart Turn model of the
+//! models directory (the turn ends when the model is confident, not after a fixed 500 ms).
 //!
 //! ```sh
 //! scripts/install-models /tmp/duet-models
@@ -16,6 +18,7 @@
 //! cargo run --release --example cascade_bench -- --models /tmp/duet-models --llm embedded
 //! cargo run --release --example cascade_bench -- --models /tmp/duet-models --speculative-start-ms 0
 //! cargo run --release --example cascade_bench -- --models /tmp/duet-models --speech remote
+//! cargo run --release --example cascade_bench -- --models /tmp/duet-models --semantic high
 //! ```
 
 use std::collections::HashMap;
@@ -40,6 +43,8 @@ struct Args {
     /// The transcriber and the voice: `embedded` (Whisper, Piper) or `remote` (scripted
     /// servers on loopback).
     speech: String,
+    /// `semantic_vad` with this eagerness and Smart Turn (none: server VAD, 500 ms).
+    semantic: Option<String>,
 }
 
 fn args() -> anyhow::Result<Args> {
@@ -50,6 +55,7 @@ fn args() -> anyhow::Result<Args> {
         llm: "scripted".into(),
         speculative_ms: "200".into(),
         speech: "embedded".into(),
+        semantic: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -62,6 +68,9 @@ fn args() -> anyhow::Result<Args> {
             "--llm" if value == "scripted" || value == "embedded" => a.llm = value,
             "--speculative-start-ms" => a.speculative_ms = value.parse::<u32>()?.to_string(),
             "--speech" if value == "embedded" || value == "remote" => a.speech = value,
+            "--semantic" if ["low", "medium", "high", "auto"].contains(&value.as_str()) => {
+                a.semantic = Some(value)
+            }
             "--sessions" => {
                 a.sessions = value.split(',').map(str::parse).collect::<Result<_, _>>()?
             }
@@ -80,7 +89,7 @@ struct Turn {
 const STAGES: [(&str, &str); 5] = [
     (
         "input_audio_buffer.speech_stopped",
-        "VAD release (incl. 500 ms silence)",
+        "VAD release (incl. the silence window)",
     ),
     (
         "conversation.item.input_audio_transcription.completed",
@@ -100,10 +109,23 @@ async fn session(
     question: &[f32],
     speech_end: usize,
     rounds: usize,
+    semantic: Option<&str>,
 ) -> anyhow::Result<Vec<Turn>> {
     let url = format!("ws://{addr}/v1/realtime?model=cascade");
     let (ws, _) = tokio_tungstenite::connect_async(url).await?;
     let (mut tx, mut rx) = ws.split();
+    if let Some(eagerness) = semantic {
+        let update = json!({"type":"session.update","session":{"type":"realtime",
+            "audio":{"input":{"turn_detection":{"type":"semantic_vad","eagerness":eagerness}}}}});
+        tx.send(Message::Text(update.to_string().into())).await?;
+        while let Some(msg) = rx.next().await {
+            if let Message::Text(t) = msg? {
+                if t.contains("\"session.updated\"") {
+                    break;
+                }
+            }
+        }
+    }
     let mut turns = Vec::new();
     for _ in 0..rounds {
         let chunks: Vec<String> = question
@@ -175,6 +197,7 @@ async fn start_server(
         ]),
     }
     argv.extend(["--vad-model-dir".into(), dir("silero-vad")]);
+    argv.extend(["--turn-model-dir".into(), dir("smart-turn-v3.2")]);
     match speech {
         Some((stt, tts)) => argv.extend([
             "--stt-url".into(),
@@ -271,7 +294,8 @@ async fn main() -> anyhow::Result<()> {
     .await?;
     let (question, speech_end) = question();
     // One turn first, not counted: the models' first runs are slower.
-    session(addr, &question, speech_end, 1).await?;
+    let semantic = a.semantic.as_deref();
+    session(addr, &question, speech_end, 1, semantic).await?;
     let which = if embedded {
         "the embedded SmolLM2-135M-Instruct (f16, answers of at most 40 tokens)"
     } else {
@@ -282,8 +306,12 @@ async fn main() -> anyhow::Result<()> {
     } else {
         "Whisper tiny.en and Piper embedded"
     };
+    let turns = match semantic {
+        Some(e) => format!("semantic_vad {e} (Smart Turn)"),
+        None => "server_vad 500 ms".into(),
+    };
     println!(
-        "cascade voice-to-voice: end of the voiced speech → each stage seen by the client (p50 / p99 ms), {} rounds per session, {which}, {speech}, --speculative-start-ms {}",
+        "cascade voice-to-voice: end of the voiced speech → each stage seen by the client (p50 / p99 ms), {} rounds per session, {which}, {speech}, {turns}, --speculative-start-ms {}",
         a.rounds, a.speculative_ms
     );
     println!();
@@ -297,7 +325,7 @@ async fn main() -> anyhow::Result<()> {
             let q = question.clone();
             async move {
                 tokio::time::sleep(Duration::from_millis(137 * i as u64)).await;
-                session(addr, &q, speech_end, a.rounds).await
+                session(addr, &q, speech_end, a.rounds, semantic).await
             }
         });
         let all: Vec<Turn> = futures_util::future::join_all(runs)
