@@ -236,7 +236,17 @@ impl InputState {
             let from = clock.saturating_sub(SCORED_SAMPLES).max(buffer.start());
             buffer.range(from, clock).map(|&s| i16_to_f32(s)).collect()
         };
-        let need = judge.look(silence, now, words, turn_audio)?;
+        let look = judge.look(silence, now, words, turn_audio);
+        // Speech over an answer is judged by its length and its words, not by whether it
+        // finished a turn: it ends after the eagerness's fixed silence at the latest, so that
+        // a backchannel's verdict (and a paused playout's resumption) never waits for the
+        // maximum pause.
+        let fallback = u64::from(judge.preset().fallback_ms) * SAMPLES_PER_MS;
+        let need = match (look, &self.overlap, silence) {
+            (Some(need), _, _) => need,
+            (None, Some(_), Some(s)) if s >= fallback => fallback,
+            _ => return None,
+        };
         match turns.vad.end_speech_after(need)? {
             VadEvent::SpeechStopped { at_sample } => Some(at_sample + turns.offset),
             VadEvent::SpeechStarted { .. } => None,

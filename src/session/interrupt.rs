@@ -178,7 +178,10 @@ pub fn is_backchannel(text: &str) -> bool {
             .is_some_and(|next| BACKCHANNEL_PAIRS.contains(&(words[i].as_str(), next.as_str())));
         if pair {
             i += 2;
-        } else if BACKCHANNEL_WORDS.contains(&words[i].as_str()) {
+        } else if BACKCHANNEL_WORDS.contains(&words[i].as_str())
+            // "A-ha", "Uh-hm": the transcriber's hyphens are its own spelling.
+            || BACKCHANNEL_WORDS.contains(&words[i].replace('-', "").as_str())
+        {
             i += 1;
         } else {
             return false;
@@ -248,6 +251,7 @@ mod tests {
             " . ",
             "Mhm, got it.",
             "Oh, okay.",
+            "A-ha!",
         ] {
             assert!(is_backchannel(bc), "{bc:?}");
         }

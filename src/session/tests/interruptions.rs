@@ -230,6 +230,44 @@ fn asked_for_turn_events_each_verdict_is_reported_with_its_words() {
 }
 
 #[test]
+fn with_a_turn_model_speech_over_the_answer_is_judged_after_the_fixed_silence() {
+    let sink = SinkLog::default();
+    let asked = TurnAsked::default();
+    let mut h = semantic(Setup {
+        webrtc: Some(sink.clone()),
+        turn: Some(asked.clone()),
+        ..Setup::default()
+    });
+    let score = |h: &mut Harness, pause: u64, p: f32| {
+        h.input(SessionInput::TurnScore(super::super::TurnScore {
+            pause,
+            complete: Ok(p),
+        }))
+    };
+    append(&mut h, 2.0, true);
+    append(&mut h, 0.3, false);
+    let first = asked.lock().unwrap()[0].0;
+    score(&mut h, first, 0.99);
+    h.until("response.created");
+    append(&mut h, 0.2, false);
+    append(&mut h, 0.3, true);
+    assert_eq!(log(&sink), ["pause"]);
+    // The turn model calls the short sound unfinished, which for a turn means waiting up to
+    // the maximum pause (2 s under `high`); over an answer it ends at the fixed 300 ms and,
+    // with no words to wait for, lets the answer go on.
+    append(&mut h, 0.2, false);
+    let second = asked.lock().unwrap().last().unwrap().0;
+    assert_ne!(second, first, "the sound's pause was scored");
+    score(&mut h, second, 0.05);
+    append(&mut h, 0.25, false);
+    assert_eq!(
+        log(&sink),
+        ["pause", "resume"],
+        "resumed within 450 ms of silence"
+    );
+}
+
+#[test]
 fn server_vad_still_interrupts_at_once() {
     let sink = SinkLog::default();
     let mut h = harness(Setup {

@@ -1,0 +1,241 @@
+//! Adaptive interruption on this machine: over a long spoken answer of `--model cascade`
+//! (the real Silero VAD, Whisper tiny.en and Piper voice; a scripted LLM on loopback that
+//! streams a story at once), espeak-ng says a backchannel ("Mm-hmm.", "Yeah.", "Okay.", …)
+//! or a real interruption ("Stop, wait.", "No, that's wrong.", …) one second into the answer,
+//! in real time over WebSocket, on `semantic_vad` (adaptive by default). Prints the share of
+//! backchannels kept (no `speech_started`, the answer not cancelled), the share of
+//! interruptions that cancelled the answer, and the time from the voice's onset to the
+//! answer's `response.done` (cancelled), p50 / p90 / max.
+//!
+//! ```sh
+//! scripts/install-models /tmp/duet-models
+//! cargo run --release --example interruption_bench -- --models /tmp/duet-models [--rounds 2]
+//! ```
+
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use clap::Parser;
+use duet_client::scripted_llm::{Reply, ScriptedLlm};
+use duet_client::speech::{espeak, silence};
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::Message;
+
+const BACKCHANNELS: [&str; 6] = ["Mm-hmm.", "Yeah.", "Okay.", "Uh-huh.", "I see.", "Right."];
+const INTERRUPTIONS: [&str; 5] = [
+    "Stop, wait.",
+    "No, that's wrong.",
+    "Hold on, I have a question.",
+    "Wait, what did you say?",
+    "Can you say that again?",
+];
+
+/// A long answer: many clauses, so it is still speaking whatever is said over it.
+fn story() -> Reply {
+    let text = "Once upon a time there was a lighthouse keeper. He lived alone on a rock far \
+        out at sea. Every night he climbed the stairs. He trimmed the wick and lit the lamp. \
+        Every morning he wrote in his log. He wrote what ships had passed. One winter a storm \
+        came. It lasted nine days and nine nights. The waves climbed the rock. The wind broke \
+        the windows. He kept the lamp burning all the same.";
+    let pieces: Vec<&str> = text.split_inclusive(". ").collect();
+    Reply::text(&pieces)
+}
+
+async fn start_server(models: &std::path::Path, llm: &ScriptedLlm) -> std::net::SocketAddr {
+    let dir = |d: &str| models.join(d).display().to_string();
+    let argv = [
+        "serve".to_string(),
+        "--port".into(),
+        "0".into(),
+        "--model".into(),
+        "cascade".into(),
+        "--llm-url".into(),
+        llm.url.clone(),
+        "--vad-model-dir".into(),
+        dir("silero-vad"),
+        "--turn-model-dir".into(),
+        dir("smart-turn-v3.2"),
+        "--transcription-model-dir".into(),
+        dir("whisper-tiny.en"),
+        "--tts-model-dir".into(),
+        dir("piper-en_US-joe-medium"),
+    ];
+    let server = duet::server::start(&duet::config::ServeArgs::parse_from(argv))
+        .await
+        .expect("server");
+    for _ in 0..500 {
+        let ready = duet_client::http::request(server.addr, "GET", "/ready", &[], "").await;
+        if ready.is_ok_and(|r| r.status == 200) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    server.addr
+}
+
+/// One trial's outcome: whether the answer was cancelled by the user's turn, and when (from
+/// the voice's onset).
+struct Outcome {
+    interrupted: bool,
+    onset_to_cancel: Option<Duration>,
+    /// The `turn.overlap` verdict: outcome, words heard and length.
+    verdict: Option<String>,
+}
+
+/// Asks for the story, says `phrase` one second into its audio, and watches what happens
+/// for 3 s after the phrase ended; then cancels whatever is left.
+async fn trial(addr: std::net::SocketAddr, phrase: &str) -> Outcome {
+    // turn_events: the verdict comes with the words the transcriber heard.
+    let url = format!("ws://{addr}/v1/realtime?model=cascade&turn_events=1");
+    let (ws, _) = tokio_tungstenite::connect_async(url)
+        .await
+        .expect("connects");
+    let (mut tx, mut rx) = ws.split();
+    let (events_tx, mut events) = mpsc::unbounded_channel::<(Instant, Value)>();
+    tokio::spawn(async move {
+        while let Some(Ok(Message::Text(t))) = rx.next().await {
+            if let Ok(v) = serde_json::from_str::<Value>(&t) {
+                let _ = events_tx.send((Instant::now(), v));
+            }
+        }
+    });
+    let send = |v: Value| Message::Text(v.to_string().into());
+    tx.send(send(
+        json!({"type":"session.update","session":{"type":"realtime",
+        "audio":{"input":{"turn_detection":{"type":"semantic_vad","eagerness":"medium"}}}}}),
+    ))
+    .await
+    .unwrap();
+    tx.send(send(
+        json!({"type":"conversation.item.create","item":{"type":"message",
+        "role":"user","content":[{"type":"input_text","text":"Tell me a story."}]}}),
+    ))
+    .await
+    .unwrap();
+    tx.send(send(json!({"type":"response.create"})))
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while Instant::now() < deadline {
+        match tokio::time::timeout(Duration::from_millis(100), events.recv()).await {
+            Ok(Some((_, v))) if v["type"] == "response.output_audio.delta" => break,
+            Ok(None) => break,
+            _ => {}
+        }
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    // The phrase, where its voice starts, then silence; appended in real time.
+    let mut audio = silence(0.1);
+    let spoken = espeak(phrase);
+    let lead = spoken.iter().position(|s| s.abs() > 0.01).unwrap_or(0);
+    audio.extend(&spoken);
+    audio.extend(silence(3.0));
+    let started = Instant::now();
+    let onset = started + Duration::from_secs_f64((2_400 + lead) as f64 / 24_000.0);
+    let mut tick = tokio::time::interval(Duration::from_millis(20));
+    let mut outcome = Outcome {
+        interrupted: false,
+        onset_to_cancel: None,
+        verdict: None,
+    };
+    for chunk in audio.chunks(480) {
+        tick.tick().await;
+        let bytes: Vec<u8> = chunk
+            .iter()
+            .flat_map(|&s| ((s * 32767.0) as i16).to_le_bytes())
+            .collect();
+        let b64 = base64::engine::general_purpose::STANDARD.encode(bytes);
+        tx.send(send(
+            json!({"type":"input_audio_buffer.append","audio":b64}),
+        ))
+        .await
+        .unwrap();
+        while let Ok((at, v)) = events.try_recv() {
+            if v["type"] == "turn.overlap" {
+                outcome.verdict = Some(format!(
+                    "{} after {} ms, heard {}",
+                    v["outcome"].as_str().unwrap_or("?"),
+                    v["duration_ms"],
+                    v["transcript"]
+                ));
+            }
+            if v["type"] == "response.done"
+                && v["response"]["status_details"]["reason"] == "turn_detected"
+            {
+                outcome.interrupted = true;
+                outcome.onset_to_cancel = Some(at.saturating_duration_since(onset));
+            }
+        }
+    }
+    let _ = tx.send(send(json!({"type":"response.cancel"}))).await;
+    let _ = tx.close().await;
+    outcome
+}
+
+fn main_args() -> (std::path::PathBuf, usize) {
+    let mut args = std::env::args().skip(1);
+    let (mut models, mut rounds) = (None, 2);
+    while let Some(flag) = args.next() {
+        let value = args.next().expect("a value");
+        match flag.as_str() {
+            "--models" => models = Some(value.into()),
+            "--rounds" => rounds = value.parse().expect("--rounds N"),
+            other => panic!("unknown flag {other}"),
+        }
+    }
+    (
+        models.unwrap_or_else(duet_client::speech::models_dir),
+        rounds,
+    )
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let (models, rounds) = main_args();
+    let llm = ScriptedLlm::start(Vec::new()).await;
+    *llm.default_reply.lock().unwrap() = Some(story());
+    let addr = start_server(&models, &llm).await;
+    let (mut kept, mut bc_total) = (0, 0);
+    let (mut cancelled, mut int_total, mut times) = (0, 0, Vec::new());
+    for _ in 0..rounds {
+        for phrase in BACKCHANNELS {
+            let o = trial(addr, phrase).await;
+            bc_total += 1;
+            kept += usize::from(!o.interrupted);
+            println!(
+                "backchannel {phrase:?}: {} ({})",
+                if o.interrupted { "INTERRUPTED" } else { "kept" },
+                o.verdict.as_deref().unwrap_or("no verdict")
+            );
+        }
+        for phrase in INTERRUPTIONS {
+            let o = trial(addr, phrase).await;
+            int_total += 1;
+            cancelled += usize::from(o.interrupted);
+            let ms = o.onset_to_cancel.map(|d| d.as_millis());
+            println!(
+                "interruption {phrase:?}: cancelled {} (onset → cancel {ms:?} ms; {})",
+                o.interrupted,
+                o.verdict.as_deref().unwrap_or("no verdict")
+            );
+            times.extend(o.onset_to_cancel);
+        }
+    }
+    times.sort();
+    let q = |f: f64| {
+        times
+            .get(((times.len().max(1) - 1) as f64 * f).round() as usize)
+            .map_or(0, |d| d.as_millis())
+    };
+    println!();
+    println!(
+        "backchannels kept: {kept}/{bc_total} ({:.0} %); interruptions that cancelled: {cancelled}/{int_total} ({:.0} %); onset → cancel p50 {} ms, p90 {} ms, max {} ms",
+        100.0 * kept as f64 / bc_total as f64,
+        100.0 * cancelled as f64 / int_total as f64,
+        q(0.5),
+        q(0.9),
+        q(1.0)
+    );
+}
