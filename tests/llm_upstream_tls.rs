@@ -6,17 +6,13 @@
 
 use crate::common;
 use common::process::ServerProcess;
-use common::tls::{certificates, certificates_of, tls_front};
+use common::tls::{plain_addr, tls_front, trusting_only, two_cas};
 use common::*;
 use duet_client::scripted_llm::{Reply, ScriptedLlm};
 use serde_json::json;
 
-/// A cascade server (text answers) on `url`, trusting the CA in `ca` only (`SSL_CERT_DIR`
-/// is an empty directory, so the machine's own roots play no part).
+/// A cascade server (text answers) on `url`, trusting the CA in `ca` only.
 fn cascade(url: &str, ca: &std::path::Path) -> ServerProcess {
-    let empty = ca.with_file_name("no-roots");
-    std::fs::create_dir_all(&empty).expect("dir");
-    let (ca, empty) = (ca.display().to_string(), empty.display().to_string());
     let flags = [
         "--model",
         "cascade",
@@ -25,10 +21,8 @@ fn cascade(url: &str, ca: &std::path::Path) -> ServerProcess {
         "--llm-model",
         "smol",
     ];
-    let env = [
-        ("SSL_CERT_FILE", ca.as_str()),
-        ("SSL_CERT_DIR", empty.as_str()),
-    ];
+    let env = trusting_only(ca);
+    let env = env.each_ref().map(|(k, v)| (*k, v.as_str()));
     ServerProcess::spawn_env(&flags, &env)
 }
 
@@ -51,21 +45,9 @@ async fn text_session(addr: std::net::SocketAddr) -> Client {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_https_llm_answers_and_an_untrusted_one_fails_clearly() {
-    let dir = std::env::temp_dir().join(format!("duet-llm-tls-{}", common::unique()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    certificates(&dir);
-    let other = dir.join("other");
-    std::fs::create_dir_all(&other).expect("dir");
-    certificates_of(&other, "another-ca");
+    let (dir, other) = two_cas("llm-tls");
     let llm = ScriptedLlm::start(vec![Reply::text(&["Hello", " over TLS."])]).await;
-    let plain: std::net::SocketAddr = llm
-        .url
-        .trim_start_matches("http://")
-        .split('/')
-        .next()
-        .and_then(|a| a.parse().ok())
-        .expect("the scripted LLM's address");
-    let front = tls_front(&dir, plain).await;
+    let front = tls_front(&dir, plain_addr(&llm.url)).await;
     let url = format!("https://{front}/v1");
 
     // Trusted: the CA that signed the front's certificate.

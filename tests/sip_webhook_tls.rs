@@ -8,7 +8,7 @@
 use crate::common;
 use common::process::ServerProcess;
 use common::sip::{free_port, webhook_app, SECRET};
-use common::tls::{certificates, certificates_of, tls_front};
+use common::tls::{plain_addr, tls_front, trusting_only, two_cas};
 use common::*;
 use duet_client::sip::Caller;
 use std::net::SocketAddr;
@@ -16,9 +16,6 @@ use std::time::Duration;
 
 /// A SIP server posting its webhook to `url`, trusting only the CA in `ca`; its SIP address.
 fn sip_server(url: &str, ca: &std::path::Path) -> (ServerProcess, SocketAddr) {
-    let empty = ca.with_file_name("no-roots");
-    std::fs::create_dir_all(&empty).expect("dir");
-    let (ca, empty) = (ca.display().to_string(), empty.display().to_string());
     let sip: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let listen = sip.to_string();
     let flags = [
@@ -29,29 +26,19 @@ fn sip_server(url: &str, ca: &std::path::Path) -> (ServerProcess, SocketAddr) {
         "--sip-webhook-secret",
         SECRET,
     ];
-    let env = [
-        ("SSL_CERT_FILE", ca.as_str()),
-        ("SSL_CERT_DIR", empty.as_str()),
-    ];
+    let env = trusting_only(ca);
+    let env = env.each_ref().map(|(k, v)| (*k, v.as_str()));
     (ServerProcess::spawn_env(&flags, &env), sip)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_webhook_reaches_an_https_app_and_an_untrusted_one_fails_the_call() {
-    let dir = std::env::temp_dir().join(format!("duet-webhook-tls-{}", common::unique()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    certificates(&dir);
-    let other = dir.join("other");
-    std::fs::create_dir_all(&other).expect("dir");
-    certificates_of(&other, "another-ca");
+    let (dir, other) = two_cas("webhook-tls");
     let mut app = webhook_app().await;
-    let plain: SocketAddr = app
-        .url
-        .trim_start_matches("http://")
-        .trim_end_matches("/hook")
-        .parse()
-        .expect("the app's address");
-    let url = format!("https://{}/hook", tls_front(&dir, plain).await);
+    let url = format!(
+        "https://{}/hook",
+        tls_front(&dir, plain_addr(&app.url)).await
+    );
 
     // Trusted: the app gets the call, its signature checked by webhook_app.
     let (_server, sip) = sip_server(&url, &dir.join("ca.pem"));

@@ -8,29 +8,15 @@
 
 use crate::common;
 use common::process::ServerProcess;
-use common::tls::{certificates, certificates_of, tls_front};
+use common::tls::{plain_addr, tls_front, trusting_only, two_cas};
 use common::*;
 use duet_client::scripted_llm::{Reply, ScriptedLlm};
 use serde_json::json;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-/// The plain address a scripted upstream listens on.
-fn plain(upstream: &ScriptedLlm) -> SocketAddr {
-    upstream
-        .url
-        .trim_start_matches("http://")
-        .split('/')
-        .next()
-        .and_then(|a| a.parse().ok())
-        .expect("the upstream's address")
-}
-
 /// A server with both remote speech stages on `stt`/`tts`, trusting only the CA in `ca`.
 fn speech_server(stt: &str, tts: &str, ca: &std::path::Path) -> ServerProcess {
-    let empty = ca.with_file_name("no-roots");
-    std::fs::create_dir_all(&empty).expect("dir");
-    let (ca, empty) = (ca.display().to_string(), empty.display().to_string());
     let flags = [
         "--stt-url",
         stt,
@@ -41,10 +27,8 @@ fn speech_server(stt: &str, tts: &str, ca: &std::path::Path) -> ServerProcess {
         "--tts-model",
         "kokoro",
     ];
-    let env = [
-        ("SSL_CERT_FILE", ca.as_str()),
-        ("SSL_CERT_DIR", empty.as_str()),
-    ];
+    let env = trusting_only(ca);
+    let env = env.each_ref().map(|(k, v)| (*k, v.as_str()));
     ServerProcess::spawn_env(&flags, &env)
 }
 
@@ -127,12 +111,7 @@ fn dechunked_len(mut body: &[u8]) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn speech_upstreams_answer_over_tls_and_an_untrusted_one_fails_clearly() {
-    let dir = std::env::temp_dir().join(format!("duet-speech-tls-{}", common::unique()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    certificates(&dir);
-    let other = dir.join("other");
-    std::fs::create_dir_all(&other).expect("dir");
-    certificates_of(&other, "another-ca");
+    let (dir, other) = two_cas("speech-tls");
     let pcm: Vec<u8> = (0..24_000)
         .map(|i| ((i as f32 * 0.05).sin() * 8_000.0) as i16)
         .flat_map(i16::to_le_bytes)
@@ -148,8 +127,8 @@ async fn speech_upstreams_answer_over_tls_and_an_untrusted_one_fails_clearly() {
         gap: Duration::from_millis(5),
     }])
     .await;
-    let stt_url = format!("https://{}/v1", tls_front(&dir, plain(&stt)).await);
-    let tts_url = format!("https://{}/v1", tls_front(&dir, plain(&tts)).await);
+    let stt_url = format!("https://{}/v1", tls_front(&dir, plain_addr(&stt.url)).await);
+    let tts_url = format!("https://{}/v1", tls_front(&dir, plain_addr(&tts.url)).await);
 
     // Trusted: the CA that signed the fronts' certificate.
     let server = speech_server(&stt_url, &tts_url, &dir.join("ca.pem"));

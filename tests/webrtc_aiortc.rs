@@ -18,8 +18,9 @@ use common::external;
 /// The script has its own 60 s limit; this leaves room for interpreter start and imports.
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(120);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn aiortc_peer_full_call() {
+/// Runs `aiortc_call.py` against a server started with `flags`, its base URL `scheme://`,
+/// trusting the CA in `ca` when given.
+async fn call(scheme: &str, flags: &[&str], ca: Option<&std::path::Path>) {
     // aiortc (with its PyAV and aioice dependencies) must be importable; fail if not.
     let python = external::python();
     external::require_python_modules(
@@ -28,39 +29,36 @@ async fn aiortc_peer_full_call() {
         external::PYTHON_HOW_TO_INSTALL,
     )
     .await;
-
     // Real-time audio both ways: not beside a browser or a model that takes a core.
     let _one = common::exclusive().await;
-    let addr = common::server(&[]).await;
+    let addr = common::server(flags).await;
     let mut cmd = python.command();
     cmd.arg(external::repo_path("tests/python/aiortc_call.py"))
         .arg("--base-url")
-        .arg(format!("http://{addr}"));
+        .arg(format!("{scheme}://{addr}"));
+    if let Some(ca) = ca {
+        cmd.env("SSL_CERT_FILE", ca).env("SSL_CERT_DIR", "");
+    }
     external::run_script(cmd, SCRIPT_TIMEOUT).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aiortc_peer_full_call() {
+    call("http", &[], None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aiortc_call_with_its_offer_over_https() {
-    let python = external::python();
-    external::require_python_modules(
-        &python,
-        &["aiortc", "aioice", "av"],
-        external::PYTHON_HOW_TO_INSTALL,
-    )
-    .await;
     let dir = std::env::temp_dir().join(format!("duet-aiortc-https-{}", common::unique()));
     std::fs::create_dir_all(&dir).expect("dir");
     common::tls::certificates(&dir);
     let (cert, key) = (dir.join("srv.pem"), dir.join("srv.key"));
     let (cert, key) = (cert.display().to_string(), key.display().to_string());
-    let _one = common::exclusive().await;
-    let addr = common::server(&["--tls-cert", &cert, "--tls-key", &key]).await;
-    let mut cmd = python.command();
-    cmd.arg(external::repo_path("tests/python/aiortc_call.py"))
-        .arg("--base-url")
-        .arg(format!("https://{addr}"))
-        .env("SSL_CERT_FILE", dir.join("ca.pem"))
-        .env("SSL_CERT_DIR", "");
-    external::run_script(cmd, SCRIPT_TIMEOUT).await;
+    call(
+        "https",
+        &["--tls-cert", &cert, "--tls-key", &key],
+        Some(&dir.join("ca.pem")),
+    )
+    .await;
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -41,6 +41,26 @@ fn answered_turn(h: &mut Harness, secs: f32) -> String {
         .to_string()
 }
 
+/// The transcriber hears `words` in the speech over the answer (whose words were asked for).
+fn hear(h: &mut Harness, sent: &Sent, words: &str) {
+    let asked = sent
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|(id, _, _)| id.starts_with("bc_"))
+        .map(|(id, _, _)| id.clone())
+        .expect("its words were asked for");
+    h.transcript(
+        &asked,
+        Ok(duet_models::TranscribeOutput::Completed {
+            text: words.into(),
+            logprobs: Vec::new(),
+            audio_seconds: 0.3,
+            language: None,
+        }),
+    );
+}
+
 fn log(sink: &SinkLog) -> Vec<String> {
     sink.0
         .lock()
@@ -137,22 +157,7 @@ fn on_a_websocket_the_words_decide_and_a_backchannel_sends_nothing() {
             0,
             "{words}: held back"
         );
-        let asked = sent
-            .lock()
-            .unwrap()
-            .iter()
-            .find(|(id, _, _)| id.starts_with("bc_"))
-            .map(|(id, _, _)| id.clone())
-            .expect("its words were asked for");
-        h.transcript(
-            &asked,
-            Ok(duet_models::TranscribeOutput::Completed {
-                text: words.into(),
-                logprobs: Vec::new(),
-                audio_seconds: 0.3,
-                language: None,
-            }),
-        );
+        hear(&mut h, &sent, words);
         let after = types(&h.seen[seen..]);
         if interrupts {
             assert_in_order(
@@ -192,22 +197,7 @@ fn asked_for_turn_events_each_verdict_is_reported_with_its_words() {
         append(&mut h, 0.3, true);
         append(&mut h, 0.4, false);
         assert_eq!(count(&h.seen[seen..], "turn.overlap"), 0, "not judged yet");
-        let asked = sent
-            .lock()
-            .unwrap()
-            .iter()
-            .find(|(id, _, _)| id.starts_with("bc_"))
-            .map(|(id, _, _)| id.clone())
-            .expect("its words were asked for");
-        h.transcript(
-            &asked,
-            Ok(duet_models::TranscribeOutput::Completed {
-                text: words.into(),
-                logprobs: Vec::new(),
-                audio_seconds: 0.3,
-                language: None,
-            }),
-        );
+        hear(&mut h, &sent, words);
         let reports: Vec<&Value> = h.seen[seen..]
             .iter()
             .filter(|e| e["type"] == "turn.overlap")
