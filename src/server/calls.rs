@@ -278,20 +278,10 @@ async fn create_call(
     let engine = engine.clone();
     let (call, answer) = Call::accept(&offer.sdp, summary, engine.answer_config(), Instant::now())
         .map_err(|e| bad_offer(&e))?;
-    let key = CallKey(
-        state
-            .calls
-            .next_key
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-    );
+    let key = next_call_key(&state);
     let signals = Arc::new(MediaSignals::default());
     let attachment = AttachmentId::fresh();
-    let Bound {
-        events,
-        inbox,
-        owner,
-        resume,
-    } = bind(
+    let bound = bind(
         &state,
         &engine,
         (key, attachment),
@@ -300,37 +290,86 @@ async fn create_call(
         &cred,
     )
     .await?;
-    let handoff = Handoff {
+    let started = Started {
+        engine: (engine_index, &engine),
         key,
         attachment,
         call,
-        signals: signals.clone(),
+        signals,
         has_data_channel: summary.has_data_channel,
-        events,
-        resume,
         media,
     };
-    let (id, ended) = hand_over(&state, &engine, handoff, &inbox, call_admission).await?;
+    let id = start_call(&state, started, bound, call_admission).await?;
+    tracing::info!(call = %id, codec = ?summary.codec, "call created");
+    Ok(answered(&id, answer))
+}
+
+/// A fresh key for a call on the engines.
+fn next_call_key(state: &AppState) -> CallKey {
+    CallKey(
+        state
+            .calls
+            .next_key
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+    )
+}
+
+/// A call accepted on a media engine, its session not handed to it yet.
+struct Started<'e> {
+    engine: (usize, &'e crate::engine::Engine),
+    key: CallKey,
+    attachment: AttachmentId,
+    call: Call,
+    signals: Arc<MediaSignals>,
+    has_data_channel: bool,
+    media: Charge,
+}
+
+/// Hands the call and its bound session to the engine, registers the call and counts it
+/// for its owner; returns its id.
+async fn start_call(
+    state: &Arc<AppState>,
+    started: Started<'_>,
+    bound: Bound,
+    call_admission: Admitted,
+) -> Result<String, ApiError> {
+    let Bound {
+        events,
+        inbox,
+        owner,
+        resume,
+    } = bound;
+    let (engine_index, engine) = started.engine;
+    let handoff = Handoff {
+        key: started.key,
+        attachment: started.attachment,
+        call: started.call,
+        signals: started.signals.clone(),
+        has_data_channel: started.has_data_channel,
+        events,
+        resume,
+        media: started.media,
+    };
+    let (id, ended) = hand_over(state, engine, handoff, &inbox, call_admission).await?;
     let usage_id = owner.clone().unwrap_or_else(|| "server".into());
     let entry = CallEntry {
         media: CallMedia::Engine {
             engine: engine_index,
-            key,
+            key: started.key,
         },
         session: inbox,
-        attachment,
+        attachment: started.attachment,
         owner,
         sidebands: Arc::new(AtomicUsize::new(0)),
-        signals,
+        signals: started.signals,
         ended,
     };
-    register(&state, &id, entry);
+    register(state, &id, entry);
     state
         .credentials
         .usage
         .opened(&usage_id, crate::stores::usage::Opened::Call);
-    tracing::info!(call = %id, codec = ?summary.codec, "call created");
-    Ok(answered(&id, answer))
+    Ok(id)
 }
 
 /// A call on its way to its engine.

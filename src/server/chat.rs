@@ -158,6 +158,7 @@ impl http_body::Body for Held {
     }
 }
 
+/// Answers an LLM request: the embedded LLM's, or the upstream's passed through.
 async fn proxy(
     state: &AppState,
     cred: &Credential,
@@ -165,6 +166,30 @@ async fn proxy(
     path: &'static str,
     hold: &mut Hold,
 ) -> Result<Response, ApiError> {
+    let (backend, usage) = llm_backend(state, cred)?;
+    let upstream = match backend {
+        LlmBackend::Remote(upstream) => upstream,
+        LlmBackend::Embedded(_) if path == "/responses" => {
+            return Err(ApiError::new(
+                Code::LlmResponsesUnsupported,
+                "the embedded LLM serves /v1/chat/completions only",
+            ))
+        }
+        LlmBackend::Embedded(embedded) => {
+            let body = read_request(req).await?;
+            return super::chat_local::serve(embedded, usage, body).await;
+        }
+    };
+    let (body, stream) = request_body(req, upstream).await?;
+    let resp = post_upstream(upstream, path, body, stream, &usage).await?;
+    relay(state, resp, stream, (usage, upstream), hold).await
+}
+
+/// The LLM that answers `cred` (the server key only), and where its use is counted.
+fn llm_backend<'s>(
+    state: &'s AppState,
+    cred: &Credential,
+) -> Result<(&'s LlmBackend, Counted), ApiError> {
     if !matches!(cred, Credential::Server) {
         return Err(ApiError::new(
             Code::InvalidApiKey,
@@ -181,20 +206,18 @@ async fn proxy(
         ledger: state.credentials.usage.clone(),
         credential: cred.usage_id(),
     };
-    let upstream = match backend {
-        LlmBackend::Remote(upstream) => upstream,
-        LlmBackend::Embedded(_) if path == "/responses" => {
-            return Err(ApiError::new(
-                Code::LlmResponsesUnsupported,
-                "the embedded LLM serves /v1/chat/completions only",
-            ))
-        }
-        LlmBackend::Embedded(embedded) => {
-            let body = read_request(req).await?;
-            return super::chat_local::serve(embedded, usage, body).await;
-        }
-    };
-    let (body, stream) = request_body(req, upstream).await?;
+    Ok((backend, usage))
+}
+
+/// POSTs the request upstream; an unreachable upstream, and one without `/responses`, are
+/// counted and answered as errors.
+async fn post_upstream(
+    upstream: &Upstream,
+    path: &str,
+    body: Bytes,
+    stream: bool,
+    usage: &Counted,
+) -> Result<hyper::Response<hyper::body::Incoming>, ApiError> {
     let accept = if stream {
         "text/event-stream"
     } else {
@@ -225,6 +248,20 @@ async fn proxy(
             "the upstream LLM server has no /v1/responses; use /v1/chat/completions",
         ));
     }
+    Ok(resp)
+}
+
+/// The upstream's answer to the client: an error as an OpenAI-shaped `llm_error`, a stream
+/// passed through as it comes (counted at its end), a whole answer held (and charged)
+/// until it is complete.
+async fn relay(
+    state: &AppState,
+    resp: hyper::Response<hyper::body::Incoming>,
+    stream: bool,
+    (usage, upstream): (Counted, &Upstream),
+    hold: &mut Hold,
+) -> Result<Response, ApiError> {
+    let status = resp.status();
     let ctype = resp.headers().get(header::CONTENT_TYPE).cloned();
     let mut length = None;
     if !status.is_success() {

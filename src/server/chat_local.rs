@@ -73,21 +73,31 @@ pub(super) async fn serve(
     // The first event decides the status: a failure before any output is an error answer.
     let first = answer.next().await;
     if let LlmEvent::Failed(f) = &first {
-        let e = failed(f);
-        answer.record(
-            if e.status().is_client_error() {
-                "4xx"
-            } else {
-                "5xx"
-            },
-            (0, 0),
-        );
-        return Err(match e.code {
-            Code::LlmQueueTimeout => e.retry(retry_after(embedded)),
-            _ => e,
-        });
+        return Err(failed_before_output(&mut answer, f, embedded));
     }
     answer.events.push_front(first);
+    respond(answer, asked).await
+}
+
+/// An answer that failed before any output: counted, and as the HTTP error to send.
+fn failed_before_output(answer: &mut Answer, f: &AnswerFailure, embedded: &Embedded) -> ApiError {
+    let e = failed(f);
+    answer.record(
+        if e.status().is_client_error() {
+            "4xx"
+        } else {
+            "5xx"
+        },
+        (0, 0),
+    );
+    match e.code {
+        Code::LlmQueueTimeout => e.retry(retry_after(embedded)),
+        _ => e,
+    }
+}
+
+/// The answer as the client asked for it: server-sent chunks, or one completion.
+async fn respond(answer: Answer, asked: Asked) -> Result<Response, ApiError> {
     if asked.stream {
         let mut out = Response::new(Body::from_stream(answer.chunks(asked.include_usage)));
         let h = out.headers_mut();

@@ -12,8 +12,8 @@ use tokio::sync::mpsc;
 use super::AppState;
 use crate::memory::{Exhausted, MemoryAccount, Meter, MODEL_QUEUE, SESSION_RESERVE};
 use crate::session::{
-    metered_queue, AttachmentId, EventReceiver, Feeds, Inbound, ModelPort, Needs, Provider,
-    Provision, Session, SessionMemory, SessionParams, SessionStatus, Slot, Transport,
+    metered_queue, AttachmentId, EventReceiver, EventSender, Feeds, Inbound, ModelPort, Needs,
+    Provider, Provision, Session, SessionMemory, SessionParams, SessionStatus, Slot, Transport,
 };
 
 /// A session ready to run, and the queue its transport reads.
@@ -50,7 +50,6 @@ pub async fn open_session(
         state.sessions.limits.max_outbound_bytes,
         Some(meter.clone()),
     );
-    let info = state.backends.model.info();
     let (turn, turns) = state
         .backends
         .speech
@@ -62,41 +61,19 @@ pub async fn open_session(
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let params = SessionParams {
-        session_id: crate::protocol::ids::session_id_on(state.node_id()),
         transport,
-        model: None,
-        model_info: info.clone(),
-        limits: state.sessions.limits.clone(),
-        out,
         duplex: duplex.is_some(),
         attachment: duplex.unwrap_or_default(),
-        headroom: Some(headroom(&state.sessions.admissions)),
         usage: Some(state.credentials.usage.sink(credential)),
-        transcriber: None,
-        can_transcribe: state.backends.speech.transcriber.is_some(),
-        vad_model: state.backends.speech.vad.clone(),
         turn,
         transcription_session: initial.asked.transcription,
         turn_events: initial.asked.turn_events,
         memory: Some(memory),
+        ..server_params(state, out)
     };
     let mut session = Session::new(params, Instant::now(), unix_secs);
-    if let Some(patch) = initial.secret {
-        // Checked when the secret was minted; a failure here leaves the defaults.
-        if let Err(e) = session.configure(patch) {
-            tracing::warn!(error = %e.message, "a client secret's session did not apply");
-        }
-    }
-    // Before anything is provided: the configuration decides what the session needs.
-    if let Some(patch) = initial.patch {
-        session.configure(patch).map_err(OpenError::Invalid)?;
-    }
-    let provider: Arc<dyn Provider> = Arc::new(ServerProvider {
-        model: state.backends.model.clone(),
-        transcriber: state.backends.speech.transcriber.clone(),
-        wait: state.sessions.admission_wait,
-        meter,
-    });
+    configure(&mut session, initial.secret, initial.patch)?;
+    let provider = server_provider(state, meter);
     let status = Arc::new(SessionStatus::default());
     let mut feeds = Feeds {
         model: None,
@@ -117,6 +94,60 @@ pub async fn open_session(
         provider,
         events,
     })
+}
+
+/// What provides this server's sessions with model slots and transcription streams,
+/// charging `meter`.
+fn server_provider(state: &AppState, meter: Arc<crate::memory::Meter>) -> Arc<dyn Provider> {
+    Arc::new(ServerProvider {
+        model: state.backends.model.clone(),
+        transcriber: state.backends.speech.transcriber.clone(),
+        wait: state.sessions.admission_wait,
+        meter,
+    })
+}
+
+/// What every session of this server starts with, its events going out on `out`; the
+/// caller fills in its connection's part (transport, extensions, usage, memory, turn port).
+fn server_params(state: &AppState, out: EventSender) -> SessionParams {
+    SessionParams {
+        session_id: crate::protocol::ids::session_id_on(state.node_id()),
+        transport: Transport::WebSocket,
+        model: None,
+        model_info: state.backends.model.info().clone(),
+        limits: state.sessions.limits.clone(),
+        out,
+        duplex: false,
+        attachment: AttachmentId::default(),
+        headroom: Some(headroom(&state.sessions.admissions)),
+        usage: None,
+        transcriber: None,
+        can_transcribe: state.backends.speech.transcriber.is_some(),
+        vad_model: state.backends.speech.vad.clone(),
+        turn: None,
+        transcription_session: false,
+        turn_events: false,
+        memory: None,
+    }
+}
+
+/// Applies a client secret's session object, then the request's: before anything is
+/// provided, since the configuration decides what the session needs.
+fn configure(
+    session: &mut Session,
+    secret: Option<crate::protocol::SessionPatch>,
+    patch: Option<crate::protocol::SessionPatch>,
+) -> Result<(), OpenError> {
+    if let Some(patch) = secret {
+        // Checked when the secret was minted; a failure here leaves the defaults.
+        if let Err(e) = session.configure(patch) {
+            tracing::warn!(error = %e.message, "a client secret's session did not apply");
+        }
+    }
+    if let Some(patch) = patch {
+        session.configure(patch).map_err(OpenError::Invalid)?;
+    }
+    Ok(())
 }
 
 /// A new session's starting configuration.
