@@ -27,7 +27,6 @@ const ROOTS: &[&str] = &[
 const NOT_YET_SPLIT: &[&str] = &[
     "src/server/mod.rs:new",
     "src/server/mod.rs:start_on",
-    "src/sip/stack.rs:accept_tcp",
     "src/sip/call.rs:accept",
 ];
 

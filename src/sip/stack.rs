@@ -41,7 +41,7 @@ use rsipstack::transport::{udp::UdpConnection, SipAddr, SipConnection, Transport
 use rsipstack::EndpointBuilder;
 use tokio::sync::{mpsc, oneshot};
 
-use super::limits::{InviteRate, TcpSlots};
+use super::limits::{InviteRate, TcpSlot, TcpSlots};
 use super::{call, SipCalls, SipSettings};
 use crate::calls::PhoneHost;
 use crate::metrics::METRICS;
@@ -691,25 +691,34 @@ async fn accept_tcp(
             continue;
         };
         let (inner, local, conn_token) = (inner.clone(), local.clone(), token.child_token());
-        tokio::spawn(async move {
-            let mut first = [0u8; 1];
-            match tokio::time::timeout(FIRST_BYTES, stream.peek(&mut first)).await {
-                Ok(Ok(n)) if n > 0 => {}
-                Ok(_) => return,
-                Err(_) => {
-                    METRICS.sip_dropped("tcp_silent");
-                    return;
-                }
-            }
-            let Ok(conn) = TcpConnection::from_stream(stream, local, Some(conn_token.clone()))
-            else {
-                return;
-            };
-            inner
-                .transport_layer
-                .add_connection(SipConnection::Tcp(conn));
-            conn_token.cancelled().await;
-            drop(slot);
-        });
+        tokio::spawn(serve_tcp(stream, inner, local, conn_token, slot));
     }
+}
+
+/// One accepted SIP TCP connection: given to the SIP stack once its first byte arrives
+/// (within [`FIRST_BYTES`]; a silent one is dropped), holding its `slot` until it ends.
+async fn serve_tcp(
+    stream: tokio::net::TcpStream,
+    inner: EndpointInnerRef,
+    local: SipAddr,
+    token: CancellationToken,
+    slot: TcpSlot,
+) {
+    let mut first = [0u8; 1];
+    match tokio::time::timeout(FIRST_BYTES, stream.peek(&mut first)).await {
+        Ok(Ok(n)) if n > 0 => {}
+        Ok(_) => return,
+        Err(_) => {
+            METRICS.sip_dropped("tcp_silent");
+            return;
+        }
+    }
+    let Ok(conn) = TcpConnection::from_stream(stream, local, Some(token.clone())) else {
+        return;
+    };
+    inner
+        .transport_layer
+        .add_connection(SipConnection::Tcp(conn));
+    token.cancelled().await;
+    drop(slot);
 }
