@@ -280,21 +280,7 @@ impl Call {
             .open_phone_session(transport, patch, owner.clone())
             .await?;
         let attachment = AttachmentId::fresh();
-        // SDES: our own key for what we send, in the offer's suite and tag.
-        let ours = self
-            .offer
-            .as_ref()
-            .and_then(|o| o.crypto.as_ref())
-            .map(|theirs| SdesKey {
-                key_salt: rand::rng().random::<[u8; SDES_KEY_BYTES]>(),
-                ..theirs.clone()
-            });
-        let local = LocalMedia {
-            addr: self.shared.settings.public,
-            port,
-            session_id: rand::rng().random_range(1..u64::from(u32::MAX)),
-            crypto: ours.clone(),
-        };
+        let (local, ours) = self.local_media(port);
         let (sdp, media) = match &self.offer {
             Some(offer) => {
                 let ours = ours.map(|k| k.key_salt);
@@ -317,6 +303,26 @@ impl Call {
             sdp,
             _ended: ended_tx,
         })
+    }
+
+    /// Our side of the media on RTP `port`, and (SDES) our own key for what we send, in the
+    /// offer's suite and tag.
+    fn local_media(&self, port: u16) -> (LocalMedia, Option<SdesKey>) {
+        let ours = self
+            .offer
+            .as_ref()
+            .and_then(|o| o.crypto.as_ref())
+            .map(|theirs| SdesKey {
+                key_salt: rand::rng().random::<[u8; SDES_KEY_BYTES]>(),
+                ..theirs.clone()
+            });
+        let local = LocalMedia {
+            addr: self.shared.settings.public,
+            port,
+            session_id: rand::rng().random_range(1..u64::from(u32::MAX)),
+            crypto: ours.clone(),
+        };
+        (local, ours)
     }
 
     /// The accepted call in the registry the sideband and `/hangup` look in.
