@@ -184,6 +184,61 @@ pub struct Speech {
     pub voice: Option<crate::tts::Voice>,
 }
 
+/// The per-session limits the flags set.
+fn session_limits(args: &ServeArgs) -> Limits {
+    Limits {
+        max_session: Duration::from_secs(args.max_session_secs.max(1)),
+        max_outbound_bytes: args.max_outbound_mib.max(1) << 20,
+        max_item_samples: args.max_item_audio_secs.max(1) * u64::from(duet_media::SESSION_RATE),
+        max_conversation_text: args.max_conversation_text_mib.max(1) << 20,
+        max_instructions: args.max_instructions_kib.max(1) << 10,
+        max_tools: args.max_tools_kib.max(1) << 10,
+        idle: Duration::from_secs(args.session_idle_secs.max(1)),
+        disconnect_grace: Duration::from_secs(args.disconnect_grace_secs),
+        journal_bytes: args.resume_journal_bytes,
+        journal_age: Duration::from_secs(args.resume_journal_secs),
+        expiry_warning: Duration::from_secs(args.expiry_warning_secs),
+        vad_min_speech_ms: args.vad_min_speech_ms,
+        speculative_ms: args.speculative_start_ms,
+        ..Limits::default()
+    }
+}
+
+/// The sessions' admission, registries, memory and limits.
+fn sessions(args: &ServeArgs, memory: Arc<crate::memory::MemoryAccount>) -> Sessions {
+    Sessions {
+        admissions: Admissions::with_caps(admission::Caps {
+            sessions: args.max_sessions,
+            calls: args.max_calls,
+            per_ip: args.max_per_ip,
+            per_key: args.max_sessions_per_key,
+        }),
+        admission_wait: Duration::from_millis(args.admission_wait_ms),
+        live: Arc::default(),
+        directory: Arc::new(LocalDirectory::default()),
+        memory,
+        limits: session_limits(args),
+        ws: WsLimits {
+            ping: Duration::from_secs(args.ws_ping_secs.max(1)),
+            idle: Duration::from_secs(args.ws_idle_secs.max(1)),
+            write: Duration::from_secs(args.ws_write_timeout_secs.max(1)),
+        },
+        max_inbound_bytes: args.max_inbound_mib.max(16) << 20,
+        websockets: Arc::default(),
+    }
+}
+
+/// Where usage is counted: in Redis in cluster mode, else in this process.
+fn usage_ledger(cluster: Option<&Arc<crate::cluster::Cluster>>) -> Arc<dyn UsageLedger> {
+    match cluster {
+        Some(c) => Arc::new(crate::cluster::ClusterUsage::new(
+            c.clone(),
+            secrets::unix_now(),
+        )),
+        None => Arc::new(LocalUsage::new(secrets::unix_now())),
+    }
+}
+
 impl AppState {
     /// A new connection's budget for client events waiting for its session: its own cap
     /// (`--max-inbound-mib`) and a meter on the memory budget (reserved when there is room).
@@ -220,22 +275,6 @@ impl AppState {
         cluster: Option<Arc<crate::cluster::Cluster>>,
     ) -> Arc<Self> {
         let memory = crate::memory::MemoryAccount::new(budget_bytes(args));
-        let limits = Limits {
-            max_session: Duration::from_secs(args.max_session_secs.max(1)),
-            max_outbound_bytes: args.max_outbound_mib.max(1) << 20,
-            max_item_samples: args.max_item_audio_secs.max(1) * u64::from(duet_media::SESSION_RATE),
-            max_conversation_text: args.max_conversation_text_mib.max(1) << 20,
-            max_instructions: args.max_instructions_kib.max(1) << 10,
-            max_tools: args.max_tools_kib.max(1) << 10,
-            idle: Duration::from_secs(args.session_idle_secs.max(1)),
-            disconnect_grace: Duration::from_secs(args.disconnect_grace_secs),
-            journal_bytes: args.resume_journal_bytes,
-            journal_age: Duration::from_secs(args.resume_journal_secs),
-            expiry_warning: Duration::from_secs(args.expiry_warning_secs),
-            vad_min_speech_ms: args.vad_min_speech_ms,
-            speculative_ms: args.speculative_start_ms,
-            ..Limits::default()
-        };
         Arc::new(Self {
             calls: Calls {
                 registry: CallRegistry::default(),
@@ -246,37 +285,12 @@ impl AppState {
             credentials: Credentials {
                 api_key: args.api_key.clone(),
                 secrets: secret_store(args, &memory, cluster.as_ref()),
-                usage: match &cluster {
-                    Some(c) => Arc::new(crate::cluster::ClusterUsage::new(
-                        c.clone(),
-                        secrets::unix_now(),
-                    )),
-                    None => Arc::new(LocalUsage::new(secrets::unix_now())),
-                },
+                usage: usage_ledger(cluster.as_ref()),
                 demo_mint_secrets: args.demo_mint_secrets,
                 origins: args.cors_origins.clone(),
             },
             backends: Backends { model, speech, llm },
-            sessions: Sessions {
-                admissions: Admissions::with_caps(admission::Caps {
-                    sessions: args.max_sessions,
-                    calls: args.max_calls,
-                    per_ip: args.max_per_ip,
-                    per_key: args.max_sessions_per_key,
-                }),
-                admission_wait: Duration::from_millis(args.admission_wait_ms),
-                live: Arc::default(),
-                directory: Arc::new(LocalDirectory::default()),
-                memory: memory.clone(),
-                limits,
-                ws: WsLimits {
-                    ping: Duration::from_secs(args.ws_ping_secs.max(1)),
-                    idle: Duration::from_secs(args.ws_idle_secs.max(1)),
-                    write: Duration::from_secs(args.ws_write_timeout_secs.max(1)),
-                },
-                max_inbound_bytes: args.max_inbound_mib.max(16) << 20,
-                websockets: Arc::default(),
-            },
+            sessions: sessions(args, memory.clone()),
             lifecycle: watch::channel(Lifecycle::Running).0,
             cluster,
         })
