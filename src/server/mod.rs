@@ -523,8 +523,6 @@ pub async fn start_on(args: &ServeArgs, sockets: Sockets) -> anyhow::Result<Serv
     let state = AppState::new(args, (model, engines), speech, llm, cluster);
     if let Some(c) = &state.cluster {
         tracing::info!(node = c.node_id(), node_url = %c.settings.node_url, "cluster mode: registering in Redis");
-    }
-    if let Some(c) = &state.cluster {
         let keys = crate::cluster::ClusterKeys::new(c.clone());
         state.sessions.admissions.share_keys(Arc::new(keys));
     }
@@ -536,24 +534,7 @@ pub async fn start_on(args: &ServeArgs, sockets: Sockets) -> anyhow::Result<Serv
         }
         None => None,
     };
-    let limits = HttpLimits {
-        max_connections: args.max_connections,
-        head_timeout: Duration::from_secs(args.http_head_timeout_secs.max(1)),
-        idle_timeout: Duration::from_secs(args.http_idle_secs.max(1)),
-        body_timeout: Duration::from_secs(args.http_body_timeout_secs.max(1)),
-    };
-    let tls = tls_config(args)?;
-    let (stop, mut stopped) = watch::channel(false);
-    let app = router(state.clone());
-    let task = tokio::spawn(async move {
-        // Only a drain stops the accept loop; dropping the handle does not.
-        let stop = async move {
-            if stopped.wait_for(|s| *s).await.is_err() {
-                std::future::pending::<()>().await;
-            }
-        };
-        listen::serve(listener, app, limits, tls, stop).await;
-    });
+    let (stop, task) = serve_http(args, listener, &state)?;
     log_memory_budget(args);
     Ok(Server {
         addr,
@@ -564,6 +545,34 @@ pub async fn start_on(args: &ServeArgs, sockets: Sockets) -> anyhow::Result<Serv
         sip,
         heartbeat,
     })
+}
+
+/// Serves the HTTP API on `listener` (TLS when configured) until the returned sender says
+/// stop (only a drain does; dropping the task's handle does not).
+#[allow(clippy::type_complexity)]
+fn serve_http(
+    args: &ServeArgs,
+    listener: tokio::net::TcpListener,
+    state: &Arc<AppState>,
+) -> anyhow::Result<(watch::Sender<bool>, tokio::task::JoinHandle<()>)> {
+    let limits = HttpLimits {
+        max_connections: args.max_connections,
+        head_timeout: Duration::from_secs(args.http_head_timeout_secs.max(1)),
+        idle_timeout: Duration::from_secs(args.http_idle_secs.max(1)),
+        body_timeout: Duration::from_secs(args.http_body_timeout_secs.max(1)),
+    };
+    let tls = tls_config(args)?;
+    let (stop, mut stopped) = watch::channel(false);
+    let app = router(state.clone());
+    let task = tokio::spawn(async move {
+        let stop = async move {
+            if stopped.wait_for(|s| *s).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
+        listen::serve(listener, app, limits, tls, stop).await;
+    });
+    Ok((stop, task))
 }
 
 /// Serves on `sockets` until `shutdown` resolves, then drains (`--drain-secs`) and returns,
