@@ -4,7 +4,8 @@
 //! session's model name), the session's `language` and `prompt`, `response_format=json` and
 //! the server's key; its text is the item's transcript; an upstream error fails that
 //! transcription with the reason (never the key) and the session goes on; and the cascade
-//! answers what the remote transcriber heard (remote STT + remote LLM).
+//! answers what the remote transcriber heard (remote STT + remote LLM; its speculative start
+//! on the same transcriber); a transcription session is served by it too.
 
 use crate::common;
 use common::*;
@@ -193,4 +194,36 @@ async fn the_cascade_answers_what_the_remote_transcriber_heard() {
             want("default", "chat.completions", "remote"),
         ]
     );
+}
+
+/// A transcription session (`?intent=transcription`) is served by the remote transcriber
+/// too: each turn the detector finds comes back as the upstream's text.
+#[tokio::test]
+async fn a_transcription_session_is_served_by_the_remote_server() {
+    let stt = ScriptedLlm::start(vec![ok("Turn one."), ok("Turn two.")]).await;
+    let addr = server(&["--stt-url", &stt.url, "--stt-model", "whisper-large-v3"]).await;
+    let url = format!("ws://{addr}/v1/realtime?intent=transcription");
+    let mut c = Client::open(&url, &[]).await.expect("connects");
+    let created = c.until("session.created").await;
+    assert_eq!(created["session"]["type"], "transcription");
+    c.send(
+        json!({"type":"session.update","session":{"type":"transcription",
+        "audio":{"input":{"transcription":{"model":"gpt-4o-transcribe"},
+            "turn_detection":{"type":"server_vad","silence_duration_ms":300}}}}}),
+    )
+    .await;
+    c.until("session.updated").await;
+    for want in ["Turn one.", "Turn two."] {
+        let mut audio = silence(0.3);
+        audio.extend(voiced(0.8));
+        audio.extend(silence(0.8));
+        c.append(&audio).await;
+        let done = c
+            .until("conversation.item.input_audio_transcription.completed")
+            .await;
+        assert_eq!(done["transcript"], want, "{done}");
+    }
+    assert_eq!(stt.raw.lock().unwrap().len(), 2, "one upload a turn");
+    let (_, _, parts) = upload(&stt, 0);
+    assert_eq!(field(&parts, "model"), Some(&b"whisper-large-v3"[..]));
 }
