@@ -660,6 +660,7 @@ fn voiced(secs: f32) -> Vec<f32> {
 mod durable;
 mod input_and_playback;
 mod interruptions;
+mod judge;
 mod lifecycle;
 mod memory;
 mod noise;
