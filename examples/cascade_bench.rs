@@ -175,12 +175,13 @@ fn percentile(v: &mut [Duration], p: f64) -> Duration {
 }
 
 /// A cascade server with the real models in `models`, `llm` as its LLM (none: the embedded
-/// one) and `speech` as its transcriber and voice (none: the embedded ones); ready.
+/// one), `speech` as its transcriber and voice (none: the embedded ones) and the turn model
+/// when `semantic`; ready.
 async fn start_server(
     models: &std::path::Path,
     llm: Option<&ScriptedLlm>,
     speech: Option<(&ScriptedLlm, &ScriptedLlm)>,
-    speculative_ms: &str,
+    (speculative_ms, semantic): (&str, bool),
 ) -> anyhow::Result<std::net::SocketAddr> {
     let dir = |d: &str| models.join(d).display().to_string();
     let mut argv: Vec<String> = ["serve", "--port", "0", "--model", "cascade"]
@@ -197,7 +198,9 @@ async fn start_server(
         ]),
     }
     argv.extend(["--vad-model-dir".into(), dir("silero-vad")]);
-    argv.extend(["--turn-model-dir".into(), dir("smart-turn-v3.2")]);
+    if semantic {
+        argv.extend(["--turn-model-dir".into(), dir("smart-turn-v3.2")]);
+    }
     match speech {
         Some((stt, tts)) => argv.extend([
             "--stt-url".into(),
@@ -289,7 +292,7 @@ async fn main() -> anyhow::Result<()> {
         &models,
         (!embedded).then_some(&llm),
         remote.then_some((&stt, &tts)),
-        &a.speculative_ms,
+        (&a.speculative_ms, a.semantic.is_some()),
     )
     .await?;
     let (question, speech_end) = question();

@@ -6,7 +6,7 @@
 //! HTTPS, and the WebSocket fallback over `wss://`.
 
 use crate::common;
-use common::tls::certificates;
+use common::tls::server_certificate;
 use std::process::Command;
 
 /// The base64 SHA-256 of the certificate's public key (what Chromium's
@@ -27,12 +27,8 @@ fn spki_sha256(cert: &std::path::Path) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demo_page_over_https_on_a_public_name() {
-    let dir = std::env::temp_dir().join(format!("duet-demo-https-{}", common::unique()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    certificates(&dir);
-    let (cert, key) = (dir.join("srv.pem"), dir.join("srv.key"));
-    let spki = spki_sha256(&cert);
-    let (cert, key) = (cert.display().to_string(), key.display().to_string());
+    let (dir, cert, key) = server_certificate("demo-https");
+    let spki = spki_sha256(std::path::Path::new(&cert));
     let addr = common::server(&["--tls-cert", &cert, "--tls-key", &key]).await;
     let resolve = "--host-resolver-rules=MAP duet.test 127.0.0.1".to_string();
     let trust = format!("--ignore-certificate-errors-spki-list={spki}");

@@ -6,15 +6,11 @@
 use crate::common;
 use common::external;
 use common::process::ServerProcess;
-use common::tls::certificates;
+use common::tls::server_certificate;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_sdk_talks_to_duet_over_https_and_wss() {
-    let dir = std::env::temp_dir().join(format!("duet-sdk-https-{}", common::unique()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    certificates(&dir);
-    let (cert, key) = (dir.join("srv.pem"), dir.join("srv.key"));
-    let (cert, key) = (cert.display().to_string(), key.display().to_string());
+    let (dir, cert, key) = server_certificate("sdk-https");
     let server = ServerProcess::spawn(&["--tls-cert", &cert, "--tls-key", &key]);
     let ca = dir.join("ca.pem").display().to_string();
     let url = format!("https://{}/v1", server.addr);

@@ -49,11 +49,7 @@ async fn aiortc_peer_full_call() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aiortc_call_with_its_offer_over_https() {
-    let dir = std::env::temp_dir().join(format!("duet-aiortc-https-{}", common::unique()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    common::tls::certificates(&dir);
-    let (cert, key) = (dir.join("srv.pem"), dir.join("srv.key"));
-    let (cert, key) = (cert.display().to_string(), key.display().to_string());
+    let (dir, cert, key) = common::tls::server_certificate("aiortc-https");
     call(
         "https",
         &["--tls-cert", &cert, "--tls-key", &key],

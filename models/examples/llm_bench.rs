@@ -112,27 +112,27 @@ fn main() {
         match a.as_str() {
             "--rounds" => rounds = args.next().and_then(|n| n.parse().ok()).expect(USAGE),
             "--device" => device = args.next().expect(USAGE),
-            "--random-full-size" => random = Some(RandomShape::smollm2_135m()),
+            "--random-full-size" => {
+                random = Some((RandomShape::smollm2_135m(), "SmolLM2-135M-Instruct"))
+            }
             "--random-arch" => {
                 let arch = args.next().as_deref().and_then(Arch::named).expect(USAGE);
-                random = Some(RandomShape {
+                let shape = RandomShape {
                     arch,
                     ..RandomShape::smollm2_135m()
-                })
+                };
+                random = Some((shape, "SmolLM2-135M-Instruct"));
             }
-            "--random-qwen2.5-0.5b" => random = Some(RandomShape::qwen2_5_0_5b()),
+            "--random-qwen2.5-0.5b" => {
+                random = Some((RandomShape::qwen2_5_0_5b(), "Qwen2.5-0.5B-Instruct"))
+            }
             other => dir = Some(PathBuf::from(other).join("smollm2-135m-instruct")),
         }
     }
-    let random = random.map(|shape| {
+    let random = random.map(|(shape, name)| {
         let tmp = std::env::temp_dir().join(format!("duet-llm-bench-{}", std::process::id()));
         std::fs::create_dir_all(&tmp).expect("temp dir");
         duet_models::llama::random::write_random_gguf(&tmp, &shape, 1).expect("random GGUF");
-        let name = if shape.vocab == RandomShape::smollm2_135m().vocab {
-            "SmolLM2-135M-Instruct"
-        } else {
-            "Qwen2.5-0.5B-Instruct"
-        };
         (tmp, shape.arch, name)
     });
     let dir = random

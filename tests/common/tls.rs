@@ -19,6 +19,17 @@ pub fn two_cas(tag: &str) -> (PathBuf, PathBuf) {
     (dir, other)
 }
 
+/// A fresh directory named after `tag` with the test CA's `ca.pem` and a server
+/// certificate for it; returns the directory and the `--tls-cert`/`--tls-key` paths.
+pub fn server_certificate(tag: &str) -> (PathBuf, String, String) {
+    let dir = std::env::temp_dir().join(format!("duet-{tag}-{}", super::unique()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    certificates(&dir);
+    let path = |f: &str| dir.join(f).display().to_string();
+    let (cert, key) = (path("srv.pem"), path("srv.key"));
+    (dir, cert, key)
+}
+
 /// The environment of a server process that trusts the CA in `ca` and nothing else
 /// (`SSL_CERT_DIR` an empty directory, so the machine's own roots play no part).
 pub fn trusting_only(ca: &Path) -> [(&'static str, String); 2] {
