@@ -2,7 +2,9 @@
 //! (Python aiortc as the offerer, loopback-only ICE, the `oai-events` data channel and Opus
 //! both ways) against an in-process server: connect, idle audio frames, a full server-VAD
 //! turn with an audible pitch-shifted answer, `output_audio_buffer.clear`, barge-in with
-//! truncation to what was played, hangup. Then the same call with its offer posted over
+//! truncation to what was played, a backchannel and a real interruption under `semantic_vad`
+//! (adaptive interruption: the playout pauses and goes on, or is truncated where it paused),
+//! hangup. Then the same call with its offer posted over
 //! Duet's own TLS (`--tls-cert`/`--tls-key`, a test CA trusted through `SSL_CERT_FILE`).
 //!
 //! Python comes from `DUET_TEST_PYTHON`, else `.venv/bin/python` in the repository, else

@@ -20,7 +20,12 @@ and then runs one call through these steps:
   e. barge-in: speaking over an answer cancels it (`turn_detected`), clears the buffer and
      truncates the assistant item to what was played (checked with
      `conversation.item.retrieve`);
-  f. hangup (`POST .../hangup` -> 200), close.
+  f. backchannel under `semantic_vad` (adaptive interruption): 0.3 s of voice over an answer
+     pauses its playout within 200 ms and lets it go on where it paused: every frame of the
+     answer is heard, no `speech_started`, the answer completes;
+  g. a real interruption under it (1.2 s of voice): cancelled and truncated where the
+     playout paused;
+  h. hangup (`POST .../hangup` -> 200), close.
 
 Audio timings use each RTP packet's arrival (recorded in aiortc's receiver), not the moment
 the decoded frame reaches the track: aiortc's audio jitter buffer holds ~80 ms before
@@ -771,6 +776,108 @@ async def step_barge_in(c: Call) -> None:
     check(not after, "barge-in: no events of the cancelled response after its response.done", str(after))
 
 
+ADAPTIVE = {
+    "type": "realtime",
+    "audio": {"input": {"turn_detection": {"type": "semantic_vad", "eagerness": "high"}}},
+}
+
+
+def answer_frames(c: Call, since: float) -> list[tuple[float, bool]]:
+    """(RTP arrival, loud) of every frame received since `since`."""
+    return [(t, r > LOUD_RMS) for t, r, _ in c.speaker.between(since, now())]
+
+
+def paused_at(frames: list[tuple[float, bool]], onset: float) -> float | None:
+    """The arrival of the first quiet frame at or after `onset` that follows a loud one."""
+    for (_, was_loud), (t, loud) in zip(frames, frames[1:]):
+        if t >= onset and was_loud and not loud:
+            return t
+    return None
+
+
+def longest_quiet_run(frames: list[tuple[float, bool]]) -> int:
+    """Quiet frames in a row, between the first and the last loud one."""
+    loud = [i for i, (_, l) in enumerate(frames) if l]
+    if not loud:
+        return 0
+    run = best = 0
+    for _, l in frames[loud[0]: loud[-1] + 1]:
+        run = 0 if l else run + 1
+        best = max(best, run)
+    return best
+
+
+async def adaptive_turn(c: Call, over: float) -> tuple[int, str, float, float]:
+    """Speaks a 2.5 s turn and, 0.6 s into its answer, `over` seconds of voice on top of
+    it. Returns the event mark before the turn, the answer's response id, when the answer
+    was first heard and when the voice over it began."""
+    ev = c.events
+    m = ev.mark()
+    speech_end = await c.mic.speak(2.5)
+    _, created = await ev.until("response.created", 8)
+    first_loud = await c.speaker.wait_loud(speech_end, 5)
+    if first_loud is None:
+        raise Abort("no audible answer within 5 s of the end of speech")
+    await asyncio.sleep(max(0.0, first_loud + 0.6 - now()))
+    c.mic.speak(over)
+    return m, created["response"]["id"], first_loud, c.mic.speeches[-1][0]
+
+
+async def step_backchannel(c: Call) -> None:
+    ev = c.events
+    c.send({"type": "session.update", "session": ADAPTIVE})
+    _, up = await ev.until("session.updated", 5)
+    td = up.get("session", {}).get("audio", {}).get("input", {}).get("turn_detection") or {}
+    check((td.get("interruption") or {}).get("mode") == "adaptive",
+          "backchannel: semantic_vad takes adaptive interruption", json.dumps(td))
+    m, rid, first_loud, onset = await adaptive_turn(c, 0.3)
+    _, done = await ev.until("response.done", 10, pred=lambda e: e["response"]["id"] == rid)
+    check(done["response"].get("status") == "completed", "backchannel: the answer completes",
+          f"status {done['response'].get('status')} {done['response'].get('status_details')}")
+    started = [e for t, e in ev.since(m, "input_audio_buffer.speech_started") if t > onset]
+    check(not started, "backchannel: no speech_started for it", str(started))
+    await c.speaker.wait_quiet(0.5, 5)
+    frames = answer_frames(c, first_loud)
+    loud = sum(1 for _, l in frames if l)
+    gap = longest_quiet_run(frames)
+    pause = paused_at(frames, onset)
+    FIGURES["backchannel_answer_loud_frames"] = loud
+    FIGURES["backchannel_paused_frames"] = gap
+    FIGURES["backchannel_onset_to_paused_ms"] = round((pause - onset) * 1000, 1) if pause else None
+    # Every frame of the 2.5 s answer (125 less the fades), not cut where the voice began.
+    check(loud >= 110, "backchannel: the whole answer is heard", f"{loud} loud frames")
+    check(10 <= gap <= 60, "backchannel: the playout paused while the voice was judged, then went on",
+          f"longest quiet run inside the answer: {gap} frames")
+    check(pause is not None and pause - onset <= 0.2,
+          "backchannel: the playout paused within 200 ms of the voice's onset",
+          f"{FIGURES['backchannel_onset_to_paused_ms']} ms")
+
+
+async def step_adaptive_interruption(c: Call) -> None:
+    ev = c.events
+    m, rid, first_loud, onset = await adaptive_turn(c, 1.2)
+    _, started = await ev.until("input_audio_buffer.speech_started", 5)
+    _, done = await ev.until("response.done", 5, pred=lambda e: e["response"]["id"] == rid)
+    resp = done["response"]
+    check(resp.get("status") == "cancelled" and
+          (resp.get("status_details") or {}).get("reason") == "turn_detected",
+          "adaptive interruption: the answer is cancelled (turn_detected)",
+          f"{resp.get('status')} {resp.get('status_details')}")
+    tr = await ev.find(m, "conversation.item.truncated", 2)
+    end_ms = tr.get("audio_end_ms") if tr else None
+    await asyncio.sleep(0.3)
+    frames = answer_frames(c, first_loud)
+    pause = paused_at(frames, onset)
+    heard = [t for t, l in frames if l and (pause is None or t < pause)]
+    heard_ms = round((heard[-1] - first_loud) * 1000 + 20) if heard else 0
+    FIGURES["adaptive_interruption_audio_end_ms"] = end_ms
+    FIGURES["adaptive_interruption_heard_ms"] = heard_ms
+    check(isinstance(end_ms, int) and end_ms % 20 == 0 and abs(end_ms - heard_ms) <= 100,
+          "adaptive interruption: truncated where the playout paused (what was heard, +-100 ms)",
+          f"audio_end_ms {end_ms} vs {heard_ms} ms heard")
+    await ev.until("response.done", 8, pred=lambda e: e["response"]["id"] != rid)
+
+
 async def scenario(base: str, use_multipart: bool) -> None:
     c = Call(base, use_multipart)
     metrics_before = await server_metrics(base)
@@ -780,6 +887,8 @@ async def scenario(base: str, use_multipart: bool) -> None:
         ("c. one turn", step_turn),
         ("d. output_audio_buffer.clear", step_clear),
         ("e. barge-in", step_barge_in),
+        ("f. backchannel (adaptive)", step_backchannel),
+        ("g. interruption (adaptive)", step_adaptive_interruption),
     ]
     try:
         print("== connect", flush=True)
@@ -795,7 +904,7 @@ async def scenario(base: str, use_multipart: bool) -> None:
                 break
             # Let the line settle between steps.
             await c.speaker.wait_quiet(0.5, 5)
-        print("== f. hangup", flush=True)
+        print("== h. hangup", flush=True)
         await c.hangup()
         # The server ends the call: the peer should notice (DTLS close / consent) soon.
         t_hang = now()
