@@ -12,16 +12,15 @@
 //! cargo run --release --example interruption_bench -- --models /tmp/duet-models [--rounds 2]
 //! ```
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use base64::Engine;
-use clap::Parser;
+use duet_client::live::LiveSession;
 use duet_client::scripted_llm::{Reply, ScriptedLlm};
 use duet_client::speech::{espeak, silence};
-use futures_util::{SinkExt, StreamExt};
-use serde_json::{json, Value};
-use tokio::sync::mpsc;
-use tokio_tungstenite::tungstenite::Message;
+use serde_json::json;
+
+#[path = "support/cascade.rs"]
+mod cascade;
 
 const BACKCHANNELS: [&str; 6] = ["Mm-hmm.", "Yeah.", "Okay.", "Uh-huh.", "I see.", "Right."];
 const INTERRUPTIONS: [&str; 5] = [
@@ -43,38 +42,6 @@ fn story() -> Reply {
     Reply::text(&pieces)
 }
 
-async fn start_server(models: &std::path::Path, llm: &ScriptedLlm) -> std::net::SocketAddr {
-    let dir = |d: &str| models.join(d).display().to_string();
-    let argv = [
-        "serve".to_string(),
-        "--port".into(),
-        "0".into(),
-        "--model".into(),
-        "cascade".into(),
-        "--llm-url".into(),
-        llm.url.clone(),
-        "--vad-model-dir".into(),
-        dir("silero-vad"),
-        "--turn-model-dir".into(),
-        dir("smart-turn-v3.2"),
-        "--transcription-model-dir".into(),
-        dir("whisper-tiny.en"),
-        "--tts-model-dir".into(),
-        dir("piper-en_US-joe-medium"),
-    ];
-    let server = duet::server::start(&duet::config::ServeArgs::parse_from(argv))
-        .await
-        .expect("server");
-    for _ in 0..500 {
-        let ready = duet_client::http::request(server.addr, "GET", "/ready", &[], "").await;
-        if ready.is_ok_and(|r| r.status == 200) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    server.addr
-}
-
 /// One trial's outcome: whether the answer was cancelled by the user's turn, and when (from
 /// the voice's onset).
 struct Outcome {
@@ -89,42 +56,21 @@ struct Outcome {
 async fn trial(addr: std::net::SocketAddr, phrase: &str) -> Outcome {
     // turn_events: the verdict comes with the words the transcriber heard.
     let url = format!("ws://{addr}/v1/realtime?model=cascade&turn_events=1");
-    let (ws, _) = tokio_tungstenite::connect_async(url)
-        .await
-        .expect("connects");
-    let (mut tx, mut rx) = ws.split();
-    let (events_tx, mut events) = mpsc::unbounded_channel::<(Instant, Value)>();
-    tokio::spawn(async move {
-        while let Some(Ok(Message::Text(t))) = rx.next().await {
-            if let Ok(v) = serde_json::from_str::<Value>(&t) {
-                let _ = events_tx.send((Instant::now(), v));
-            }
-        }
-    });
-    let send = |v: Value| Message::Text(v.to_string().into());
-    tx.send(send(
+    let mut session = LiveSession::connect(&url).await.expect("connects");
+    for event in [
         json!({"type":"session.update","session":{"type":"realtime",
-        "audio":{"input":{"turn_detection":{"type":"semantic_vad","eagerness":"medium"}}}}}),
-    ))
-    .await
-    .unwrap();
-    tx.send(send(
+            "audio":{"input":{"turn_detection":{"type":"semantic_vad","eagerness":"medium"}}}}}),
         json!({"type":"conversation.item.create","item":{"type":"message",
-        "role":"user","content":[{"type":"input_text","text":"Tell me a story."}]}}),
-    ))
-    .await
-    .unwrap();
-    tx.send(send(json!({"type":"response.create"})))
-        .await
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while Instant::now() < deadline {
-        match tokio::time::timeout(Duration::from_millis(100), events.recv()).await {
-            Ok(Some((_, v))) if v["type"] == "response.output_audio.delta" => break,
-            Ok(None) => break,
-            _ => {}
-        }
+            "role":"user","content":[{"type":"input_text","text":"Tell me a story."}]}}),
+        json!({"type":"response.create"}),
+    ] {
+        session.send(event).await.expect("sends");
     }
+    session
+        .events_until(Duration::from_secs(15), |_, v| {
+            v["type"] == "response.output_audio.delta"
+        })
+        .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     // The phrase, where its voice starts, then silence; appended in real time.
     let mut audio = silence(0.1);
@@ -132,45 +78,35 @@ async fn trial(addr: std::net::SocketAddr, phrase: &str) -> Outcome {
     let lead = spoken.iter().position(|s| s.abs() > 0.01).unwrap_or(0);
     audio.extend(&spoken);
     audio.extend(silence(3.0));
-    let started = Instant::now();
-    let onset = started + Duration::from_secs_f64((2_400 + lead) as f64 / 24_000.0);
-    let mut tick = tokio::time::interval(Duration::from_millis(20));
     let mut outcome = Outcome {
         interrupted: false,
         onset_to_cancel: None,
         verdict: None,
     };
-    for chunk in audio.chunks(480) {
-        tick.tick().await;
-        let bytes: Vec<u8> = chunk
-            .iter()
-            .flat_map(|&s| ((s * 32767.0) as i16).to_le_bytes())
-            .collect();
-        let b64 = base64::engine::general_purpose::STANDARD.encode(bytes);
-        tx.send(send(
-            json!({"type":"input_audio_buffer.append","audio":b64}),
-        ))
+    let mut events = Vec::new();
+    let started = session
+        .append_live(&audio, |at, v| events.push((at, v.clone())))
         .await
-        .unwrap();
-        while let Ok((at, v)) = events.try_recv() {
-            if v["type"] == "turn.overlap" {
-                outcome.verdict = Some(format!(
-                    "{} after {} ms, heard {}",
-                    v["outcome"].as_str().unwrap_or("?"),
-                    v["duration_ms"],
-                    v["transcript"]
-                ));
-            }
-            if v["type"] == "response.done"
-                && v["response"]["status_details"]["reason"] == "turn_detected"
-            {
-                outcome.interrupted = true;
-                outcome.onset_to_cancel = Some(at.saturating_duration_since(onset));
-            }
+        .expect("appends");
+    let onset = started + Duration::from_secs_f64((2_400 + lead) as f64 / 24_000.0);
+    for (at, v) in events {
+        if v["type"] == "turn.overlap" {
+            outcome.verdict = Some(format!(
+                "{} after {} ms, heard {}",
+                v["outcome"].as_str().unwrap_or("?"),
+                v["duration_ms"],
+                v["transcript"]
+            ));
+        }
+        if v["type"] == "response.done"
+            && v["response"]["status_details"]["reason"] == "turn_detected"
+        {
+            outcome.interrupted = true;
+            outcome.onset_to_cancel = Some(at.saturating_duration_since(onset));
         }
     }
-    let _ = tx.send(send(json!({"type":"response.cancel"}))).await;
-    let _ = tx.close().await;
+    let _ = session.send(json!({"type":"response.cancel"})).await;
+    session.close().await;
     outcome
 }
 
@@ -196,7 +132,7 @@ async fn main() {
     let (models, rounds) = main_args();
     let llm = ScriptedLlm::start(Vec::new()).await;
     *llm.default_reply.lock().unwrap() = Some(story());
-    let addr = start_server(&models, &llm).await;
+    let addr = cascade::start(&models, &llm.url).await;
     let (mut kept, mut bc_total) = (0, 0);
     let (mut cancelled, mut int_total, mut times) = (0, 0, Vec::new());
     for _ in 0..rounds {

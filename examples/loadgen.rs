@@ -14,6 +14,11 @@
 //! `--noise-reduction near_field` opens every call with that `audio.input.noise_reduction`
 //! (the offer's `session` part), to measure what denoising costs per call.
 //!
+//! `--adaptive` opens every call with adaptive interruption (`server_vad` 500 ms with
+//! `interruption.mode: "adaptive"`): the 400 ms barge-in clip is then a backchannel that
+//! pauses the answer's playout and lets it go on, so the barge-in column measures the voice's
+//! onset → the playout paused.
+//!
 //! `--loss PCT --jitter-ms MS` send every call through one impairment relay thread (random
 //! loss and 0..=MS of extra delay per packet, each way; see `duet_client::impair`).
 
@@ -44,6 +49,8 @@ struct Args {
     jitter_ms: u64,
     /// `audio.input.noise_reduction` type for every call (`near_field`, `far_field`).
     noise_reduction: Option<String>,
+    /// Adaptive interruption on every call (the barge-in clip becomes a backchannel).
+    adaptive: bool,
 }
 
 fn args() -> anyhow::Result<Args> {
@@ -57,9 +64,14 @@ fn args() -> anyhow::Result<Args> {
         loss_pct: 0.0,
         jitter_ms: 0,
         noise_reduction: None,
+        adaptive: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
+        if flag == "--adaptive" {
+            a.adaptive = true;
+            continue;
+        }
         let v = it.next().ok_or_else(|| anyhow!("{flag} needs a value"))?;
         match flag.as_str() {
             "--calls" => a.calls = v.split(',').map(str::parse).collect::<Result<_, _>>()?,
@@ -74,7 +86,7 @@ fn args() -> anyhow::Result<Args> {
                 let (addr, pid) = v.split_once(',').ok_or_else(|| anyhow!("--server HOST:PORT,PID"))?;
                 a.server = Some((addr.parse()?, pid.parse()?));
             }
-            other => anyhow::bail!("unknown flag {other}; use --calls 1,16,64 | --ws 100,500 --secs 20 --binary PATH --ramp PER_SEC [--loss PCT] [--jitter-ms MS] [--noise-reduction near_field|far_field] [--server HOST:PORT,PID]"),
+            other => anyhow::bail!("unknown flag {other}; use --calls 1,16,64 | --ws 100,500 --secs 20 --binary PATH --ramp PER_SEC [--loss PCT] [--jitter-ms MS] [--noise-reduction near_field|far_field] [--adaptive] [--server HOST:PORT,PID]"),
         }
     }
     if a.calls.is_empty() && a.ws.is_empty() {
@@ -176,13 +188,25 @@ fn measure_calls(n: usize, a: &Args, t: &Target) -> anyhow::Result<Measured<Load
         turn: Duration::from_millis(1000),
         loss: a.loss_pct / 100.0,
         jitter: Duration::from_millis(a.jitter_ms),
-        session: a.noise_reduction.as_ref().map(|kind| {
-            serde_json::json!({"type": "realtime",
-                "audio": {"input": {"noise_reduction": {"type": kind}}}})
-        }),
+        session: session(a),
     };
     let ramp_time = Duration::from_secs_f64(n as f64 / a.ramp);
     measure(t, a.secs, ramp_time, move || run(&cfg))
+}
+
+/// Every call's session part: noise reduction and adaptive interruption when asked.
+fn session(a: &Args) -> Option<serde_json::Value> {
+    let mut input = serde_json::Map::new();
+    if let Some(kind) = &a.noise_reduction {
+        input.insert("noise_reduction".into(), serde_json::json!({"type": kind}));
+    }
+    if a.adaptive {
+        let td = serde_json::json!({"type": "server_vad", "silence_duration_ms": VAD_SILENCE_MS as u64,
+            "interruption": {"mode": "adaptive"}});
+        input.insert("turn_detection".into(), td);
+    }
+    (!input.is_empty())
+        .then(|| serde_json::json!({"type": "realtime", "audio": {"input": input}}))
 }
 
 /// `n` WebSocket sessions (opened at 5× the call ramp: a WebSocket is cheap to open).

@@ -94,6 +94,11 @@ pub fn espeak_voice(voice: &str, text: &str) -> Vec<f32> {
     espeak_with(&["-v", voice], text)
 }
 
+/// `text` spoken by espeak-ng's `voice` at `wpm` words a minute, mono at [`RATE`].
+pub fn espeak_as(voice: &str, wpm: u32, text: &str) -> Vec<f32> {
+    espeak_with(&["-v", voice, "-s", &wpm.to_string()], text)
+}
+
 fn espeak_with(args: &[&str], text: &str) -> Vec<f32> {
     // Unique per call: tests in one process may say the same text at once.
     static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
