@@ -11,61 +11,19 @@
 //! Needs the `espeak-ng` program. Prints a table (docs/benchmarks.md "Turn-taking").
 
 use std::path::PathBuf;
-use std::process::Command;
 
-use duet::session::turn::{decide, unfinished, Preset, Score};
-use duet_client::speech::{parse_wav, resample_linear, silence};
+use duet::session::turn::{decide, unfinished, Preset, Score, Words};
+use duet_client::speech::{espeak_as, resample_linear, silence};
+use duet_client::turn_set::{BROKEN, FINISHED, VOICES};
 use duet_models::smart_turn::{SmartTurn, RATE};
 use duet_models::{TranscribeInput, TranscribeOutput};
-
-const FINISHED: &[&str] = &[
-    "Tell me a story.",
-    "What time is it?",
-    "Book a table for four people.",
-    "Can you help me with my order?",
-    "Thanks, that's all.",
-    "Please call me back tomorrow morning.",
-    "How is the weather in Paris?",
-    "Set an alarm for seven.",
-    "Where is the nearest station?",
-    "I would like to book a table for four people tonight.",
-];
-const PREFIXES: &[&str] = &[
-    "I would like to book a table for",
-    "So the problem with my order is that",
-    "Could you please remind me to",
-    "I need a room with",
-    "My name is John and",
-    "The thing I wanted to ask about is the",
-];
-const VOICES: &[(&str, u32)] = &[
-    ("en-us", 150),
-    ("en-us", 175),
-    ("en-gb", 150),
-    ("en-gb", 175),
-];
-
-/// `text` spoken by espeak-ng with `voice` at `wpm`, at 24 kHz.
-fn speak(text: &str, (voice, wpm): (&str, u32)) -> Vec<f32> {
-    let path = std::env::temp_dir().join(format!("duet-turn-eval-{}.wav", std::process::id()));
-    let ok = Command::new("espeak-ng")
-        .args(["-v", voice, "-s", &wpm.to_string(), "-w"])
-        .arg(&path)
-        .arg(text)
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(ok, "espeak-ng did not run");
-    let (rate, pcm) = parse_wav(&std::fs::read(&path).expect("wav")).expect("PCM16");
-    let _ = std::fs::remove_file(&path);
-    resample_linear(&pcm, rate, 24_000)
-}
 
 /// A verdict: true when the turn ends after a short pause (not the maximum).
 fn ends_early(preset: &Preset, p: Option<f32>, words: Option<&str>) -> bool {
     match (p, words) {
         (Some(p), w) => {
-            let open = w.is_some_and(unfinished);
-            decide(preset, Score::Complete(p), open, preset.max_pause_ms - 1).is_some()
+            let words = w.map_or(Words::Absent, Words::of);
+            decide(preset, Score::Complete(p), words, preset.max_pause_ms - 1).is_some()
         }
         // Words alone: a turn whose words do not leave a sentence open ends.
         (None, Some(w)) => !unfinished(w),
@@ -87,18 +45,19 @@ fn main() {
         .expect("whisper-tiny.en");
     stt.warmup().expect("warmup");
     let stream = stt.open_stream().expect("stream");
-    let hesitating: Vec<String> = PREFIXES.iter().map(|p| format!("{p}, um,")).collect();
+    let prefixes: Vec<&str> = BROKEN.iter().map(|(head, _)| *head).collect();
+    let hesitating: Vec<String> = prefixes.iter().map(|p| format!("{p}, um,")).collect();
     let classes: [Vec<&str>; 3] = [
         FINISHED.to_vec(),
-        PREFIXES.to_vec(),
+        prefixes,
         hesitating.iter().map(String::as_str).collect(),
     ];
     let mut cases = Vec::new();
     for (class, texts) in classes.iter().enumerate() {
         for text in texts {
-            for &voice in VOICES {
+            for &(voice, wpm) in VOICES {
                 let mut pcm = silence(0.3);
-                pcm.extend(speak(text, voice));
+                pcm.extend(espeak_as(voice, wpm, text));
                 pcm.extend(silence(0.16)); // the candidate pause
                 let at16k = resample_linear(&pcm, 24_000, RATE as u32);
                 let score = turn.score(&[&at16k]).expect("score")[0];

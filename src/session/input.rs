@@ -223,11 +223,12 @@ impl InputState {
 
     /// Under `semantic_vad` with a turn model: the judge looks at the pause (asking for its
     /// score at the candidate pause) and, once it knows, ends the utterance; returns where
-    /// it ends on the input clock. `words`: what was heard of the turn so far.
+    /// it ends on the input clock. `words`: what the words heard so far say (the speculative
+    /// transcript, on its way or in).
     pub(super) fn judge_pause(
         &mut self,
         now: std::time::Instant,
-        words: Option<&str>,
+        words: super::turn::Words,
     ) -> Option<u64> {
         let (judge, turns) = (self.judge.as_mut()?, self.vad.as_mut()?);
         let silence = turns.vad.in_speech().then(|| turns.vad.trailing_silence());

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use duet_models::{ContextItem, Request, StepOutput, TranscribeOutput, TurnInput};
 
 use super::audio_io::to_f32;
+use super::turn::Words;
 use super::{Epoch, Session, TranscriptEvent};
 
 /// Audio a held answer may hold before it is given up (10 s at 24 kHz, 960 KB as f32).
@@ -167,8 +168,11 @@ impl Session {
                 }
             }
         }
-        let words = self.speculation.as_ref().and_then(|s| s.transcript.clone());
-        let ended = self.input.judge_pause(self.now, words.as_deref());
+        let words = match &self.speculation {
+            Some(s) => s.transcript.as_deref().map_or(Words::Pending, Words::of),
+            None => Words::Absent,
+        };
+        let ended = self.input.judge_pause(self.now, words);
         if let Some(scored) = self.input.turn_scored() {
             self.emit(scored); // before the speech_stopped it may cause
         }

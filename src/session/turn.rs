@@ -112,33 +112,73 @@ impl Ending {
     }
 }
 
+/// How long past its end a turn waits for words that are on their way (the speculative
+/// transcript of the pause; the transcriber may be busy): they may veto the end.
+pub const WORDS_WAIT_MS: u32 = 300;
+
+/// What the words heard so far (the speculative transcript) say of the pause.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Words {
+    /// None are coming (no speculative start).
+    Absent,
+    /// A transcript of the turn so far is on its way.
+    Pending,
+    /// They end where no sentence ends ([`unfinished`]): they veto an end.
+    Open,
+    /// They end a sentence (".", "?", "!"): a confident score ends the turn as soon as a
+    /// very confident one does.
+    Closed,
+    /// Neither.
+    Plain,
+}
+
+impl Words {
+    /// What `words` say.
+    pub fn of(words: &str) -> Self {
+        if unfinished(words) {
+            Words::Open
+        } else if words.trim_end().ends_with(['.', '?', '!']) {
+            Words::Closed
+        } else {
+            Words::Plain
+        }
+    }
+}
+
 /// Where the turn ends (milliseconds into the pause) given what is known, or `None`: wait
-/// (for more silence, the score, or the maximum pause, which the VAD enforces itself).
-/// `unfinished`: the words heard so far end where no sentence ends.
+/// (for more silence, the score, the words, or the maximum pause, which the VAD enforces
+/// itself).
 pub fn decide(
     preset: &Preset,
     score: Score,
-    unfinished: bool,
+    words: Words,
     silence_ms: u32,
 ) -> Option<(u32, Ending)> {
     let (need, ending) = match score {
         Score::Pending => return None,
         Score::Failed => (preset.fallback_ms, Ending::Fallback),
-        Score::Complete(_) if unfinished => return None,
+        Score::Complete(_) if words == Words::Open => return None,
         Score::Complete(p) if p >= preset.immediate => (preset.immediate_ms, Ending::Immediate),
+        Score::Complete(p) if p >= preset.confident && words == Words::Closed => {
+            (preset.immediate_ms, Ending::Confident)
+        }
         Score::Complete(p) if p >= preset.confident => (preset.confident_ms, Ending::Confident),
         Score::Complete(_) => return None,
     };
-    (silence_ms >= need).then_some((need, ending))
+    let waited = match (words, ending) {
+        (Words::Pending, Ending::Immediate | Ending::Confident) => need + WORDS_WAIT_MS,
+        _ => need,
+    };
+    (silence_ms >= waited).then_some((need, ending))
 }
 
 /// What a known score means for the pause: the decision and when the turn ends.
-fn report(preset: &Preset, score: Score, unfinished: bool, silence: u64) -> Report {
+fn report(preset: &Preset, score: Score, words: Words, silence: u64) -> Report {
     let probability = match score {
         Score::Complete(p) => Some(p),
         Score::Pending | Score::Failed => None,
     };
-    let (decision, end_after_ms) = match decide(preset, score, unfinished, u32::MAX) {
+    let (decision, end_after_ms) = match decide(preset, score, words, u32::MAX) {
         Some((need, Ending::Fallback)) => ("fallback", need),
         Some((need, _)) => ("end", need),
         None => ("wait", preset.max_pause_ms),
@@ -147,7 +187,7 @@ fn report(preset: &Preset, score: Score, unfinished: bool, silence: u64) -> Repo
         probability,
         decision,
         end_after_ms,
-        unfinished_words: unfinished,
+        unfinished_words: words == Words::Open,
         silence,
     }
 }
@@ -270,7 +310,7 @@ impl Judge {
         &mut self,
         silence: Option<u64>,
         now: Instant,
-        words: Option<&str>,
+        words: Words,
         turn_audio: impl FnOnce() -> Arc<[f32]>,
     ) -> Option<u64> {
         let Some(silence) = silence.filter(|&s| s > 0) else {
@@ -303,12 +343,16 @@ impl Judge {
             crate::metrics::METRICS.turn_score("timeout");
             pause.score = Score::Failed;
         }
-        let unfinished = words.is_some_and(unfinished);
-        if !pause.reported && pause.score != Score::Pending {
+        let decided = decide(&self.preset, pause.score, words, silence_ms);
+        // Reported once the words are in too (or the end comes without them).
+        let words_in = words != Words::Pending
+            || decided.is_some()
+            || silence_ms >= self.preset.candidate_ms + WORDS_WAIT_MS;
+        if !pause.reported && pause.score != Score::Pending && words_in {
             pause.reported = true;
-            self.report = Some(report(&self.preset, pause.score, unfinished, silence));
+            self.report = Some(report(&self.preset, pause.score, words, silence));
         }
-        let (need, ending) = decide(&self.preset, pause.score, unfinished, silence_ms)?;
+        let (need, ending) = decided?;
         crate::metrics::METRICS.turn_end(ending.label());
         self.pause = None;
         Some(u64::from(need) * SAMPLES_PER_MS)
@@ -338,30 +382,65 @@ mod tests {
         let sure = Score::Complete(0.99);
         let fairly = Score::Complete(0.85);
         let unsure = Score::Complete(0.3);
-        assert_eq!(decide(&p, sure, false, 199), None);
-        assert_eq!(decide(&p, sure, false, 200), Some((200, Ending::Immediate)));
-        assert_eq!(decide(&p, fairly, false, 200), None);
+        assert_eq!(decide(&p, sure, Words::Absent, 199), None);
+        assert_eq!(decide(&p, sure, Words::Absent, 200), Some((200, Ending::Immediate)));
+        assert_eq!(decide(&p, fairly, Words::Absent, 200), None);
         assert_eq!(
-            decide(&p, fairly, false, 900),
+            decide(&p, fairly, Words::Absent, 900),
             Some((500, Ending::Confident))
         );
         assert_eq!(
-            decide(&p, unsure, false, 2_999),
+            decide(&p, unsure, Words::Absent, 2_999),
             None,
             "the VAD's maximum decides"
         );
-        assert_eq!(decide(&p, Score::Pending, false, 2_999), None);
-        assert_eq!(decide(&p, Score::Failed, false, 699), None);
+        assert_eq!(decide(&p, Score::Pending, Words::Absent, 2_999), None);
+        assert_eq!(decide(&p, Score::Failed, Words::Absent, 699), None);
         assert_eq!(
-            decide(&p, Score::Failed, false, 700),
+            decide(&p, Score::Failed, Words::Absent, 700),
             Some((700, Ending::Fallback))
         );
     }
 
     #[test]
+    fn words_on_their_way_hold_an_end_and_closed_words_bring_a_confident_one_forward() {
+        let p = Preset::of(MEDIUM);
+        let (sure, fairly) = (Score::Complete(0.99), Score::Complete(0.85));
+        // A transcript on its way: the end waits for it, at most WORDS_WAIT_MS past it.
+        assert_eq!(decide(&p, sure, Words::Pending, 200), None);
+        assert_eq!(decide(&p, sure, Words::Pending, 200 + WORDS_WAIT_MS - 1), None);
+        assert_eq!(
+            decide(&p, sure, Words::Pending, 200 + WORDS_WAIT_MS),
+            Some((200, Ending::Immediate))
+        );
+        // Once in, the words decide with the score: a veto, or an end where it was due.
+        assert_eq!(decide(&p, sure, Words::Open, 400), None);
+        assert_eq!(
+            decide(&p, sure, Words::Plain, 250),
+            Some((200, Ending::Immediate))
+        );
+        // A confident (not very confident) score and a finished sentence: the short pause.
+        assert_eq!(
+            decide(&p, fairly, Words::Closed, 200),
+            Some((200, Ending::Confident))
+        );
+        assert_eq!(decide(&p, fairly, Words::Plain, 499), None);
+        assert_eq!(decide(&p, Score::Complete(0.5), Words::Closed, 2_999), None);
+        // The fixed silence of a failed score does not wait for words.
+        assert_eq!(
+            decide(&p, Score::Failed, Words::Pending, 700),
+            Some((700, Ending::Fallback))
+        );
+        assert_eq!(Words::of("Tell me a story."), Words::Closed);
+        assert_eq!(Words::of("What time is it?"), Words::Closed);
+        assert_eq!(Words::of("a table for"), Words::Open);
+        assert_eq!(Words::of("Thank you"), Words::Plain);
+    }
+
+    #[test]
     fn words_that_leave_a_sentence_open_veto_the_model() {
         let p = Preset::of(MEDIUM);
-        assert_eq!(decide(&p, Score::Complete(0.99), true, 1_000), None);
+        assert_eq!(decide(&p, Score::Complete(0.99), Words::Open, 1_000), None);
         for open in [
             "I would like to book a table for",
             "I'd like to book a table for, um...",
