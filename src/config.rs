@@ -132,6 +132,67 @@ pub struct ServeArgs {
     #[serde(skip)]
     pub config: Option<PathBuf>,
 
+    /// Log format.
+    #[arg(long, env = "DUET_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+
+    /// On SIGTERM/SIGINT, live sessions get `server_draining` at once and are closed after
+    /// this many seconds; the process exits at most 2 s later.
+    #[arg(long, env = "DUET_DRAIN_SECS", default_value_t = 30)]
+    pub drain_secs: u64,
+
+    // The flags of HTTP and WebSocket: flattened, so they stay flat on the command line, in `DUET_*`
+    // variables and in the config file.
+    /// HTTP and WebSocket.
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub http: HttpArgs,
+
+    /// Who may call.
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub auth: AuthArgs,
+
+    /// The model and its device.
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub backend: BackendArgs,
+
+    /// The cascade's LLM.
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub llm: LlmArgs,
+
+    /// Speech in and out.
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub speech: SpeechArgs,
+
+    /// WebRTC calls.
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub media: MediaArgs,
+
+    /// Session limits.
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub limits: LimitsArgs,
+
+    /// Phone calls.
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub sip: SipArgs,
+
+    /// Cluster mode.
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+/// HTTP and WebSocket: where Duet listens, its TLS, and the limits on its connections.
+#[derive(Clone, Debug, clap::Args, serde::Serialize)]
+#[command(next_help_heading = "HTTP")]
+pub struct HttpArgs {
     /// Address to listen on. Use 0.0.0.0 to accept connections from other machines.
     #[arg(long, env = "DUET_HOST", default_value = "127.0.0.1")]
     pub host: IpAddr,
@@ -140,6 +201,98 @@ pub struct ServeArgs {
     #[arg(long, env = "DUET_PORT", default_value_t = 8080)]
     pub port: u16,
 
+    /// Browser origins allowed to call the API (comma-separated, e.g.
+    /// `https://app.example.com`): other origins get no CORS headers and their WebSocket
+    /// upgrades get 403. Default: any origin.
+    #[arg(long, env = "DUET_CORS_ORIGINS", value_delimiter = ',')]
+    pub cors_origins: Vec<String>,
+
+    /// Serve HTTPS (and `wss://`) on --port with this certificate chain (PEM, the server's
+    /// certificate first); needs --tls-key. A plain-HTTP request to the port is answered
+    /// `400` in clear and served nothing. Both files are read again on SIGHUP: a renewed
+    /// certificate needs no restart and drops no connection.
+    #[arg(long, env = "DUET_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, env = "DUET_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
+    /// Open HTTP connections (WebSockets included); further ones get a bare 503.
+    #[arg(long, env = "DUET_MAX_CONNECTIONS", default_value_t = 4096, value_parser = at_least::<usize>(1))]
+    pub max_connections: usize,
+
+    /// A new connection's first request head must arrive within this many seconds.
+    #[arg(long, env = "DUET_HTTP_HEAD_TIMEOUT_SECS", default_value_t = 10, value_parser = at_least::<u64>(1))]
+    pub http_head_timeout_secs: u64,
+
+    /// A request's whole body (`Content-Length` or chunked) must arrive within this many
+    /// seconds of its head; past it the request gets 408 `request_timeout` and the
+    /// connection closes.
+    #[arg(long, env = "DUET_HTTP_BODY_TIMEOUT_SECS", default_value_t = 10, value_parser = at_least::<u64>(1))]
+    pub http_body_timeout_secs: u64,
+
+    /// An idle keep-alive connection is closed after this many seconds.
+    #[arg(long, env = "DUET_HTTP_IDLE_SECS", default_value_t = 60, value_parser = at_least::<u64>(1))]
+    pub http_idle_secs: u64,
+
+    /// The server pings every WebSocket this often, in seconds.
+    #[arg(long, env = "DUET_WS_PING_SECS", default_value_t = 20, value_parser = at_least::<u64>(1))]
+    pub ws_ping_secs: u64,
+
+    /// A WebSocket with no inbound frame (pongs included) for this many seconds is closed
+    /// and its session released.
+    #[arg(long, env = "DUET_WS_IDLE_SECS", default_value_t = 60, value_parser = at_least::<u64>(1))]
+    pub ws_idle_secs: u64,
+
+    /// A WebSocket whose writer has been blocked this many seconds (the client stopped
+    /// reading) is closed and its session released.
+    #[arg(long, env = "DUET_WS_WRITE_TIMEOUT_SECS", default_value_t = 30, value_parser = at_least::<u64>(1))]
+    pub ws_write_timeout_secs: u64,
+}
+
+/// Who may call: the API key and client secrets.
+#[derive(Clone, Debug, clap::Args, serde::Serialize)]
+#[command(next_help_heading = "Authentication")]
+pub struct AuthArgs {
+    /// When set, every API route (not /health, not the demo page's files) requires
+    /// `Authorization: Bearer <key>`
+    /// (browsers may send the WebSocket subprotocol `openai-insecure-api-key.<key>` instead).
+    /// An empty key is a startup error.
+    #[arg(long, env = "DUET_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+
+    /// Serve without an API key on a non-loopback --host (refused otherwise): anyone who
+    /// reaches the port can open sessions.
+    #[arg(long, env = "DUET_INSECURE_NO_AUTH")]
+    pub insecure_no_auth: bool,
+
+    /// Let the demo page mint its own client secret (`POST /demo/client_secret`, no key
+    /// needed), so that it works on a server with --api-key without holding the key. Anyone
+    /// who reaches the server can then open sessions: for demos only.
+    #[arg(long, env = "DUET_DEMO_MINT_SECRETS")]
+    pub demo_mint_secrets: bool,
+
+    /// Live client secrets (`POST /v1/realtime/client_secrets`) kept at once; minting more
+    /// gets 503 until some expire.
+    #[arg(long, env = "DUET_MAX_CLIENT_SECRETS", default_value_t = 10_000, value_parser = at_least::<usize>(1))]
+    pub max_client_secrets: usize,
+
+    /// With --demo-mint-secrets: live secrets the demo page may mint at once, in a pool of
+    /// their own (they never take the places of --max-client-secrets); more get 503.
+    #[arg(long, env = "DUET_MAX_DEMO_SECRETS", default_value_t = 100)]
+    pub max_demo_secrets: usize,
+
+    /// With --demo-mint-secrets: live demo secrets one client IP address may hold; more get
+    /// 429 `too_many_demo_secrets_from_ip`.
+    #[arg(long, env = "DUET_MAX_DEMO_SECRETS_PER_IP", default_value_t = 10)]
+    pub max_demo_secrets_per_ip: usize,
+}
+
+/// The model served and the device it runs on.
+#[derive(Clone, Debug, clap::Args, serde::Serialize)]
+#[command(next_help_heading = "Model")]
+pub struct BackendArgs {
     /// Model to serve. `echo` is built in: no weights, CPU, speaks your words back.
     /// `moshi` is Kyutai's full-duplex model (needs --model-dir). `cascade` answers with a
     /// text LLM (needs --llm-url; what users say reaches it through the transcriber, so give
@@ -163,6 +316,32 @@ pub struct ServeArgs {
     #[arg(long, env = "DUET_MOSHI_PRESET", default_value = "moshiko")]
     pub moshi_preset: String,
 
+    /// Sessions the model serves at once (Moshi steps them together in one batch and
+    /// reserves KV-cache memory for every slot up front). Sessions beyond it are refused
+    /// with `model_slots_exhausted`. Default: 8 for Moshi, 1024 for echo, 256 for the cascade.
+    #[arg(long, env = "DUET_MODEL_SLOTS", value_parser = at_least::<usize>(1))]
+    pub model_slots: Option<usize>,
+
+    /// Decode Moshi's audio for all sessions in one batched Mimi pass: `auto` (on CUDA yes,
+    /// on the CPU no, where candle 0.9.2 gets batched transposed convolutions wrong), `on`,
+    /// `off`. `moshi_bench --check` compares the two on a device.
+    #[arg(
+        long,
+        env = "DUET_MIMI_BATCHED_DECODE",
+        value_enum,
+        default_value = "auto"
+    )]
+    pub mimi_batched_decode: Toggle,
+
+    /// Sampling seed for reproducible model output; random when unset.
+    #[arg(long, env = "DUET_MODEL_SEED")]
+    pub model_seed: Option<u64>,
+}
+
+/// The cascade's LLM: a remote chat-completions server or an embedded GGUF.
+#[derive(Clone, Debug, clap::Args, serde::Serialize)]
+#[command(next_help_heading = "LLM")]
+pub struct LlmArgs {
     /// The cascade's LLM: an OpenAI-compatible base URL (`http://127.0.0.1:8000/v1`,
     /// `https://api.openai.com/v1`), asked with streaming `POST {url}/chat/completions` on
     /// pooled connections; `https://` is checked against the system's roots or
@@ -217,6 +396,22 @@ pub struct ServeArgs {
     #[arg(long, env = "DUET_LLM_MAX_WAIT_SECS", default_value_t = 20, value_parser = at_least::<u64>(1))]
     pub llm_max_wait_secs: u64,
 
+    /// Longest wait for the LLM's first response and between two pieces of its stream;
+    /// past it the answer fails with `llm_unavailable`.
+    #[arg(long, env = "DUET_LLM_TIMEOUT_SECS", default_value_t = 30, value_parser = at_least::<u64>(1))]
+    pub llm_timeout_secs: u64,
+
+    /// Longest a cascade answer from `--llm-url` may take, from its request to its end
+    /// (an upstream that keeps the stream alive with pieces that say nothing is cut off
+    /// here); past it the answer fails with `llm_unavailable`.
+    #[arg(long, env = "DUET_LLM_ANSWER_SECS", default_value_t = 120, value_parser = at_least::<u64>(1))]
+    pub llm_answer_secs: u64,
+}
+
+/// Speech in and out: VAD, the turn model, the transcriber and the voice, embedded or remote.
+#[derive(Clone, Debug, clap::Args, serde::Serialize)]
+#[command(next_help_heading = "Speech")]
+pub struct SpeechArgs {
     /// The cascade's voice: a Piper voice directory (`<voice>.onnx`, `<voice>.onnx.json` and
     /// `libonnxruntime.so`, as `scripts/install-models DIR` writes DIR/piper-en_US-joe-medium).
     /// Without it the cascade answers in text only. Needs the `espeak-ng` program.
@@ -237,38 +432,6 @@ pub struct ServeArgs {
     /// The --tts-url server's API key (`Authorization: Bearer …`), held by the server.
     #[arg(long, env = "DUET_TTS_API_KEY", hide_env_values = true)]
     pub tts_api_key: Option<String>,
-
-    /// Longest wait for the LLM's first response and between two pieces of its stream;
-    /// past it the answer fails with `llm_unavailable`.
-    #[arg(long, env = "DUET_LLM_TIMEOUT_SECS", default_value_t = 30, value_parser = at_least::<u64>(1))]
-    pub llm_timeout_secs: u64,
-
-    /// Longest a cascade answer from `--llm-url` may take, from its request to its end
-    /// (an upstream that keeps the stream alive with pieces that say nothing is cut off
-    /// here); past it the answer fails with `llm_unavailable`.
-    #[arg(long, env = "DUET_LLM_ANSWER_SECS", default_value_t = 120, value_parser = at_least::<u64>(1))]
-    pub llm_answer_secs: u64,
-
-    /// Sessions the model serves at once (Moshi steps them together in one batch and
-    /// reserves KV-cache memory for every slot up front). Sessions beyond it are refused
-    /// with `model_slots_exhausted`. Default: 8 for Moshi, 1024 for echo, 256 for the cascade.
-    #[arg(long, env = "DUET_MODEL_SLOTS", value_parser = at_least::<usize>(1))]
-    pub model_slots: Option<usize>,
-
-    /// Decode Moshi's audio for all sessions in one batched Mimi pass: `auto` (on CUDA yes,
-    /// on the CPU no, where candle 0.9.2 gets batched transposed convolutions wrong), `on`,
-    /// `off`. `moshi_bench --check` compares the two on a device.
-    #[arg(
-        long,
-        env = "DUET_MIMI_BATCHED_DECODE",
-        value_enum,
-        default_value = "auto"
-    )]
-    pub mimi_batched_decode: Toggle,
-
-    /// Sampling seed for reproducible model output; random when unset.
-    #[arg(long, env = "DUET_MODEL_SEED")]
-    pub model_seed: Option<u64>,
 
     /// A directory made by `scripts/install-models DIR`: each standard model directory in it
     /// (`silero-vad`, `smart-turn-v3.2`, `whisper-tiny.en`, `piper-en_US-joe-medium`,
@@ -331,49 +494,12 @@ pub struct ServeArgs {
     /// The --stt-url server's API key (`Authorization: Bearer …`), held by the server.
     #[arg(long, env = "DUET_STT_API_KEY", hide_env_values = true)]
     pub stt_api_key: Option<String>,
+}
 
-    /// When set, every API route (not /health, not the demo page's files) requires
-    /// `Authorization: Bearer <key>`
-    /// (browsers may send the WebSocket subprotocol `openai-insecure-api-key.<key>` instead).
-    /// An empty key is a startup error.
-    #[arg(long, env = "DUET_API_KEY", hide_env_values = true)]
-    pub api_key: Option<String>,
-
-    /// Serve without an API key on a non-loopback --host (refused otherwise): anyone who
-    /// reaches the port can open sessions.
-    #[arg(long, env = "DUET_INSECURE_NO_AUTH")]
-    pub insecure_no_auth: bool,
-
-    /// Browser origins allowed to call the API (comma-separated, e.g.
-    /// `https://app.example.com`): other origins get no CORS headers and their WebSocket
-    /// upgrades get 403. Default: any origin.
-    #[arg(long, env = "DUET_CORS_ORIGINS", value_delimiter = ',')]
-    pub cors_origins: Vec<String>,
-
-    /// Serve HTTPS (and `wss://`) on --port with this certificate chain (PEM, the server's
-    /// certificate first); needs --tls-key. A plain-HTTP request to the port is answered
-    /// `400` in clear and served nothing. Both files are read again on SIGHUP: a renewed
-    /// certificate needs no restart and drops no connection.
-    #[arg(long, env = "DUET_TLS_CERT", requires = "tls_key")]
-    pub tls_cert: Option<PathBuf>,
-
-    /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1).
-    #[arg(long, env = "DUET_TLS_KEY", requires = "tls_cert")]
-    pub tls_key: Option<PathBuf>,
-
-    /// Log format.
-    #[arg(long, env = "DUET_LOG_FORMAT", value_enum, default_value = "text")]
-    pub log_format: LogFormat,
-
-    /// Concurrent sessions accepted: WebSocket sessions, every call's session (attached or
-    /// detached) and sideband sockets; further ones get 503.
-    #[arg(long, env = "DUET_MAX_SESSIONS", default_value_t = 256, value_parser = at_least::<usize>(1))]
-    pub max_sessions: usize,
-
-    /// Longest session in seconds; the session then gets `session_expired` and is closed.
-    #[arg(long, env = "DUET_MAX_SESSION_SECS", default_value_t = 3600, value_parser = at_least::<u64>(1))]
-    pub max_session_secs: u64,
-
+/// WebRTC calls: their UDP socket, the media engine and the calls' timers.
+#[derive(Clone, Debug, clap::Args, serde::Serialize)]
+#[command(next_help_heading = "WebRTC calls")]
+pub struct MediaArgs {
     /// Address of the UDP socket that carries every WebRTC call's media.
     #[arg(long, env = "DUET_UDP_HOST", default_value = "127.0.0.1")]
     pub udp_host: IpAddr,
@@ -406,6 +532,20 @@ pub struct ServeArgs {
     /// offer is ended, releasing its call and model slots.
     #[arg(long, env = "DUET_CALL_CONNECT_SECS", default_value_t = 10, value_parser = at_least::<u64>(1))]
     pub call_connect_secs: u64,
+}
+
+/// Sessions: how many, how long, and what each may hold in memory; resumption and admission.
+#[derive(Clone, Debug, clap::Args, serde::Serialize)]
+#[command(next_help_heading = "Session limits")]
+pub struct LimitsArgs {
+    /// Concurrent sessions accepted: WebSocket sessions, every call's session (attached or
+    /// detached) and sideband sockets; further ones get 503.
+    #[arg(long, env = "DUET_MAX_SESSIONS", default_value_t = 256, value_parser = at_least::<usize>(1))]
+    pub max_sessions: usize,
+
+    /// Longest session in seconds; the session then gets `session_expired` and is closed.
+    #[arg(long, env = "DUET_MAX_SESSION_SECS", default_value_t = 3600, value_parser = at_least::<u64>(1))]
+    pub max_session_secs: u64,
 
     /// A session with no client event and no audio for this many seconds is closed
     /// (`session_idle`).
@@ -447,43 +587,6 @@ pub struct ServeArgs {
     #[arg(long, env = "DUET_MAX_TOOLS_KIB", default_value_t = 1024, value_parser = at_least::<usize>(1))]
     pub max_tools_kib: usize,
 
-    /// Open HTTP connections (WebSockets included); further ones get a bare 503.
-    #[arg(long, env = "DUET_MAX_CONNECTIONS", default_value_t = 4096, value_parser = at_least::<usize>(1))]
-    pub max_connections: usize,
-
-    /// A new connection's first request head must arrive within this many seconds.
-    #[arg(long, env = "DUET_HTTP_HEAD_TIMEOUT_SECS", default_value_t = 10, value_parser = at_least::<u64>(1))]
-    pub http_head_timeout_secs: u64,
-
-    /// A request's whole body (`Content-Length` or chunked) must arrive within this many
-    /// seconds of its head; past it the request gets 408 `request_timeout` and the
-    /// connection closes.
-    #[arg(long, env = "DUET_HTTP_BODY_TIMEOUT_SECS", default_value_t = 10, value_parser = at_least::<u64>(1))]
-    pub http_body_timeout_secs: u64,
-
-    /// An idle keep-alive connection is closed after this many seconds.
-    #[arg(long, env = "DUET_HTTP_IDLE_SECS", default_value_t = 60, value_parser = at_least::<u64>(1))]
-    pub http_idle_secs: u64,
-
-    /// The server pings every WebSocket this often, in seconds.
-    #[arg(long, env = "DUET_WS_PING_SECS", default_value_t = 20, value_parser = at_least::<u64>(1))]
-    pub ws_ping_secs: u64,
-
-    /// A WebSocket with no inbound frame (pongs included) for this many seconds is closed
-    /// and its session released.
-    #[arg(long, env = "DUET_WS_IDLE_SECS", default_value_t = 60, value_parser = at_least::<u64>(1))]
-    pub ws_idle_secs: u64,
-
-    /// A WebSocket whose writer has been blocked this many seconds (the client stopped
-    /// reading) is closed and its session released.
-    #[arg(long, env = "DUET_WS_WRITE_TIMEOUT_SECS", default_value_t = 30, value_parser = at_least::<u64>(1))]
-    pub ws_write_timeout_secs: u64,
-
-    /// On SIGTERM/SIGINT, live sessions get `server_draining` at once and are closed after
-    /// this many seconds; the process exits at most 2 s later.
-    #[arg(long, env = "DUET_DRAIN_SECS", default_value_t = 30)]
-    pub drain_secs: u64,
-
     /// Duplex extension: a session whose transport dropped waits this many seconds for a
     /// resume, keeping its conversation and model slot, then expires.
     #[arg(long, env = "DUET_DISCONNECT_GRACE_SECS", default_value_t = 30)]
@@ -510,27 +613,6 @@ pub struct ServeArgs {
     #[arg(long, env = "DUET_MAX_SESSIONS_PER_KEY", default_value_t = 0)]
     pub max_sessions_per_key: usize,
 
-    /// Let the demo page mint its own client secret (`POST /demo/client_secret`, no key
-    /// needed), so that it works on a server with --api-key without holding the key. Anyone
-    /// who reaches the server can then open sessions: for demos only.
-    #[arg(long, env = "DUET_DEMO_MINT_SECRETS")]
-    pub demo_mint_secrets: bool,
-
-    /// Live client secrets (`POST /v1/realtime/client_secrets`) kept at once; minting more
-    /// gets 503 until some expire.
-    #[arg(long, env = "DUET_MAX_CLIENT_SECRETS", default_value_t = 10_000, value_parser = at_least::<usize>(1))]
-    pub max_client_secrets: usize,
-
-    /// With --demo-mint-secrets: live secrets the demo page may mint at once, in a pool of
-    /// their own (they never take the places of --max-client-secrets); more get 503.
-    #[arg(long, env = "DUET_MAX_DEMO_SECRETS", default_value_t = 100)]
-    pub max_demo_secrets: usize,
-
-    /// With --demo-mint-secrets: live demo secrets one client IP address may hold; more get
-    /// 429 `too_many_demo_secrets_from_ip`.
-    #[arg(long, env = "DUET_MAX_DEMO_SECRETS_PER_IP", default_value_t = 10)]
-    pub max_demo_secrets_per_ip: usize,
-
     /// The server's memory budget in MiB: every buffer a client can fill (input and
     /// conversation audio, responses, event queues, journals, retrieve caches, transcription
     /// queues, client secrets, a call's media) is charged to one account, and a request past
@@ -543,7 +625,12 @@ pub struct ServeArgs {
     /// Duplex extension: seconds before --max-session-secs that `session.expiring` is sent.
     #[arg(long, env = "DUET_EXPIRY_WARNING_SECS", default_value_t = 60)]
     pub expiry_warning_secs: u64,
+}
 
+/// Phone calls (SIP): the listener, the webhook, and the limits that keep a flood out.
+#[derive(Clone, Debug, clap::Args, serde::Serialize)]
+#[command(next_help_heading = "Phone calls (SIP)")]
+pub struct SipArgs {
     /// Phone calls: answer SIP on this address (UDP and TCP, e.g. `0.0.0.0:5060`). Each
     /// INVITE becomes a pending call `rtc_…` announced to --sip-webhook-url, which the app
     /// accepts or rejects (docs/phone-calls.md). Off when not given.
@@ -606,7 +693,12 @@ pub struct ServeArgs {
     /// Phone calls: SIP TCP connections held at once from one source address.
     #[arg(long, env = "DUET_SIP_MAX_TCP_PER_IP", default_value_t = 16, value_parser = at_least::<usize>(1))]
     pub sip_max_tcp_per_ip: usize,
+}
 
+/// Cluster mode: the shared Redis and this node's name and address.
+#[derive(Clone, Debug, clap::Args, serde::Serialize)]
+#[command(next_help_heading = "Cluster")]
+pub struct ClusterArgs {
     /// Cluster mode: the Redis that nodes share (`redis://[:password@]host:port[/db]`, or
     /// `rediss://` for TLS). Calls and sessions are then placed on the node with the most
     /// free model slots and routed to their owner by id (docs/cluster.md). Off
@@ -634,7 +726,7 @@ impl ServeArgs {
     /// Fills the model directory flags that were not given from `--models-dir`, for each
     /// standard subdirectory that exists there.
     pub fn apply_models_dir(&mut self) {
-        let Some(root) = self.models_dir.clone() else {
+        let Some(root) = self.speech.models_dir.clone() else {
             return;
         };
         let pick = |slot: &mut Option<PathBuf>, name: &str| {
@@ -643,11 +735,11 @@ impl ServeArgs {
                 *slot = Some(dir);
             }
         };
-        pick(&mut self.vad_model_dir, "silero-vad");
-        pick(&mut self.turn_model_dir, "smart-turn-v3.2");
-        pick(&mut self.transcription_model_dir, "whisper-tiny.en");
-        pick(&mut self.tts_model_dir, "piper-en_US-joe-medium");
-        pick(&mut self.llm_model_dir, "smollm2-135m-instruct");
+        pick(&mut self.speech.vad_model_dir, "silero-vad");
+        pick(&mut self.speech.turn_model_dir, "smart-turn-v3.2");
+        pick(&mut self.speech.transcription_model_dir, "whisper-tiny.en");
+        pick(&mut self.speech.tts_model_dir, "piper-en_US-joe-medium");
+        pick(&mut self.llm.llm_model_dir, "smollm2-135m-instruct");
     }
 }
 
@@ -662,20 +754,28 @@ mod tests {
             panic!("serve")
         };
         assert_eq!(
-            (a.device.as_str(), a.model_slots, a.model_dir),
+            (
+                a.backend.device.as_str(),
+                a.backend.model_slots,
+                a.backend.model_dir
+            ),
             ("cpu", None, None)
         );
         assert_eq!(
-            (a.max_connections, a.drain_secs, a.max_per_ip),
+            (a.http.max_connections, a.drain_secs, a.limits.max_per_ip),
             (4096, 30, 0)
         );
-        assert!(a.cors_origins.is_empty() && !a.insecure_no_auth);
+        assert!(a.http.cors_origins.is_empty() && !a.auth.insecure_no_auth);
         assert_eq!(
-            (a.host.to_string(), a.port, a.model.as_str()),
+            (
+                a.http.host.to_string(),
+                a.http.port,
+                a.backend.model.as_str()
+            ),
             ("127.0.0.1".into(), 8080, "echo")
         );
         assert_eq!(a.log_format, LogFormat::Text);
-        assert!(a.api_key.is_none());
+        assert!(a.auth.api_key.is_none());
         let cli = Cli::try_parse_from([
             "duet",
             "serve",
@@ -691,7 +791,7 @@ mod tests {
             panic!("serve")
         };
         assert_eq!(
-            (a.port, a.log_format, a.api_key.as_deref()),
+            (a.http.port, a.log_format, a.auth.api_key.as_deref()),
             (0, LogFormat::Json, Some("k"))
         );
         assert!(Cli::try_parse_from(["duet", "serve", "--log-format", "xml"]).is_err());
@@ -778,35 +878,35 @@ impl<T: TryFrom<u64> + Clone + Send + Sync + 'static> TypedValueParser for Bound
 impl Budget {
     /// The budget for `args`.
     pub fn of(args: &ServeArgs) -> Self {
-        let item = args.max_item_audio_secs * memory::RATE;
+        let item = args.limits.max_item_audio_secs * memory::RATE;
         let per_session = 300 * memory::RATE * memory::PCM16 // input buffer
             + 900 * memory::RATE / 2 // conversation audio (ADPCM, 4 bits a sample)
             + item / 2 // the response being generated (ADPCM)
             + item * memory::PCM16 * 4 / 3 // one cached retrieve encoding (PCM16, base64)
-            + ((args.max_outbound_mib as u64) << 20)
-            + ((args.max_inbound_mib as u64) << 20)
-            + ((args.max_conversation_text_mib as u64) << 20) // conversation text
-            + ((args.max_instructions_kib as u64 + args.max_tools_kib as u64) << 10) // instructions, tools
-            + args.resume_journal_bytes as u64 // replay journal (opted-in sessions)
+            + ((args.limits.max_outbound_mib as u64) << 20)
+            + ((args.limits.max_inbound_mib as u64) << 20)
+            + ((args.limits.max_conversation_text_mib as u64) << 20) // conversation text
+            + ((args.limits.max_instructions_kib as u64 + args.limits.max_tools_kib as u64) << 10) // instructions, tools
+            + args.limits.resume_journal_bytes as u64 // replay journal (opted-in sessions)
             + memory::MODEL_QUEUE
-            + if args.transcription_model_dir.is_some() {
+            + if args.speech.transcription_model_dir.is_some() {
                 crate::transcribe_loop::MAX_QUEUED_SAMPLES as u64 * memory::F32 // audio waiting for the transcriber
             } else {
                 0
             };
         let per_call = memory::CALL_MEDIA;
-        let sessions = args.max_sessions as u64;
-        let demo = if args.demo_mint_secrets {
-            args.max_demo_secrets as u64
+        let sessions = args.limits.max_sessions as u64;
+        let demo = if args.auth.demo_mint_secrets {
+            args.auth.max_demo_secrets as u64
         } else {
             0
         };
-        let shared = (args.max_client_secrets as u64 + demo) * memory::SECRET;
+        let shared = (args.auth.max_client_secrets as u64 + demo) * memory::SECRET;
         Self {
             per_session,
             per_call,
             shared,
-            total: sessions * per_session + args.max_calls as u64 * per_call + shared,
+            total: sessions * per_session + args.media.max_calls as u64 * per_call + shared,
         }
     }
 }

@@ -115,9 +115,9 @@ fn kind(a: &clap::Arg) -> Kind {
 /// The model, its files and the other model directories, the device.
 fn model_problems(args: &ServeArgs) -> Vec<String> {
     let mut p = Vec::new();
-    match args.model.as_str() {
+    match args.backend.model.as_str() {
         "echo" => {}
-        "moshi" => match &args.model_dir {
+        "moshi" => match &args.backend.model_dir {
             None => p.push("model_dir: required with model = \"moshi\"".into()),
             Some(dir) => {
                 if let Err(e) = duet_models::moshi::ModelFiles::find(dir) {
@@ -125,7 +125,7 @@ fn model_problems(args: &ServeArgs) -> Vec<String> {
                 }
             }
         },
-        "cascade" if args.llm_url.is_none() && args.llm_model_dir.is_none() => p.push(
+        "cascade" if args.llm.llm_url.is_none() && args.llm.llm_model_dir.is_none() => p.push(
             "llm_url: required with model = \"cascade\" (or llm_model_dir, an embedded LLM)".into(),
         ),
         "cascade" => {}
@@ -133,25 +133,26 @@ fn model_problems(args: &ServeArgs) -> Vec<String> {
             "model: unknown model {other:?} (echo, moshi or cascade)"
         )),
     }
-    if let Some(url) = &args.llm_url {
+    if let Some(url) = &args.llm.llm_url {
         if let Err(e) = crate::llm::chat_endpoint(url) {
             p.push(format!("llm_url: {e}"));
         }
     }
     if let Some(dir) = args
+        .llm
         .llm_model_dir
         .as_ref()
-        .filter(|_| args.llm_url.is_none())
+        .filter(|_| args.llm.llm_url.is_none())
     {
         if let Err(e) = duet_models::llama::find_gguf(dir) {
             p.push(format!("llm_model_dir: {e}"));
         }
     }
-    if let Some(dir) = args.models_dir.as_ref().filter(|d| !d.is_dir()) {
+    if let Some(dir) = args.speech.models_dir.as_ref().filter(|d| !d.is_dir()) {
         p.push(format!("models_dir: {} is not a directory", dir.display()));
     }
     speech_problems(args, &mut p);
-    if let Err(e) = duet_models::moshi::DeviceSpec::parse(&args.device) {
+    if let Err(e) = duet_models::moshi::DeviceSpec::parse(&args.backend.device) {
         p.push(format!("device: {e}"));
     }
     p
@@ -159,37 +160,37 @@ fn model_problems(args: &ServeArgs) -> Vec<String> {
 
 /// The speech model directories: the voice, Silero VAD, the turn model, the transcriber.
 fn speech_problems(args: &ServeArgs, p: &mut Vec<String>) {
-    if let Some(dir) = &args.tts_model_dir {
+    if let Some(dir) = &args.speech.tts_model_dir {
         if let Err(e) = duet_models::piper::VoiceFiles::find(dir) {
             p.push(format!("tts_model_dir: {e}"));
         }
     }
-    if let Some(dir) = &args.vad_model_dir {
+    if let Some(dir) = &args.speech.vad_model_dir {
         if let Err(e) = duet_models::silero::SileroVad::load(dir) {
             p.push(format!("vad_model_dir: {e}"));
         }
     }
-    if let Some(dir) = &args.turn_model_dir {
+    if let Some(dir) = &args.speech.turn_model_dir {
         if let Err(e) = duet_models::smart_turn::TurnFiles::find(dir) {
             p.push(format!("turn_model_dir: {e}"));
         }
     }
-    if let Some(dir) = &args.transcription_model_dir {
+    if let Some(dir) = &args.speech.transcription_model_dir {
         if let Err(e) = duet_models::transcriber_kind(dir) {
             p.push(format!("transcription_model_dir: {e}"));
         }
     }
-    if let Some(url) = &args.tts_url {
+    if let Some(url) = &args.speech.tts_url {
         if let Err(e) = crate::tts::endpoint(url) {
             p.push(format!("tts_url: {e}"));
         }
     }
-    if let Some(url) = &args.stt_url {
-        if let Err(e) = crate::stt::RemoteStt::new(url, &args.stt_model, None) {
+    if let Some(url) = &args.speech.stt_url {
+        if let Err(e) = crate::stt::RemoteStt::new(url, &args.speech.stt_model, None) {
             p.push(format!("stt_url: {e}"));
         }
     }
-    if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
+    if let (Some(cert), Some(key)) = (&args.http.tls_cert, &args.http.tls_key) {
         if let Err(e) = crate::server::check_tls(cert, key) {
             p.push(format!("{e:#}"));
         }
@@ -210,25 +211,25 @@ pub fn stages(args: &ServeArgs) -> Vec<String> {
         format!(
             "speech to text: {}",
             place(
-                args.stt_url.as_ref(),
-                &args.stt_model,
-                args.transcription_model_dir.as_ref()
+                args.speech.stt_url.as_ref(),
+                &args.speech.stt_model,
+                args.speech.transcription_model_dir.as_ref()
             )
         ),
         format!(
             "LLM: {}",
             place(
-                args.llm_url.as_ref(),
-                &args.llm_model,
-                args.llm_model_dir.as_ref()
+                args.llm.llm_url.as_ref(),
+                &args.llm.llm_model,
+                args.llm.llm_model_dir.as_ref()
             )
         ),
         format!(
             "text to speech: {}",
             place(
-                args.tts_url.as_ref(),
-                &args.tts_model,
-                args.tts_model_dir.as_ref()
+                args.speech.tts_url.as_ref(),
+                &args.speech.tts_model,
+                args.speech.tts_model_dir.as_ref()
             )
         ),
     ]
@@ -243,26 +244,28 @@ pub fn problems(args: &ServeArgs) -> Vec<String> {
     if let Err(e) = crate::server::check_auth(args) {
         p.push(format!("api_key: {e}"));
     }
-    if args.udp_host.is_unspecified() && args.public_ip.is_none() {
+    if args.media.udp_host.is_unspecified() && args.media.public_ip.is_none() {
         p.push(format!(
             "public_ip: required when udp_host is the wildcard {}",
-            args.udp_host
+            args.media.udp_host
         ));
     }
-    let bound = std::net::SocketAddr::new(args.host, args.port);
-    if let Err(e) = crate::cluster::ClusterSettings::from_args(args, bound) {
+    let bound = std::net::SocketAddr::new(args.http.host, args.http.port);
+    if let Err(e) =
+        crate::cluster::ClusterSettings::from_args(&args.cluster, bound, args.media.public_ip)
+    {
         p.push(format!("cluster_redis: {e:#}"));
     }
-    if args.ws_idle_secs <= args.ws_ping_secs {
+    if args.http.ws_idle_secs <= args.http.ws_ping_secs {
         p.push(format!(
             "ws_idle_secs: {} must be longer than ws_ping_secs ({}), or idle clients that answer pings are dropped",
-            args.ws_idle_secs, args.ws_ping_secs
+            args.http.ws_idle_secs, args.http.ws_ping_secs
         ));
     }
-    if args.expiry_warning_secs >= args.max_session_secs {
+    if args.limits.expiry_warning_secs >= args.limits.max_session_secs {
         p.push(format!(
             "expiry_warning_secs: {} must be shorter than max_session_secs ({})",
-            args.expiry_warning_secs, args.max_session_secs
+            args.limits.expiry_warning_secs, args.limits.max_session_secs
         ));
     }
     p
@@ -271,11 +274,11 @@ pub fn problems(args: &ServeArgs) -> Vec<String> {
 /// The effective configuration as TOML, the API key redacted (unset values are left out).
 pub fn effective(args: &ServeArgs) -> anyhow::Result<String> {
     let mut shown = args.clone();
-    if shown.api_key.is_some() {
-        shown.api_key = Some("<redacted>".into());
+    if shown.auth.api_key.is_some() {
+        shown.auth.api_key = Some("<redacted>".into());
     }
-    if shown.llm_api_key.is_some() {
-        shown.llm_api_key = Some("<redacted>".into());
+    if shown.llm.llm_api_key.is_some() {
+        shown.llm.llm_api_key = Some("<redacted>".into());
     }
     Ok(toml::to_string(&shown)?)
 }

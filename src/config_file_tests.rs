@@ -167,10 +167,10 @@ fn models_dir_fills_the_model_flags_not_given() {
     let Command::Serve(a) = cli.command else {
         panic!("serve")
     };
-    assert_eq!(a.vad_model_dir, Some(root.join("silero-vad")));
-    assert_eq!(a.transcription_model_dir, None, "absent: left unset");
+    assert_eq!(a.speech.vad_model_dir, Some(root.join("silero-vad")));
+    assert_eq!(a.speech.transcription_model_dir, None, "absent: left unset");
     assert_eq!(
-        a.tts_model_dir,
+        a.speech.tts_model_dir,
         Some(PathBuf::from("/elsewhere/voice")),
         "given: kept"
     );
@@ -188,9 +188,12 @@ fn the_example_uncommented_is_a_valid_configuration() {
         .collect();
     let p = temp("example", &keys);
     let a = serve_with(&p, &[]).expect("the example parses");
-    assert_eq!(a.max_sessions, 256);
-    assert_eq!(a.api_key.as_deref(), Some("change-me"));
-    assert_eq!(a.cors_origins, vec!["https://app.example.com".to_string()]);
+    assert_eq!(a.limits.max_sessions, 256);
+    assert_eq!(a.auth.api_key.as_deref(), Some("change-me"));
+    assert_eq!(
+        a.http.cors_origins,
+        vec!["https://app.example.com".to_string()]
+    );
     // The example's model directories are placeholders: checked, and only they are missing.
     let (dirs, others): (Vec<String>, Vec<String>) = problems(&a).into_iter().partition(|p| {
         p.starts_with("vad_model_dir:")
@@ -208,11 +211,11 @@ fn the_example_uncommented_is_a_valid_configuration() {
 fn flags_win_over_the_file_and_the_file_over_defaults() {
     let p = temp("layers", "max_sessions = 7\nport = 9999\ninsecure-no-auth = true\ncors_origins = [\"https://a\", \"https://b\"]\n");
     let a = serve_with(&p, &["--port", "1234"]).expect("parses");
-    assert_eq!(a.port, 1234, "the flag wins");
-    assert_eq!(a.max_sessions, 7, "the file beats the default");
-    assert!(a.insecure_no_auth);
-    assert_eq!(a.cors_origins.len(), 2);
-    assert_eq!(a.max_calls, 100, "the default");
+    assert_eq!(a.http.port, 1234, "the flag wins");
+    assert_eq!(a.limits.max_sessions, 7, "the file beats the default");
+    assert!(a.auth.insecure_no_auth);
+    assert_eq!(a.http.cors_origins.len(), 2);
+    assert_eq!(a.media.max_calls, 100, "the default");
 }
 
 #[test]
@@ -254,11 +257,9 @@ fn check_config_names_each_problem() {
     ] {
         assert!(found.contains(key), "{key} in {found}");
     }
-    let shown = effective(&ServeArgs {
-        api_key: Some("secret-value".into()),
-        ..a
-    })
-    .expect("toml");
+    let mut with_key = a;
+    with_key.auth.api_key = Some("secret-value".into());
+    let shown = effective(&with_key).expect("toml");
     assert!(shown.contains("api_key = \"<redacted>\""), "{shown}");
     assert!(!shown.contains("secret-value"));
     assert!(shown.contains("max_sessions = 256"));
@@ -316,10 +317,10 @@ fn arrays_only_for_list_flags() {
         "cors_origins = [\"https://a\", \"https://b\"]\n",
     );
     let a = serve_with(&p, &[]).expect("a list");
-    assert_eq!(a.cors_origins, ["https://a", "https://b"]);
+    assert_eq!(a.http.cors_origins, ["https://a", "https://b"]);
     let p = temp("scalar-list", "cors_origins = \"https://a,https://b\"\n");
     let a = serve_with(&p, &[]).expect("one string");
-    assert_eq!(a.cors_origins, ["https://a", "https://b"]);
+    assert_eq!(a.http.cors_origins, ["https://a", "https://b"]);
 }
 
 #[test]
@@ -395,8 +396,8 @@ fn an_overridden_key_is_not_read_from_the_file() {
         "max_sessions = 7\ncors_origins = [\"https://a\"]\n",
     );
     let a = serve_with(&p, &["--cors-origins", "https://b,https://c"]).expect("parses");
-    assert_eq!(a.cors_origins, ["https://b", "https://c"]);
-    assert_eq!(a.max_sessions, 7);
+    assert_eq!(a.http.cors_origins, ["https://b", "https://c"]);
+    assert_eq!(a.limits.max_sessions, 7);
 }
 
 #[test]

@@ -377,9 +377,10 @@ mod tests {
     #[test]
     fn stored_audio_counts_its_encoding() {
         // Set on the parsed flags: 0 is below the flag's minimum, but shows the rest alone.
-        let args = |secs: u64| ServeArgs {
-            max_item_audio_secs: secs,
-            ..ServeArgs::parse_from(["serve"])
+        let args = |secs: u64| {
+            let mut a = ServeArgs::parse_from(["serve"]);
+            a.limits.max_item_audio_secs = secs;
+            a
         };
         let (one, two) = (Budget::of(&args(1)), Budget::of(&args(2)));
         // A second more of item audio: the response being generated (ADPCM) and its cached

@@ -65,11 +65,13 @@ pub struct ClusterSettings {
 }
 
 impl ClusterSettings {
-    /// The cluster flags of `args` (`None`: single-node mode, no `--cluster-redis`);
-    /// `bound` is the HTTP address the node listens on (the URLs' default).
+    /// The cluster flags `args` (`None`: single-node mode, no `--cluster-redis`); `bound`
+    /// is the HTTP address the node listens on (the URLs' default), `public_ip` the
+    /// address callers reach the media sockets on (`--public-ip`).
     pub fn from_args(
-        args: &crate::config::ServeArgs,
+        args: &crate::config::ClusterArgs,
         bound: std::net::SocketAddr,
+        public_ip: Option<std::net::IpAddr>,
     ) -> anyhow::Result<Option<Self>> {
         let Some(redis_url) = args.cluster_redis.clone() else {
             return Ok(None);
@@ -85,7 +87,7 @@ impl ClusterSettings {
         }
         let local = || {
             if bound.ip().is_unspecified() {
-                bail!("--host {} is a wildcard: give --node-url (the address other nodes reach this one on) and --public-url", args.host);
+                bail!("--host {} is a wildcard: give --node-url (the address other nodes reach this one on) and --public-url", bound.ip());
             }
             Ok(format!("http://{bound}"))
         };
@@ -110,7 +112,7 @@ impl ClusterSettings {
             node_id,
             node_url,
             public_url,
-            public_ip: args.public_ip,
+            public_ip,
         }))
     }
 }

@@ -187,19 +187,19 @@ pub struct Speech {
 /// The per-session limits the flags set.
 fn session_limits(args: &ServeArgs) -> Limits {
     Limits {
-        max_session: Duration::from_secs(args.max_session_secs.max(1)),
-        max_outbound_bytes: args.max_outbound_mib.max(1) << 20,
-        max_item_samples: args.max_item_audio_secs.max(1) * u64::from(duet_media::SESSION_RATE),
-        max_conversation_text: args.max_conversation_text_mib.max(1) << 20,
-        max_instructions: args.max_instructions_kib.max(1) << 10,
-        max_tools: args.max_tools_kib.max(1) << 10,
-        idle: Duration::from_secs(args.session_idle_secs.max(1)),
-        disconnect_grace: Duration::from_secs(args.disconnect_grace_secs),
-        journal_bytes: args.resume_journal_bytes,
-        journal_age: Duration::from_secs(args.resume_journal_secs),
-        expiry_warning: Duration::from_secs(args.expiry_warning_secs),
-        vad_min_speech_ms: args.vad_min_speech_ms,
-        speculative_ms: args.speculative_start_ms,
+        max_session: Duration::from_secs(args.limits.max_session_secs),
+        max_outbound_bytes: args.limits.max_outbound_mib << 20,
+        max_item_samples: args.limits.max_item_audio_secs * u64::from(duet_media::SESSION_RATE),
+        max_conversation_text: args.limits.max_conversation_text_mib << 20,
+        max_instructions: args.limits.max_instructions_kib << 10,
+        max_tools: args.limits.max_tools_kib << 10,
+        idle: Duration::from_secs(args.limits.session_idle_secs),
+        disconnect_grace: Duration::from_secs(args.limits.disconnect_grace_secs),
+        journal_bytes: args.limits.resume_journal_bytes,
+        journal_age: Duration::from_secs(args.limits.resume_journal_secs),
+        expiry_warning: Duration::from_secs(args.limits.expiry_warning_secs),
+        vad_min_speech_ms: args.speech.vad_min_speech_ms,
+        speculative_ms: args.speech.speculative_start_ms,
         ..Limits::default()
     }
 }
@@ -208,22 +208,22 @@ fn session_limits(args: &ServeArgs) -> Limits {
 fn sessions(args: &ServeArgs, memory: Arc<crate::memory::MemoryAccount>) -> Sessions {
     Sessions {
         admissions: Admissions::with_caps(admission::Caps {
-            sessions: args.max_sessions,
-            calls: args.max_calls,
-            per_ip: args.max_per_ip,
-            per_key: args.max_sessions_per_key,
+            sessions: args.limits.max_sessions,
+            calls: args.media.max_calls,
+            per_ip: args.limits.max_per_ip,
+            per_key: args.limits.max_sessions_per_key,
         }),
-        admission_wait: Duration::from_millis(args.admission_wait_ms),
+        admission_wait: Duration::from_millis(args.limits.admission_wait_ms),
         live: Arc::default(),
         directory: Arc::new(LocalDirectory::default()),
         memory,
         limits: session_limits(args),
         ws: WsLimits {
-            ping: Duration::from_secs(args.ws_ping_secs.max(1)),
-            idle: Duration::from_secs(args.ws_idle_secs.max(1)),
-            write: Duration::from_secs(args.ws_write_timeout_secs.max(1)),
+            ping: Duration::from_secs(args.http.ws_ping_secs),
+            idle: Duration::from_secs(args.http.ws_idle_secs),
+            write: Duration::from_secs(args.http.ws_write_timeout_secs),
         },
-        max_inbound_bytes: args.max_inbound_mib.max(16) << 20,
+        max_inbound_bytes: args.limits.max_inbound_mib.max(16) << 20,
         websockets: Arc::default(),
     }
 }
@@ -280,14 +280,14 @@ impl AppState {
                 registry: CallRegistry::default(),
                 engines,
                 next_key: AtomicU64::new(1),
-                sip: args.sip_listen.map(|_| Arc::default()),
+                sip: args.sip.sip_listen.map(|_| Arc::default()),
             },
             credentials: Credentials {
-                api_key: args.api_key.clone(),
+                api_key: args.auth.api_key.clone(),
                 secrets: secret_store(args, &memory, cluster.as_ref()),
                 usage: usage_ledger(cluster.as_ref()),
-                demo_mint_secrets: args.demo_mint_secrets,
-                origins: args.cors_origins.clone(),
+                demo_mint_secrets: args.auth.demo_mint_secrets,
+                origins: args.http.cors_origins.clone(),
             },
             backends: Backends { model, speech, llm },
             sessions: sessions(args, memory.clone()),
@@ -364,9 +364,9 @@ fn secret_store(
     cluster: Option<&Arc<crate::cluster::Cluster>>,
 ) -> Arc<dyn SecretStore> {
     let caps = crate::stores::secrets::SecretCaps {
-        secrets: args.max_client_secrets,
-        demo: args.max_demo_secrets,
-        demo_per_ip: args.max_demo_secrets_per_ip,
+        secrets: args.auth.max_client_secrets,
+        demo: args.auth.max_demo_secrets,
+        demo_per_ip: args.auth.max_demo_secrets_per_ip,
     };
     match cluster {
         Some(c) => Arc::new(crate::cluster::RedisSecrets::new(c.clone(), caps)),
@@ -455,19 +455,19 @@ pub fn check_tls(cert: &std::path::Path, key: &std::path::Path) -> anyhow::Resul
 /// Refuses configurations that would serve without meaning to: an empty key, or no key on
 /// an address other machines can reach (unless `--insecure-no-auth`).
 pub fn check_auth(args: &ServeArgs) -> anyhow::Result<()> {
-    match args.api_key.as_deref() {
+    match args.auth.api_key.as_deref() {
         Some(k) if k.trim().is_empty() => {
             bail!("--api-key / DUET_API_KEY is set but empty: set a key, or unset it to serve without one on loopback")
         }
         Some(_) => Ok(()),
-        None if args.host.is_loopback() => Ok(()),
-        None if args.insecure_no_auth => {
-            tracing::warn!(host = %args.host, "serving WITHOUT an API key on a non-loopback address (--insecure-no-auth): anyone who reaches it can open sessions");
+        None if args.http.host.is_loopback() => Ok(()),
+        None if args.auth.insecure_no_auth => {
+            tracing::warn!(host = %args.http.host, "serving WITHOUT an API key on a non-loopback address (--insecure-no-auth): anyone who reaches it can open sessions");
             Ok(())
         }
         None => bail!(
             "--host {} is reachable from other machines but no --api-key is set; set DUET_API_KEY, or pass --insecure-no-auth to serve without auth",
-            args.host
+            args.http.host
         ),
     }
 }
@@ -485,10 +485,14 @@ pub struct Sockets {
 /// consecutive ports, or free ports for port 0).
 pub async fn bind(args: &ServeArgs) -> anyhow::Result<Sockets> {
     let threads = args
+        .media
         .media_threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(4)));
-    let udp = crate::engine::bind_sockets(SocketAddr::new(args.udp_host, args.udp_port), threads)?;
-    let http = TcpListener::bind((args.host, args.port)).await?;
+    let udp = crate::engine::bind_sockets(
+        SocketAddr::new(args.media.udp_host, args.media.udp_port),
+        threads,
+    )?;
+    let http = TcpListener::bind((args.http.host, args.http.port)).await?;
     Ok(Sockets { http, udp })
 }
 
@@ -509,17 +513,18 @@ pub async fn start_on(args: &ServeArgs, sockets: Sockets) -> anyhow::Result<Serv
     let mut speech = start_speech(args).await?;
     speech.voice = voice;
     let engine_cfg = EngineConfig {
-        public_ip: args.public_ip,
-        inactivity: Duration::from_secs(args.call_inactivity_secs.max(1)),
-        connect_timeout: Duration::from_secs(args.call_connect_secs.max(1)),
+        public_ip: args.media.public_ip,
+        inactivity: Duration::from_secs(args.media.call_inactivity_secs),
+        connect_timeout: Duration::from_secs(args.media.call_connect_secs),
     };
     let engines = EnginePool::start(&engine_cfg, sockets.udp)?;
     let udp_addrs = engines.local_addrs();
     let listener = sockets.http;
     let addr = listener.local_addr()?;
-    let cluster = crate::cluster::ClusterSettings::from_args(args, addr)?
-        .map(crate::cluster::Cluster::new)
-        .transpose()?;
+    let cluster =
+        crate::cluster::ClusterSettings::from_args(&args.cluster, addr, args.media.public_ip)?
+            .map(crate::cluster::Cluster::new)
+            .transpose()?;
     let state = AppState::new(args, (model, engines), speech, llm, cluster);
     if let Some(c) = &state.cluster {
         tracing::info!(node = c.node_id(), node_url = %c.settings.node_url, "cluster mode: registering in Redis");
@@ -527,7 +532,7 @@ pub async fn start_on(args: &ServeArgs, sockets: Sockets) -> anyhow::Result<Serv
         state.sessions.admissions.share_keys(Arc::new(keys));
     }
     let heartbeat = heartbeat::spawn_heartbeat(&state);
-    let sip = match crate::sip::SipSettings::from_args(args)? {
+    let sip = match crate::sip::SipSettings::from_args(&args.sip)? {
         Some(settings) => {
             let calls = state.calls.sip.clone().unwrap_or_default();
             Some(crate::sip::Sip::start(settings, Arc::new(state.clone()), calls).await?)
@@ -556,10 +561,10 @@ fn serve_http(
     state: &Arc<AppState>,
 ) -> anyhow::Result<(watch::Sender<bool>, tokio::task::JoinHandle<()>)> {
     let limits = HttpLimits {
-        max_connections: args.max_connections,
-        head_timeout: Duration::from_secs(args.http_head_timeout_secs.max(1)),
-        idle_timeout: Duration::from_secs(args.http_idle_secs.max(1)),
-        body_timeout: Duration::from_secs(args.http_body_timeout_secs.max(1)),
+        max_connections: args.http.max_connections,
+        head_timeout: Duration::from_secs(args.http.http_head_timeout_secs),
+        idle_timeout: Duration::from_secs(args.http.http_idle_secs),
+        body_timeout: Duration::from_secs(args.http.http_body_timeout_secs),
     };
     let tls = tls_config(args)?;
     let (stop, mut stopped) = watch::channel(false);
@@ -583,12 +588,12 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let mut server = start_on(args, sockets).await?;
-    let scheme = if args.tls_cert.is_some() {
+    let scheme = if args.http.tls_cert.is_some() {
         "https"
     } else {
         "http"
     };
-    tracing::info!(model = %args.model, "duet listening on {scheme}://{}", server.addr);
+    tracing::info!(model = %args.backend.model, "duet listening on {scheme}://{}", server.addr);
     println!("duet listening on {scheme}://{}", server.addr);
     tokio::select! {
         () = shutdown => {}
@@ -607,8 +612,9 @@ pub async fn run(
 
 /// `--memory-budget-mib` in bytes (its default: [`crate::memory::default_budget`]).
 fn budget_bytes(args: &ServeArgs) -> u64 {
-    args.memory_budget_mib
-        .map_or_else(crate::memory::default_budget, |m| m.max(1) << 20)
+    args.limits
+        .memory_budget_mib
+        .map_or_else(crate::memory::default_budget, |m| m << 20)
 }
 
 /// Logs the enforced budget and the worst case of the configured caps, and warns when the
@@ -619,7 +625,7 @@ fn log_memory_budget(args: &ServeArgs) {
         budget_mib = limit >> 20,
         "memory budget enforced: {} MiB (--memory-budget-mib{})",
         limit >> 20,
-        if args.memory_budget_mib.is_some() {
+        if args.limits.memory_budget_mib.is_some() {
             ""
         } else {
             " default: 3/4 of this machine's memory"
@@ -638,30 +644,32 @@ fn log_memory_budget(args: &ServeArgs) {
 /// The LLM of `--llm-url`, or else the embedded one of `--llm-model-dir`, when either is
 /// given.
 async fn llm_backend(args: &ServeArgs) -> anyhow::Result<Option<crate::llm::LlmBackend>> {
-    if let Some(url) = args.llm_url.clone() {
+    if let Some(url) = args.llm.llm_url.clone() {
         let cfg = crate::llm::LlmConfig {
             url,
-            model: args.llm_model.clone(),
-            api_key: args.llm_api_key.clone(),
-            timeout: std::time::Duration::from_secs(args.llm_timeout_secs.max(1)),
-            answer_timeout: std::time::Duration::from_secs(args.llm_answer_secs.max(1)),
+            model: args.llm.llm_model.clone(),
+            api_key: args.llm.llm_api_key.clone(),
+            timeout: std::time::Duration::from_secs(args.llm.llm_timeout_secs),
+            answer_timeout: std::time::Duration::from_secs(args.llm.llm_answer_secs),
         };
         let upstream = crate::llm::Upstream::new(cfg)?;
         return Ok(Some(crate::llm::LlmBackend::Remote(upstream)));
     }
-    let Some(dir) = args.llm_model_dir.clone() else {
+    let Some(dir) = args.llm.llm_model_dir.clone() else {
         return Ok(None);
     };
-    let device = duet_models::moshi::DeviceSpec::parse(&args.device).map_err(anyhow::Error::msg)?;
+    let device =
+        duet_models::moshi::DeviceSpec::parse(&args.backend.device).map_err(anyhow::Error::msg)?;
     let options = duet_models::llama::LlamaOptions {
-        format: args.llm_weights.format(),
-        max_tokens: args.llm_max_tokens.max(1),
-        cache_bytes: args.llm_cache_mib << 20,
-        context: args.llm_context,
-        max_waiting: args.llm_max_waiting.max(1),
-        max_wait: std::time::Duration::from_secs(args.llm_max_wait_secs.max(1)),
+        format: args.llm.llm_weights.format(),
+        max_tokens: args.llm.llm_max_tokens,
+        cache_bytes: args.llm.llm_cache_mib << 20,
+        context: args.llm.llm_context,
+        max_waiting: args.llm.llm_max_waiting,
+        max_wait: std::time::Duration::from_secs(args.llm.llm_max_wait_secs),
         clock: Some(duet_models::llama::Clock(Arc::new(std::time::Instant::now))),
         seed: args
+            .backend
             .model_seed
             .unwrap_or(duet_models::llama::LlamaOptions::default().seed),
         ..Default::default()
@@ -697,27 +705,28 @@ async fn start_model(
     llm: Option<crate::llm::LlmBackend>,
     voice: Option<crate::tts::Voice>,
 ) -> anyhow::Result<ModelLoop> {
-    let device = duet_models::moshi::DeviceSpec::parse(&args.device).map_err(anyhow::Error::msg)?;
+    let device =
+        duet_models::moshi::DeviceSpec::parse(&args.backend.device).map_err(anyhow::Error::msg)?;
     let moshi_defaults = duet_models::moshi::MoshiOptions::default();
     let opts = duet_models::LoadOptions {
-        model_dir: args.model_dir.clone(),
+        model_dir: args.backend.model_dir.clone(),
         moshi: duet_models::moshi::MoshiOptions {
-            preset: args.moshi_preset.clone(),
+            preset: args.backend.moshi_preset.clone(),
             device,
-            max_slots: args.model_slots.unwrap_or(moshi_defaults.max_slots),
-            seed: args.model_seed,
+            max_slots: args.backend.model_slots.unwrap_or(moshi_defaults.max_slots),
+            seed: args.backend.model_seed,
             per_session_depformer: false,
-            batched_decode: args.mimi_batched_decode.choice(),
+            batched_decode: args.backend.mimi_batched_decode.choice(),
         },
-        echo_slots: args.model_slots,
+        echo_slots: args.backend.model_slots,
     };
-    if args.model == "cascade" {
+    if args.backend.model == "cascade" {
         return start_cascade(args, llm, voice).await;
     }
-    let name = args.model.clone();
+    let name = args.backend.model.clone();
     // Loading may map gigabytes of weights: keep it off the async workers.
     let model = tokio::task::spawn_blocking(move || duet_models::load(&name, &opts)).await??;
-    Ok(ModelLoop::spawn(model, &args.device)?)
+    Ok(ModelLoop::spawn(model, &args.backend.device)?)
 }
 
 /// The cascade on the remote LLM of `--llm-url` or the embedded one of `--llm-model-dir`.
@@ -752,22 +761,22 @@ async fn start_cascade(
             None
         }
     };
-    let slots = args.model_slots.unwrap_or(256);
+    let slots = args.backend.model_slots.unwrap_or(256);
     let model = duet_models::cascade::CascadeModel::new(llm, speech, slots);
-    Ok(ModelLoop::spawn(Box::new(model), &args.device)?)
+    Ok(ModelLoop::spawn(Box::new(model), &args.backend.device)?)
 }
 
 /// The voice of `--tts-url` (a remote speech server) or `--tts-model-dir` (Piper), shared
 /// by the cascade and `/v1/audio/speech`.
 async fn start_voice(args: &ServeArgs) -> anyhow::Result<Option<crate::tts::Voice>> {
-    if let Some(url) = &args.tts_url {
+    if let Some(url) = &args.speech.tts_url {
         let runtime = tokio::runtime::Handle::current();
-        let key = args.tts_api_key.clone();
-        let remote = crate::tts::RemoteVoice::new(url, &args.tts_model, key, runtime)?;
-        tracing::info!(url = %url, model = %args.tts_model, "voice: remote");
+        let key = args.speech.tts_api_key.clone();
+        let remote = crate::tts::RemoteVoice::new(url, &args.speech.tts_model, key, runtime)?;
+        tracing::info!(url = %url, model = %args.speech.tts_model, "voice: remote");
         return Ok(Some(crate::tts::Voice::Remote(remote)));
     }
-    let Some(dir) = args.tts_model_dir.clone() else {
+    let Some(dir) = args.speech.tts_model_dir.clone() else {
         return Ok(None);
     };
     let voice = tokio::task::spawn_blocking(move || {
@@ -783,27 +792,31 @@ async fn start_voice(args: &ServeArgs) -> anyhow::Result<Option<crate::tts::Voic
 /// `--transcription-model-dir` (each optional) and starts the transcription loop.
 async fn start_speech(args: &ServeArgs) -> anyhow::Result<Speech> {
     let mut speech = Speech::default();
-    if let Some(dir) = args.vad_model_dir.clone() {
+    if let Some(dir) = args.speech.vad_model_dir.clone() {
         let vad = tokio::task::spawn_blocking(move || duet_models::silero::SileroVad::load(&dir))
             .await??;
         tracing::info!("server VAD: Silero");
         speech.vad = Some(vad);
     }
     speech.turn = start_turn_model(args).await?;
-    if let Some(url) = &args.stt_url {
-        let remote = crate::stt::RemoteStt::new(url, &args.stt_model, args.stt_api_key.clone())?;
-        tracing::info!(url = %url, model = %args.stt_model, "speech to text: remote");
+    if let Some(url) = &args.speech.stt_url {
+        let remote = crate::stt::RemoteStt::new(
+            url,
+            &args.speech.stt_model,
+            args.speech.stt_api_key.clone(),
+        )?;
+        tracing::info!(url = %url, model = %args.speech.stt_model, "speech to text: remote");
         speech.transcriber = Some(crate::stt::Stt::Remote(Arc::new(remote)));
-    } else if let Some(dir) = args.transcription_model_dir.clone() {
-        let device =
-            duet_models::moshi::DeviceSpec::parse(&args.device).map_err(anyhow::Error::msg)?;
-        let slots = args.transcription_streams;
+    } else if let Some(dir) = args.speech.transcription_model_dir.clone() {
+        let device = duet_models::moshi::DeviceSpec::parse(&args.backend.device)
+            .map_err(anyhow::Error::msg)?;
+        let slots = args.speech.transcription_streams;
         let transcriber = tokio::task::spawn_blocking(move || {
             duet_models::load_transcriber(&dir, &device, slots)
         })
         .await??;
         speech.transcriber = Some(crate::stt::Stt::Embedded(
-            crate::transcribe_loop::TranscribeLoop::spawn(transcriber, &args.device)?,
+            crate::transcribe_loop::TranscribeLoop::spawn(transcriber, &args.backend.device)?,
         ));
     }
     Ok(speech)
@@ -812,7 +825,7 @@ async fn start_speech(args: &ServeArgs) -> anyhow::Result<Speech> {
 /// Loads the turn model of `--turn-model-dir` and starts its loop; says once, without one,
 /// what `semantic_vad` does then.
 async fn start_turn_model(args: &ServeArgs) -> anyhow::Result<Option<crate::turn_loop::TurnLoop>> {
-    let Some(dir) = args.turn_model_dir.clone() else {
+    let Some(dir) = args.speech.turn_model_dir.clone() else {
         tracing::info!("semantic_vad: no turn model (--turn-model-dir); turns end after a fixed silence (300/700/1200 ms for high/medium/low eagerness)");
         return Ok(None);
     };
@@ -824,7 +837,7 @@ async fn start_turn_model(args: &ServeArgs) -> anyhow::Result<Option<crate::turn
 
 /// The HTTPS settings of `--tls-cert`/`--tls-key` (reloaded on SIGHUP), if given.
 fn tls_config(args: &ServeArgs) -> anyhow::Result<Option<tls::TlsConfig>> {
-    let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) else {
+    let (Some(cert), Some(key)) = (&args.http.tls_cert, &args.http.tls_key) else {
         return Ok(None);
     };
     let tls = tls::TlsConfig::load(cert, key)?;

@@ -383,7 +383,10 @@ mod tests {
         let fairly = Score::Complete(0.85);
         let unsure = Score::Complete(0.3);
         assert_eq!(decide(&p, sure, Words::Absent, 199), None);
-        assert_eq!(decide(&p, sure, Words::Absent, 200), Some((200, Ending::Immediate)));
+        assert_eq!(
+            decide(&p, sure, Words::Absent, 200),
+            Some((200, Ending::Immediate))
+        );
         assert_eq!(decide(&p, fairly, Words::Absent, 200), None);
         assert_eq!(
             decide(&p, fairly, Words::Absent, 900),
@@ -408,7 +411,10 @@ mod tests {
         let (sure, fairly) = (Score::Complete(0.99), Score::Complete(0.85));
         // A transcript on its way: the end waits for it, at most WORDS_WAIT_MS past it.
         assert_eq!(decide(&p, sure, Words::Pending, 200), None);
-        assert_eq!(decide(&p, sure, Words::Pending, 200 + WORDS_WAIT_MS - 1), None);
+        assert_eq!(
+            decide(&p, sure, Words::Pending, 200 + WORDS_WAIT_MS - 1),
+            None
+        );
         assert_eq!(
             decide(&p, sure, Words::Pending, 200 + WORDS_WAIT_MS),
             Some((200, Ending::Immediate))

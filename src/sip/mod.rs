@@ -56,8 +56,8 @@ pub struct SipSettings {
 }
 
 impl SipSettings {
-    /// The settings of `args`, or `None` without `--sip-listen`.
-    pub fn from_args(args: &crate::config::ServeArgs) -> anyhow::Result<Option<Self>> {
+    /// The settings of the SIP flags, or `None` without `--sip-listen`.
+    pub fn from_args(args: &crate::config::SipArgs) -> anyhow::Result<Option<Self>> {
         let Some(listen) = args.sip_listen else {
             return Ok(None);
         };
@@ -82,14 +82,14 @@ impl SipSettings {
             listen,
             public,
             webhook: webhook::Webhook::new(url, secret)?,
-            decision: Duration::from_secs(args.sip_decision_secs.max(1)),
+            decision: Duration::from_secs(args.sip_decision_secs),
             allow: args.sip_allow.clone(),
-            rtp_timeout: Duration::from_secs(args.sip_rtp_timeout_secs.max(1)),
+            rtp_timeout: Duration::from_secs(args.sip_rtp_timeout_secs),
             rtp_ports: args.sip_rtp_ports,
             next_port: Arc::default(),
-            invite_rate: args.sip_invite_rate.max(1),
-            max_ringing: args.sip_max_ringing.max(1),
-            max_tcp: (args.sip_max_tcp.max(1), args.sip_max_tcp_per_ip.max(1)),
+            invite_rate: args.sip_invite_rate,
+            max_ringing: args.sip_max_ringing,
+            max_tcp: (args.sip_max_tcp, args.sip_max_tcp_per_ip),
         }))
     }
 
