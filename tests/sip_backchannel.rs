@@ -58,7 +58,10 @@ fn longest_gap(frames: &[(Duration, bool)]) -> usize {
 /// Milliseconds from the first loud frame to the last one before 200 ms of quiet (the
 /// interrupted answer; the interruption's own answer comes after).
 fn played_before_a_pause(frames: &[(Duration, bool)]) -> u64 {
-    let first = frames.iter().position(|f| f.1).expect("the answer is heard");
+    let first = frames
+        .iter()
+        .position(|f| f.1)
+        .expect("the answer is heard");
     let mut last = first;
     for (i, f) in frames.iter().enumerate().skip(first) {
         if f.1 {
@@ -95,8 +98,10 @@ async fn a_backchannel_pauses_the_answer_and_lets_it_go_on_a_long_voice_interrup
     assert_eq!(ok.status, 200, "{ok:?}");
     let mut sideband = Client::sideband(server.addr, &call.call_id).await.unwrap();
     sideband
-        .send(json!({"type":"session.update","session":{"type":"realtime","audio":{"input":
-            {"turn_detection":{"type":"semantic_vad","eagerness":"high"}}}}}))
+        .send(
+            json!({"type":"session.update","session":{"type":"realtime","audio":{"input":
+            {"turn_detection":{"type":"semantic_vad","eagerness":"high"}}}}}),
+        )
         .await;
     let up = sideband.until("session.updated").await;
     let td = &up["session"]["audio"]["input"]["turn_detection"];

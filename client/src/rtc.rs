@@ -106,6 +106,8 @@ pub struct ClientOptions {
     pub impair: Option<Impairment>,
     /// Opt into the duplex extension (`?duplex=1`).
     pub duplex: bool,
+    /// Ask for the turn-detection events (`?turn_events=1`; with a `session` part).
+    pub turn_events: bool,
     /// Resume this session instead of opening one: the multipart `resume` part
     /// (`{session_id, resume_token, last_received_server_event_seq}`; implies `duplex`).
     pub resume: Option<Value>,
@@ -368,7 +370,12 @@ async fn offer_call(
                 ("sdp", "application/sdp", sdp),
                 ("session", "application/json", &session),
             ]);
-            let query = if duplex { "?duplex=1" } else { "" };
+            let query = match (duplex, opts.turn_events) {
+                (true, true) => "?duplex=1&turn_events=1",
+                (true, false) => "?duplex=1",
+                (false, true) => "?turn_events=1",
+                (false, false) => "",
+            };
             crate::http::post_call(base, query, &ctype, &body, key).await
         }
         (None, true) => {
