@@ -19,7 +19,12 @@
 //      the server answers response.done cancelled, conversation.item.truncated, and the
 //      SDK's follow-up conversation.item.retrieve gets the truncated item; nothing of the
 //      cancelled response arrives after its response.done;
-//   d. close.
+//   e. a backchannel (0.3 s of voice) over a third answer: semantic_vad's adaptive
+//      interruption sends no speech_started, so the SDK does not cut its playback (no
+//      audio_interrupted), and the answer completes;
+//   f. 1.2 s of voice over a fourth answer: speech_started, the SDK cuts its playback
+//      (audio_interrupted), the answer is cancelled (turn_detected);
+//   g. close.
 // Any `error` event, any event the SDK's schema rejects, or an SDK `error` fails the run.
 // Exits 0 when every check passed, 1 otherwise, 2 when the SDK is not installed.
 
@@ -327,13 +332,67 @@ async function scenario() {
   C.check(more.length === 0, 'c. no new response while the user is silent', JSON.stringify(more.map((e) => e.ev.response?.id)));
   F.interrupt_sdk_sent_all = JSON.stringify(sentTypes(sentC));
 
-  // d. close
-  console.log('== d. close');
+  // e. a backchannel over an answer (semantic_vad: adaptive interruption), then a real
+  // interruption: the SDK stops its playback on speech_started, so it must see none for
+  // the backchannel.
+  console.log('== e. backchannel');
+  await sleep(800);
+  const mE = ev.length;
+  const sessE = sessionEvents.length;
+  await mic.speak(1.5);
+  const rc3 = await ev.waitFor('response.created', { from: mE, timeout: 5000 });
+  const rid3 = rc3.ev.response.id;
+  const deadlineE = now() + 5000;
+  while (!audio.get(rid3) && now() < deadlineE) await sleep(5);
+  if (!audio.get(rid3)) throw new Abort('no audio events for the third response');
+  await sleep(300);
+  const tBackchannel = now();
+  await mic.speak(0.3);
+  const done3 = await ev.waitFor('response.done', { from: mE, pred: (e) => e.response?.id === rid3, timeout: 8000 });
+  await sleep(1200); // the backchannel's silence: a verdict, and no turn of its own
+  C.check(done3.ev.response.status === 'completed', 'e. the answer completes over a backchannel',
+    `${done3.ev.response.status} ${JSON.stringify(done3.ev.response.status_details)}`);
+  const startedE = ev.since(mE, 'input_audio_buffer.speech_started').filter((e) => e.t > tBackchannel);
+  C.check(startedE.length === 0, 'e. no speech_started for the backchannel', JSON.stringify(startedE.map((e) => e.ev.audio_start_ms)));
+  const namesE = sessionEvents.slice(sessE).map((e) => e.name);
+  C.check(!namesE.includes('audio_interrupted'), 'e. the SDK did not cut its playback (no audio_interrupted)', JSON.stringify(namesE));
+  const a3ms = (audio.get(rid3)?.bytes ?? 0) / 48;
+  F.backchannel_answer_audio_ms = Math.round(a3ms);
+  C.check(a3ms >= 1200, 'e. the whole answer came (about 1.5 s)', `${Math.round(a3ms)} ms`);
+  const createdE = ev.since(done3.index + 1, 'response.created');
+  C.check(createdE.length === 0, 'e. the backchannel created no response', JSON.stringify(createdE.map((e) => e.ev.response?.id)));
+
+  console.log('== f. interruption');
+  const mF = ev.length;
+  const sessF = sessionEvents.length;
+  await mic.speak(1.5);
+  const rc4 = await ev.waitFor('response.created', { from: mF, timeout: 5000 });
+  const rid4 = rc4.ev.response.id;
+  const deadlineF = now() + 5000;
+  while (!audio.get(rid4) && now() < deadlineF) await sleep(5);
+  if (!audio.get(rid4)) throw new Abort('no audio events for the fourth response');
+  await sleep(300);
+  const tOver = now();
+  const mOver = ev.length;
+  const spokenF = mic.speak(1.2);
+  const startedF = await ev.waitFor('input_audio_buffer.speech_started', { from: mOver, timeout: 5000 });
+  F.interruption_speech_started_after_onset_ms = Math.round(startedF.t - tOver);
+  const done4 = await ev.waitFor('response.done', { from: mF, pred: (e) => e.response?.id === rid4, timeout: 5000 });
+  await spokenF;
+  C.check(done4.ev.response.status === 'cancelled' && done4.ev.response.status_details?.reason === 'turn_detected',
+    'f. a long voice over the answer cancels it (turn_detected)', JSON.stringify(done4.ev.response.status_details));
+  await sleep(200);
+  const namesF = sessionEvents.slice(sessF).map((e) => e.name);
+  C.check(namesF.includes('audio_interrupted'), 'f. the SDK cut its playback (audio_interrupted)', JSON.stringify(namesF));
+  await ev.waitFor('response.done', { from: done4.index + 1, timeout: 8000 }).catch(() => null);
+
+  // g. close
+  console.log('== g. close');
   mic.stop();
   await micDone;
   session.close();
   await sleep(100);
-  C.check(transport.status === 'disconnected', 'd. transport disconnected after close()', transport.status);
+  C.check(transport.status === 'disconnected', 'g. transport disconnected after close()', transport.status);
 
   // whole run
   checkWholeRun(C, ev, sdkErrors);
