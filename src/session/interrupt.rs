@@ -6,7 +6,9 @@
 //! `min_duration_ms`, or when it ends sooner with words that are not a backchannel (as the
 //! transcriber heard them); then `speech_started` goes out with the onset's
 //! `audio_start_ms` and the answer is cancelled and truncated where its playout paused, as
-//! a barge-in does. A backchannel ("mhm", "yeah", "okay", "I see"), a noise, or a short
+//! a barge-in does. Once it has lasted [`EARLY_WORDS_MS`] while it goes on, what was said so
+//! far is transcribed too: words that no backchannel starts with ("Stop", "Wait", "No")
+//! interrupt at once, without waiting for `min_duration_ms`. A backchannel ("mhm", "yeah", "okay", "I see"), a noise, or a short
 //! utterance when no transcriber is loaded, lets the answer go on where it paused: it
 //! creates no item, no response and no event (`duet_interruptions_total{outcome}` counts
 //! it).
@@ -21,6 +23,9 @@ use std::time::{Duration, Instant};
 
 /// How long the words of a short utterance are waited for; past it, it was no interruption.
 pub(super) const WORDS_TIMEOUT: Duration = Duration::from_millis(2_000);
+/// Voice over the answer after which, while it goes on, its words so far are transcribed
+/// (when a transcriber is loaded): decisive words interrupt before `min_duration_ms`.
+pub(super) const EARLY_WORDS_MS: u64 = 350;
 
 /// Speech over an answer, being judged.
 pub(super) struct Overlap {
@@ -36,6 +41,10 @@ pub(super) struct Overlap {
     pub(super) words: Option<(Arc<str>, Instant)>,
     /// What the transcriber heard.
     pub(super) heard: Option<String>,
+    /// The transcription of the first [`EARLY_WORDS_MS`] or more, asked while it goes on.
+    pub(super) early: Option<Arc<str>>,
+    /// What the transcriber heard of them.
+    pub(super) early_heard: Option<String>,
 }
 
 /// What the speech over the answer was.
@@ -57,6 +66,8 @@ impl Overlap {
             stopped_at: None,
             words: None,
             heard: None,
+            early: None,
+            early_heard: None,
         }
     }
 
@@ -75,8 +86,9 @@ impl Overlap {
         };
         let Some(until) = self.stopped_at else {
             let long = in_speech && clock.saturating_sub(self.voice) >= self.min;
+            let decisive = self.early_heard.as_deref().is_some_and(decisive);
             // Nothing left to interrupt: it is simply the user's turn.
-            return (long || !answering).then_some(interrupt);
+            return (long || decisive || !answering).then_some(interrupt);
         };
         match (&self.heard, &self.words) {
             (Some(words), _) if !is_backchannel(words) => Some(interrupt),
@@ -97,6 +109,28 @@ impl Overlap {
     /// Whether transcription `id` is this speech's words.
     pub(super) fn asked(&self, id: &str) -> bool {
         self.words.as_ref().is_some_and(|(w, _)| &**w == id)
+    }
+
+    /// Whether its words so far should be asked now: it goes on, has lasted
+    /// [`EARLY_WORDS_MS`] (heard up to `voiced_until`), and they were not asked yet.
+    pub(super) fn wants_early_words(&self, voiced_until: u64) -> bool {
+        self.early.is_none()
+            && self.stopped_at.is_none()
+            && self.voiced_ms(voiced_until) >= EARLY_WORDS_MS
+    }
+
+    /// Takes transcript `text` of transcription `id` when it is one of its own (the words
+    /// so far, or the whole speech's); returns whether it was.
+    pub(super) fn heard(&mut self, id: &str, text: String) -> bool {
+        if self.early.as_deref() == Some(id) {
+            self.early_heard = Some(text);
+            true
+        } else if self.asked(id) {
+            self.heard = Some(text);
+            true
+        } else {
+            false
+        }
     }
 
     /// When the words are given up (the session's timer wakes then).
@@ -160,17 +194,41 @@ const BACKCHANNEL_PAIRS: &[(&str, &str)] = &[
     ("oh", "okay"),
 ];
 
-/// Whether a transcript is only backchannel ("Mm-hmm.", "Yeah, yeah.", "Okay, I see."): an
-/// empty one (a noise) is one too.
-pub fn is_backchannel(text: &str) -> bool {
-    let words: Vec<String> = text
-        .split(|c: char| c.is_whitespace() || matches!(c, ',' | '.' | '!' | '?' | ';' | ':' | '…'))
+/// Words that may begin a two-word backchannel ("I see", "got it", "that's right"): heard
+/// alone at the start of speech, they decide nothing yet.
+fn opens_a_backchannel(word: &str) -> bool {
+    BACKCHANNEL_PAIRS.iter().any(|(first, _)| *first == word)
+}
+
+/// Whether the first words of speech that goes on are an interruption whatever follows: a
+/// word that is neither a backchannel nor the start of one ("Stop", "Wait", "No, …", "Can
+/// you …"). Nothing heard decides nothing.
+pub fn decisive(text: &str) -> bool {
+    if is_backchannel(text) {
+        return false;
+    }
+    let words = words_of(text);
+    // A backchannel and the first word of another ("Yeah, I") may still be one.
+    match words.split_last() {
+        Some((last, head)) => !(opens_a_backchannel(last) && is_backchannel(&head.join(" "))),
+        None => false,
+    }
+}
+
+fn words_of(text: &str) -> Vec<String> {
+    text.split(|c: char| c.is_whitespace() || matches!(c, ',' | '.' | '!' | '?' | ';' | ':' | '…'))
         .map(|w| {
             w.trim_matches(|c: char| !c.is_alphanumeric())
                 .to_lowercase()
         })
         .filter(|w| !w.is_empty())
-        .collect();
+        .collect()
+}
+
+/// Whether a transcript is only backchannel ("Mm-hmm.", "Yeah, yeah.", "Okay, I see."): an
+/// empty one (a noise) is one too.
+pub fn is_backchannel(text: &str) -> bool {
+    let words = words_of(text);
     let mut i = 0;
     while i < words.len() {
         let pair = words
@@ -201,6 +259,15 @@ impl super::Session {
         // Inside speech, the voice was last heard `silence` ago: that is how long it lasted.
         let (in_speech, silence) = self.input.silence().unwrap_or((false, 0));
         let voiced_until = self.input.clock().saturating_sub(silence);
+        if in_speech && o.wants_early_words(voiced_until) && self.transcripts.can_send_whole() {
+            let id: Arc<str> = Arc::from(format!("bc_{}", crate::protocol::ids::item_id()));
+            let audio = self.input.buffer_from(o.onset);
+            self.transcripts.send_whole(id.clone(), audio);
+            if let Some(o) = &mut self.input.overlap {
+                o.early = Some(id);
+            }
+        }
+        let Some(o) = &self.input.overlap else { return };
         let Some(verdict) = o.verdict(voiced_until, in_speech, self.now, answering) else {
             return;
         };
@@ -211,7 +278,8 @@ impl super::Session {
                     Verdict::Backchannel { .. } => "backchannel",
                 },
                 duration_ms: o.voiced_ms(voiced_until),
-                transcript: o.heard.clone(),
+                // The whole speech's words, else the first ones that decided it.
+                transcript: o.heard.clone().or_else(|| o.early_heard.clone()),
             });
         }
         self.input.overlap = None;
@@ -266,6 +334,55 @@ mod tests {
         ] {
             assert!(!is_backchannel(words), "{words:?}");
         }
+    }
+
+    #[test]
+    fn first_words_decide_only_when_no_backchannel_starts_with_them() {
+        for words in [
+            "Stop.",
+            "Wait,",
+            "No,",
+            "Can you",
+            "Hold on",
+            "Thank you.",
+            "Yeah, but",
+        ] {
+            assert!(decisive(words), "{words:?}");
+        }
+        for words in [
+            "", "Yeah.", "I", "I see", "Okay,", "Oh", "Mm", "That's", "Got", "Yeah, I",
+        ] {
+            assert!(!decisive(words), "{words:?}");
+        }
+    }
+
+    #[test]
+    fn decisive_first_words_interrupt_before_the_minimum() {
+        let t0 = Instant::now();
+        let mut o = Overlap::new(1_000, 8_200, 14_400);
+        let at_400ms = 8_200 + 400 * 24;
+        assert!(o.wants_early_words(at_400ms));
+        assert!(
+            !o.wants_early_words(8_200 + 300 * 24),
+            "under EARLY_WORDS_MS"
+        );
+        o.early = Some(Arc::from("bc_early"));
+        assert!(!o.wants_early_words(at_400ms), "asked once");
+        assert!(!o.heard("bc_other", "Stop.".into()), "not its own");
+        assert!(o.heard("bc_early", "I".into()));
+        assert_eq!(
+            o.verdict(at_400ms, true, t0, true),
+            None,
+            "\"I\" may be \"I see\""
+        );
+        assert!(o.heard("bc_early", "Stop,".into()));
+        assert_eq!(
+            o.verdict(at_400ms, true, t0, true),
+            Some(Verdict::Interrupt {
+                onset: 1_000,
+                stopped_at: None
+            })
+        );
     }
 
     #[test]
