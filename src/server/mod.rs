@@ -15,6 +15,7 @@ mod directory;
 mod heartbeat;
 mod http;
 mod listen;
+mod offer;
 mod open;
 mod pool;
 pub(crate) mod secrets;
