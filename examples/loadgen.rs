@@ -205,8 +205,7 @@ fn session(a: &Args) -> Option<serde_json::Value> {
             "interruption": {"mode": "adaptive"}});
         input.insert("turn_detection".into(), td);
     }
-    (!input.is_empty())
-        .then(|| serde_json::json!({"type": "realtime", "audio": {"input": input}}))
+    (!input.is_empty()).then(|| serde_json::json!({"type": "realtime", "audio": {"input": input}}))
 }
 
 /// `n` WebSocket sessions (opened at 5× the call ramp: a WebSocket is cheap to open).

@@ -40,7 +40,9 @@ fn args() -> Args {
         parallel: 4,
         pauses: vec![600, 800, 1000],
         voices: 2,
-        modes: ["server_vad", "high", "medium", "low"].map(String::from).to_vec(),
+        modes: ["server_vad", "high", "medium", "low"]
+            .map(String::from)
+            .to_vec(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -84,8 +86,10 @@ async fn hear(addr: std::net::SocketAddr, turn_detection: &Value, tail: f32, cli
     let update = json!({"type":"session.update","session":{"type":"realtime",
         "audio":{"input":{"turn_detection":turn_detection}}}});
     s.send(update).await.expect("sends");
-    s.events_until(Duration::from_secs(5), |_, v| v["type"] == "session.updated")
-        .await;
+    s.events_until(Duration::from_secs(5), |_, v| {
+        v["type"] == "session.updated"
+    })
+    .await;
     let mut audio = clip.audio.clone();
     audio.extend(silence(tail));
     let (mut stops, mut committed) = (Vec::new(), None);
@@ -183,7 +187,10 @@ async fn main() {
     let set = clips(&voices, &a.pauses);
     let llm = ScriptedLlm::start(Vec::new()).await;
     *llm.default_reply.lock().unwrap() = Some(Reply::text(&["Okay."]));
-    let models = a.models.clone().unwrap_or_else(duet_client::speech::models_dir);
+    let models = a
+        .models
+        .clone()
+        .unwrap_or_else(duet_client::speech::models_dir);
     let addr = cascade::start(&models, &llm.url).await;
     println!(
         "{} utterances ({} voices), {} at once, pauses {:?} ms",
@@ -192,7 +199,11 @@ async fn main() {
         a.parallel,
         a.pauses
     );
-    let pauses: Vec<String> = a.pauses.iter().map(|p| format!("cut off at {p} ms")).collect();
+    let pauses: Vec<String> = a
+        .pauses
+        .iter()
+        .map(|p| format!("cut off at {p} ms"))
+        .collect();
     let header = format!(
         "| mode | finished: voice end → committed p50 / p90 ms | finished cut in two | {} |",
         pauses.join(" | ")

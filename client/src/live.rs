@@ -43,7 +43,9 @@ impl LiveSession {
 
     /// Sends one client event.
     pub async fn send(&mut self, event: Value) -> anyhow::Result<()> {
-        self.tx.send(Message::Text(event.to_string().into())).await?;
+        self.tx
+            .send(Message::Text(event.to_string().into()))
+            .await?;
         Ok(())
     }
 
@@ -84,8 +86,7 @@ impl LiveSession {
         mut stop: impl FnMut(Instant, &Value) -> bool,
     ) -> bool {
         let deadline = tokio::time::Instant::now() + timeout;
-        while let Ok(Some((at, v))) = tokio::time::timeout_at(deadline, self.events.recv()).await
-        {
+        while let Ok(Some((at, v))) = tokio::time::timeout_at(deadline, self.events.recv()).await {
             if stop(at, &v) {
                 return true;
             }

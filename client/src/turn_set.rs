@@ -50,7 +50,9 @@ pub fn render(text: &str, (voice, wpm): (&str, u32)) -> Vec<f32> {
 
 /// The sample after the last one that is not near silence.
 pub fn voice_end(pcm: &[f32]) -> usize {
-    pcm.iter().rposition(|s| s.abs() > 0.01).map_or(0, |i| i + 1)
+    pcm.iter()
+        .rposition(|s| s.abs() > 0.01)
+        .map_or(0, |i| i + 1)
 }
 
 /// One utterance of the set, at [`RATE`], starting with 0.3 s of silence.
@@ -105,8 +107,7 @@ impl Clip {
 
     /// Where the sentence resumes, in milliseconds of the clip.
     pub fn resumes_at_ms(&self) -> Option<u64> {
-        self.resumes_at
-            .map(|n| n as u64 * 1000 / u64::from(RATE))
+        self.resumes_at.map(|n| n as u64 * 1000 / u64::from(RATE))
     }
 }
 
