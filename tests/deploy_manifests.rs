@@ -6,7 +6,7 @@
 //! `/ready` (never restarted for draining), given longer than preStop plus drain to
 //! terminate, on their node's network with the node's address advertised for media, behind a
 //! Service for HTTP, with a Redis of their own. Every `DUET_*` variable the artefacts name is
-//! a real flag (`env = "…"` in `src/config.rs`).
+//! a real flag (`env = "…"` in `src/config.rs` or its flag groups, `src/config/groups.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -675,7 +675,7 @@ fn duet_variables(text: &str) -> BTreeSet<String> {
 
 #[test]
 fn every_duet_variable_in_the_artefacts_is_a_flag() {
-    let config = read("src/config.rs");
+    let config = read("src/config.rs") + &read("src/config/groups.rs");
     let mut names: BTreeSet<String> = CLUSTER_VARS.iter().map(|v| (*v).to_owned()).collect();
     for file in [COMPOSE, K8S, DOCKERFILE] {
         names.extend(duet_variables(&read(file)));
@@ -686,6 +686,6 @@ fn every_duet_variable_in_the_artefacts_is_a_flag() {
         .collect();
     assert!(
         unknown.is_empty(),
-        "not flags in src/config.rs: {unknown:?}"
+        "not flags in src/config.rs or src/config/groups.rs: {unknown:?}"
     );
 }
