@@ -7,9 +7,8 @@
 
 use crate::common;
 
-use common::sip::{accept, sip_addr, sip_server, webhook_app};
+use common::sip::{answered_call, sip_server, webhook_app};
 use common::Client;
-use duet_client::sip::Caller;
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -89,13 +88,7 @@ async fn a_backchannel_pauses_the_answer_and_lets_it_go_on_a_long_voice_interrup
     let _alone = common::exclusive().await; // real-time audio both ways
     let mut app = webhook_app().await;
     let server = sip_server(&app, &[]).await;
-    let mut caller = Caller::invite(sip_addr(&server), "+15551230000")
-        .await
-        .unwrap();
-    let call = app.next().await;
-    accept(server.addr, &call.call_id).await;
-    let ok = caller.answer(Duration::from_secs(5), |_| ()).await.unwrap();
-    assert_eq!(ok.status, 200, "{ok:?}");
+    let (mut caller, call) = answered_call(&server, &mut app).await;
     let mut sideband = Client::sideband(server.addr, &call.call_id).await.unwrap();
     sideband
         .send(

@@ -173,6 +173,18 @@ async function scenario() {
     audioLog.push({ t, responseId: e.responseId, bytes: e.data.byteLength });
   });
   const history = watchSession(session, sessionEvents);
+  /** Speaks a turn of `secs` and waits for the SDK's first `audio` of its answer; returns
+   * the event mark before the turn and the answer's response id. */
+  const askAndHear = async (secs, what) => {
+    const mark = ev.length;
+    await mic.speak(secs);
+    const rc = await ev.waitFor('response.created', { from: mark, timeout: 5000 });
+    const rid = rc.ev.response.id;
+    const deadline = now() + 5000;
+    while (!audio.get(rid) && now() < deadline) await sleep(5);
+    if (!audio.get(rid)) throw new Abort(`no audio events for the ${what} response`);
+    return { mark, rid };
+  };
 
   // a. connect
   console.log('== a. connect');
@@ -266,16 +278,10 @@ async function scenario() {
   // c. interrupt during a second answer
   console.log('== c. interrupt');
   await sleep(500);
-  const mC = ev.length;
   const sentC = sent.length;
   const sessC = sessionEvents.length;
-  await mic.speak(1.5);
-  const rc2 = await ev.waitFor('response.created', { from: mC, timeout: 5000 });
-  const rid2 = rc2.ev.response.id;
-  // Wait for the SDK's first `audio` of that response, then let it play 400 ms.
-  const deadline = now() + 5000;
-  while (!audio.get(rid2) && now() < deadline) await sleep(5);
-  if (!audio.get(rid2)) throw new Abort('no audio events for the second response');
+  // The SDK's first `audio` of the answer, then 400 ms of it.
+  const { mark: mC, rid: rid2 } = await askAndHear(1.5, 'second');
   await sleep(400);
   const tInterrupt = now();
   const sentBefore = sent.length;
@@ -337,14 +343,8 @@ async function scenario() {
   // the backchannel.
   console.log('== e. backchannel');
   await sleep(800);
-  const mE = ev.length;
   const sessE = sessionEvents.length;
-  await mic.speak(1.5);
-  const rc3 = await ev.waitFor('response.created', { from: mE, timeout: 5000 });
-  const rid3 = rc3.ev.response.id;
-  const deadlineE = now() + 5000;
-  while (!audio.get(rid3) && now() < deadlineE) await sleep(5);
-  if (!audio.get(rid3)) throw new Abort('no audio events for the third response');
+  const { mark: mE, rid: rid3 } = await askAndHear(1.5, 'third');
   await sleep(300);
   const tBackchannel = now();
   await mic.speak(0.3);
@@ -363,14 +363,8 @@ async function scenario() {
   C.check(createdE.length === 0, 'e. the backchannel created no response', JSON.stringify(createdE.map((e) => e.ev.response?.id)));
 
   console.log('== f. interruption');
-  const mF = ev.length;
   const sessF = sessionEvents.length;
-  await mic.speak(1.5);
-  const rc4 = await ev.waitFor('response.created', { from: mF, timeout: 5000 });
-  const rid4 = rc4.ev.response.id;
-  const deadlineF = now() + 5000;
-  while (!audio.get(rid4) && now() < deadlineF) await sleep(5);
-  if (!audio.get(rid4)) throw new Abort('no audio events for the fourth response');
+  const { mark: mF, rid: rid4 } = await askAndHear(1.5, 'fourth');
   await sleep(300);
   const tOver = now();
   const mOver = ev.length;
