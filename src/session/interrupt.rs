@@ -17,6 +17,7 @@
 //! says what the speech was.
 
 use super::ledger::SAMPLES_PER_MS;
+use super::Session;
 use crate::protocol::ServerEventBody;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -248,7 +249,7 @@ pub fn is_backchannel(text: &str) -> bool {
     true
 }
 
-impl super::Session {
+impl Session {
     /// Judges the speech over the answer, when there is a verdict: the user takes the turn
     /// (`speech_started`, the barge-in, and its `speech_stopped` when it already ended), or
     /// the answer goes on where its playout paused.

@@ -419,7 +419,8 @@ impl Session {
             if self.lease.is_some() {
                 return self.expire("idle_ttl_expired");
             }
-            return self.session_idle();
+            self.error(idle_error(self.limits.idle));
+            return self.close(1000, "session idle");
         }
         let due = self
             .lease
@@ -445,18 +446,6 @@ impl Session {
         }
         self.transcript_wait_over(now);
         self.on_pause();
-    }
-
-    /// No client event and no audio for [`Limits::idle`].
-    fn session_idle(&mut self) {
-        self.error(ErrorPayload::invalid(
-            codes::SESSION_IDLE,
-            format!(
-                "no client event and no audio for {} s; the session is closed",
-                self.limits.idle.as_secs()
-            ),
-        ));
-        self.close(1000, "session idle");
     }
 
     /// A sideband subscriber joins: it gets `session.created` first.
@@ -609,4 +598,15 @@ impl Session {
             lease.release();
         }
     }
+}
+
+/// The error of a session with no client event and no audio for `idle` ([`Limits::idle`]).
+fn idle_error(idle: std::time::Duration) -> ErrorPayload {
+    ErrorPayload::invalid(
+        codes::SESSION_IDLE,
+        format!(
+            "no client event and no audio for {} s; the session is closed",
+            idle.as_secs()
+        ),
+    )
 }
