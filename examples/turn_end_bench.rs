@@ -1,6 +1,6 @@
 //! End of turn per mode on the generated turn-taking set (`duet_client::turn_set`: espeak-ng
 //! voices and speeds; finished sentences, and unfinished ones broken by a hesitation pause,
-//! bare or with ", um,"), spoken in real time over WebSocket to `--model cascade` (the real
+//! bare, with ", um," or ", uh,", or with the last word drawn out), spoken in real time over WebSocket to `--model cascade` (the real
 //! Silero VAD, Smart Turn v3.2, Whisper tiny.en and Piper; a scripted LLM on loopback), one
 //! session per utterance, several at once. For each mode (`server_vad` 500 ms,
 //! `semantic_vad` high / medium / low) it prints the false cut-off rate on the hesitations
@@ -12,6 +12,7 @@
 //! scripts/install-models /tmp/duet-models
 //! cargo run --release --example turn_end_bench -- --models /tmp/duet-models \
 //!     [--parallel 4] [--pauses 600,800,1000] [--voices 2] [--modes server_vad,high,medium,low]
+//!     [--hesitations bare,um,uh,drawn-out]
 //! ```
 
 use std::time::{Duration, Instant};
@@ -19,7 +20,7 @@ use std::time::{Duration, Instant};
 use duet_client::live::LiveSession;
 use duet_client::scripted_llm::{Reply, ScriptedLlm};
 use duet_client::speech::silence;
-use duet_client::turn_set::{clips, Clip, VOICES};
+use duet_client::turn_set::{clips, Clip, Hesitation, VOICES};
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 
@@ -32,6 +33,7 @@ struct Args {
     pauses: Vec<u32>,
     voices: usize,
     modes: Vec<String>,
+    hesitations: Vec<Hesitation>,
 }
 
 fn args() -> Args {
@@ -43,6 +45,7 @@ fn args() -> Args {
         modes: ["server_vad", "high", "medium", "low"]
             .map(String::from)
             .to_vec(),
+        hesitations: vec![Hesitation::Bare, Hesitation::Um],
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -54,6 +57,17 @@ fn args() -> Args {
             "--pauses" => a.pauses = list().iter().map(|p| p.parse().expect("ms")).collect(),
             "--voices" => a.voices = v.parse().expect("--voices 1..4"),
             "--modes" => a.modes = list(),
+            "--hesitations" => {
+                a.hesitations = list()
+                    .iter()
+                    .map(|l| {
+                        *Hesitation::ALL
+                            .iter()
+                            .find(|h| h.label() == l)
+                            .expect("bare, um, uh or drawn-out")
+                    })
+                    .collect()
+            }
             other => panic!("unknown flag {other}"),
         }
     }
@@ -150,27 +164,30 @@ fn row(name: &str, set: &[Clip], heard: &[Heard], pauses: &[u32]) -> (String, Ve
         format!("{split} of {finished}"),
     ];
     for &pause in pauses {
-        let mut cut = [0, 0];
-        let mut of = [0, 0];
-        for (clip, h) in set.iter().zip(heard) {
-            let Some(resumes) = clip.resumes_at_ms().filter(|_| clip.pause_ms == pause) else {
-                continue;
-            };
-            let um = usize::from(clip.text.contains(", um,"));
-            of[um] += 1;
-            if h.stops.first().is_some_and(|&s| s < resumes) {
-                cut[um] += 1;
-                wrong.push(format!("cut off: {:?} at {:?} ms", clip.text, h.stops));
+        let mut per_kind = Vec::new();
+        let (mut cut_all, mut of_all) = (0, 0);
+        for kind in Hesitation::ALL {
+            let (mut cut, mut of) = (0, 0);
+            for (clip, h) in set.iter().zip(heard) {
+                if clip.hesitation != Some(kind) || clip.pause_ms != pause {
+                    continue;
+                }
+                let resumes = clip.resumes_at_ms().unwrap_or(u64::MAX);
+                of += 1;
+                if h.stops.first().is_some_and(|&s| s < resumes) {
+                    cut += 1;
+                    wrong.push(format!("cut off: {:?} at {:?} ms", clip.text, h.stops));
+                }
             }
+            if of > 0 {
+                per_kind.push(format!("{} {cut}/{of}", kind.label()));
+            }
+            (cut_all, of_all) = (cut_all + cut, of_all + of);
         }
-        let total = (cut[0] + cut[1]) as f64 / (of[0] + of[1]).max(1) as f64;
         cells.push(format!(
-            "{:.0} % (bare {}/{}, um {}/{})",
-            100.0 * total,
-            cut[0],
-            of[0],
-            cut[1],
-            of[1]
+            "{:.0} % ({})",
+            100.0 * cut_all as f64 / of_all.max(1) as f64,
+            per_kind.join(" · ")
         ));
     }
     (format!("| {} |", cells.join(" | ")), wrong)
@@ -184,7 +201,7 @@ async fn main() {
         2 => vec![VOICES[0], VOICES[3]],
         _ => VOICES.to_vec(),
     };
-    let set = clips(&voices, &a.pauses);
+    let set = clips(&voices, &a.pauses, &a.hesitations);
     let llm = ScriptedLlm::start(Vec::new()).await;
     *llm.default_reply.lock().unwrap() = Some(Reply::text(&["Okay."]));
     let models = a

@@ -2,7 +2,7 @@
 //! client, Opus, real time), on utterances of the generated turn-taking set
 //! (`duet_client::turn_set`, two espeak-ng voices and speeds), four calls at once:
 //!
-//! - sentences broken by a hesitation (", um," and a pause of 800 or 1200 ms, longer than
+//! - sentences broken by a hesitation (", um," or ", uh," and a pause of 800 or 1200 ms, longer than
 //!   the 700 ms fixed silence of `semantic_vad` without a model) stay one turn;
 //! - finished questions end after a pause the model shortened: the turn is committed well
 //!   before the maximum pause (3 s for `medium`).
@@ -20,7 +20,7 @@ use crate::common;
 use common::*;
 use duet_client::rtc::{ClientOptions, RtcClient};
 use duet_client::speech::{models_dir, resample_linear};
-use duet_client::turn_set::Clip;
+use duet_client::turn_set::{Clip, Hesitation};
 use serde_json::json;
 use std::time::{Duration, Instant};
 
@@ -78,14 +78,14 @@ async fn hesitations_stay_one_turn_and_finished_questions_end_soon() {
         Clip::broken(
             "I would like to book a table for",
             "four people.",
-            true,
+            Hesitation::Um,
             800,
             ("en-us", 175),
         ),
         Clip::broken(
             "So the problem with my order is that",
             "it never arrived.",
-            true,
+            Hesitation::Uh,
             1_200,
             ("en-gb", 150),
         ),

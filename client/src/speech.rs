@@ -99,6 +99,12 @@ pub fn espeak_as(voice: &str, wpm: u32, text: &str) -> Vec<f32> {
     espeak_with(&["-v", voice, "-s", &wpm.to_string()], text)
 }
 
+/// `ssml` (espeak-ng's SSML subset: `<speak>…<prosody rate="x-slow">word</prosody></speak>`)
+/// spoken by `voice` at `wpm` words a minute, mono at [`RATE`].
+pub fn espeak_ssml(voice: &str, wpm: u32, ssml: &str) -> Vec<f32> {
+    espeak_with(&["-m", "-v", voice, "-s", &wpm.to_string()], ssml)
+}
+
 fn espeak_with(args: &[&str], text: &str) -> Vec<f32> {
     // Unique per call: tests in one process may say the same text at once.
     static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);

@@ -1,10 +1,10 @@
 //! The turn-taking set that the repository generates with espeak-ng (several voices and
 //! speeds): finished questions and statements, and unfinished sentences broken by a
-//! hesitation pause where a person pauses mid-thought, bare or with the hesitation sound
-//! people make (", um,"), then finished. `examples/turn_eval.rs` scores its renderings
+//! hesitation pause where a person pauses mid-thought, bare, with the hesitation sounds
+//! people make (", um,", ", uh,") or with the last word drawn out, then finished. `examples/turn_eval.rs` scores its renderings
 //! offline; `examples/turn_end_bench.rs` and the WebRTC test speak them in real time.
 
-use crate::speech::{espeak_as, silence, RATE};
+use crate::speech::{espeak_as, espeak_ssml, silence, RATE};
 
 /// Finished questions and statements.
 pub const FINISHED: &[&str] = &[
@@ -38,6 +38,52 @@ pub const VOICES: &[(&str, u32)] = &[
     ("en-gb", 175),
 ];
 
+/// How a broken sentence hesitates before its pause.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hesitation {
+    /// The words stop ("… a table for").
+    Bare,
+    /// ", um," before the pause.
+    Um,
+    /// ", uh," before the pause.
+    Uh,
+    /// The last word drawn out (espeak-ng's slowest rate for it).
+    Drawn,
+}
+
+impl Hesitation {
+    /// Every kind, in table order.
+    pub const ALL: [Hesitation; 4] = [Self::Bare, Self::Um, Self::Uh, Self::Drawn];
+
+    /// Its name in tables.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Bare => "bare",
+            Self::Um => "um",
+            Self::Uh => "uh",
+            Self::Drawn => "drawn-out",
+        }
+    }
+
+    /// `head` spoken with this hesitation, and how it is written.
+    fn speak(self, head: &str, voice: (&str, u32)) -> (Vec<f32>, String) {
+        let said = match self {
+            Self::Bare => head.to_string(),
+            Self::Um => format!("{head}, um,"),
+            Self::Uh => format!("{head}, uh,"),
+            Self::Drawn => {
+                let (first, last) = head.rsplit_once(' ').unwrap_or(("", head));
+                let ssml =
+                    format!("<speak>{first} <prosody rate=\"x-slow\">{last}</prosody></speak>");
+                let mut pcm = espeak_ssml(voice.0, voice.1, &ssml);
+                pcm.truncate(voice_end(&pcm));
+                return (pcm, format!("{first} {last}~"));
+            }
+        };
+        (render(&said, voice), said)
+    }
+}
+
 /// Lead silence before every clip's voice.
 const LEAD_S: f32 = 0.3;
 
@@ -65,6 +111,8 @@ pub struct Clip {
     pub resumes_at: Option<usize>,
     /// The hesitation pause (0 for a finished sentence).
     pub pause_ms: u32,
+    /// How it hesitates (`None`: finished).
+    pub hesitation: Option<Hesitation>,
 }
 
 impl Clip {
@@ -77,26 +125,30 @@ impl Clip {
             audio,
             resumes_at: None,
             pause_ms: 0,
+            hesitation: None,
         }
     }
 
-    /// `head`, a hesitation sound (", um,") when `um`, a pause of `pause_ms`, then `tail`.
-    pub fn broken(head: &str, tail: &str, um: bool, pause_ms: u32, voice: (&str, u32)) -> Self {
-        let head = if um {
-            format!("{head}, um,")
-        } else {
-            head.to_string()
-        };
+    /// `head` with `hesitation`, a pause of `pause_ms`, then `tail`.
+    pub fn broken(
+        head: &str,
+        tail: &str,
+        hesitation: Hesitation,
+        pause_ms: u32,
+        voice: (&str, u32),
+    ) -> Self {
+        let (spoken, said) = hesitation.speak(head, voice);
         let mut audio = silence(LEAD_S);
-        audio.extend(render(&head, voice));
+        audio.extend(spoken);
         audio.extend(silence(pause_ms as f32 / 1000.0));
         let resumes_at = audio.len();
         audio.extend(render(tail, voice));
         Self {
-            text: format!("{head} … {tail}"),
+            text: format!("{said} … {tail}"),
             audio,
             resumes_at: Some(resumes_at),
             pause_ms,
+            hesitation: Some(hesitation),
         }
     }
 
@@ -111,16 +163,16 @@ impl Clip {
     }
 }
 
-/// Every finished sentence and every broken one (bare and with ", um,") with each pause of
+/// Every finished sentence and every broken one (each of `hesitations`) with each pause of
 /// `pauses_ms`, in each of `voices`.
-pub fn clips(voices: &[(&str, u32)], pauses_ms: &[u32]) -> Vec<Clip> {
+pub fn clips(voices: &[(&str, u32)], pauses_ms: &[u32], hesitations: &[Hesitation]) -> Vec<Clip> {
     let mut out = Vec::new();
     for &voice in voices {
         out.extend(FINISHED.iter().map(|t| Clip::finished(t, voice)));
         for &(head, tail) in BROKEN {
             for &pause in pauses_ms {
-                for um in [false, true] {
-                    out.push(Clip::broken(head, tail, um, pause, voice));
+                for &h in hesitations {
+                    out.push(Clip::broken(head, tail, h, pause, voice));
                 }
             }
         }
