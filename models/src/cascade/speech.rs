@@ -307,35 +307,28 @@ mod tests {
 
     #[test]
     fn the_worker_speaks_live_answers_and_skips_dropped_ones() {
+        // The driver's loop (`while synthesis.speak_next() {}`), run here one job at a time
+        // on the test's own thread: `models/` starts no thread.
         let (w, mut synthesis) = SpeechWorker::new(Box::new(Echo));
-        std::thread::spawn(move || while synthesis.speak_next() {});
         w.set_live(0, Some(1));
         w.speak(0, 7, 0, "stale".into(), (1.0, "alloy".into()));
         w.speak(0, 1, 0, "abc".into(), (1.0, "alloy".into()));
         w.speak(0, 1, 1, "de".into(), (1.0, "alloy".into()));
-        let mut got = Vec::new();
-        for _ in 0..200 {
-            got.extend(
-                w.take()
-                    .map(|s| (s.answer, s.index, s.audio.unwrap().len())),
-            );
-            if got.len() == 2 {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(5));
+        for _ in 0..3 {
+            assert!(synthesis.speak_next());
         }
+        let got: Vec<_> = w
+            .take()
+            .map(|s| (s.answer, s.index, s.audio.unwrap().len()))
+            .collect();
         assert_eq!(got, [(1, 0, 3), (1, 1, 2)]);
-        // A panicking voice fails its clause; the thread goes on.
+        // A panicking voice fails its clause; the loop goes on.
         assert!(w.speak(0, 1, 2, "panic".into(), (1.0, "alloy".into())));
         assert!(w.speak(0, 1, 3, "ok".into(), (1.0, "alloy".into())));
-        let mut got = Vec::new();
-        for _ in 0..200 {
-            got.extend(w.take().map(|s| (s.index, s.audio.is_ok())));
-            if got.len() == 2 {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(5));
+        for _ in 0..2 {
+            assert!(synthesis.speak_next());
         }
+        let got: Vec<_> = w.take().map(|s| (s.index, s.audio.is_ok())).collect();
         assert_eq!(got, [(2, false), (3, true)]);
     }
 }
