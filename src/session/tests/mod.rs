@@ -665,6 +665,7 @@ mod lifecycle;
 mod memory;
 mod noise;
 mod outbound_limits;
+mod overlap;
 mod shape;
 mod tools;
 mod transcription;

@@ -1,0 +1,89 @@
+//! Speech over an answer judged on its own ([`Overlap`]): by its length, by its first words
+//! while it goes on, and by its words once it ended, on the session's clock.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::super::interrupt::{Overlap, Verdict, WORDS_TIMEOUT};
+
+#[test]
+fn decisive_first_words_interrupt_before_the_minimum() {
+    let t0 = Instant::now();
+    let mut o = Overlap::new(1_000, 8_200, 14_400);
+    let at_400ms = 8_200 + 400 * 24;
+    assert!(o.wants_early_words(at_400ms));
+    assert!(
+        !o.wants_early_words(8_200 + 300 * 24),
+        "under EARLY_WORDS_MS"
+    );
+    o.early = Some(Arc::from("bc_early"));
+    assert!(!o.wants_early_words(at_400ms), "asked once");
+    assert!(!o.heard("bc_other", "Stop.".into()), "not its own");
+    assert!(o.heard("bc_early", "I".into()));
+    assert_eq!(
+        o.verdict(at_400ms, true, t0, true),
+        None,
+        "\"I\" may be \"I see\""
+    );
+    assert!(o.heard("bc_early", "Stop,".into()));
+    assert_eq!(
+        o.verdict(at_400ms, true, t0, true),
+        Some(Verdict::Interrupt {
+            onset: 1_000,
+            stopped_at: None
+        })
+    );
+}
+
+#[test]
+fn long_speech_interrupts_and_short_speech_waits_for_its_words() {
+    let t0 = Instant::now();
+    let mut o = Overlap::new(1_000, 8_200, 14_400);
+    assert_eq!(o.verdict(20_000, true, t0, true), None, "under 600 ms");
+    assert_eq!(
+        o.verdict(22_600, true, t0, true),
+        Some(Verdict::Interrupt {
+            onset: 1_000,
+            stopped_at: None
+        })
+    );
+    assert_eq!(
+        o.verdict(9_000, true, t0, false),
+        Some(Verdict::Interrupt {
+            onset: 1_000,
+            stopped_at: None
+        }),
+        "the answer is over: the user's turn"
+    );
+    // Ended short, words asked: wait for them, then judge by them.
+    o.stopped_at = Some(18_000);
+    o.words = Some((Arc::from("bc_1"), t0 + WORDS_TIMEOUT));
+    assert_eq!(o.verdict(20_000, false, t0, true), None);
+    assert_eq!(o.deadline(), Some(t0 + WORDS_TIMEOUT));
+    o.heard = Some("Mm-hmm.".into());
+    assert_eq!(
+        o.verdict(20_000, false, t0, true),
+        Some(Verdict::Backchannel { until: 18_000 })
+    );
+    assert_eq!(o.deadline(), None);
+    o.heard = Some("Stop.".into());
+    assert_eq!(
+        o.verdict(20_000, false, t0, true),
+        Some(Verdict::Interrupt {
+            onset: 1_000,
+            stopped_at: Some(18_000)
+        })
+    );
+    // Words that never come: no interruption.
+    o.heard = None;
+    assert_eq!(
+        o.verdict(20_000, false, t0 + WORDS_TIMEOUT, true),
+        Some(Verdict::Backchannel { until: 18_000 })
+    );
+    // No transcriber: a short utterance is no interruption.
+    o.words = None;
+    assert_eq!(
+        o.verdict(20_000, false, t0, true),
+        Some(Verdict::Backchannel { until: 18_000 })
+    );
+}
