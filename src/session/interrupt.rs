@@ -120,17 +120,17 @@ impl Overlap {
             && self.voiced_ms(voiced_until) >= EARLY_WORDS_MS
     }
 
-    /// Takes transcript `text` of transcription `id` when it is one of its own (the words
-    /// so far, or the whole speech's); returns whether it was.
-    pub(super) fn heard(&mut self, id: &str, text: String) -> bool {
+    /// Whether transcription `id` is one of its own: the words so far, or the whole speech's.
+    pub(super) fn owns(&self, id: &str) -> bool {
+        self.early.as_deref() == Some(id) || self.asked(id)
+    }
+
+    /// Takes transcript `text` of its own transcription `id` ([`Self::owns`]).
+    pub(super) fn heard(&mut self, id: &str, text: String) {
         if self.early.as_deref() == Some(id) {
             self.early_heard = Some(text);
-            true
         } else if self.asked(id) {
             self.heard = Some(text);
-            true
-        } else {
-            false
         }
     }
 

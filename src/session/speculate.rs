@@ -206,21 +206,18 @@ impl Session {
         &mut self,
         ev: TranscriptEvent,
     ) -> Option<TranscriptEvent> {
-        if let Some(o) = &mut self.input.overlap {
+        if let Some(o) = self.input.overlap.as_mut().filter(|o| o.owns(&ev.item_id)) {
             // The words of speech over the answer (so far, or all of it): they judge it.
-            let text = match &ev.output {
-                Ok(TranscribeOutput::Completed { text, .. }) => Some(text.clone()),
-                Ok(_) => None,
-                Err(_) => Some(String::new()),
-            };
-            let ours = o.early.as_deref() == Some(&*ev.item_id) || o.asked(&ev.item_id);
-            if ours {
-                if let Some(text) = text {
-                    o.heard(&ev.item_id, text);
-                    self.on_overlap();
-                }
-                return None;
-            }
+            o.heard(
+                &ev.item_id,
+                match &ev.output {
+                    Ok(TranscribeOutput::Completed { text, .. }) => text.clone(),
+                    Ok(_) => return None,
+                    Err(_) => String::new(),
+                },
+            );
+            self.on_overlap();
+            return None;
         }
         if self.speculation.as_ref().is_none_or(|s| s.id != ev.item_id) {
             return Some(ev);
