@@ -22,6 +22,8 @@ pub mod sse;
 pub mod strict;
 
 #[cfg(test)]
+mod decode_tests;
+#[cfg(test)]
 mod tests;
 
 pub use client::{decode, decode_duplex, ClientEvent, Envelope, MAX_EVENT_BYTES};
