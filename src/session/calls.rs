@@ -40,7 +40,7 @@ impl Session {
             call_id: call.call_id.clone(),
             delta: d.arguments.clone(),
         };
-        self.emit(event);
+        self.out.emit(event);
     }
 
     /// Opens a call's `function_call` item: in the output, and in the conversation.
@@ -66,15 +66,15 @@ impl Session {
         let (response_id, output_index) = (a.response.id.clone(), call.output_index);
         let in_conversation = a.in_conversation;
         a.calls.push(call);
-        self.emit(ServerEventBody::ResponseOutputItemAdded {
+        self.out.emit(ServerEventBody::ResponseOutputItemAdded {
             response_id,
             output_index,
             item: Box::new(item.clone()),
         });
         if in_conversation {
             match self.conv.append(item) {
-                Ok(events) => self.emit_all(events),
-                Err(e) => self.error(e),
+                Ok(events) => self.out.emit_all(events),
+                Err(e) => self.out.error(e),
             }
         }
     }
@@ -101,15 +101,15 @@ impl Session {
         };
         let output_index = call.output_index;
         let item_id = call.item_id.clone();
-        self.emit(done);
-        self.emit(ServerEventBody::ResponseOutputItemDone {
+        self.out.emit(done);
+        self.out.emit(ServerEventBody::ResponseOutputItemDone {
             response_id,
             output_index,
             item: Box::new(item.clone()),
         });
         if in_conversation && self.conv.finish_item(&item_id, item.clone(), None) {
             let prev = self.conv.previous_id(&item_id);
-            self.emit(ServerEventBody::ConversationItemDone {
+            self.out.emit(ServerEventBody::ConversationItemDone {
                 previous_item_id: prev,
                 item: Box::new(item),
             });
@@ -127,26 +127,27 @@ impl Session {
         let empty = a.empty_item();
         let (response_id, at) = (a.response.id.clone(), a.at());
         let in_conversation = a.in_conversation;
-        self.emit(ServerEventBody::ResponseOutputItemAdded {
+        self.out.emit(ServerEventBody::ResponseOutputItemAdded {
             response_id,
             output_index: at.output_index,
             item: Box::new(empty.clone()),
         });
         if in_conversation {
             match self.conv.append(empty) {
-                Ok(events) => self.emit_all(events),
-                Err(e) => self.error(e),
+                Ok(events) => self.out.emit_all(events),
+                Err(e) => self.out.error(e),
             }
         }
         if speaking {
             self.floor.speak_deadline = None;
             let (id, epoch) = (self.cfg.id.clone(), self.model.epoch);
             if let Some(speak) = self.active.as_mut().map(|a| a.speak(&id, epoch)) {
-                self.emit(speak);
+                self.out.emit(speak);
             }
         }
         if let Some(part) = self.active.as_ref().map(|a| a.part()) {
-            self.emit(ServerEventBody::ResponseContentPartAdded { at, part });
+            self.out
+                .emit(ServerEventBody::ResponseContentPartAdded { at, part });
         }
     }
 }

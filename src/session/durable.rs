@@ -148,7 +148,7 @@ impl Lease {
     }
 
     /// The journal holds `bytes` now: the metrics learn the difference.
-    fn report_journal(&mut self, bytes: usize) {
+    pub(super) fn report_journal(&mut self, bytes: usize) {
         let delta = bytes as i64 - self.reported_bytes as i64;
         if delta != 0 {
             crate::metrics::METRICS
@@ -287,14 +287,14 @@ impl Session {
     /// disconnect grace; any other closes.
     pub(super) fn transport_dropped(&mut self) {
         let grace = self.limits.disconnect_grace;
-        let now = self.now;
+        let now = self.out.now;
         let Some(lease) = &mut self.lease else {
             return self.close(1000, "transport closed");
         };
         if !lease.detach(now + grace) {
             return;
         }
-        self.subs.detach();
+        self.out.subs.detach();
         // Nothing plays any more: what was not heard is cut, and until a resume the session
         // produces its audio as events (journaled), as on a WebSocket.
         self.abandon_playback();
@@ -305,24 +305,12 @@ impl Session {
     /// The client hung up the call that holds the session: an explicit end, not a drop.
     pub(super) fn hung_up(&mut self) {
         if self.lease.is_some() {
-            self.emit(ServerEventBody::SessionClosed {
+            self.out.emit(ServerEventBody::SessionClosed {
                 session_id: self.cfg.id.clone(),
                 reason: "hangup".into(),
             });
         }
         self.close(1000, "call hung up");
-    }
-
-    /// After events went out: a transport lost meanwhile (closed, or not reading) detaches
-    /// the session; the journal's size goes to the metrics.
-    pub(super) fn after_send(&mut self) {
-        if self.subs.take_lost() {
-            self.transport_dropped();
-        }
-        let bytes = self.subs.journal().map_or(0, |j| j.bytes());
-        if let Some(l) = &mut self.lease {
-            l.report_journal(bytes);
-        }
     }
 
     /// A new connection resumes the session: check the token and the journal, rotate the
@@ -341,7 +329,7 @@ impl Session {
                 codes::UNSUPPORTED_SESSION_RESUME,
                 "this session did not opt into the duplex extension".into(),
             )),
-            Some(l) => l.check_resume(&req, &self.cfg.id, self.subs.journal(), self.now),
+            Some(l) => l.check_resume(&req, &self.cfg.id, self.out.subs.journal(), self.out.now),
         };
         let replay = match checked {
             Ok(replay) => replay,
@@ -366,6 +354,7 @@ impl Session {
         });
         let last = req.last_received_server_event_seq;
         if let Some(old) = self
+            .out
             .subs
             .reattach(out, &Rendered::new(&resumed, None), &replay)
         {
@@ -373,8 +362,7 @@ impl Session {
         }
         crate::metrics::METRICS.resume("ok");
         tracing::info!(session = %self.cfg.id, last, replayed = replay.len(), transport = ?self.transport, "session resumed");
-        self.timers.touch(self.now);
-        self.after_send();
+        self.timers.touch(self.out.now);
         Ok(())
     }
 
@@ -394,7 +382,7 @@ impl Session {
     pub(super) fn expire(&mut self, reason: &'static str) {
         crate::metrics::METRICS.expiry(reason);
         tracing::info!(session = %self.cfg.id, reason, "session expired");
-        self.emit(ServerEventBody::SessionExpired {
+        self.out.emit(ServerEventBody::SessionExpired {
             session_id: self.cfg.id.clone(),
             reason,
         });
@@ -416,7 +404,7 @@ impl Session {
                 "session.resume is only valid as the first message of a new connection (?duplex=1&resume=1)",
             )),
             ClientEvent::SessionEventAck { server_event_seq } => {
-                let acked = self.subs.journal().map(|j| j.ack(server_event_seq));
+                let acked = self.out.subs.journal().map(|j| j.ack(server_event_seq));
                 if let Some(Err(head)) = acked {
                     return Err(ErrorPayload::invalid(
                         codes::INVALID_EVENT_ACK,
@@ -424,17 +412,16 @@ impl Session {
                     )
                     .with_param("server_event_seq"));
                 }
-                self.after_send();
                 Ok(())
             }
             ClientEvent::SessionHeartbeat => {
-                self.emit(ServerEventBody::SessionHeartbeatAck {
+                self.out.emit(ServerEventBody::SessionHeartbeatAck {
                     session_id: self.cfg.id.clone(),
                 });
                 Ok(())
             }
             ClientEvent::SessionClose { reason } => {
-                self.emit(ServerEventBody::SessionClosed {
+                self.out.emit(ServerEventBody::SessionClosed {
                     session_id: self.cfg.id.clone(),
                     reason: reason.unwrap_or_else(|| "client_close".into()),
                 });
@@ -462,7 +449,7 @@ impl Session {
         if self.active.is_none() {
             self.fence_model();
         } else if self.transport.is_webrtc() {
-            self.timers.stamps.barge_at = Some(self.now);
+            self.timers.stamps.barge_at = Some(self.out.now);
             self.clear_output("client_cancelled");
         } else {
             self.cancel_active("client_cancelled");
@@ -517,7 +504,7 @@ impl Session {
         if truncate {
             self.item_truncate(&item_id, 0, played)?;
         }
-        self.emit(ServerEventBody::PlaybackAcknowledged {
+        self.out.emit(ServerEventBody::PlaybackAcknowledged {
             event: crate::protocol::server::PlaybackAckResult {
                 kind: "playback.acknowledged",
                 session_id: self.cfg.id.clone(),

@@ -70,7 +70,7 @@ impl Session {
             // The model started speaking on its own: it opens a response.
             match self.prepare(ResponseParams::default()) {
                 Ok((active, _)) => self.begin(active, None, true),
-                Err(e) => self.error(e),
+                Err(e) => self.out.error(e),
             }
         }
         let speak = match self.active.as_mut() {
@@ -80,7 +80,7 @@ impl Session {
         };
         if let Some(speak) = speak {
             self.floor.speak_deadline = None;
-            self.emit(speak);
+            self.out.emit(speak);
         }
         if self.stream_active(&out) {
             self.stop_incomplete();
@@ -99,7 +99,7 @@ impl Session {
             self.finish(ResponseStatus::Completed, None);
         }
         let listen = ServerEventBody::model_listen(&self.cfg.id, self.model.epoch.0, ended);
-        self.emit(listen);
+        self.out.emit(listen);
     }
 
     /// A client-created response on an autonomous model got no speech in time: it completes
@@ -112,7 +112,7 @@ impl Session {
         let id = a.response.id.clone();
         self.finish(ResponseStatus::Completed, None);
         let listen = ServerEventBody::model_listen(&self.cfg.id, self.model.epoch.0, Some(id));
-        self.emit(listen);
+        self.out.emit(listen);
     }
 
     /// A step of an autonomous model from before the last fence: its audio and text belong

@@ -490,8 +490,7 @@ impl Session {
         }
         self.input.memory_refused = false;
         // Taken (a refused append returned above).
-        self.meters
-            .count(super::UsageEvent::AudioIn(pcm.len() as u64));
+        self.out.count(super::UsageEvent::AudioIn(pcm.len() as u64));
         // With noise reduction, everything below (VAD, turn model, transcriber, model, the
         // stored audio) hears the cleaned input.
         let mut cleaned = Vec::new();
@@ -520,7 +519,7 @@ impl Session {
         let wanted = crate::protocol::session::INCLUDE_SPEECH_PROBABILITY;
         if self.cfg.includes(wanted) {
             if let Some(ev) = self.input.speech_meter(offset) {
-                self.emit(ev);
+                self.out.emit(ev);
             }
         }
         self.on_vad_events(events, offset);
@@ -578,10 +577,11 @@ impl Session {
             _ => {}
         }
         self.transcribe_speech_start(&item_id, at);
-        self.emit(ServerEventBody::InputAudioBufferSpeechStarted {
-            audio_start_ms: ms(at),
-            item_id,
-        });
+        self.out
+            .emit(ServerEventBody::InputAudioBufferSpeechStarted {
+                audio_start_ms: ms(at),
+                item_id,
+            });
         if self.cfg.is_transcription() {
             return; // nothing to interrupt
         }
@@ -592,7 +592,7 @@ impl Session {
             .is_some_and(TurnDetection::interrupt_response);
         let responding = self.active.as_ref().is_some_and(|a| a.in_conversation);
         if interrupt && self.transport.is_webrtc() && (responding || self.view.is_playing()) {
-            self.timers.stamps.barge_at = Some(self.now);
+            self.timers.stamps.barge_at = Some(self.out.now);
             self.clear_output("turn_detected");
         } else if interrupt && responding {
             self.cancel_active("turn_detected");
@@ -606,7 +606,7 @@ impl Session {
                 let id: Arc<str> = Arc::from(format!("bc_{}", ids::item_id()));
                 let audio = self.input.buffer_from(onset);
                 self.transcripts.send_whole(id.clone(), audio);
-                (id, self.now + WORDS_TIMEOUT)
+                (id, self.out.now + WORDS_TIMEOUT)
             });
             if let Some(o) = &mut self.input.overlap {
                 o.stopped_at = Some(at);
@@ -614,12 +614,13 @@ impl Session {
             }
             return;
         }
-        self.timers.stamps.turn_end = Some(self.now);
+        self.timers.stamps.turn_end = Some(self.out.now);
         let item_id = self.input.speech_item.take().unwrap_or_else(ids::item_id);
-        self.emit(ServerEventBody::InputAudioBufferSpeechStopped {
-            audio_end_ms: ms(at),
-            item_id: item_id.clone(),
-        });
+        self.out
+            .emit(ServerEventBody::InputAudioBufferSpeechStopped {
+                audio_end_ms: ms(at),
+                item_id: item_id.clone(),
+            });
         if let Some(s) = &mut self.speculation {
             s.confirm();
         }
@@ -638,7 +639,7 @@ impl Session {
                 .is_some_and(TurnDetection::create_response);
         if create && self.active.is_none() {
             if let Err(e) = self.response_create(Default::default()) {
-                self.error(e);
+                self.out.error(e);
             }
         }
     }
@@ -655,17 +656,18 @@ impl Session {
         }
         let item_id = ids::item_id();
         let end = self.input.clock();
-        self.emit(ServerEventBody::InputAudioBufferTimeoutTriggered {
-            audio_start_ms: ms(armed_at),
-            audio_end_ms: ms(end),
-            item_id: item_id.clone(),
-        });
+        self.out
+            .emit(ServerEventBody::InputAudioBufferTimeoutTriggered {
+                audio_start_ms: ms(armed_at),
+                audio_end_ms: ms(end),
+                item_id: item_id.clone(),
+            });
         if self.commit(item_id, end).is_ok()
             && !self.floor.autonomous
             && !self.cfg.is_transcription()
         {
             if let Err(e) = self.response_create(Default::default()) {
-                self.error(e);
+                self.out.error(e);
             }
         }
     }
@@ -708,11 +710,11 @@ impl Session {
         let stored = StoredItem::with_audio(item.clone(), Some(Arc::new(Adpcm::from_i16(&audio))));
         let evicted = self.conv.insert(Placement::End, stored)?;
         let previous_item_id = self.conv.previous_id(&item_id);
-        self.emit(ServerEventBody::InputAudioBufferCommitted {
+        self.out.emit(ServerEventBody::InputAudioBufferCommitted {
             previous_item_id: previous_item_id.clone(),
             item_id: item_id.clone(),
         });
-        self.emit_all(super::conversation::item_added(
+        self.out.emit_all(super::conversation::item_added(
             previous_item_id,
             item,
             true,
@@ -733,7 +735,7 @@ impl Session {
         self.input.buffer.clear();
         self.input.reset_speech();
         self.transcripts.abandon();
-        self.emit(ServerEventBody::InputAudioBufferCleared {});
+        self.out.emit(ServerEventBody::InputAudioBufferCleared {});
     }
 }
 

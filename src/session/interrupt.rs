@@ -269,11 +269,11 @@ impl Session {
             }
         }
         let Some(o) = &self.input.overlap else { return };
-        let Some(verdict) = o.verdict(voiced_until, in_speech, self.now, answering) else {
+        let Some(verdict) = o.verdict(voiced_until, in_speech, self.out.now, answering) else {
             return;
         };
         if self.input.reports_turns() {
-            self.emit(ServerEventBody::TurnOverlap {
+            self.out.emit(ServerEventBody::TurnOverlap {
                 outcome: match verdict {
                     Verdict::Interrupt { .. } => "interruption",
                     Verdict::Backchannel { .. } => "backchannel",

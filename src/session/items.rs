@@ -76,7 +76,7 @@ impl Session {
         let stored = StoredItem::with_audio(item.clone(), audio);
         let evicted = self.conv.insert(placement, stored)?;
         let previous_item_id = self.conv.previous_id(&id);
-        self.emit_all(super::conversation::item_added(
+        self.out.emit_all(super::conversation::item_added(
             previous_item_id,
             item,
             true,
@@ -181,7 +181,11 @@ impl Session {
             Some(b64) => splice(&event.to_json(), &marker, b64),
             None => event.to_json(),
         };
-        self.emit_rendered(Rendered::from_json(json, event.kind(), self.cause.clone()));
+        self.out.emit_rendered(Rendered::from_json(
+            json,
+            event.kind(),
+            self.out.cause.clone(),
+        ));
         Ok(())
     }
 
@@ -238,7 +242,7 @@ impl Session {
             content_index as usize,
             audio_end_ms * SAMPLES_PER_MS,
         );
-        self.emit(ServerEventBody::ConversationItemTruncated {
+        self.out.emit(ServerEventBody::ConversationItemTruncated {
             item_id: item_id.to_string(),
             content_index,
             audio_end_ms,
@@ -258,7 +262,7 @@ impl Session {
         self.conv
             .remove(item_id)
             .ok_or_else(|| not_found(codes::ITEM_DELETE_INVALID_ITEM_ID, "deleting", item_id))?;
-        self.emit(ServerEventBody::ConversationItemDeleted {
+        self.out.emit(ServerEventBody::ConversationItemDeleted {
             item_id: item_id.to_string(),
         });
         Ok(())

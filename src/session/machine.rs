@@ -10,9 +10,10 @@ use super::conversation::Conversation;
 use super::durable::LeaseDue;
 use super::floor::Floor;
 use super::input::InputState;
+use super::outbox::Outbox;
 use super::playback::PlaybackView;
 use super::response::ActiveResponse;
-use super::subscribers::{too_large_error, Subscribers};
+use super::subscribers::Subscribers;
 use super::{
     Epoch, EventSender, Limits, MediaReport, ModelEvent, ModelPort, Rendered, SessionInput,
     SessionParams, Transport,
@@ -37,6 +38,17 @@ pub(super) struct Timers {
 }
 
 impl Timers {
+    /// A session's timers, started at `now`: it lives for `max_session`.
+    fn new(now: Instant, max_session: std::time::Duration) -> Self {
+        Self {
+            expiry: now + max_session,
+            last_activity: now,
+            drain: None,
+            vad_idle: None,
+            stamps: Stamps::default(),
+        }
+    }
+
     /// Arms (or disarms) server VAD's idle timeout after a response ended at `now` (the
     /// input clock then: `clock`). Not on an autonomous model: it decides itself when to
     /// speak, so a silent caller prompts nothing.
@@ -82,12 +94,18 @@ pub(super) struct Stamps {
     pub(super) barge_at: Option<Instant>,
 }
 
-/// The session's model slot and the epoch that fences its output: a response's requests
-/// go under the epoch, and output from before the last fence belongs to a cancelled one.
+/// The session's model slot and the epoch that fences its output (a response's requests
+/// go under the epoch, and output from before the last fence belongs to a cancelled one),
+/// what the model and the server can do, and a `session.update` held until the slot or
+/// stream it needs is there (see `provision`).
 pub(super) struct Model {
     /// None: a transcription session, or one still waiting for a slot.
     pub(super) port: Option<Box<dyn ModelPort>>,
     pub(super) epoch: Epoch,
+    /// What the server and the model can do.
+    pub(super) caps: Caps,
+    /// A `session.update` waiting for a model slot or a transcriber stream.
+    pub(super) pending: Option<super::provision::Pending>,
 }
 
 impl Model {
@@ -113,30 +131,22 @@ pub struct Session {
     pub(super) cfg: SessionConfig,
     pub(super) transport: Transport,
     pub(super) conv: Conversation,
-    pub(super) subs: Subscribers,
+    /// Its events, errors and usage (see `outbox`), and the input being handled.
+    pub(super) out: Outbox,
     pub(super) limits: Limits,
     pub(super) input: InputState,
-    /// Its model slot, and the epoch that fences the slot's output.
+    /// Its model slot, the epoch that fences the slot's output, what the model can do, and
+    /// an update waiting for a slot.
     pub(super) model: Model,
-    /// A `session.update` waiting for a model slot or a transcriber stream.
-    pub(super) pending: Option<super::provision::Pending>,
-    /// What the server and the model can do.
-    pub(super) caps: Caps,
     pub(super) active: Option<ActiveResponse>,
     pub(super) view: PlaybackView,
     pub(super) floor: Floor,
     pub(super) timers: Timers,
-    /// The client `event_id` of the event being handled (named by errors that replace
-    /// events too large for the transport).
-    pub(super) cause: Option<Arc<str>>,
-    /// The time of the input being handled.
-    pub(super) now: Instant,
     /// Opted-in sessions (`?duplex=1`): the lease that lets the session outlive its transport.
     pub(super) lease: Option<super::durable::Lease>,
     /// Input transcription.
     pub(super) transcripts: super::transcripts::Transcripts,
-    /// What it charged to its share of the memory budget, and where usage is counted (see
-    /// `memory`).
+    /// What it charged to its share of the memory budget (see `memory`).
     pub(super) meters: super::memory::Metering,
     /// An answer started before its turn was confirmed (see `speculate`).
     pub(super) speculation: Option<super::speculate::Speculation>,
@@ -169,39 +179,38 @@ impl Session {
         };
         let input = InputState::new(&cfg, frame, p.limits.max_input_samples, detectors);
         let floor = Floor::new(autonomous, p.limits.speak_timeout);
+        let id = cfg.id.clone();
         Self {
             conv: Conversation::new(p.limits.max_items, p.limits.max_conversation_samples)
                 .with_max_text(p.limits.max_conversation_text),
             cfg,
             transport: p.transport,
-            subs: Subscribers::new(p.out, journal),
-            timers: Timers {
-                expiry: now + p.limits.max_session,
-                last_activity: now,
-                drain: None,
-                vad_idle: None,
-                stamps: Stamps::default(),
-            },
+            out: Outbox::new(
+                Subscribers::new(p.out, journal),
+                id,
+                p.limits.max_outbound_bytes,
+                p.usage,
+                now,
+            ),
+            timers: Timers::new(now, p.limits.max_session),
             limits: p.limits,
             input,
             model: Model {
                 port: p.model,
                 epoch: Epoch::default(),
-            },
-            pending: None,
-            caps: Caps {
-                transcriber: p.can_transcribe,
-                tools: p.model_info.tools,
-                reads_text: p.model_info.reads_text,
+                caps: Caps {
+                    transcriber: p.can_transcribe,
+                    tools: p.model_info.tools,
+                    reads_text: p.model_info.reads_text,
+                },
+                pending: None,
             },
             active: None,
             view: PlaybackView::default(),
             floor,
-            cause: None,
-            now,
             lease,
             transcripts: super::transcripts::Transcripts::new(p.transcriber),
-            meters: super::memory::Metering::new(p.memory, p.usage),
+            meters: super::memory::Metering::new(p.memory),
             speculation: None,
         }
     }
@@ -227,13 +236,13 @@ impl Session {
 
     /// Whether the session is over (its subscribers were closed).
     pub fn is_closed(&self) -> bool {
-        self.subs.closing()
+        self.out.subs.closing()
     }
 
     /// Starts the session: `session.created` (outside the journal), with the first resume
     /// token on an opted-in session.
     pub fn start(&mut self, now: Instant) {
-        self.now = now;
+        self.out.now = now;
         let (resume_token, attachment_generation) = self
             .lease
             .as_mut()
@@ -243,48 +252,49 @@ impl Session {
             resume_token,
             attachment_generation,
         };
-        self.subs
+        self.out
+            .subs
             .deliver(&Rendered::new(&ServerEvent::new(created), None));
-        self.after_send();
     }
 
     /// A transport's input.
     pub fn handle(&mut self, input: SessionInput, now: Instant) {
-        self.now = now;
+        self.out.now = now;
         match input {
             SessionInput::Client(env) => self.client_event(env),
             SessionInput::Invalid(err) => {
-                self.timers.touch(self.now);
-                self.error(err);
+                self.timers.touch(self.out.now);
+                self.out.error(err);
             }
             SessionInput::Text(text) if self.lease.is_some() => {
                 match crate::protocol::decode_duplex(&text) {
                     Ok(env) => self.client_event(env),
                     Err(err) => {
-                        self.timers.touch(self.now);
-                        self.error(err);
+                        self.timers.touch(self.out.now);
+                        self.out.error(err);
                     }
                 }
             }
             SessionInput::Text(text) => match crate::protocol::decode(&text) {
                 Ok(env) => self.client_event(env),
                 Err(err) => {
-                    self.timers.touch(self.now);
-                    self.error(err);
+                    self.timers.touch(self.out.now);
+                    self.out.error(err);
                 }
             },
             SessionInput::Media(pcm) => {
-                self.timers.touch(self.now);
+                self.timers.touch(self.out.now);
                 if let Err(e) = self.append_pcm(&pcm, false) {
-                    self.error(e);
+                    self.out.error(e);
                 }
             }
             SessionInput::Dtmf { key, received_at } => {
-                self.timers.touch(self.now);
-                self.emit(ServerEventBody::InputAudioBufferDtmfEventReceived {
-                    event: key.to_string(),
-                    received_at,
-                });
+                self.timers.touch(self.out.now);
+                self.out
+                    .emit(ServerEventBody::InputAudioBufferDtmfEventReceived {
+                        event: key.to_string(),
+                        received_at,
+                    });
             }
             SessionInput::Attach(tx) => self.attach(tx),
             SessionInput::Resume {
@@ -309,9 +319,25 @@ impl Session {
         }
     }
 
+    /// After every step (the shell calls it before it waits): a transport lost while events
+    /// went out detaches the session, or closes it (see `outbox`); the journal's size goes
+    /// to the metrics; the memory meter settles to what the session's buffers hold.
+    pub fn settle(&mut self) {
+        if self.out.subs.take_lost() {
+            self.transport_dropped();
+        }
+        let journal = self.out.subs.journal_bytes();
+        if let Some(l) = &mut self.lease {
+            l.report_journal(journal);
+        }
+        let answer = self.active.as_ref().map_or(0, |a| a.audio_bytes());
+        let buffers = self.input.allocated_bytes() + self.conv.held_bytes() + answer + journal;
+        self.meters.settle(buffers as u64);
+    }
+
     /// A model event.
     pub fn on_model(&mut self, ev: ModelEvent, now: Instant) {
-        self.now = now;
+        self.out.now = now;
         match ev {
             ModelEvent::Output { epoch, output } if epoch != self.model.epoch => {
                 // Fenced: belongs to a cancelled response.
@@ -330,7 +356,7 @@ impl Session {
 
     /// The model went away (its loop stopped).
     pub fn model_gone(&mut self, now: Instant) {
-        self.now = now;
+        self.out.now = now;
         self.fail_response(codes::MODEL_ERROR, "the model loop stopped");
         self.fatal(ErrorPayload::server(
             codes::MODEL_ERROR,
@@ -341,7 +367,7 @@ impl Session {
     /// What the media engine reported since the last look, in the order it happened within
     /// a tick: audio that left, responses that drained, then purges and the end of the call.
     pub fn on_media(&mut self, report: &MediaReport, now: Instant) {
-        self.now = now;
+        self.out.now = now;
         for &(tag, samples) in &report.played {
             self.on_played(tag, samples);
         }
@@ -364,13 +390,13 @@ impl Session {
 
     /// The server started draining: tell the client at once, close at `deadline`.
     pub fn drain(&mut self, deadline: Instant, now: Instant) {
-        self.now = now;
+        self.out.now = now;
         if self.timers.drain.is_some() {
             return;
         }
         self.timers.drain = Some(deadline);
         let secs = deadline.saturating_duration_since(now).as_secs();
-        self.error(ErrorPayload::server(
+        self.out.error(ErrorPayload::server(
             codes::SERVER_DRAINING,
             format!("the server is shutting down; this session closes in {secs} s: reconnect to another instance"),
         ));
@@ -404,9 +430,9 @@ impl Session {
 
     /// Runs the timers that are due at `now`.
     pub fn on_timeout(&mut self, now: Instant) {
-        self.now = now;
+        self.out.now = now;
         if now >= self.timers.expiry {
-            self.error(ErrorPayload::invalid(
+            self.out.error(ErrorPayload::invalid(
                 codes::SESSION_EXPIRED,
                 "the session reached its maximum duration",
             ));
@@ -419,7 +445,7 @@ impl Session {
             if self.lease.is_some() {
                 return self.expire("idle_ttl_expired");
             }
-            self.error(idle_error(self.limits.idle));
+            self.out.error(idle_error(self.limits.idle));
             return self.close(1000, "session idle");
         }
         let due = self
@@ -430,7 +456,7 @@ impl Session {
             Some(LeaseDue::GraceOver) => return self.expire("disconnect_grace_expired"),
             Some(LeaseDue::Warn) => {
                 let left = self.timers.expiry.saturating_duration_since(now).as_secs();
-                self.emit(ServerEventBody::SessionExpiring {
+                self.out.emit(ServerEventBody::SessionExpiring {
                     session_id: self.cfg.id.clone(),
                     expires_at: self.cfg.expires_at,
                     seconds_left: left,
@@ -455,17 +481,17 @@ impl Session {
             resume_token: None,
             attachment_generation: None,
         });
-        self.subs.attach(tx, &Rendered::new(&created, None));
+        self.out.subs.attach(tx, &Rendered::new(&created, None));
     }
 
     fn client_event(&mut self, env: Envelope) {
-        self.timers.touch(self.now);
+        self.timers.touch(self.out.now);
         let event_id = env.event_id;
-        self.cause = event_id.as_deref().map(Arc::from);
+        self.out.cause = event_id.as_deref().map(Arc::from);
         if let Err(e) = self.dispatch(env.event) {
-            self.error(e.with_event_id(event_id));
+            self.out.error(e.with_event_id(event_id));
         }
-        self.cause = None;
+        self.out.cause = None;
     }
 
     fn dispatch(&mut self, event: ClientEvent) -> Result<(), ErrorPayload> {
@@ -519,10 +545,10 @@ impl Session {
         let needs = self.needs_for(&next);
         if needs.any() {
             // Held until what it needs is there.
-            self.pending = Some(super::provision::Pending::new(
+            self.model.pending = Some(super::provision::Pending::new(
                 next,
                 needs,
-                self.cause.clone(),
+                self.out.cause.clone(),
             ));
         } else {
             self.apply_config(next);
@@ -539,7 +565,8 @@ impl Session {
     ) -> Result<SessionConfig, ErrorPayload> {
         let mut next = self.cfg.clone();
         next.apply(patch)?;
-        self.caps
+        self.model
+            .caps
             .check_tools(&self.cfg.model, &next.tools, &next.tool_choice, "session")?;
         let bytes =
             super::memory::check_prompt(&self.limits, &next.instructions, &next.tools, "session")?;
@@ -547,53 +574,13 @@ impl Session {
         Ok(next)
     }
 
-    /// Sends an event to every subscriber, rendered once.
-    pub(super) fn emit(&mut self, body: ServerEventBody) {
-        if self.subs.closing() {
-            return;
-        }
-        let event = Rendered::new(&ServerEvent::new(body), self.cause.clone());
-        self.emit_rendered(event);
-    }
-
-    /// [`Self::emit`] for each of `events`, in order.
-    pub(super) fn emit_all(&mut self, events: impl IntoIterator<Item = ServerEventBody>) {
-        for event in events {
-            self.emit(event);
-        }
-    }
-
-    /// [`Self::emit`] for an event rendered by the caller. An event larger than a whole
-    /// queue is replaced by an `error` naming the client event that caused it.
-    pub(super) fn emit_rendered(&mut self, mut event: Rendered) {
-        if event.len() > self.limits.max_outbound_bytes {
-            tracing::warn!(session = %self.cfg.id, kind = event.kind, bytes = event.len(), "event larger than the outbound budget; replaced by an error");
-            let error =
-                too_large_error(&event, self.limits.max_outbound_bytes, "the outbound queue");
-            event = Rendered::new(&error, event.cause.clone());
-        }
-        let (now, id) = (self.now, &self.cfg.id);
-        let resync = || super::durable::resync(id, "journal_overflow");
-        self.subs.send(&event, now, resync);
-        self.after_send();
-    }
-
-    pub(super) fn error(&mut self, error: ErrorPayload) {
-        if let Some(code) = &error.code {
-            crate::metrics::METRICS.error(code);
-            self.meters.count(super::UsageEvent::Error(code.clone()));
-        }
-        tracing::debug!(session = %self.cfg.id, code = ?error.code, message = %error.message, "error event");
-        self.emit(ServerEventBody::Error { error });
-    }
-
     pub(super) fn fatal(&mut self, error: ErrorPayload) {
-        self.error(error);
+        self.out.error(error);
         self.close(1011, "session failed");
     }
 
     pub(super) fn close(&mut self, code: u16, reason: &str) {
-        self.subs.close(code, reason);
+        self.out.subs.close(code, reason);
         if let Some(lease) = self.lease.take() {
             lease.release();
         }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::{Limits, Session, UsageEvent, UsageSink};
+use super::Limits;
 use crate::memory::{Charge, Meter};
 use crate::protocol::{codes, ErrorPayload};
 
@@ -23,12 +23,9 @@ pub struct SessionMemory {
     pub fixed: Charge,
 }
 
-/// What the session costs the server: what it charged to its memory meter (its own
-/// buffers and its prompt), and the usage it counts.
+/// What the session charged to its memory meter (its own buffers and its prompt).
 #[derive(Default)]
 pub(super) struct Metering {
-    /// Where usage is counted.
-    usage: Option<Arc<dyn UsageSink>>,
     /// Its share of the memory budget (none: no budget).
     memory: Option<SessionMemory>,
     /// Bytes of its own buffers charged to the meter.
@@ -38,18 +35,10 @@ pub(super) struct Metering {
 }
 
 impl Metering {
-    pub(super) fn new(memory: Option<SessionMemory>, usage: Option<Arc<dyn UsageSink>>) -> Self {
+    pub(super) fn new(memory: Option<SessionMemory>) -> Self {
         Self {
             memory,
-            usage,
             ..Self::default()
-        }
-    }
-
-    /// Counts usage, when the session has a sink.
-    pub(super) fn count(&self, event: UsageEvent) {
-        if let Some(u) = &self.usage {
-            u.record(event);
         }
     }
 
@@ -96,18 +85,6 @@ impl Metering {
         self.reserve(bytes.saturating_sub(self.prompt_bytes))?;
         self.prompt_bytes = bytes;
         Ok(())
-    }
-}
-
-impl Session {
-    /// Settles the meter to what the session's own buffers hold now.
-    pub fn settle_memory(&mut self) {
-        let answer = self.active.as_ref().map_or(0, |a| a.audio_bytes());
-        let buffers = self.input.allocated_bytes()
-            + self.conv.held_bytes()
-            + answer
-            + self.subs.journal_bytes();
-        self.meters.settle(buffers as u64);
     }
 }
 

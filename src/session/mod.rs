@@ -23,6 +23,7 @@ pub mod ledger;
 mod machine;
 mod memory;
 pub mod outbound;
+mod outbox;
 mod pcm;
 mod playback;
 mod port;
@@ -589,7 +590,7 @@ async fn settle(
     status: &SessionStatus,
     provider: &dyn Provider,
 ) {
-    session.settle_memory();
+    session.settle();
     if let Some(needs) = session.waiting_for() {
         let got = provider.provide(needs).await;
         let ports = feeds.take(got, status);

@@ -146,9 +146,10 @@ impl Session {
         if let Some(t) = self.timers.stamps.turn_end.take() {
             crate::metrics::METRICS
                 .speech_end_to_first_audio
-                .observe(self.now.saturating_duration_since(t));
+                .observe(self.out.now.saturating_duration_since(t));
         }
-        self.emit(ServerEventBody::OutputAudioBufferStarted { response_id });
+        self.out
+            .emit(ServerEventBody::OutputAudioBufferStarted { response_id });
     }
 
     /// The last sample of `tag` left: `output_audio_buffer.stopped`.
@@ -161,7 +162,7 @@ impl Session {
             self.conv.unpin(id);
         }
         if track.started {
-            self.emit(ServerEventBody::OutputAudioBufferStopped {
+            self.out.emit(ServerEventBody::OutputAudioBufferStopped {
                 response_id: track.response_id,
             });
         }
@@ -186,21 +187,22 @@ impl Session {
         if let Some(t) = self.timers.stamps.barge_at.take() {
             crate::metrics::METRICS
                 .barge_in
-                .observe(self.now.saturating_duration_since(t));
+                .observe(self.out.now.saturating_duration_since(t));
         }
         if interrupted.is_empty() {
             // Nothing was playing (e.g. the answer already played out after a
             // `response.cancel`): the GA event still names a response, the latest one.
             let response_id = self.view.last_response_id.clone().unwrap_or_default();
-            self.emit(ServerEventBody::OutputAudioBufferCleared { response_id });
+            self.out
+                .emit(ServerEventBody::OutputAudioBufferCleared { response_id });
         }
         for track in interrupted {
-            self.emit(ServerEventBody::OutputAudioBufferCleared {
+            self.out.emit(ServerEventBody::OutputAudioBufferCleared {
                 response_id: track.response_id.clone(),
             });
             if let Some(item_id) = &track.item_id {
                 if let Some(truncated) = self.conv.truncate_to_played(item_id, track.sent) {
-                    self.emit(truncated);
+                    self.out.emit(truncated);
                 }
                 self.conv.unpin(item_id);
             }

@@ -94,8 +94,8 @@ impl Session {
         Needs {
             slot: self.model.port.is_none() && !cfg.is_transcription(),
             transcriber: self.transcripts.lacks_port()
-                && self.caps.transcriber
-                && self.caps.transcribes(cfg),
+                && self.model.caps.transcriber
+                && self.model.caps.transcribes(cfg),
         }
     }
 
@@ -107,7 +107,7 @@ impl Session {
     /// What a held `session.update` waits for (the shell provides it, then calls
     /// [`Self::provide`]).
     pub fn waiting_for(&self) -> Option<Needs> {
-        self.pending.as_ref().map(|p| p.needs)
+        self.model.pending.as_ref().map(|p| p.needs)
     }
 
     /// Takes the ports the shell got (at open, or for a held update). A held update then
@@ -115,7 +115,7 @@ impl Session {
     /// and the session keeps its configuration. A refused transcriber stream only degrades
     /// transcription to `.failed` events.
     pub fn provide(&mut self, ports: Ports, now: std::time::Instant) {
-        self.now = now;
+        self.out.now = now;
         let refused = match ports.model {
             Some(Ok(port)) => {
                 self.model.port = Some(port);
@@ -131,21 +131,21 @@ impl Session {
             }
             None => {}
         }
-        let Some(pending) = self.pending.take() else {
+        let Some(pending) = self.model.pending.take() else {
             return;
         };
-        self.cause = pending.cause;
+        self.out.cause = pending.cause;
         match refused {
             Some(e) if pending.needs.slot => {
                 let error = ErrorPayload::server(
                     e.code(),
                     format!("{e}; the session stays a transcription session"),
                 );
-                self.error(error.with_event_id(pending.event_id));
+                self.out.error(error.with_event_id(pending.event_id));
             }
             _ => self.apply_config(pending.cfg),
         }
-        self.cause = None;
+        self.out.cause = None;
     }
 
     /// Makes `cfg` the session's configuration and says so (`session.updated`). A session
@@ -159,8 +159,9 @@ impl Session {
         if self.cfg.is_transcription() && self.active.is_none() {
             self.model.port = None;
         }
-        self.emit(crate::protocol::ServerEventBody::SessionUpdated {
-            session: Box::new(self.cfg.clone()),
-        });
+        self.out
+            .emit(crate::protocol::ServerEventBody::SessionUpdated {
+                session: Box::new(self.cfg.clone()),
+            });
     }
 }

@@ -39,7 +39,7 @@ impl Session {
     pub(super) fn response_create(&mut self, params: ResponseParams) -> Result<(), ErrorPayload> {
         let (active, ask) = self.prepare(params)?;
         if self.floor.autonomous {
-            self.floor.speak_deadline = Some(self.now + self.floor.speak_timeout);
+            self.floor.speak_deadline = Some(self.out.now + self.floor.speak_timeout);
             self.begin(active, None, false);
             return Ok(());
         }
@@ -100,7 +100,7 @@ impl Session {
         let audio = response_audio(&self.cfg, params.audio.and_then(|a| a.output));
         let format = audio.output.format;
         let (tools, tool_choice) = response_tools(
-            &self.caps,
+            &self.model.caps,
             &self.cfg,
             params.tools.as_deref(),
             params.tool_choice.as_ref(),
@@ -154,7 +154,7 @@ impl Session {
                     .track(&mut self.conv, active.tag, &active.response.id, item);
             }
         }
-        self.emit(ServerEventBody::ResponseCreated {
+        self.out.emit(ServerEventBody::ResponseCreated {
             response: Box::new(active.response.clone()),
         });
         let defer = active.defer_message;
@@ -192,7 +192,8 @@ impl Session {
             // The answer failed, not the session: the response ends failed, the error
             // follows it, and the session goes on.
             self.fail_response(&failure.code, &failure.message);
-            self.error(ErrorPayload::server(&failure.code, failure.message));
+            self.out
+                .error(ErrorPayload::server(&failure.code, failure.message));
         } else if out.end_of_turn {
             self.finish(ResponseStatus::Completed, None);
         } else if over_limit {
@@ -214,7 +215,7 @@ impl Session {
         {
             self.fence_model();
             self.fail_response(codes::SERVER_MEMORY_EXHAUSTED, &e.message);
-            self.error(e);
+            self.out.error(e);
             return false;
         }
         if let Some(call) = &out.tool_call {
@@ -237,18 +238,18 @@ impl Session {
             if let Some(t) = self.timers.stamps.turn_end {
                 crate::metrics::METRICS
                     .answer_start
-                    .observe(self.now.saturating_duration_since(t));
+                    .observe(self.out.now.saturating_duration_since(t));
             }
         }
         if streamed.first_audio {
             if let Some(t) = self.timers.stamps.turn_end.take() {
                 crate::metrics::METRICS
                     .speech_end_to_first_audio
-                    .observe(self.now.saturating_duration_since(t));
+                    .observe(self.out.now.saturating_duration_since(t));
             }
         }
         for ev in streamed.events {
-            self.emit(ev);
+            self.out.emit(ev);
         }
         over_limit
     }
@@ -311,7 +312,7 @@ impl Session {
         self.finish(ResponseStatus::Failed, None);
         if spoke.is_some() {
             let listen = ServerEventBody::model_listen(&self.cfg.id, self.model.epoch.0, spoke);
-            self.emit(listen);
+            self.out.emit(listen);
         }
     }
 
@@ -333,19 +334,19 @@ impl Session {
         let message = a.message_index.map(|_| {
             let (events, item) = a.done_chain(status, self.transport.is_webrtc());
             for ev in events {
-                self.emit(ev);
+                self.out.emit(ev);
             }
             if a.in_conversation {
                 // The finished item (its audio and ledger) moves into the conversation.
                 let audio = a.take_audio();
                 let events = self.conv.finish_answer(&a.item_id, item.clone(), audio);
-                self.emit_all(events);
+                self.out.emit_all(events);
             }
             item
         });
         let audio_out = a.ledger.generated;
         let response = a.into_done(status, reason, message);
-        self.meters.count(super::UsageEvent::Response {
+        self.out.count(super::UsageEvent::Response {
             status: status_name(status),
             audio_out,
             text_tokens: response
@@ -353,7 +354,7 @@ impl Session {
                 .as_ref()
                 .map_or(0, |u| u.output_token_details.text_tokens),
         });
-        self.emit(ServerEventBody::ResponseDone {
+        self.out.emit(ServerEventBody::ResponseDone {
             response: Box::new(response),
         });
         if let Some(ev) = self
@@ -361,11 +362,11 @@ impl Session {
             .as_ref()
             .and_then(super::durable::Lease::rate_limits)
         {
-            self.emit(ev);
+            self.out.emit(ev);
         }
         let (autonomous, clock) = (self.floor.autonomous, self.input.clock());
         self.timers
-            .arm_vad_idle(&self.cfg, autonomous, self.now, clock);
+            .arm_vad_idle(&self.cfg, autonomous, self.out.now, clock);
     }
 }
 

@@ -125,7 +125,7 @@ impl Session {
     /// Whether this session may start answers early now.
     fn may_speculate(&self) -> bool {
         self.limits.speculative_ms > 0
-            && self.caps.reads_text
+            && self.model.caps.reads_text
             && !self.floor.autonomous
             && !self.cfg.is_transcription()
             && self.active.is_none()
@@ -172,9 +172,9 @@ impl Session {
             Some(s) => s.transcript.as_deref().map_or(Words::Pending, Words::of),
             None => Words::Absent,
         };
-        let ended = self.input.judge_pause(self.now, words);
+        let ended = self.input.judge_pause(self.out.now, words);
         if let Some(scored) = self.input.turn_scored() {
-            self.emit(scored); // before the speech_stopped it may cause
+            self.out.emit(scored); // before the speech_stopped it may cause
         }
         if let Some(at) = ended {
             self.speech_stopped(at);
@@ -279,7 +279,7 @@ impl Session {
                             language: None,
                         }),
                     },
-                    self.now,
+                    self.out.now,
                 );
             }
             None => {

@@ -340,7 +340,7 @@ impl Session {
     /// Speech started under server VAD at input-clock `at`: a streaming transcriber starts
     /// hearing the utterance from there.
     pub(super) fn transcribe_speech_start(&mut self, item_id: &str, at: u64) {
-        if !self.caps.transcribes(&self.cfg) {
+        if !self.model.caps.transcribes(&self.cfg) {
             return;
         }
         let logprobs = self.cfg.includes(INCLUDE_LOGPROBS);
@@ -353,7 +353,7 @@ impl Session {
     /// takes f32: the stored PCM16 is converted only when it is sent.
     pub(super) fn transcribe_committed(&mut self, item_id: &str, audio: &[i16]) {
         let streamed = self.transcripts.streaming.take();
-        if !self.caps.transcribes(&self.cfg) {
+        if !self.model.caps.transcribes(&self.cfg) {
             return;
         }
         let logprobs = self.cfg.includes(INCLUDE_LOGPROBS);
@@ -361,19 +361,20 @@ impl Session {
             return; // the speculation's transcription is this item's
         }
         let Some(port) = &self.transcripts.port else {
-            self.emit(ServerEventBody::InputAudioTranscriptionFailed {
-                item_id: item_id.to_string(),
-                content_index: 0,
-                error: TranscriptionError {
-                    kind: "server_error".into(),
-                    code: codes::TRANSCRIPTION_UNAVAILABLE.into(),
-                    message: "no transcriber for this session: the server has no \
+            self.out
+                .emit(ServerEventBody::InputAudioTranscriptionFailed {
+                    item_id: item_id.to_string(),
+                    content_index: 0,
+                    error: TranscriptionError {
+                        kind: "server_error".into(),
+                        code: codes::TRANSCRIPTION_UNAVAILABLE.into(),
+                        message: "no transcriber for this session: the server has no \
                               transcription model (start it with --transcription-model-dir DIR, \
                               see scripts/install-models, or --stt-url), or every \
                               --transcription-streams stream is in use"
-                        .into(),
-                },
-            });
+                            .into(),
+                    },
+                });
             return;
         };
         let id: Arc<str> = Arc::from(item_id);
@@ -389,9 +390,8 @@ impl Session {
 
     /// What the transcriber answered.
     pub fn on_transcript(&mut self, ev: TranscriptEvent, now: Instant) {
-        self.now = now;
+        self.out.now = now;
         let Some(ev) = self.on_speculative_transcript(ev) else {
-            self.after_send();
             return;
         };
         let TranscriptEvent { item_id, output } = ev;
@@ -404,13 +404,12 @@ impl Session {
             // Kept for `conversation.item.retrieve` and as model context.
             self.conv.set_transcript(&item_id, text);
         }
-        self.emit_all(events);
+        self.out.emit_all(events);
         match heard {
             Heard::Unknown => return,
             Heard::Partial => {}
             Heard::Done(transcript) => self.release_deferred(&item_id, transcript),
         }
-        self.after_send();
     }
 
     /// Sends a response's model request, or holds it while the transcript of the user item
@@ -427,7 +426,7 @@ impl Session {
                     epoch: self.model.epoch,
                     request,
                     item_id,
-                    deadline: self.now + TRANSCRIPT_WAIT,
+                    deadline: self.out.now + TRANSCRIPT_WAIT,
                 });
             }
             None => self.model.request(self.model.epoch, request),

@@ -509,7 +509,7 @@ impl Harness {
     /// Moves what the transport queue holds into `pending` (the meter settles first, as the
     /// shell does after every input).
     fn collect(&mut self) {
-        self.session.settle_memory();
+        self.session.settle();
         while self.reading {
             match self.out.try_recv() {
                 Received::Delivery(Delivery::Event(ev, _)) => {
