@@ -6,14 +6,14 @@
 
 use duet_models::ToolCallDelta;
 
+use super::reply::{Cx, Reply};
 use super::response::FunctionCall;
-use super::Session;
 use crate::protocol::{ids, ItemStatus, ServerEventBody};
 
-impl Session {
+impl Reply {
     /// A step's piece of a tool call: opens the call's item on its first piece (closing the
     /// call before it), then streams its arguments.
-    pub(super) fn stream_call(&mut self, d: &ToolCallDelta) {
+    pub(super) fn stream_call(&mut self, cx: &mut Cx<'_>, d: &ToolCallDelta) {
         let Some(a) = self.active.as_mut() else {
             return;
         };
@@ -21,8 +21,8 @@ impl Session {
             .open_call()
             .is_some_and(|c| d.call_id.is_empty() || c.call_id == d.call_id);
         if !same {
-            self.close_call(ItemStatus::Completed);
-            self.open_call(d);
+            self.close_call(cx, ItemStatus::Completed);
+            self.open_call(cx, d);
         }
         let Some(a) = self.active.as_mut() else {
             return;
@@ -40,11 +40,11 @@ impl Session {
             call_id: call.call_id.clone(),
             delta: d.arguments.clone(),
         };
-        self.out.emit(event);
+        cx.out.emit(event);
     }
 
     /// Opens a call's `function_call` item: in the output, and in the conversation.
-    fn open_call(&mut self, d: &ToolCallDelta) {
+    fn open_call(&mut self, cx: &mut Cx<'_>, d: &ToolCallDelta) {
         let Some(a) = self.active.as_mut() else {
             return;
         };
@@ -66,22 +66,22 @@ impl Session {
         let (response_id, output_index) = (a.response.id.clone(), call.output_index);
         let in_conversation = a.in_conversation;
         a.calls.push(call);
-        self.out.emit(ServerEventBody::ResponseOutputItemAdded {
+        cx.out.emit(ServerEventBody::ResponseOutputItemAdded {
             response_id,
             output_index,
             item: Box::new(item.clone()),
         });
         if in_conversation {
-            match self.conv.append(item) {
-                Ok(events) => self.out.emit_all(events),
-                Err(e) => self.out.error(e),
+            match cx.conv.append(item) {
+                Ok(events) => cx.out.emit_all(events),
+                Err(e) => cx.out.error(e),
             }
         }
     }
 
     /// Closes the call receiving arguments, if any: its arguments are complete (`status`
     /// completed) or the response ended first (incomplete).
-    pub(super) fn close_call(&mut self, status: ItemStatus) {
+    pub(super) fn close_call(&mut self, cx: &mut Cx<'_>, status: ItemStatus) {
         let Some(a) = self.active.as_mut() else {
             return;
         };
@@ -101,15 +101,15 @@ impl Session {
         };
         let output_index = call.output_index;
         let item_id = call.item_id.clone();
-        self.out.emit(done);
-        self.out.emit(ServerEventBody::ResponseOutputItemDone {
+        cx.out.emit(done);
+        cx.out.emit(ServerEventBody::ResponseOutputItemDone {
             response_id,
             output_index,
             item: Box::new(item.clone()),
         });
-        if in_conversation && self.conv.finish_item(&item_id, item.clone(), None) {
-            let prev = self.conv.previous_id(&item_id);
-            self.out.emit(ServerEventBody::ConversationItemDone {
+        if in_conversation && cx.conv.finish_item(&item_id, item.clone(), None) {
+            let prev = cx.conv.previous_id(&item_id);
+            cx.out.emit(ServerEventBody::ConversationItemDone {
                 previous_item_id: prev,
                 item: Box::new(item),
             });
@@ -119,7 +119,7 @@ impl Session {
     /// Opens the response's message item (at once, or when a deferred one's model first
     /// speaks or writes): the output item, its place in the conversation, `response.speak`
     /// when an autonomous model is already `speaking` it, and its content part.
-    pub(super) fn open_message(&mut self, speaking: bool) {
+    pub(super) fn open_message(&mut self, cx: &mut Cx<'_>, speaking: bool) {
         let Some(a) = self.active.as_mut() else {
             return;
         };
@@ -127,26 +127,26 @@ impl Session {
         let empty = a.empty_item();
         let (response_id, at) = (a.response.id.clone(), a.at());
         let in_conversation = a.in_conversation;
-        self.out.emit(ServerEventBody::ResponseOutputItemAdded {
+        cx.out.emit(ServerEventBody::ResponseOutputItemAdded {
             response_id,
             output_index: at.output_index,
             item: Box::new(empty.clone()),
         });
         if in_conversation {
-            match self.conv.append(empty) {
-                Ok(events) => self.out.emit_all(events),
-                Err(e) => self.out.error(e),
+            match cx.conv.append(empty) {
+                Ok(events) => cx.out.emit_all(events),
+                Err(e) => cx.out.error(e),
             }
         }
         if speaking {
             self.floor.speak_deadline = None;
-            let (id, epoch) = (self.cfg.id.clone(), self.model.epoch);
+            let (id, epoch) = (cx.cfg.id.clone(), self.model.epoch);
             if let Some(speak) = self.active.as_mut().map(|a| a.speak(&id, epoch)) {
-                self.out.emit(speak);
+                cx.out.emit(speak);
             }
         }
         if let Some(part) = self.active.as_ref().map(|a| a.part()) {
-            self.out
+            cx.out
                 .emit(ServerEventBody::ResponseContentPartAdded { at, part });
         }
     }

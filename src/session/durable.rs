@@ -15,6 +15,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::journal::ReplayError;
+use super::reply::{Cx, Reply};
 use super::{AttachmentId, EventSender, Rendered, Session, SessionInput};
 use crate::protocol::duplex::{Capabilities, ResumeRequest};
 use crate::protocol::{codes, ClientEvent, ErrorPayload, ServerEvent, ServerEventBody};
@@ -373,9 +374,9 @@ impl Session {
         if !self.transport.is_webrtc() {
             return;
         }
-        self.clear_output("client_cancelled");
-        self.on_cleared();
-        self.view = super::playback::PlaybackView::continuing(&self.view);
+        self.answer(|r, cx| r.clear_output(cx, "client_cancelled"));
+        self.answer(|r, cx| r.on_cleared(cx));
+        self.reply.view = super::playback::PlaybackView::continuing(&self.reply.view);
     }
 
     /// The lease ran out: `session.expired` (journaled), then the session closes.
@@ -429,7 +430,7 @@ impl Session {
                 Ok(())
             }
             ClientEvent::BargeIn => {
-                self.barge_in();
+                self.answer(|r, cx| r.barge_in(cx));
                 Ok(())
             }
             ClientEvent::PlaybackAck {
@@ -437,37 +438,45 @@ impl Session {
                 response_id,
                 item_id,
                 truncate,
-            } => self.playback_ack(played_ms, response_id, item_id, truncate),
+            } => {
+                let ack = PlaybackAck {
+                    played_ms,
+                    response_id,
+                    item_id,
+                    truncate,
+                };
+                self.answer(|r, cx| r.playback_ack(cx, ack))
+            }
             _ => Ok(()),
-        }
-    }
-
-    /// `barge_in`: a hard interrupt. The epoch advances and the model stops; the active
-    /// response is cancelled (on WebRTC its playback is purged and its item truncated to
-    /// what was heard, as for server VAD's barge-in).
-    fn barge_in(&mut self) {
-        if self.active.is_none() {
-            self.fence_model();
-        } else if self.transport.is_webrtc() {
-            self.timers.stamps.barge_at = Some(self.out.now);
-            self.clear_output("client_cancelled");
-        } else {
-            self.cancel_active("client_cancelled");
         }
     }
 }
 
-impl Session {
+impl Reply {
+    /// `barge_in`: a hard interrupt. The epoch advances and the model stops; the active
+    /// response is cancelled (on WebRTC its playback is purged and its item truncated to
+    /// what was heard, as for server VAD's barge-in).
+    fn barge_in(&mut self, cx: &mut Cx<'_>) {
+        if self.active.is_none() {
+            self.fence_model();
+        } else if cx.transport.is_webrtc() {
+            cx.timers.stamps.barge_at = Some(cx.out.now);
+            self.clear_output(cx, "client_cancelled");
+        } else {
+            self.cancel_active(cx, "client_cancelled");
+        }
+    }
+
     /// `playback.ack`: the client reports how much of an assistant item it played (a
     /// WebSocket client plays the audio itself); with `truncate` the item is cut to that, as
     /// the server does on WebRTC after a barge-in.
-    fn playback_ack(
-        &mut self,
-        played_ms: f64,
-        response_id: Option<String>,
-        item_id: Option<String>,
-        truncate: bool,
-    ) -> Result<(), ErrorPayload> {
+    fn playback_ack(&mut self, cx: &mut Cx<'_>, ack: PlaybackAck) -> Result<(), ErrorPayload> {
+        let PlaybackAck {
+            played_ms,
+            response_id,
+            item_id,
+            truncate,
+        } = ack;
         let active = self
             .active
             .as_ref()
@@ -485,9 +494,9 @@ impl Session {
             }
         };
         if truncate && self.active.as_ref().is_some_and(|a| a.item_id == item_id) {
-            self.cancel_active("client_cancelled");
+            self.cancel_active(cx, "client_cancelled");
         }
-        let generated_ms = self
+        let generated_ms = cx
             .conv
             .get(&item_id)
             .and_then(|s| s.ledger.as_ref())
@@ -502,12 +511,14 @@ impl Session {
         // Saturating float-to-int: a huge value is "everything".
         let played = (played_ms as u64).min(generated_ms);
         if truncate {
-            self.item_truncate(&item_id, 0, played)?;
+            let busy = self.active.as_ref().map(|a| a.item_id.as_str());
+            let truncated = cx.conv.truncate_item(&item_id, 0, played, busy)?;
+            cx.out.emit(truncated);
         }
-        self.out.emit(ServerEventBody::PlaybackAcknowledged {
+        cx.out.emit(ServerEventBody::PlaybackAcknowledged {
             event: crate::protocol::server::PlaybackAckResult {
                 kind: "playback.acknowledged",
-                session_id: self.cfg.id.clone(),
+                session_id: cx.cfg.id.clone(),
                 epoch: self.model.epoch.0,
                 item_id,
                 response_id,
@@ -518,6 +529,14 @@ impl Session {
         });
         Ok(())
     }
+}
+
+/// What `playback.ack` reports.
+struct PlaybackAck {
+    played_ms: f64,
+    response_id: Option<String>,
+    item_id: Option<String>,
+    truncate: bool,
 }
 
 /// Why a resume is refused.

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use duet_models::StepOutput;
 
-use super::Session;
+use super::reply::{Cx, Reply};
 use crate::protocol::{ResponseParams, ResponseStatus, ServerEventBody};
 
 /// The autonomous model's speak/listen state.
@@ -51,12 +51,12 @@ impl Floor {
     }
 }
 
-impl Session {
+impl Reply {
     /// A step of an autonomous model: its speaking frames open or fill a response, its
     /// falling silent completes it; listening frames (silence) are dropped.
-    pub(super) fn on_autonomous_output(&mut self, out: StepOutput) {
+    pub(super) fn on_autonomous_output(&mut self, cx: &mut Cx<'_>, out: StepOutput) {
         if self.floor.speaking(out.speaking) {
-            self.model_fell_silent();
+            self.model_fell_silent(cx);
         }
         if !out.speaking {
             return;
@@ -68,59 +68,59 @@ impl Session {
         }
         if self.active.is_none() {
             // The model started speaking on its own: it opens a response.
-            match self.prepare(ResponseParams::default()) {
-                Ok((active, _)) => self.begin(active, None, true),
-                Err(e) => self.out.error(e),
+            match self.prepare(cx, ResponseParams::default()) {
+                Ok((active, _)) => self.begin(cx, active, None, true),
+                Err(e) => cx.out.error(e),
             }
         }
         let speak = match self.active.as_mut() {
             None => return,
-            Some(a) if !a.spoke => Some(a.speak(&self.cfg.id, self.model.epoch)),
+            Some(a) if !a.spoke => Some(a.speak(&cx.cfg.id, self.model.epoch)),
             Some(_) => None,
         };
         if let Some(speak) = speak {
             self.floor.speak_deadline = None;
-            self.out.emit(speak);
+            cx.out.emit(speak);
         }
-        if self.stream_active(&out) {
-            self.stop_incomplete();
+        if self.stream_active(cx, &out) {
+            self.stop_incomplete(cx);
         }
     }
 
     /// The autonomous model stopped speaking: the response its speech filled completes, then
     /// `response.listen` (naming that response, if any).
-    fn model_fell_silent(&mut self) {
+    fn model_fell_silent(&mut self, cx: &mut Cx<'_>) {
         let ended = self
             .active
             .as_ref()
             .filter(|a| a.spoke)
             .map(|a| a.response.id.clone());
         if ended.is_some() {
-            self.finish(ResponseStatus::Completed, None);
+            self.finish(cx, ResponseStatus::Completed, None);
         }
-        let listen = ServerEventBody::model_listen(&self.cfg.id, self.model.epoch.0, ended);
-        self.out.emit(listen);
+        let listen = ServerEventBody::model_listen(&cx.cfg.id, self.model.epoch.0, ended);
+        cx.out.emit(listen);
     }
 
     /// A client-created response on an autonomous model got no speech in time: it completes
     /// empty and the model is reported listening.
-    pub(super) fn speak_timed_out(&mut self) {
+    pub(super) fn speak_timed_out(&mut self, cx: &mut Cx<'_>) {
         self.floor.speak_deadline = None;
         let Some(a) = self.active.as_ref().filter(|a| !a.spoke) else {
             return;
         };
         let id = a.response.id.clone();
-        self.finish(ResponseStatus::Completed, None);
-        let listen = ServerEventBody::model_listen(&self.cfg.id, self.model.epoch.0, Some(id));
-        self.out.emit(listen);
+        self.finish(cx, ResponseStatus::Completed, None);
+        let listen = ServerEventBody::model_listen(&cx.cfg.id, self.model.epoch.0, Some(id));
+        cx.out.emit(listen);
     }
 
     /// A step of an autonomous model from before the last fence: its audio and text belong
     /// to a cancelled response and are dropped, but whether the model is speaking still
     /// counts (falling silent there ends the suppression, as in [`Self::on_model_output`]).
-    pub(super) fn on_fenced_output(&mut self, out: &StepOutput) {
+    pub(super) fn on_fenced_output(&mut self, cx: &mut Cx<'_>, out: &StepOutput) {
         if self.floor.autonomous && self.floor.speaking(out.speaking) {
-            self.model_fell_silent();
+            self.model_fell_silent(cx);
         }
     }
 }

@@ -479,7 +479,7 @@ impl Session {
         from_client: bool,
     ) -> Result<(), ErrorPayload> {
         let max = self.limits.max_input_samples;
-        let autonomous = self.floor.autonomous;
+        let autonomous = self.reply.floor.autonomous;
         let report = check_room(&mut self.input, pcm.len(), max, from_client, autonomous)?;
         // The buffer's growth (none once it is full and drops its oldest) is charged first.
         let grow = (pcm.len() as u64).min(max.saturating_sub(self.input.buffer.len() as u64));
@@ -510,7 +510,7 @@ impl Session {
                 .includes(crate::protocol::session::INCLUDE_LOGPROBS),
         );
         // A transcription session has no conversation with the model.
-        let model = self.model.port.as_ref();
+        let model = self.reply.model.port.as_ref();
         let model = model.filter(|_| !self.cfg.is_transcription());
         self.input
             .to_model
@@ -547,13 +547,17 @@ impl Session {
     /// yet (see `interrupt`). A full-duplex model hears the overlap itself, so it is never
     /// judged there.
     pub(super) fn speech_started(&mut self, at: u64, judged: bool) {
-        self.abandon_speculation();
+        self.reply.abandon_speculation();
         self.timers.vad_idle = None;
         let item_id = ids::item_id();
         self.input.drop_before(at);
         self.input.speech_item = Some(item_id.clone());
-        let answering =
-            self.active.as_ref().is_some_and(|a| a.in_conversation) || self.view.is_playing();
+        let answering = self
+            .reply
+            .active
+            .as_ref()
+            .is_some_and(|a| a.in_conversation)
+            || self.reply.view.is_playing();
         let interrupts = self
             .input
             .turn
@@ -565,7 +569,7 @@ impl Session {
                     && interrupts
                     && answering
                     && !self.cfg.is_transcription()
-                    && !self.floor.autonomous =>
+                    && !self.reply.floor.autonomous =>
             {
                 let voice = (at + padding).min(self.input.clock());
                 self.input.overlap = Some(Overlap::new(at, voice, min));
@@ -590,12 +594,16 @@ impl Session {
             .turn
             .as_ref()
             .is_some_and(TurnDetection::interrupt_response);
-        let responding = self.active.as_ref().is_some_and(|a| a.in_conversation);
-        if interrupt && self.transport.is_webrtc() && (responding || self.view.is_playing()) {
+        let responding = self
+            .reply
+            .active
+            .as_ref()
+            .is_some_and(|a| a.in_conversation);
+        if interrupt && self.transport.is_webrtc() && (responding || self.reply.view.is_playing()) {
             self.timers.stamps.barge_at = Some(self.out.now);
-            self.clear_output("turn_detected");
+            self.answer(|r, cx| r.clear_output(cx, "turn_detected"));
         } else if interrupt && responding {
-            self.cancel_active("turn_detected");
+            self.answer(|r, cx| r.cancel_active(cx, "turn_detected"));
         }
     }
 
@@ -621,24 +629,24 @@ impl Session {
                 audio_end_ms: ms(at),
                 item_id: item_id.clone(),
             });
-        if let Some(s) = &mut self.speculation {
+        if let Some(s) = &mut self.reply.speculation {
             s.confirm();
         }
         if self.commit(item_id, at).is_err() {
-            self.abandon_speculation();
+            self.reply.abandon_speculation();
             return;
         }
         // An autonomous model decides itself when to answer: `create_response` does not
         // apply; a transcription session never answers.
-        let create = !self.floor.autonomous
+        let create = !self.reply.floor.autonomous
             && !self.cfg.is_transcription()
             && self
                 .input
                 .turn
                 .as_ref()
                 .is_some_and(TurnDetection::create_response);
-        if create && self.active.is_none() {
-            if let Err(e) = self.response_create(Default::default()) {
+        if create && self.reply.active.is_none() {
+            if let Err(e) = self.answer(|r, cx| r.response_create(cx, Default::default())) {
                 self.out.error(e);
             }
         }
@@ -651,7 +659,7 @@ impl Session {
         let Some((_, armed_at)) = self.timers.vad_idle.take() else {
             return;
         };
-        if self.active.is_some() || self.input.speech_item.is_some() {
+        if self.reply.active.is_some() || self.input.speech_item.is_some() {
             return;
         }
         let item_id = ids::item_id();
@@ -663,10 +671,10 @@ impl Session {
                 item_id: item_id.clone(),
             });
         if self.commit(item_id, end).is_ok()
-            && !self.floor.autonomous
+            && !self.reply.floor.autonomous
             && !self.cfg.is_transcription()
         {
-            if let Err(e) = self.response_create(Default::default()) {
+            if let Err(e) = self.answer(|r, cx| r.response_create(cx, Default::default())) {
                 self.out.error(e);
             }
         }
@@ -726,7 +734,7 @@ impl Session {
 
     /// `input_audio_buffer.clear`.
     pub(super) fn clear_input(&mut self) {
-        self.abandon_speculation();
+        self.reply.abandon_speculation();
         if self.input.overlap.is_some() {
             if let Some(sink) = self.transport.sink() {
                 sink.pause(false);

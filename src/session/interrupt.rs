@@ -17,8 +17,9 @@
 //! says what the speech was.
 
 use super::ledger::SAMPLES_PER_MS;
-use super::Session;
+use super::{Session, TranscriptEvent};
 use crate::protocol::ServerEventBody;
+use duet_models::TranscribeOutput;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -132,6 +133,21 @@ impl Overlap {
         } else if self.asked(id) {
             self.heard = Some(text);
         }
+    }
+
+    /// Takes a transcriber answer when it is for one of its own transcriptions
+    /// ([`Self::owns`]: a failure is heard as no words, a delta as nothing yet); returns
+    /// whether it was.
+    pub(super) fn hear(&mut self, ev: &TranscriptEvent) -> bool {
+        if !self.owns(&ev.item_id) {
+            return false;
+        }
+        match &ev.output {
+            Ok(TranscribeOutput::Completed { text, .. }) => self.heard(&ev.item_id, text.clone()),
+            Ok(_) => {}
+            Err(_) => self.heard(&ev.item_id, String::new()),
+        }
+        true
     }
 
     /// When the words are given up (the session's timer wakes then).
@@ -255,8 +271,12 @@ impl Session {
     /// the answer goes on where its playout paused.
     pub(super) fn on_overlap(&mut self) {
         let Some(o) = &self.input.overlap else { return };
-        let answering =
-            self.active.as_ref().is_some_and(|a| a.in_conversation) || self.view.is_playing();
+        let answering = self
+            .reply
+            .active
+            .as_ref()
+            .is_some_and(|a| a.in_conversation)
+            || self.reply.view.is_playing();
         // Inside speech, the voice was last heard `silence` ago: that is how long it lasted.
         let (in_speech, silence) = self.input.silence().unwrap_or((false, 0));
         let voiced_until = self.input.clock().saturating_sub(silence);

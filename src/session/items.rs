@@ -7,13 +7,15 @@ use base64::Engine;
 use duet_media::Adpcm;
 
 use super::audio_io::{Encoder, RATE};
-use super::conversation::{Placement, StoredItem};
+use super::conversation::{Conversation, Placement, StoredItem};
 use super::ledger::SAMPLES_PER_MS;
+use super::memory::Metering;
 use super::Rendered;
 use super::Session;
 use crate::protocol::AudioFormat;
 use crate::protocol::{
-    codes, ids, Content, ErrorPayload, Item, ItemStatus, Role, ServerEvent, ServerEventBody,
+    codes, ids, ClientEvent, Content, ErrorPayload, Item, ItemStatus, Role, ServerEvent,
+    ServerEventBody,
 };
 
 /// Replaces every `"marker"` string in `json` with `"value"`, in one exact-size buffer.
@@ -45,15 +47,63 @@ fn not_found(code: &'static str, verb: &str, item_id: &str) -> ErrorPayload {
 }
 
 impl Session {
-    /// `conversation.item.create`.
-    pub(super) fn item_create(
+    /// `conversation.item.{create,retrieve,truncate,delete}`: the conversation does them
+    /// and returns the events to send. An item the active response is generating can be
+    /// neither truncated nor deleted.
+    pub(super) fn item_event(&mut self, event: ClientEvent) -> Result<(), ErrorPayload> {
+        let busy = self.reply.active.as_ref().map(|a| a.item_id.as_str());
+        let formats = (self.cfg.audio.input.format, self.cfg.audio.output.format);
+        match event {
+            ClientEvent::ConversationItemCreate {
+                previous_item_id,
+                item,
+            } => {
+                let rules = (formats.0, self.limits.max_item_samples);
+                let events =
+                    self.conv
+                        .create_item(previous_item_id, *item, rules, &mut self.meters)?;
+                self.out.emit_all(events);
+            }
+            ClientEvent::ConversationItemRetrieve { item_id } => {
+                let cause = self.out.cause.clone();
+                let event = self
+                    .conv
+                    .retrieve_item(&item_id, formats, &mut self.meters, cause)?;
+                self.out.emit_rendered(event);
+            }
+            ClientEvent::ConversationItemTruncate {
+                item_id,
+                content_index,
+                audio_end_ms,
+            } => {
+                let event = self
+                    .conv
+                    .truncate_item(&item_id, content_index, audio_end_ms, busy)?;
+                self.out.emit(event);
+            }
+            ClientEvent::ConversationItemDelete { item_id } => {
+                let event = self.conv.delete_item(&item_id, busy)?;
+                self.out.emit(event);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+impl Conversation {
+    /// `conversation.item.create`: the events to send. `rules`: the input audio format and
+    /// the most samples one item's audio may have.
+    pub(super) fn create_item(
         &mut self,
         previous: Option<String>,
         mut item: Item,
-    ) -> Result<(), ErrorPayload> {
+        rules: (AudioFormat, u64),
+        meters: &mut Metering,
+    ) -> Result<Vec<ServerEventBody>, ErrorPayload> {
         // The text first (it is cheap to measure; the audio is decoded below).
         let text = item.text_bytes() as u64;
-        let max = self.conv.max_text_bytes() as u64;
+        let max = self.max_text_bytes() as u64;
         if text > max {
             return Err(ErrorPayload::invalid(
                 codes::ITEM_TEXT_TOO_LONG,
@@ -67,27 +117,31 @@ impl Session {
         // Room for the text and for its echoes in `conversation.item.added` and `.done` (the
         // event queue charges those itself, and could only close the transport if it found
         // no room): their share is handed back at once.
-        self.meters.reserve(3 * text)?;
-        self.meters.give_back(2 * text);
-        let audio = self.item_audio(&mut item)?;
+        meters.reserve(3 * text)?;
+        meters.give_back(2 * text);
+        let audio = self.item_audio(&mut item, rules, meters)?;
         item.stamp(ids::item_id, ItemStatus::Completed);
         let id = item.id().unwrap_or_default().to_string();
         let placement = Placement::from_previous(previous);
         let stored = StoredItem::with_audio(item.clone(), audio);
-        let evicted = self.conv.insert(placement, stored)?;
-        let previous_item_id = self.conv.previous_id(&id);
-        self.out.emit_all(super::conversation::item_added(
+        let evicted = self.insert(placement, stored)?;
+        let previous_item_id = self.previous_id(&id);
+        Ok(super::conversation::item_added(
             previous_item_id,
             item,
             true,
             evicted,
-        ));
-        Ok(())
+        ))
     }
 
     /// Validates a created item's content and decodes the audio of a user `input_audio` part
     /// (which then leaves the rendered item).
-    fn item_audio(&mut self, item: &mut Item) -> Result<Option<Arc<Adpcm>>, ErrorPayload> {
+    fn item_audio(
+        &self,
+        item: &mut Item,
+        (format, max_item_samples): (AudioFormat, u64),
+        meters: &mut Metering,
+    ) -> Result<Option<Arc<Adpcm>>, ErrorPayload> {
         let Item::Message { role, content, .. } = item else {
             return Ok(None);
         };
@@ -110,19 +164,13 @@ impl Session {
                             )
                             .with_param("item.content"));
                         }
-                        let max = self
-                            .limits
-                            .max_item_samples
-                            .min(self.conv.max_audio_samples());
-                        let samples = check_item_audio(self.cfg.audio.input.format, max, &b64)?;
+                        let max = max_item_samples.min(self.max_audio_samples());
+                        let samples = check_item_audio(format, max, &b64)?;
                         // The stored ADPCM, and for a moment the decoded bytes and PCM16.
-                        let (decoded, _) =
-                            super::input::decoded_size(self.cfg.audio.input.format, &b64);
-                        self.meters
-                            .reserve(samples / 2 + 1 + samples * 2 + decoded)?;
-                        let pcm =
-                            super::input::decode_clip_pcm16(self.cfg.audio.input.format, &b64)
-                                .map_err(|e| e.with_param("item.content.audio"))?;
+                        let (decoded, _) = super::input::decoded_size(format, &b64);
+                        meters.reserve(samples / 2 + 1 + samples * 2 + decoded)?;
+                        let pcm = super::input::decode_clip_pcm16(format, &b64)
+                            .map_err(|e| e.with_param("item.content.audio"))?;
                         audio = Some(Arc::new(Adpcm::from_i16(&pcm)));
                     }
                 }
@@ -144,27 +192,33 @@ impl Session {
     /// format). The audio is decoded and encoded once per format and cached, and spliced into
     /// the rendered event: a long item costs one buffer of its size, not several copies.
     /// Stored audio goes out as PCM16 without a pass through f32.
-    pub(super) fn item_retrieve(&mut self, item_id: &str) -> Result<(), ErrorPayload> {
-        let stored = self.conv.get(item_id).ok_or_else(|| {
+    pub(super) fn retrieve_item(
+        &mut self,
+        item_id: &str,
+        (input, output): (AudioFormat, AudioFormat),
+        meters: &mut Metering,
+        cause: Option<Arc<str>>,
+    ) -> Result<Rendered, ErrorPayload> {
+        let stored = self.get(item_id).ok_or_else(|| {
             not_found(codes::ITEM_RETRIEVE_INVALID_ITEM_ID, "retrieving", item_id)
         })?;
         let mut item = stored.item.clone();
         // The encoding the cache may keep (settled away again when it was cached already),
         // and the decoded PCM16 for a moment.
         let samples = stored.audio.as_ref().map_or(0, |a| a.len() as u64);
-        self.meters.reserve(samples * 8 / 3 + samples * 2)?;
+        meters.reserve(samples * 8 / 3 + samples * 2)?;
         let format = match &item {
             Item::Message {
                 role: Role::Assistant,
                 ..
-            } => self.cfg.audio.output.format,
-            _ => self.cfg.audio.input.format,
+            } => output,
+            _ => input,
         };
         let encode = |audio: &Adpcm| {
             base64::engine::general_purpose::STANDARD
                 .encode(Encoder::encode_clip_pcm16(format, &audio.to_i16()))
         };
-        let b64 = self.conv.audio_base64(item_id, format, encode);
+        let b64 = self.audio_base64(item_id, format, encode);
         let marker = format!("duet-audio-{}", ids::event_id());
         if let (Some(_), Item::Message { content, .. }) = (&b64, &mut item) {
             for part in content.iter_mut() {
@@ -181,30 +235,27 @@ impl Session {
             Some(b64) => splice(&event.to_json(), &marker, b64),
             None => event.to_json(),
         };
-        self.out.emit_rendered(Rendered::from_json(
-            json,
-            event.kind(),
-            self.out.cause.clone(),
-        ));
-        Ok(())
+        Ok(Rendered::from_json(json, event.kind(), cause))
     }
 
     /// `conversation.item.truncate`: cuts an assistant audio item (audio and transcript) to
     /// `audio_end_ms`.
-    pub(super) fn item_truncate(
+    /// `busy`: the item the active response is generating.
+    pub(super) fn truncate_item(
         &mut self,
         item_id: &str,
         content_index: u32,
         audio_end_ms: u64,
-    ) -> Result<(), ErrorPayload> {
-        if self.active.as_ref().is_some_and(|a| a.item_id == item_id) {
+        busy: Option<&str>,
+    ) -> Result<ServerEventBody, ErrorPayload> {
+        if busy == Some(item_id) {
             return Err(ErrorPayload::invalid(
                 codes::INVALID_VALUE,
                 "the item is still being generated; cancel the response first",
             )
             .with_param("item_id"));
         }
-        let stored = self.conv.get(item_id).ok_or_else(|| {
+        let stored = self.get(item_id).ok_or_else(|| {
             not_found(codes::ITEM_TRUNCATE_INVALID_ITEM_ID, "truncating", item_id)
         })?;
         let (
@@ -237,35 +288,36 @@ impl Session {
             )
             .with_param("audio_end_ms"));
         }
-        self.conv.cut_audio(
+        self.cut_audio(
             item_id,
             content_index as usize,
             audio_end_ms * SAMPLES_PER_MS,
         );
-        self.out.emit(ServerEventBody::ConversationItemTruncated {
+        Ok(ServerEventBody::ConversationItemTruncated {
             item_id: item_id.to_string(),
             content_index,
             audio_end_ms,
-        });
-        Ok(())
+        })
     }
 
     /// `conversation.item.delete`.
-    pub(super) fn item_delete(&mut self, item_id: &str) -> Result<(), ErrorPayload> {
-        if self.active.as_ref().is_some_and(|a| a.item_id == item_id) {
+    pub(super) fn delete_item(
+        &mut self,
+        item_id: &str,
+        busy: Option<&str>,
+    ) -> Result<ServerEventBody, ErrorPayload> {
+        if busy == Some(item_id) {
             return Err(ErrorPayload::invalid(
                 codes::INVALID_VALUE,
                 "the item belongs to the active response; cancel it first",
             )
             .with_param("item_id"));
         }
-        self.conv
-            .remove(item_id)
+        self.remove(item_id)
             .ok_or_else(|| not_found(codes::ITEM_DELETE_INVALID_ITEM_ID, "deleting", item_id))?;
-        self.out.emit(ServerEventBody::ConversationItemDeleted {
+        Ok(ServerEventBody::ConversationItemDeleted {
             item_id: item_id.to_string(),
-        });
-        Ok(())
+        })
     }
 }
 

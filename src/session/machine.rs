@@ -11,8 +11,7 @@ use super::durable::LeaseDue;
 use super::floor::Floor;
 use super::input::InputState;
 use super::outbox::Outbox;
-use super::playback::PlaybackView;
-use super::response::ActiveResponse;
+use super::reply::{Cx, Reply};
 use super::subscribers::Subscribers;
 use super::{
     Epoch, EventSender, Limits, MediaReport, ModelEvent, ModelPort, Rendered, SessionInput,
@@ -135,12 +134,9 @@ pub struct Session {
     pub(super) out: Outbox,
     pub(super) limits: Limits,
     pub(super) input: InputState,
-    /// Its model slot, the epoch that fences the slot's output, what the model can do, and
-    /// an update waiting for a slot.
-    pub(super) model: Model,
-    pub(super) active: Option<ActiveResponse>,
-    pub(super) view: PlaybackView,
-    pub(super) floor: Floor,
+    /// The answer side: the model slot, the response in flight, its playback, the floor and
+    /// the speculation (see `reply`).
+    pub(super) reply: Reply,
     pub(super) timers: Timers,
     /// Opted-in sessions (`?duplex=1`): the lease that lets the session outlive its transport.
     pub(super) lease: Option<super::durable::Lease>,
@@ -148,8 +144,6 @@ pub struct Session {
     pub(super) transcripts: super::transcripts::Transcripts,
     /// What it charged to its share of the memory budget (see `memory`).
     pub(super) meters: super::memory::Metering,
-    /// An answer started before its turn was confirmed (see `speculate`).
-    pub(super) speculation: Option<super::speculate::Speculation>,
 }
 
 impl Session {
@@ -195,23 +189,22 @@ impl Session {
             timers: Timers::new(now, p.limits.max_session),
             limits: p.limits,
             input,
-            model: Model {
-                port: p.model,
-                epoch: Epoch::default(),
-                caps: Caps {
-                    transcriber: p.can_transcribe,
-                    tools: p.model_info.tools,
-                    reads_text: p.model_info.reads_text,
+            reply: Reply::new(
+                Model {
+                    port: p.model,
+                    epoch: Epoch::default(),
+                    caps: Caps {
+                        transcriber: p.can_transcribe,
+                        tools: p.model_info.tools,
+                        reads_text: p.model_info.reads_text,
+                    },
+                    pending: None,
                 },
-                pending: None,
-            },
-            active: None,
-            view: PlaybackView::default(),
-            floor,
+                floor,
+            ),
             lease,
             transcripts: super::transcripts::Transcripts::new(p.transcriber),
             meters: super::memory::Metering::new(p.memory),
-            speculation: None,
         }
     }
 
@@ -330,7 +323,7 @@ impl Session {
         if let Some(l) = &mut self.lease {
             l.report_journal(journal);
         }
-        let answer = self.active.as_ref().map_or(0, |a| a.audio_bytes());
+        let answer = self.reply.active.as_ref().map_or(0, |a| a.audio_bytes());
         let buffers = self.input.allocated_bytes() + self.conv.held_bytes() + answer + journal;
         self.meters.settle(buffers as u64);
     }
@@ -339,13 +332,13 @@ impl Session {
     pub fn on_model(&mut self, ev: ModelEvent, now: Instant) {
         self.out.now = now;
         match ev {
-            ModelEvent::Output { epoch, output } if epoch != self.model.epoch => {
+            ModelEvent::Output { epoch, output } if epoch != self.reply.model.epoch => {
                 // Fenced: belongs to a cancelled response.
-                self.on_fenced_output(&output);
+                self.answer(|r, cx| r.on_fenced_output(cx, &output));
             }
-            ModelEvent::Output { output, .. } => self.on_model_output(output),
+            ModelEvent::Output { output, .. } => self.answer(|r, cx| r.on_model_output(cx, output)),
             ModelEvent::Failed { code, message } => {
-                self.fail_response(code, &message);
+                self.answer(|r, cx| r.fail_response(cx, code, &message));
                 self.fatal(ErrorPayload::server(
                     codes::MODEL_ERROR,
                     format!("{code}: {message}"),
@@ -357,7 +350,7 @@ impl Session {
     /// The model went away (its loop stopped).
     pub fn model_gone(&mut self, now: Instant) {
         self.out.now = now;
-        self.fail_response(codes::MODEL_ERROR, "the model loop stopped");
+        self.answer(|r, cx| r.fail_response(cx, codes::MODEL_ERROR, "the model loop stopped"));
         self.fatal(ErrorPayload::server(
             codes::MODEL_ERROR,
             "the model loop stopped",
@@ -369,13 +362,13 @@ impl Session {
     pub fn on_media(&mut self, report: &MediaReport, now: Instant) {
         self.out.now = now;
         for &(tag, samples) in &report.played {
-            self.on_played(tag, samples);
+            self.answer(|r, cx| r.on_played(cx, tag, samples));
         }
         for &tag in &report.drained {
-            self.on_drained(tag);
+            self.answer(|r, cx| r.on_drained(cx, tag));
         }
         for _ in 0..report.cleared {
-            self.on_cleared();
+            self.answer(|r, cx| r.on_cleared(cx));
         }
         if report.hung_up {
             self.hung_up();
@@ -407,7 +400,7 @@ impl Session {
         let t = &self.timers;
         [
             t.vad_idle.map(|(at, _)| at),
-            self.floor.speak_deadline,
+            self.reply.floor.speak_deadline,
             t.drain,
             Some(t.last_activity + self.limits.idle),
             self.lease
@@ -467,8 +460,8 @@ impl Session {
         if self.timers.vad_idle.is_some_and(|(at, _)| now >= at) {
             self.idle_timeout();
         }
-        if self.floor.speak_deadline.is_some_and(|at| now >= at) {
-            self.speak_timed_out();
+        if self.reply.floor.speak_deadline.is_some_and(|at| now >= at) {
+            self.answer(|r, cx| r.speak_timed_out(cx));
         }
         self.transcript_wait_over(now);
         self.on_pause();
@@ -509,21 +502,17 @@ impl Session {
                 Ok(())
             }
             ClientEvent::OutputAudioBufferClear if webrtc => {
-                self.clear_output("client_cancelled");
+                self.answer(|r, cx| r.clear_output(cx, "client_cancelled"));
                 Ok(())
             }
             ClientEvent::OutputAudioBufferClear => Err(ErrorPayload::invalid(
                 codes::INVALID_EVENT_FOR_TRANSPORT,
                 "output_audio_buffer.clear applies to WebRTC calls; on WebSocket the client owns playback",
             )),
-            ClientEvent::ConversationItemCreate { previous_item_id, item } => {
-                self.item_create(previous_item_id, *item)
-            }
-            ClientEvent::ConversationItemRetrieve { item_id } => self.item_retrieve(&item_id),
-            ClientEvent::ConversationItemTruncate { item_id, content_index, audio_end_ms } => {
-                self.item_truncate(&item_id, content_index, audio_end_ms)
-            }
-            ClientEvent::ConversationItemDelete { item_id } => self.item_delete(&item_id),
+            ClientEvent::ConversationItemCreate { .. }
+            | ClientEvent::ConversationItemRetrieve { .. }
+            | ClientEvent::ConversationItemTruncate { .. }
+            | ClientEvent::ConversationItemDelete { .. } => self.item_event(event),
             ClientEvent::ResponseCreate { .. } if self.cfg.is_transcription() => {
                 Err(ErrorPayload::invalid(
                     codes::INVALID_EVENT_FOR_SESSION,
@@ -531,9 +520,9 @@ impl Session {
                 ))
             }
             ClientEvent::ResponseCreate { response } => {
-                self.response_create(response.map(|b| *b).unwrap_or_default())
+                self.answer(|r, cx| r.response_create(cx, response.map(|b| *b).unwrap_or_default()))
             }
-            ClientEvent::ResponseCancel { response_id } => self.response_cancel(response_id),
+            ClientEvent::ResponseCancel { response_id } => self.answer(|r, cx| r.response_cancel(cx, response_id)),
             other => self.duplex_command(other),
         }
     }
@@ -545,7 +534,7 @@ impl Session {
         let needs = self.needs_for(&next);
         if needs.any() {
             // Held until what it needs is there.
-            self.model.pending = Some(super::provision::Pending::new(
+            self.reply.model.pending = Some(super::provision::Pending::new(
                 next,
                 needs,
                 self.out.cause.clone(),
@@ -565,13 +554,33 @@ impl Session {
     ) -> Result<SessionConfig, ErrorPayload> {
         let mut next = self.cfg.clone();
         next.apply(patch)?;
-        self.model
-            .caps
-            .check_tools(&self.cfg.model, &next.tools, &next.tool_choice, "session")?;
+        self.reply.model.caps.check_tools(
+            &self.cfg.model,
+            &next.tools,
+            &next.tool_choice,
+            "session",
+        )?;
         let bytes =
             super::memory::check_prompt(&self.limits, &next.instructions, &next.tools, "session")?;
         self.meters.charge_prompt(bytes)?;
         Ok(next)
+    }
+
+    /// Calls into the answer side with what it touches of the rest of the session.
+    pub(super) fn answer<T>(&mut self, f: impl FnOnce(&mut Reply, &mut Cx<'_>) -> T) -> T {
+        let mut cx = Cx {
+            cfg: &self.cfg,
+            conv: &mut self.conv,
+            out: &mut self.out,
+            transport: &self.transport,
+            meters: &mut self.meters,
+            timers: &mut self.timers,
+            transcripts: &mut self.transcripts,
+            lease: self.lease.as_ref(),
+            limits: &self.limits,
+            clock: self.input.clock(),
+        };
+        f(&mut self.reply, &mut cx)
     }
 
     pub(super) fn fatal(&mut self, error: ErrorPayload) {

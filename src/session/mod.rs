@@ -28,6 +28,7 @@ mod pcm;
 mod playback;
 mod port;
 mod provision;
+mod reply;
 mod respond;
 mod response;
 mod signals;

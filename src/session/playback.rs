@@ -3,7 +3,8 @@
 //! interruption the assistant item is truncated to what the caller heard.
 
 use super::conversation::Conversation;
-use super::{MediaSink, PlaybackTag, Session};
+use super::reply::{Cx, Reply};
+use super::{MediaSink, PlaybackTag};
 use crate::protocol::ServerEventBody;
 
 /// One response's audio in the engine's playback queue.
@@ -128,9 +129,9 @@ impl PlaybackView {
     }
 }
 
-impl Session {
+impl Reply {
     /// The engine sent `samples` of `tag`.
-    pub(super) fn on_played(&mut self, tag: PlaybackTag, samples: u64) {
+    pub(super) fn on_played(&mut self, cx: &mut Cx<'_>, tag: PlaybackTag, samples: u64) {
         if let Some(a) = self.active.as_mut().filter(|a| a.tag == tag) {
             a.ledger.sent(samples);
         }
@@ -143,26 +144,26 @@ impl Session {
         }
         track.started = true;
         let response_id = track.response_id.clone();
-        if let Some(t) = self.timers.stamps.turn_end.take() {
+        if let Some(t) = cx.timers.stamps.turn_end.take() {
             crate::metrics::METRICS
                 .speech_end_to_first_audio
-                .observe(self.out.now.saturating_duration_since(t));
+                .observe(cx.out.now.saturating_duration_since(t));
         }
-        self.out
+        cx.out
             .emit(ServerEventBody::OutputAudioBufferStarted { response_id });
     }
 
     /// The last sample of `tag` left: `output_audio_buffer.stopped`.
-    pub(super) fn on_drained(&mut self, tag: PlaybackTag) {
+    pub(super) fn on_drained(&mut self, cx: &mut Cx<'_>, tag: PlaybackTag) {
         let Some(i) = self.view.tracks.iter().position(|t| t.tag == tag) else {
             return;
         };
         let track = self.view.tracks.remove(i);
         if let Some(id) = &track.item_id {
-            self.conv.unpin(id);
+            cx.conv.unpin(id);
         }
         if track.started {
-            self.out.emit(ServerEventBody::OutputAudioBufferStopped {
+            cx.out.emit(ServerEventBody::OutputAudioBufferStopped {
                 response_id: track.response_id,
             });
         }
@@ -170,9 +171,9 @@ impl Session {
 
     /// `output_audio_buffer.clear`, or barge-in on WebRTC: cancel the response, purge the
     /// queue; [`Self::on_cleared`] finishes the job once the engine confirms.
-    pub(super) fn clear_output(&mut self, reason: &str) {
-        self.cancel_active(reason);
-        if let Some(sink) = self.transport.sink() {
+    pub(super) fn clear_output(&mut self, cx: &mut Cx<'_>, reason: &str) {
+        self.cancel_active(cx, reason);
+        if let Some(sink) = cx.transport.sink() {
             sink.clear();
             self.view.clear_requested();
         }
@@ -180,31 +181,31 @@ impl Session {
 
     /// The queue is empty: report `output_audio_buffer.cleared` and truncate each interrupted
     /// item to what was played.
-    pub(super) fn on_cleared(&mut self) {
+    pub(super) fn on_cleared(&mut self, cx: &mut Cx<'_>) {
         let Some(interrupted) = self.view.cleared() else {
             return;
         };
-        if let Some(t) = self.timers.stamps.barge_at.take() {
+        if let Some(t) = cx.timers.stamps.barge_at.take() {
             crate::metrics::METRICS
                 .barge_in
-                .observe(self.out.now.saturating_duration_since(t));
+                .observe(cx.out.now.saturating_duration_since(t));
         }
         if interrupted.is_empty() {
             // Nothing was playing (e.g. the answer already played out after a
             // `response.cancel`): the GA event still names a response, the latest one.
             let response_id = self.view.last_response_id.clone().unwrap_or_default();
-            self.out
+            cx.out
                 .emit(ServerEventBody::OutputAudioBufferCleared { response_id });
         }
         for track in interrupted {
-            self.out.emit(ServerEventBody::OutputAudioBufferCleared {
+            cx.out.emit(ServerEventBody::OutputAudioBufferCleared {
                 response_id: track.response_id.clone(),
             });
             if let Some(item_id) = &track.item_id {
-                if let Some(truncated) = self.conv.truncate_to_played(item_id, track.sent) {
-                    self.out.emit(truncated);
+                if let Some(truncated) = cx.conv.truncate_to_played(item_id, track.sent) {
+                    cx.out.emit(truncated);
                 }
-                self.conv.unpin(item_id);
+                cx.conv.unpin(item_id);
             }
         }
     }

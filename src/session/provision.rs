@@ -92,22 +92,22 @@ impl Session {
 
     pub(super) fn needs_for(&self, cfg: &SessionConfig) -> Needs {
         Needs {
-            slot: self.model.port.is_none() && !cfg.is_transcription(),
+            slot: self.reply.model.port.is_none() && !cfg.is_transcription(),
             transcriber: self.transcripts.lacks_port()
-                && self.model.caps.transcriber
-                && self.model.caps.transcribes(cfg),
+                && self.reply.model.caps.transcriber
+                && self.reply.model.caps.transcribes(cfg),
         }
     }
 
     /// Whether the session holds a model slot.
     pub fn has_model(&self) -> bool {
-        self.model.port.is_some()
+        self.reply.model.port.is_some()
     }
 
     /// What a held `session.update` waits for (the shell provides it, then calls
     /// [`Self::provide`]).
     pub fn waiting_for(&self) -> Option<Needs> {
-        self.model.pending.as_ref().map(|p| p.needs)
+        self.reply.model.pending.as_ref().map(|p| p.needs)
     }
 
     /// Takes the ports the shell got (at open, or for a held update). A held update then
@@ -118,7 +118,7 @@ impl Session {
         self.out.now = now;
         let refused = match ports.model {
             Some(Ok(port)) => {
-                self.model.port = Some(port);
+                self.reply.model.port = Some(port);
                 None
             }
             Some(Err(e)) => Some(e),
@@ -131,7 +131,7 @@ impl Session {
             }
             None => {}
         }
-        let Some(pending) = self.model.pending.take() else {
+        let Some(pending) = self.reply.model.pending.take() else {
             return;
         };
         self.out.cause = pending.cause;
@@ -156,8 +156,8 @@ impl Session {
         self.input.reconfigure(&self.cfg);
         let transcription = self.cfg.audio.input.transcription.as_ref();
         self.transcripts.set_hints(transcription);
-        if self.cfg.is_transcription() && self.active.is_none() {
-            self.model.port = None;
+        if self.cfg.is_transcription() && self.reply.active.is_none() {
+            self.reply.model.port = None;
         }
         self.out
             .emit(crate::protocol::ServerEventBody::SessionUpdated {

@@ -10,8 +10,8 @@ use duet_models::{ContextItem, OutputModality, Request, StepOutput, Tool, ToolCh
 use serde_json::Value;
 
 use super::conversation::{context_item, user_turn_of, Conversation, StoredItem};
+use super::reply::{Cx, Reply};
 use super::response::{input_tokens, ActiveResponse};
-use super::Session;
 use crate::protocol::response::{ResponseAudio, ResponseAudioOutput};
 use crate::protocol::session::{validate_max_tokens, validate_modalities};
 use crate::protocol::{
@@ -31,19 +31,23 @@ pub(super) struct Ask {
     tool_choice: ToolChoice,
 }
 
-impl Session {
+impl Reply {
     /// `response.create` (also used by server VAD with default parameters). On an autonomous
     /// model the response opens at once and waits for the model's speech to fill it (no
     /// request goes to the model, which decides itself when to speak); without speech within
     /// the speak timeout it completes empty.
-    pub(super) fn response_create(&mut self, params: ResponseParams) -> Result<(), ErrorPayload> {
-        let (active, ask) = self.prepare(params)?;
+    pub(super) fn response_create(
+        &mut self,
+        cx: &mut Cx<'_>,
+        params: ResponseParams,
+    ) -> Result<(), ErrorPayload> {
+        let (active, ask) = self.prepare(cx, params)?;
         if self.floor.autonomous {
-            self.floor.speak_deadline = Some(self.out.now + self.floor.speak_timeout);
-            self.begin(active, None, false);
+            self.floor.speak_deadline = Some(cx.out.now + self.floor.speak_timeout);
+            self.begin(cx, active, None, false);
             return Ok(());
         }
-        let request = respond_request(&self.cfg, &active, ask);
+        let request = respond_request(cx.cfg, &active, ask);
         // An answer started before the turn was confirmed, to the same words: it plays now.
         let epoch = self.model.epoch;
         let answer = match self.speculation.take() {
@@ -60,16 +64,16 @@ impl Session {
             }
         };
         if let Some(held) = answer {
-            self.begin(active, None, false);
+            self.begin(cx, active, None, false);
             for out in held {
                 if self.active.is_none() {
                     break;
                 }
-                self.on_model_output(out);
+                self.on_model_output(cx, out);
             }
             return Ok(());
         }
-        self.begin(active, Some(request), false);
+        self.begin(cx, active, Some(request), false);
         Ok(())
     }
 
@@ -77,13 +81,14 @@ impl Session {
     /// asks the model: instructions, context and tools.
     pub(super) fn prepare(
         &self,
+        cx: &Cx<'_>,
         params: ResponseParams,
     ) -> Result<(ActiveResponse, Ask), ErrorPayload> {
         let in_conversation = in_conversation(params.conversation.as_deref())?;
         check_none_active(self.active.as_ref(), in_conversation)?;
         if params.instructions.is_some() || params.tools.is_some() {
             super::memory::check_prompt(
-                &self.limits,
+                cx.limits,
                 params.instructions.as_deref().unwrap_or_default(),
                 params.tools.as_deref().unwrap_or_default(),
                 "response",
@@ -91,29 +96,29 @@ impl Session {
         }
         let modality = match params.output_modalities {
             Some(m) => validate_modalities(m, "response.output_modalities")?[0],
-            None => self.cfg.output_modalities[0],
+            None => cx.cfg.output_modalities[0],
         };
         let max_output_tokens = match params.max_output_tokens {
             Some(v) => validate_max_tokens(v, "response.max_output_tokens")?,
-            None => self.cfg.max_output_tokens.clone(),
+            None => cx.cfg.max_output_tokens.clone(),
         };
-        let audio = response_audio(&self.cfg, params.audio.and_then(|a| a.output));
+        let audio = response_audio(cx.cfg, params.audio.and_then(|a| a.output));
         let format = audio.output.format;
         let (tools, tool_choice) = response_tools(
             &self.model.caps,
-            &self.cfg,
+            cx.cfg,
             params.tools.as_deref(),
             params.tool_choice.as_ref(),
         )?;
         let context = match params.input {
-            Some(items) => resolve_input(&self.conv, self.cfg.audio.input.format, &items)?,
-            None => self.conv.context(CONTEXT_AUDIO_TURNS),
+            Some(items) => resolve_input(cx.conv, cx.cfg.audio.input.format, &items)?,
+            None => cx.conv.context(CONTEXT_AUDIO_TURNS),
         };
         let instructions = params
             .instructions
-            .unwrap_or_else(|| self.cfg.instructions.clone());
+            .unwrap_or_else(|| cx.cfg.instructions.clone());
         let response = Response {
-            conversation_id: in_conversation.then(|| self.conv.id.clone()),
+            conversation_id: in_conversation.then(|| cx.conv.id.clone()),
             output_modalities: vec![modality],
             max_output_tokens: max_output_tokens.clone(),
             metadata: params.metadata,
@@ -125,15 +130,13 @@ impl Session {
         // writes (a call alone makes no empty message).
         active.defer_message = !tools.is_empty() && tool_choice != ToolChoice::None;
         let input = context;
-        Ok((
-            active,
-            Ask {
-                instructions,
-                input,
-                tools,
-                tool_choice,
-            },
-        ))
+        let ask = Ask {
+            instructions,
+            input,
+            tools,
+            tool_choice,
+        };
+        Ok((active, ask))
     }
 
     /// Emits the opening events of a response, sends `request` to the model, and makes the
@@ -141,6 +144,7 @@ impl Session {
     /// (`response.speak` goes out before the content part).
     pub(super) fn begin(
         &mut self,
+        cx: &mut Cx<'_>,
         mut active: ActiveResponse,
         request: Option<Request>,
         speaking: bool,
@@ -149,32 +153,32 @@ impl Session {
         self.view.last_response_id = Some(active.response.id.clone());
         if active.modality == Modality::Audio {
             let item = active.in_conversation.then_some(active.item_id.as_str());
-            if self.transport.is_webrtc() {
+            if cx.transport.is_webrtc() {
                 self.view
-                    .track(&mut self.conv, active.tag, &active.response.id, item);
+                    .track(cx.conv, active.tag, &active.response.id, item);
             }
         }
-        self.out.emit(ServerEventBody::ResponseCreated {
+        cx.out.emit(ServerEventBody::ResponseCreated {
             response: Box::new(active.response.clone()),
         });
         let defer = active.defer_message;
-        self.timers.vad_idle = None;
+        cx.timers.vad_idle = None;
         self.active = Some(active);
         if !defer {
-            self.open_message(speaking);
+            self.open_message(cx, speaking);
         }
         if let Some(request) = request {
-            self.request_model(request);
+            self.request_model(cx, request);
         }
     }
 
     /// A model step (already past the epoch fence).
-    pub(super) fn on_model_output(&mut self, out: StepOutput) {
-        if self.cfg.is_transcription() {
+    pub(super) fn on_model_output(&mut self, cx: &mut Cx<'_>, out: StepOutput) {
+        if cx.cfg.is_transcription() {
             return; // a transcription session never responds
         }
         if self.floor.autonomous {
-            return self.on_autonomous_output(out);
+            return self.on_autonomous_output(cx, out);
         }
         if self.active.is_none() {
             let epoch = self.model.epoch;
@@ -182,82 +186,79 @@ impl Session {
                 Some(true) => self.abandon_speculation(),
                 Some(false) => {}
                 None => {
-                    tracing::debug!(session = %self.cfg.id, "model output without a response; dropped")
+                    tracing::debug!(session = %cx.cfg.id, "model output without a response; dropped")
                 }
             }
             return;
         }
-        let over_limit = self.stream_active(&out);
+        let over_limit = self.stream_active(cx, &out);
         if let Some(failure) = out.failed {
             // The answer failed, not the session: the response ends failed, the error
             // follows it, and the session goes on.
-            self.fail_response(&failure.code, &failure.message);
-            self.out
+            self.fail_response(cx, &failure.code, &failure.message);
+            cx.out
                 .error(ErrorPayload::server(&failure.code, failure.message));
         } else if out.end_of_turn {
-            self.finish(ResponseStatus::Completed, None);
+            self.finish(cx, ResponseStatus::Completed, None);
         } else if over_limit {
-            self.stop_incomplete();
+            self.stop_incomplete(cx);
         }
     }
 
     /// Streams one step into the active response and sends what it produced; returns
     /// whether the response reached `max_output_tokens`.
-    pub(super) fn stream_active(&mut self, out: &StepOutput) -> bool {
-        let keep = self
+    pub(super) fn stream_active(&mut self, cx: &mut Cx<'_>, out: &StepOutput) -> bool {
+        let keep = cx
             .limits
             .max_item_samples
-            .min(self.limits.max_conversation_samples);
+            .min(cx.limits.max_conversation_samples);
         // The answer's kept audio grows with it (at most one item's worth).
-        if let Err(e) = self
-            .meters
-            .reserve(Adpcm::bytes_for(out.audio.len()) as u64)
-        {
+        if let Err(e) = cx.meters.reserve(Adpcm::bytes_for(out.audio.len()) as u64) {
             self.fence_model();
-            self.fail_response(codes::SERVER_MEMORY_EXHAUSTED, &e.message);
-            self.out.error(e);
+            self.fail_response(cx, codes::SERVER_MEMORY_EXHAUSTED, &e.message);
+            cx.out.error(e);
             return false;
         }
         if let Some(call) = &out.tool_call {
-            self.stream_call(call);
+            self.stream_call(cx, call);
         }
         let Some(a) = self.active.as_ref() else {
             return false;
         };
         if a.message_index.is_none() && a.speaks(out) {
-            self.close_call(ItemStatus::Completed);
-            self.open_message(false);
+            self.close_call(cx, ItemStatus::Completed);
+            self.open_message(cx, false);
         }
-        let sink = self.transport.sink();
+        let sink = cx.transport.sink();
         let Some(a) = self.active.as_mut() else {
             return false;
         };
         let streamed = a.stream(out, keep, sink);
         let over_limit = a.over_limit();
         if streamed.first_handed {
-            if let Some(t) = self.timers.stamps.turn_end {
+            if let Some(t) = cx.timers.stamps.turn_end {
                 crate::metrics::METRICS
                     .answer_start
-                    .observe(self.out.now.saturating_duration_since(t));
+                    .observe(cx.out.now.saturating_duration_since(t));
             }
         }
         if streamed.first_audio {
-            if let Some(t) = self.timers.stamps.turn_end.take() {
+            if let Some(t) = cx.timers.stamps.turn_end.take() {
                 crate::metrics::METRICS
                     .speech_end_to_first_audio
-                    .observe(self.out.now.saturating_duration_since(t));
+                    .observe(cx.out.now.saturating_duration_since(t));
             }
         }
         for ev in streamed.events {
-            self.out.emit(ev);
+            cx.out.emit(ev);
         }
         over_limit
     }
 
     /// The response reached `max_output_tokens`: stop the model and end it `incomplete`.
-    pub(super) fn stop_incomplete(&mut self) {
+    pub(super) fn stop_incomplete(&mut self, cx: &mut Cx<'_>) {
         self.fence_model();
-        self.finish(ResponseStatus::Incomplete, Some("max_output_tokens"));
+        self.finish(cx, ResponseStatus::Incomplete, Some("max_output_tokens"));
     }
 
     /// Advances the epoch (fencing off the model's output in flight) and stops the model. An
@@ -274,6 +275,7 @@ impl Session {
     /// `response.cancel`.
     pub(super) fn response_cancel(
         &mut self,
+        cx: &mut Cx<'_>,
         response_id: Option<String>,
     ) -> Result<(), ErrorPayload> {
         let matches = match (&self.active, &response_id) {
@@ -288,65 +290,68 @@ impl Session {
             )
             .with_param("response_id"));
         }
-        self.cancel_active("client_cancelled");
+        self.cancel_active(cx, "client_cancelled");
         Ok(())
     }
 
     /// Cancels the active response: advance the epoch (fencing the model's output), stop the
     /// model, finish the response as `cancelled`.
-    pub(super) fn cancel_active(&mut self, reason: &str) {
+    pub(super) fn cancel_active(&mut self, cx: &mut Cx<'_>, reason: &str) {
         if self.active.is_none() {
             return;
         }
         self.fence_model();
-        self.finish(ResponseStatus::Cancelled, Some(reason));
+        self.finish(cx, ResponseStatus::Cancelled, Some(reason));
     }
 
     /// Fails the active response after a model error (an autonomous model's response that
     /// had spoken is followed by `response.listen`, as every `response.speak` is).
-    pub(super) fn fail_response(&mut self, code: &str, message: &str) {
+    pub(super) fn fail_response(&mut self, cx: &mut Cx<'_>, code: &str, message: &str) {
         let Some(a) = &mut self.active else { return };
         let spoke = a.spoke.then(|| a.response.id.clone());
         a.fail(code);
-        tracing::warn!(session = %self.cfg.id, %message, "response failed");
-        self.finish(ResponseStatus::Failed, None);
+        tracing::warn!(session = %cx.cfg.id, %message, "response failed");
+        self.finish(cx, ResponseStatus::Failed, None);
         if spoke.is_some() {
-            let listen = ServerEventBody::model_listen(&self.cfg.id, self.model.epoch.0, spoke);
-            self.out.emit(listen);
+            let listen = ServerEventBody::model_listen(&cx.cfg.id, self.model.epoch.0, spoke);
+            cx.out.emit(listen);
         }
     }
 
     /// The done chain and `response.done`.
-    pub(super) fn finish(&mut self, status: ResponseStatus, reason: Option<&str>) {
-        self.close_call(match status {
-            ResponseStatus::Completed => ItemStatus::Completed,
-            _ => ItemStatus::Incomplete,
-        });
+    pub(super) fn finish(&mut self, cx: &mut Cx<'_>, status: ResponseStatus, reason: Option<&str>) {
+        self.close_call(
+            cx,
+            match status {
+                ResponseStatus::Completed => ItemStatus::Completed,
+                _ => ItemStatus::Incomplete,
+            },
+        );
         let Some(mut a) = self.active.take() else {
             return;
         };
         self.floor.speak_deadline = None;
         if a.modality == Modality::Audio {
-            if let Some(sink) = self.transport.sink() {
+            if let Some(sink) = cx.transport.sink() {
                 self.view.finish(sink, a.tag);
             }
         }
         let message = a.message_index.map(|_| {
-            let (events, item) = a.done_chain(status, self.transport.is_webrtc());
+            let (events, item) = a.done_chain(status, cx.transport.is_webrtc());
             for ev in events {
-                self.out.emit(ev);
+                cx.out.emit(ev);
             }
             if a.in_conversation {
                 // The finished item (its audio and ledger) moves into the conversation.
                 let audio = a.take_audio();
-                let events = self.conv.finish_answer(&a.item_id, item.clone(), audio);
-                self.out.emit_all(events);
+                let events = cx.conv.finish_answer(&a.item_id, item.clone(), audio);
+                cx.out.emit_all(events);
             }
             item
         });
         let audio_out = a.ledger.generated;
         let response = a.into_done(status, reason, message);
-        self.out.count(super::UsageEvent::Response {
+        cx.out.count(super::UsageEvent::Response {
             status: status_name(status),
             audio_out,
             text_tokens: response
@@ -354,19 +359,15 @@ impl Session {
                 .as_ref()
                 .map_or(0, |u| u.output_token_details.text_tokens),
         });
-        self.out.emit(ServerEventBody::ResponseDone {
+        cx.out.emit(ServerEventBody::ResponseDone {
             response: Box::new(response),
         });
-        if let Some(ev) = self
-            .lease
-            .as_ref()
-            .and_then(super::durable::Lease::rate_limits)
-        {
-            self.out.emit(ev);
+        if let Some(ev) = cx.lease.and_then(super::durable::Lease::rate_limits) {
+            cx.out.emit(ev);
         }
-        let (autonomous, clock) = (self.floor.autonomous, self.input.clock());
-        self.timers
-            .arm_vad_idle(&self.cfg, autonomous, self.out.now, clock);
+        let (autonomous, clock) = (self.floor.autonomous, cx.clock);
+        cx.timers
+            .arm_vad_idle(cx.cfg, autonomous, cx.out.now, clock);
     }
 }
 

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use duet_models::{ContextItem, Request, StepOutput, TranscribeOutput, TurnInput};
 
 use super::audio_io::to_f32;
+use super::reply::Reply;
 use super::turn::Words;
 use super::{Epoch, Session, TranscriptEvent};
 
@@ -125,10 +126,10 @@ impl Session {
     /// Whether this session may start answers early now.
     fn may_speculate(&self) -> bool {
         self.limits.speculative_ms > 0
-            && self.model.caps.reads_text
-            && !self.floor.autonomous
+            && self.reply.model.caps.reads_text
+            && !self.reply.floor.autonomous
             && !self.cfg.is_transcription()
-            && self.active.is_none()
+            && self.reply.active.is_none()
             && self.input.in_turn()
             && self.input.creates_responses()
             && self.transcripts.can_send_whole()
@@ -143,11 +144,11 @@ impl Session {
         let Some((in_speech, silence)) = self.input.silence() else {
             return;
         };
-        match &mut self.speculation {
+        match &mut self.reply.speculation {
             Some(s) if s.confirmed || s.adopted_by.is_some() => {}
             Some(s) => {
                 if !in_speech || silence < s.silence {
-                    self.abandon_speculation(); // the voice came back (or the turn reset)
+                    self.reply.abandon_speculation(); // the voice came back (or the turn reset)
                 } else {
                     s.silence = silence;
                 }
@@ -164,11 +165,11 @@ impl Session {
                         Arc::from(format!("spec_{}", crate::protocol::ids::item_id()));
                     self.transcripts.send_whole(id.clone(), to_f32(&audio));
                     let seconds = audio.len() as f64 / f64::from(super::audio_io::RATE);
-                    self.speculation = Some(Speculation::start(id, silence, seconds));
+                    self.reply.speculation = Some(Speculation::start(id, silence, seconds));
                 }
             }
         }
-        let words = match &self.speculation {
+        let words = match &self.reply.speculation {
             Some(s) => s.transcript.as_deref().map_or(Words::Pending, Words::of),
             None => Words::Absent,
         };
@@ -181,7 +182,9 @@ impl Session {
         }
         self.on_overlap();
     }
+}
 
+impl Reply {
     /// Gives the speculation up: its answer (if asked) is cancelled and its output dropped.
     pub(super) fn abandon_speculation(&mut self) {
         let Some(s) = self.speculation.take() else {
@@ -199,27 +202,26 @@ impl Session {
         }
         crate::metrics::METRICS.speculation("abandoned");
     }
+}
 
+impl Session {
     /// A transcript for the speculation (`ev.item_id` is its id): asks the model, or hands
     /// the transcript to the item that took it. Returns `ev` when it is not the speculation's.
     pub(super) fn on_speculative_transcript(
         &mut self,
         ev: TranscriptEvent,
     ) -> Option<TranscriptEvent> {
-        if let Some(o) = self.input.overlap.as_mut().filter(|o| o.owns(&ev.item_id)) {
+        if self.input.overlap.as_mut().is_some_and(|o| o.hear(&ev)) {
             // The words of speech over the answer (so far, or all of it): they judge it.
-            o.heard(
-                &ev.item_id,
-                match &ev.output {
-                    Ok(TranscribeOutput::Completed { text, .. }) => text.clone(),
-                    Ok(_) => return None,
-                    Err(_) => String::new(),
-                },
-            );
             self.on_overlap();
             return None;
         }
-        if self.speculation.as_ref().is_none_or(|s| s.id != ev.item_id) {
+        if self
+            .reply
+            .speculation
+            .as_ref()
+            .is_none_or(|s| s.id != ev.item_id)
+        {
             return Some(ev);
         }
         let text = match &ev.output {
@@ -227,20 +229,24 @@ impl Session {
             Ok(_) => return None, // deltas: an utterance transcriber sends none
             Err(_) => String::new(),
         };
-        let adopted = self.speculation.as_ref().and_then(|s| s.adopted_by.clone());
+        let adopted = self
+            .reply
+            .speculation
+            .as_ref()
+            .and_then(|s| s.adopted_by.clone());
         if let Some(item_id) = adopted {
             // The item was committed first: this is its transcript.
-            self.speculation = None;
+            self.reply.speculation = None;
             return Some(TranscriptEvent {
                 item_id,
                 output: ev.output,
             });
         }
         if text.is_empty() || !self.may_speculate() {
-            self.abandon_speculation();
+            self.reply.abandon_speculation();
             return None;
         }
-        let request = match self.prepare(Default::default()) {
+        let request = match self.answer(|r, cx| r.prepare(cx, Default::default())) {
             Ok((active, mut ask)) => {
                 ask.input.push(ContextItem::User(TurnInput::Transcribed {
                     audio: Arc::from([]),
@@ -250,10 +256,12 @@ impl Session {
             }
             Err(_) => return None,
         };
-        self.model.request(self.model.epoch, request.clone());
-        if let Some(s) = &mut self.speculation {
+        self.reply
+            .model
+            .request(self.reply.model.epoch, request.clone());
+        if let Some(s) = &mut self.reply.speculation {
             s.transcript = Some(text);
-            s.request = Some((self.model.epoch, request));
+            s.request = Some((self.reply.model.epoch, request));
         }
         None
     }
@@ -261,8 +269,8 @@ impl Session {
     /// The confirmed turn's item `item_id` was committed: it takes the speculation's
     /// transcription (true), or nothing was speculated and it is transcribed as usual.
     pub(super) fn adopt_transcription(&mut self, item_id: &Arc<str>) -> bool {
-        let Some(s) = self.speculation.as_mut().filter(|s| s.confirmed) else {
-            self.abandon_speculation(); // a commit of another kind: start over
+        let Some(s) = self.reply.speculation.as_mut().filter(|s| s.confirmed) else {
+            self.reply.abandon_speculation(); // a commit of another kind: start over
             return false;
         };
         match s.transcript.clone() {

@@ -16,6 +16,7 @@ use duet_models::{ContextItem, Request, TokenLogprob, TranscribeOutput, TurnInpu
 
 use super::audio_io::to_f32;
 use super::conversation::Conversation;
+use super::reply::{Cx, Reply};
 use super::{Epoch, Session, TranscriberPort, TranscriptEvent, TranscriptionHints};
 use crate::protocol::server::{LogProb, TranscriptionError, TranscriptionUsage};
 use crate::protocol::session::INCLUDE_LOGPROBS;
@@ -340,7 +341,7 @@ impl Session {
     /// Speech started under server VAD at input-clock `at`: a streaming transcriber starts
     /// hearing the utterance from there.
     pub(super) fn transcribe_speech_start(&mut self, item_id: &str, at: u64) {
-        if !self.model.caps.transcribes(&self.cfg) {
+        if !self.reply.model.caps.transcribes(&self.cfg) {
             return;
         }
         let logprobs = self.cfg.includes(INCLUDE_LOGPROBS);
@@ -353,7 +354,7 @@ impl Session {
     /// takes f32: the stored PCM16 is converted only when it is sent.
     pub(super) fn transcribe_committed(&mut self, item_id: &str, audio: &[i16]) {
         let streamed = self.transcripts.streaming.take();
-        if !self.model.caps.transcribes(&self.cfg) {
+        if !self.reply.model.caps.transcribes(&self.cfg) {
             return;
         }
         let logprobs = self.cfg.includes(INCLUDE_LOGPROBS);
@@ -405,28 +406,28 @@ impl Session {
             self.conv.set_transcript(&item_id, text);
         }
         self.out.emit_all(events);
-        match heard {
-            Heard::Unknown => return,
-            Heard::Partial => {}
-            Heard::Done(transcript) => self.release_deferred(&item_id, transcript),
+        if let Heard::Done(transcript) = heard {
+            self.answer(|r, cx| r.release_deferred(cx, &item_id, transcript));
         }
     }
+}
 
+impl Reply {
     /// Sends a response's model request, or holds it while the transcript of the user item
     /// it answers is on its way.
-    pub(super) fn request_model(&mut self, request: Request) {
-        let waits_for = self
+    pub(super) fn request_model(&mut self, cx: &mut Cx<'_>, request: Request) {
+        let waits_for = cx
             .conv
             .last_user_audio_id()
-            .filter(|id| self.transcripts.delta_sent(id).is_some())
+            .filter(|id| cx.transcripts.delta_sent(id).is_some())
             .map(Arc::<str>::from);
         match waits_for {
             Some(item_id) => {
-                self.transcripts.deferred = Some(Deferred {
+                cx.transcripts.deferred = Some(Deferred {
                     epoch: self.model.epoch,
                     request,
                     item_id,
-                    deadline: self.out.now + TRANSCRIPT_WAIT,
+                    deadline: cx.out.now + TRANSCRIPT_WAIT,
                 });
             }
             None => self.model.request(self.model.epoch, request),
@@ -435,21 +436,23 @@ impl Session {
 
     /// The transcript of `item_id` came (or failed, or took too long): a request that
     /// waited for it goes now.
-    fn release_deferred(&mut self, item_id: &str, transcript: Option<String>) {
+    fn release_deferred(&mut self, cx: &mut Cx<'_>, item_id: &str, transcript: Option<String>) {
         let (epoch, active) = (self.model.epoch, self.active.is_some());
-        let released = self
+        let released = cx
             .transcripts
-            .release(item_id, transcript, epoch, active, &self.conv);
+            .release(item_id, transcript, epoch, active, cx.conv);
         if let Some((epoch, request)) = released {
             self.model.request(epoch, request);
         }
     }
+}
 
+impl Session {
     /// The deferred request's wait is over at `now`: it goes without its transcript.
     pub(super) fn transcript_wait_over(&mut self, now: Instant) {
         if let Some(id) = self.transcripts.overdue(now) {
             tracing::debug!(session = %self.cfg.id, item = %id, "transcript late; the response goes without it");
-            self.release_deferred(&id, None);
+            self.answer(|r, cx| r.release_deferred(cx, &id, None));
         }
     }
 }
