@@ -298,20 +298,9 @@ impl Session {
         self.out.subs.detach();
         // Nothing plays any more: what was not heard is cut, and until a resume the session
         // produces its audio as events (journaled), as on a WebSocket.
-        self.abandon_playback();
+        self.answer(|r, cx| r.abandon_playback(cx));
         self.transport = super::Transport::WebSocket;
         tracing::info!(session = %self.cfg.id, grace_secs = grace.as_secs(), "transport dropped; session detached");
-    }
-
-    /// The client hung up the call that holds the session: an explicit end, not a drop.
-    pub(super) fn hung_up(&mut self) {
-        if self.lease.is_some() {
-            self.out.emit(ServerEventBody::SessionClosed {
-                session_id: self.cfg.id.clone(),
-                reason: "hangup".into(),
-            });
-        }
-        self.close(1000, "call hung up");
     }
 
     /// A new connection resumes the session: check the token and the journal, rotate the
@@ -345,7 +334,7 @@ impl Session {
         };
         let (token, old_generation, generation) = lease.reattach(attachment);
         // Audio the old call queued and never played is not the conversation's.
-        self.abandon_playback();
+        self.answer(|r, cx| r.abandon_playback(cx));
         self.transport = transport;
         let resumed = ServerEvent::new(ServerEventBody::SessionResumed {
             session_id: self.cfg.id.clone(),
@@ -365,18 +354,6 @@ impl Session {
         tracing::info!(session = %self.cfg.id, last, replayed = replay.len(), transport = ?self.transport, "session resumed");
         self.timers.touch(self.out.now);
         Ok(())
-    }
-
-    /// The session leaves a WebRTC call (it dropped, or another transport took over): the
-    /// answer that was playing is cancelled and its item truncated to what the caller heard,
-    /// at once (the call's engine will not report a purge).
-    fn abandon_playback(&mut self) {
-        if !self.transport.is_webrtc() {
-            return;
-        }
-        self.answer(|r, cx| r.clear_output(cx, "client_cancelled"));
-        self.answer(|r, cx| r.on_cleared(cx));
-        self.reply.view = super::playback::PlaybackView::continuing(&self.reply.view);
     }
 
     /// The lease ran out: `session.expired` (journaled), then the session closes.

@@ -14,8 +14,8 @@ use super::outbox::Outbox;
 use super::reply::{Cx, Reply};
 use super::subscribers::Subscribers;
 use super::{
-    Epoch, EventSender, Limits, MediaReport, ModelEvent, ModelPort, Rendered, SessionInput,
-    SessionParams, Transport,
+    Epoch, Limits, MediaReport, ModelEvent, ModelPort, Rendered, SessionInput, SessionParams,
+    Transport,
 };
 use crate::protocol::{
     codes, ClientEvent, Envelope, ErrorPayload, ServerEvent, ServerEventBody, SessionConfig,
@@ -210,7 +210,8 @@ impl Session {
 
     /// Applies the `session` object a call was created with, before the session runs.
     pub fn configure(&mut self, patch: crate::protocol::SessionPatch) -> Result<(), ErrorPayload> {
-        self.cfg = self.next_config(patch)?;
+        let model = &self.reply.model;
+        self.cfg = model.next_config(&self.cfg, patch, &self.limits, &mut self.meters)?;
         self.input.reconfigure(&self.cfg);
         let transcription = self.cfg.audio.input.transcription.as_ref();
         self.transcripts.set_hints(transcription);
@@ -240,41 +241,24 @@ impl Session {
             .lease
             .as_mut()
             .map_or((None, None), super::durable::Lease::created);
-        let created = ServerEventBody::SessionCreated {
-            session: Box::new(self.cfg.clone()),
-            resume_token,
-            attachment_generation,
-        };
-        self.out
-            .subs
-            .deliver(&Rendered::new(&ServerEvent::new(created), None));
+        let created = created(&self.cfg, (resume_token, attachment_generation));
+        self.out.subs.deliver(&created);
     }
 
     /// A transport's input.
     pub fn handle(&mut self, input: SessionInput, now: Instant) {
         self.out.now = now;
         match input {
-            SessionInput::Client(env) => self.client_event(env),
-            SessionInput::Invalid(err) => {
-                self.timers.touch(self.out.now);
-                self.out.error(err);
+            SessionInput::Client(env) => self.client_event(Ok(env)),
+            SessionInput::Invalid(err) => self.client_event(Err(err)),
+            SessionInput::Text(text) => {
+                // Only opted-in sessions decode the duplex extension's events.
+                let decoded = match self.lease {
+                    Some(_) => crate::protocol::decode_duplex(&text),
+                    None => crate::protocol::decode(&text),
+                };
+                self.client_event(decoded);
             }
-            SessionInput::Text(text) if self.lease.is_some() => {
-                match crate::protocol::decode_duplex(&text) {
-                    Ok(env) => self.client_event(env),
-                    Err(err) => {
-                        self.timers.touch(self.out.now);
-                        self.out.error(err);
-                    }
-                }
-            }
-            SessionInput::Text(text) => match crate::protocol::decode(&text) {
-                Ok(env) => self.client_event(env),
-                Err(err) => {
-                    self.timers.touch(self.out.now);
-                    self.out.error(err);
-                }
-            },
             SessionInput::Media(pcm) => {
                 self.timers.touch(self.out.now);
                 if let Err(e) = self.append_pcm(&pcm, false) {
@@ -289,7 +273,10 @@ impl Session {
                         received_at,
                     });
             }
-            SessionInput::Attach(tx) => self.attach(tx),
+            SessionInput::Attach(tx) => {
+                // A sideband subscriber: `session.created` first.
+                self.out.subs.attach(tx, &created(&self.cfg, (None, None)));
+            }
             SessionInput::Resume {
                 request,
                 out,
@@ -328,33 +315,27 @@ impl Session {
         self.meters.settle(buffers as u64);
     }
 
-    /// A model event.
+    /// A model event: output goes to the answer side; a failure, or the model loop's end,
+    /// fails the response and the session.
     pub fn on_model(&mut self, ev: ModelEvent, now: Instant) {
         self.out.now = now;
-        match ev {
-            ModelEvent::Output { epoch, output } if epoch != self.reply.model.epoch => {
-                // Fenced: belongs to a cancelled response.
-                self.answer(|r, cx| r.on_fenced_output(cx, &output));
+        let (code, message, detail) = match ev {
+            ModelEvent::Output { epoch, output } => {
+                return self.answer(|r, cx| r.on_output(cx, epoch, output));
             }
-            ModelEvent::Output { output, .. } => self.answer(|r, cx| r.on_model_output(cx, output)),
             ModelEvent::Failed { code, message } => {
-                self.answer(|r, cx| r.fail_response(cx, code, &message));
-                self.fatal(ErrorPayload::server(
-                    codes::MODEL_ERROR,
-                    format!("{code}: {message}"),
-                ));
+                let detail = format!("{code}: {message}");
+                (code, message, detail)
             }
-        }
-    }
-
-    /// The model went away (its loop stopped).
-    pub fn model_gone(&mut self, now: Instant) {
-        self.out.now = now;
-        self.answer(|r, cx| r.fail_response(cx, codes::MODEL_ERROR, "the model loop stopped"));
-        self.fatal(ErrorPayload::server(
-            codes::MODEL_ERROR,
-            "the model loop stopped",
-        ));
+            ModelEvent::Stopped => {
+                let message = String::from("the model loop stopped");
+                (codes::MODEL_ERROR, message.clone(), message)
+            }
+        };
+        self.answer(|r, cx| r.fail_response(cx, code, &message));
+        self.out
+            .error(ErrorPayload::server(codes::MODEL_ERROR, detail));
+        self.close(1011, "session failed");
     }
 
     /// What the media engine reported since the last look, in the order it happened within
@@ -371,7 +352,14 @@ impl Session {
             self.answer(|r, cx| r.on_cleared(cx));
         }
         if report.hung_up {
-            self.hung_up();
+            // An explicit end, not a drop.
+            if self.lease.is_some() {
+                self.out.emit(ServerEventBody::SessionClosed {
+                    session_id: self.cfg.id.clone(),
+                    reason: "hangup".into(),
+                });
+            }
+            self.close(1000, "call hung up");
         } else if report.ended {
             if self.lease.is_some() {
                 self.transport_dropped();
@@ -463,22 +451,17 @@ impl Session {
         if self.reply.floor.speak_deadline.is_some_and(|at| now >= at) {
             self.answer(|r, cx| r.speak_timed_out(cx));
         }
-        self.transcript_wait_over(now);
+        self.answer(|r, cx| r.transcript_wait_over(cx, now));
         self.on_pause();
     }
 
-    /// A sideband subscriber joins: it gets `session.created` first.
-    fn attach(&mut self, tx: EventSender) {
-        let created = ServerEvent::new(ServerEventBody::SessionCreated {
-            session: Box::new(self.cfg.clone()),
-            resume_token: None,
-            attachment_generation: None,
-        });
-        self.out.subs.attach(tx, &Rendered::new(&created, None));
-    }
-
-    fn client_event(&mut self, env: Envelope) {
+    /// A client event, or the error of one that could not be decoded.
+    fn client_event(&mut self, env: Result<Envelope, ErrorPayload>) {
         self.timers.touch(self.out.now);
+        let env = match env {
+            Ok(env) => env,
+            Err(err) => return self.out.error(err),
+        };
         let event_id = env.event_id;
         self.out.cause = event_id.as_deref().map(Arc::from);
         if let Err(e) = self.dispatch(env.event) {
@@ -527,45 +510,6 @@ impl Session {
         }
     }
 
-    /// Applies an update at once, or holds it until what it needs is there (see
-    /// `provision`).
-    fn session_update(&mut self, patch: crate::protocol::SessionPatch) -> Result<(), ErrorPayload> {
-        let next = self.next_config(patch)?;
-        let needs = self.needs_for(&next);
-        if needs.any() {
-            // Held until what it needs is there.
-            self.reply.model.pending = Some(super::provision::Pending::new(
-                next,
-                needs,
-                self.out.cause.clone(),
-            ));
-        } else {
-            self.apply_config(next);
-        }
-        Ok(())
-    }
-
-    /// The configuration `patch` makes: checked (its tools, and its `instructions` and
-    /// `tools` against their limits), its prompt charged to the memory budget (refused past
-    /// it; it counts as the session's from now on).
-    fn next_config(
-        &mut self,
-        patch: crate::protocol::SessionPatch,
-    ) -> Result<SessionConfig, ErrorPayload> {
-        let mut next = self.cfg.clone();
-        next.apply(patch)?;
-        self.reply.model.caps.check_tools(
-            &self.cfg.model,
-            &next.tools,
-            &next.tool_choice,
-            "session",
-        )?;
-        let bytes =
-            super::memory::check_prompt(&self.limits, &next.instructions, &next.tools, "session")?;
-        self.meters.charge_prompt(bytes)?;
-        Ok(next)
-    }
-
     /// Calls into the answer side with what it touches of the rest of the session.
     pub(super) fn answer<T>(&mut self, f: impl FnOnce(&mut Reply, &mut Cx<'_>) -> T) -> T {
         let mut cx = Cx {
@@ -583,17 +527,26 @@ impl Session {
         f(&mut self.reply, &mut cx)
     }
 
-    pub(super) fn fatal(&mut self, error: ErrorPayload) {
-        self.out.error(error);
-        self.close(1011, "session failed");
-    }
-
     pub(super) fn close(&mut self, code: u16, reason: &str) {
         self.out.subs.close(code, reason);
         if let Some(lease) = self.lease.take() {
             lease.release();
         }
     }
+}
+
+/// `session.created` for `cfg` (outside the journal), with the first resume token and the
+/// attachment generation of an opted-in session's first transport.
+fn created(
+    cfg: &SessionConfig,
+    (resume_token, attachment_generation): (Option<String>, Option<u64>),
+) -> Rendered {
+    let created = ServerEventBody::SessionCreated {
+        session: Box::new(cfg.clone()),
+        resume_token,
+        attachment_generation,
+    };
+    Rendered::new(&ServerEvent::new(created), None)
 }
 
 /// The error of a session with no client event and no audio for `idle` ([`Limits::idle`]).

@@ -460,7 +460,7 @@ impl SessionStatus {
             _ => 0,
         };
         self.transport.store(kind, Relaxed);
-        if !session.has_model() {
+        if session.reply.model.port.is_none() {
             self.slot.store(0, Relaxed);
         }
         let state = session.state();
@@ -592,7 +592,7 @@ async fn settle(
     provider: &dyn Provider,
 ) {
     session.settle();
-    if let Some(needs) = session.waiting_for() {
+    if let Some(needs) = session.reply.model.waiting_for() {
         let got = provider.provide(needs).await;
         let ports = feeds.take(got, status);
         session.provide(ports, now());
@@ -607,8 +607,8 @@ fn on_model(session: &mut Session, feeds: &mut Feeds, ev: Option<ModelEvent>) {
         Some(ev) => session.on_model(ev, now()),
         None => {
             feeds.model = None;
-            if session.has_model() {
-                session.model_gone(now());
+            if session.reply.model.port.is_some() {
+                session.on_model(ModelEvent::Stopped, now());
             }
         }
     }

@@ -130,6 +130,18 @@ impl PlaybackView {
 }
 
 impl Reply {
+    /// The session leaves a WebRTC call (it dropped, or another transport took over): the
+    /// answer that was playing is cancelled and its item truncated to what the caller heard,
+    /// at once (the call's engine will not report a purge).
+    pub(super) fn abandon_playback(&mut self, cx: &mut Cx<'_>) {
+        if !cx.transport.is_webrtc() {
+            return;
+        }
+        self.clear_output(cx, "client_cancelled");
+        self.on_cleared(cx);
+        self.view = PlaybackView::continuing(&self.view);
+    }
+
     /// The engine sent `samples` of `tag`.
     pub(super) fn on_played(&mut self, cx: &mut Cx<'_>, tag: PlaybackTag, samples: u64) {
         if let Some(a) = self.active.as_mut().filter(|a| a.tag == tag) {

@@ -52,6 +52,8 @@ pub enum ModelEvent {
         /// Message.
         message: String,
     },
+    /// The model loop stopped (the shell's own event, when the slot's channel closes).
+    Stopped,
 }
 
 /// Where a WebRTC session's audio goes: the media engine's playback queue for the call.

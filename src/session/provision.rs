@@ -14,8 +14,11 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
+use super::memory::Metering;
+use super::transcripts::Transcripts;
+use super::Limits;
 use super::{ModelEvent, ModelPort, Session, TranscriberPort, TranscriptEvent};
-use crate::protocol::{ErrorPayload, SessionConfig};
+use crate::protocol::{ErrorPayload, SessionConfig, SessionPatch};
 
 /// What a session lacks for its configuration.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -84,30 +87,63 @@ pub struct Ports {
     pub transcriber: Option<Result<Box<dyn TranscriberPort>, duet_models::ModelError>>,
 }
 
-impl Session {
-    /// What the session lacks for its configuration now.
-    pub fn needs(&self) -> Needs {
-        self.needs_for(&self.cfg)
-    }
-
-    pub(super) fn needs_for(&self, cfg: &SessionConfig) -> Needs {
+impl super::machine::Model {
+    /// What a session configured as `cfg` lacks: a slot (a realtime session), a stream on
+    /// the transcriber (it transcribes, and the server has a transcriber).
+    pub(super) fn needs(&self, cfg: &SessionConfig, transcripts: &Transcripts) -> Needs {
         Needs {
-            slot: self.reply.model.port.is_none() && !cfg.is_transcription(),
-            transcriber: self.transcripts.lacks_port()
-                && self.reply.model.caps.transcriber
-                && self.reply.model.caps.transcribes(cfg),
+            slot: self.port.is_none() && !cfg.is_transcription(),
+            transcriber: transcripts.lacks_port()
+                && self.caps.transcriber
+                && self.caps.transcribes(cfg),
         }
     }
 
-    /// Whether the session holds a model slot.
-    pub fn has_model(&self) -> bool {
-        self.reply.model.port.is_some()
+    /// What a held `session.update` waits for (the shell provides it, then calls
+    /// [`Session::provide`]).
+    pub(super) fn waiting_for(&self) -> Option<Needs> {
+        self.pending.as_ref().map(|p| p.needs)
     }
 
-    /// What a held `session.update` waits for (the shell provides it, then calls
-    /// [`Self::provide`]).
-    pub fn waiting_for(&self) -> Option<Needs> {
-        self.reply.model.pending.as_ref().map(|p| p.needs)
+    /// The configuration `patch` makes of `cfg`: checked (its tools, and its
+    /// `instructions` and `tools` against their limits), its prompt charged to the memory
+    /// budget (refused past it; it counts as the session's from now on).
+    pub(super) fn next_config(
+        &self,
+        cfg: &SessionConfig,
+        patch: SessionPatch,
+        limits: &Limits,
+        meters: &mut Metering,
+    ) -> Result<SessionConfig, ErrorPayload> {
+        let mut next = cfg.clone();
+        next.apply(patch)?;
+        let (tools, choice) = (&next.tools, &next.tool_choice);
+        self.caps
+            .check_tools(&cfg.model, tools, choice, "session")?;
+        let bytes = super::memory::check_prompt(limits, &next.instructions, tools, "session")?;
+        meters.charge_prompt(bytes)?;
+        Ok(next)
+    }
+}
+
+impl Session {
+    /// What the session lacks for its configuration now.
+    pub fn needs(&self) -> Needs {
+        self.reply.model.needs(&self.cfg, &self.transcripts)
+    }
+
+    /// `session.update`: applied at once, or held until what it needs is there.
+    pub(super) fn session_update(&mut self, patch: SessionPatch) -> Result<(), ErrorPayload> {
+        let model = &self.reply.model;
+        let next = model.next_config(&self.cfg, patch, &self.limits, &mut self.meters)?;
+        let needs = model.needs(&next, &self.transcripts);
+        if needs.any() {
+            let cause = self.out.cause.clone();
+            self.reply.model.pending = Some(Pending::new(next, needs, cause));
+        } else {
+            self.apply_config(next);
+        }
+        Ok(())
     }
 
     /// Takes the ports the shell got (at open, or for a held update). A held update then

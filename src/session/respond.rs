@@ -12,6 +12,7 @@ use serde_json::Value;
 use super::conversation::{context_item, user_turn_of, Conversation, StoredItem};
 use super::reply::{Cx, Reply};
 use super::response::{input_tokens, ActiveResponse};
+use super::Epoch;
 use crate::protocol::response::{ResponseAudio, ResponseAudioOutput};
 use crate::protocol::session::{validate_max_tokens, validate_modalities};
 use crate::protocol::{
@@ -169,6 +170,16 @@ impl Reply {
         }
         if let Some(request) = request {
             self.request_model(cx, request);
+        }
+    }
+
+    /// A model step under `epoch`: one from before the last fence belongs to a cancelled
+    /// response.
+    pub(super) fn on_output(&mut self, cx: &mut Cx<'_>, epoch: Epoch, out: StepOutput) {
+        if epoch == self.model.epoch {
+            self.on_model_output(cx, out);
+        } else {
+            self.on_fenced_output(cx, &out);
         }
     }
 

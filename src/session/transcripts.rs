@@ -445,14 +445,12 @@ impl Reply {
             self.model.request(epoch, request);
         }
     }
-}
 
-impl Session {
     /// The deferred request's wait is over at `now`: it goes without its transcript.
-    pub(super) fn transcript_wait_over(&mut self, now: Instant) {
-        if let Some(id) = self.transcripts.overdue(now) {
-            tracing::debug!(session = %self.cfg.id, item = %id, "transcript late; the response goes without it");
-            self.answer(|r, cx| r.release_deferred(cx, &id, None));
+    pub(super) fn transcript_wait_over(&mut self, cx: &mut Cx<'_>, now: Instant) {
+        if let Some(id) = cx.transcripts.overdue(now) {
+            tracing::debug!(session = %cx.cfg.id, item = %id, "transcript late; the response goes without it");
+            self.release_deferred(cx, &id, None);
         }
     }
 }
