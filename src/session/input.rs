@@ -14,10 +14,13 @@ use super::audio_io::{Decoder, RATE};
 use super::conversation::{Placement, StoredItem};
 use super::interrupt::{Overlap, WORDS_TIMEOUT};
 use super::ledger::SAMPLES_PER_MS;
+use super::memory::Metering;
 use super::port::TurnPort;
 use super::turn::{Judge, Preset, SCORED_SAMPLES};
 use super::Session;
+use crate::protocol::session::INCLUDE_LOGPROBS;
 use crate::protocol::AudioFormat;
+use crate::protocol::ClientEvent;
 use crate::protocol::InterruptionMode;
 use crate::protocol::{
     codes, ids, Content, ErrorPayload, Item, ItemStatus, Role, ServerEventBody, SessionConfig,
@@ -162,6 +165,84 @@ fn vad_config(td: &TurnDetection, judge: Option<&Judge>) -> VadConfig {
 }
 
 impl InputState {
+    /// Decodes an `input_audio_buffer.append`'s base64 `audio` in `format` to 24 kHz
+    /// samples. Decoding holds the bytes and their f32 samples for a moment: charged to
+    /// `meters` first (and given back when the meter settles after the event).
+    fn decode_base64(
+        &mut self,
+        format: AudioFormat,
+        audio: &str,
+        meters: &mut Metering,
+    ) -> Result<Vec<f32>, ErrorPayload> {
+        let (decoded, samples) = decoded_size(format, audio);
+        meters.reserve(decoded + samples * 4)?;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(audio)
+            .map_err(|e| {
+                ErrorPayload::invalid(
+                    codes::INVALID_AUDIO,
+                    format!("audio is not valid base64: {e}"),
+                )
+                .with_param("audio")
+            })?;
+        let mut pcm = Vec::with_capacity(bytes.len());
+        self.decoder.decode(&bytes, &mut pcm)?;
+        Ok(pcm)
+    }
+
+    /// `input_audio_buffer.commit`: the item to commit the buffer as, and where it ends;
+    /// refused below 100 ms of audio.
+    fn manual_commit(&mut self) -> Result<(String, u64), ErrorPayload> {
+        let have = self.buffer.len() as u64;
+        if have < MIN_COMMIT_SAMPLES {
+            return Err(ErrorPayload::invalid(
+                codes::INPUT_AUDIO_BUFFER_COMMIT_EMPTY,
+                format!(
+                    "Error committing input audio buffer: buffer too small. Expected at least 100ms of audio, but buffer only has {:.2}ms of audio.",
+                    have as f64 / SAMPLES_PER_MS as f64
+                ),
+            ));
+        }
+        let item_id = self.speech_item.take().unwrap_or_else(ids::item_id);
+        Ok((item_id, self.clock()))
+    }
+
+    /// Takes `pcm` as heard: cleaned when noise reduction is on (then everything below, the
+    /// VAD, the turn model, the transcriber, the model and the stored audio, hears the
+    /// cleaned input), through the VAD, kept in the buffer, streamed to the transcriber and
+    /// to `model` (none: a transcription session). Returns the VAD's events, where its clock
+    /// starts on the input clock, and `input_audio_buffer.speech_probability` when `cfg`'s
+    /// `include` asks for it.
+    fn hear(
+        &mut self,
+        pcm: &[f32],
+        transcripts: &super::transcripts::Transcripts,
+        model: Option<&dyn super::ModelPort>,
+        cfg: &SessionConfig,
+    ) -> (Vec<VadEvent>, u64, Option<ServerEventBody>) {
+        let mut cleaned = Vec::new();
+        let pcm = self.denoised(pcm, &mut cleaned);
+        let mut events = Vec::new();
+        let offset = match &mut self.vad {
+            Some(turns) => {
+                turns.push(pcm, &mut events);
+                turns.offset
+            }
+            None => 0,
+        };
+        self.keep(pcm);
+        transcripts.live(pcm, cfg.includes(INCLUDE_LOGPROBS));
+        self.to_model
+            .push(pcm, |f| model.iter().for_each(|m| m.input(f)));
+        let wanted = crate::protocol::session::INCLUDE_SPEECH_PROBABILITY;
+        let probability = if cfg.includes(wanted) {
+            self.speech_meter(offset)
+        } else {
+            None
+        };
+        (events, offset, probability)
+    }
+
     /// Input state for a session config; `model_frame` is the model's step size, `max` the
     /// most uncommitted audio kept.
     pub fn new(cfg: &SessionConfig, model_frame: usize, max: u64, detectors: Detectors) -> Self {
@@ -444,24 +525,34 @@ fn ms(samples: u64) -> u64 {
 }
 
 impl Session {
-    /// `input_audio_buffer.append`.
-    pub(super) fn append_base64(&mut self, audio: &str) -> Result<(), ErrorPayload> {
-        // Decoding holds the bytes and their f32 samples for a moment: charged first (and
-        // given back when the meter settles after this event).
-        let (decoded, samples) = decoded_size(self.cfg.audio.input.format, audio);
-        self.meters.reserve(decoded + samples * 4)?;
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(audio)
-            .map_err(|e| {
-                ErrorPayload::invalid(
-                    codes::INVALID_AUDIO,
-                    format!("audio is not valid base64: {e}"),
-                )
-                .with_param("audio")
-            })?;
-        let mut pcm = Vec::with_capacity(bytes.len());
-        self.input.decoder.decode(&bytes, &mut pcm)?;
-        self.append_pcm(&pcm, true)
+    /// `input_audio_buffer.{append,commit,clear}`.
+    pub(super) fn input_event(&mut self, event: ClientEvent) -> Result<(), ErrorPayload> {
+        match event {
+            ClientEvent::InputAudioBufferAppend { audio } => {
+                let format = self.cfg.audio.input.format;
+                let pcm = self.input.decode_base64(format, &audio, &mut self.meters)?;
+                self.append_pcm(&pcm, true)
+            }
+            ClientEvent::InputAudioBufferCommit => {
+                let (item_id, end) = self.input.manual_commit()?;
+                self.commit(item_id, end)?;
+                self.input.reset_speech();
+                Ok(())
+            }
+            _ => {
+                self.reply.abandon_speculation();
+                if self.input.overlap.is_some() {
+                    if let Some(sink) = self.transport.sink() {
+                        sink.pause(false);
+                    }
+                }
+                self.input.buffer.clear();
+                self.input.reset_speech();
+                self.transcripts.abandon();
+                self.out.emit(ServerEventBody::InputAudioBufferCleared {});
+                Ok(())
+            }
+        }
     }
 
     /// Feeds 24 kHz input audio: buffer, VAD, model. `from_client`: an
@@ -491,46 +582,15 @@ impl Session {
         self.input.memory_refused = false;
         // Taken (a refused append returned above).
         self.out.count(super::UsageEvent::AudioIn(pcm.len() as u64));
-        // With noise reduction, everything below (VAD, turn model, transcriber, model, the
-        // stored audio) hears the cleaned input.
-        let mut cleaned = Vec::new();
-        let pcm = self.input.denoised(pcm, &mut cleaned);
-        let mut events = Vec::new();
-        let offset = match &mut self.input.vad {
-            Some(turns) => {
-                turns.push(pcm, &mut events);
-                turns.offset
-            }
-            None => 0,
-        };
-        self.input.keep(pcm);
-        self.transcripts.live(
-            pcm,
-            self.cfg
-                .includes(crate::protocol::session::INCLUDE_LOGPROBS),
-        );
         // A transcription session has no conversation with the model.
-        let model = self.reply.model.port.as_ref();
+        let model = self.reply.model.port.as_deref();
         let model = model.filter(|_| !self.cfg.is_transcription());
-        self.input
-            .to_model
-            .push(pcm, |f| model.iter().for_each(|m| m.input(f)));
-        // `input_audio_buffer.speech_probability`, when `include` asks for it.
-        let wanted = crate::protocol::session::INCLUDE_SPEECH_PROBABILITY;
-        if self.cfg.includes(wanted) {
-            if let Some(ev) = self.input.speech_meter(offset) {
-                self.out.emit(ev);
-            }
+        let (events, offset, probability) =
+            self.input.hear(pcm, &self.transcripts, model, &self.cfg);
+        if let Some(ev) = probability {
+            self.out.emit(ev);
         }
-        self.on_vad_events(events, offset);
-        self.on_pause();
-        self.input.trim_idle();
-        report.map_or(Ok(()), Err)
-    }
-
-    /// What the VAD found in the audio just appended (`offset`: where its clock starts on
-    /// the input clock).
-    fn on_vad_events(&mut self, events: Vec<VadEvent>, offset: u64) {
+        // What the VAD found (`offset`: where its clock starts on the input clock).
         for ev in events {
             self.input.vad_latency(&ev, offset);
             match ev {
@@ -540,6 +600,9 @@ impl Session {
                 VadEvent::SpeechStopped { at_sample } => self.speech_stopped(at_sample + offset),
             }
         }
+        self.on_pause();
+        self.input.trim_idle();
+        report.map_or(Ok(()), Err)
     }
 
     /// Speech started at `at`. Over an answer under adaptive interruption it is judged
@@ -552,35 +615,30 @@ impl Session {
         let item_id = ids::item_id();
         self.input.drop_before(at);
         self.input.speech_item = Some(item_id.clone());
-        let answering = self
-            .reply
-            .active
-            .as_ref()
-            .is_some_and(|a| a.in_conversation)
-            || self.reply.view.is_playing();
-        let interrupts = self
-            .input
-            .turn
-            .as_ref()
-            .is_some_and(TurnDetection::interrupt_response);
-        match self.input.interruption() {
-            Some((min, padding))
-                if !judged
-                    && interrupts
-                    && answering
-                    && !self.cfg.is_transcription()
-                    && !self.reply.floor.autonomous =>
-            {
-                let voice = (at + padding).min(self.input.clock());
-                self.input.overlap = Some(Overlap::new(at, voice, min));
-                if let Some(sink) = self.transport.sink() {
-                    sink.pause(true);
-                }
-                return;
+        let responding = self.reply.responding();
+        let answering = responding || self.reply.view.is_playing();
+        let turn = self.input.turn.as_ref();
+        let interrupts = turn.is_some_and(TurnDetection::interrupt_response);
+        let judge = !judged
+            && interrupts
+            && answering
+            && !self.cfg.is_transcription()
+            && !self.reply.floor.autonomous;
+        if let Some((min, padding)) = self.input.interruption().filter(|_| judge) {
+            let voice = (at + padding).min(self.input.clock());
+            self.input.overlap = Some(Overlap::new(at, voice, min));
+            if let Some(sink) = self.transport.sink() {
+                sink.pause(true);
             }
-            _ => {}
+            return;
         }
-        self.transcribe_speech_start(&item_id, at);
+        if self.reply.model.caps.transcribes(&self.cfg) {
+            // A streaming transcriber hears the utterance from its start.
+            let logprobs = self.cfg.includes(INCLUDE_LOGPROBS);
+            let input = &self.input;
+            self.transcripts
+                .speech_start(&item_id, || input.buffer_from(at), logprobs);
+        }
         self.out
             .emit(ServerEventBody::InputAudioBufferSpeechStarted {
                 audio_start_ms: ms(at),
@@ -589,20 +647,10 @@ impl Session {
         if self.cfg.is_transcription() {
             return; // nothing to interrupt
         }
-        let interrupt = self
-            .input
-            .turn
-            .as_ref()
-            .is_some_and(TurnDetection::interrupt_response);
-        let responding = self
-            .reply
-            .active
-            .as_ref()
-            .is_some_and(|a| a.in_conversation);
-        if interrupt && self.transport.is_webrtc() && (responding || self.reply.view.is_playing()) {
+        if interrupts && self.transport.is_webrtc() && answering {
             self.timers.stamps.barge_at = Some(self.out.now);
             self.answer(|r, cx| r.clear_output(cx, "turn_detected"));
-        } else if interrupt && responding {
+        } else if interrupts && responding {
             self.answer(|r, cx| r.cancel_active(cx, "turn_detected"));
         }
     }
@@ -680,25 +728,6 @@ impl Session {
         }
     }
 
-    /// `input_audio_buffer.commit`.
-    pub(super) fn commit_manual(&mut self) -> Result<(), ErrorPayload> {
-        let have = self.input.buffer.len() as u64;
-        if have < MIN_COMMIT_SAMPLES {
-            return Err(ErrorPayload::invalid(
-                codes::INPUT_AUDIO_BUFFER_COMMIT_EMPTY,
-                format!(
-                    "Error committing input audio buffer: buffer too small. Expected at least 100ms of audio, but buffer only has {:.2}ms of audio.",
-                    have as f64 / SAMPLES_PER_MS as f64
-                ),
-            ));
-        }
-        let item_id = self.input.speech_item.take().unwrap_or_else(ids::item_id);
-        let end = self.input.clock();
-        self.commit(item_id, end)?;
-        self.input.reset_speech();
-        Ok(())
-    }
-
     /// Turns the buffer up to input-clock position `end` into a user audio item.
     fn commit(&mut self, item_id: String, end: u64) -> Result<(), ErrorPayload> {
         let start = self.input.buffer.start();
@@ -730,20 +759,6 @@ impl Session {
         ));
         self.transcribe_committed(&item_id, &audio);
         Ok(())
-    }
-
-    /// `input_audio_buffer.clear`.
-    pub(super) fn clear_input(&mut self) {
-        self.reply.abandon_speculation();
-        if self.input.overlap.is_some() {
-            if let Some(sink) = self.transport.sink() {
-                sink.pause(false);
-            }
-        }
-        self.input.buffer.clear();
-        self.input.reset_speech();
-        self.transcripts.abandon();
-        self.out.emit(ServerEventBody::InputAudioBufferCleared {});
     }
 }
 

@@ -1,7 +1,9 @@
 //! The session state machine: its state, its entry points (each takes the time), its timers
-//! and the dispatch of client events. What each concern does lives beside it: input and VAD
-//! (`input.rs`), items (`items.rs`), responses (`respond.rs`, `response.rs`), the autonomous
-//! model's floor (`floor.rs`), WebRTC playback (`playback.rs`).
+//! and the dispatch of client events. What each concern does lives in its part: what goes
+//! out (`outbox.rs`), input and VAD (`input.rs`), items (`items.rs`, on the conversation),
+//! the answer side (`reply.rs`: responses in `respond.rs` and `response.rs`, tool calls in
+//! `calls.rs`, the autonomous model's floor in `floor.rs`, WebRTC playback in
+//! `playback.rs`), durability (`durable.rs`).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -478,12 +480,9 @@ impl Session {
                 codes::INVALID_EVENT_FOR_TRANSPORT,
                 "input_audio_buffer.append is not used on WebRTC calls: the audio arrives on the RTP track",
             )),
-            ClientEvent::InputAudioBufferAppend { audio } => self.append_base64(&audio),
-            ClientEvent::InputAudioBufferCommit => self.commit_manual(),
-            ClientEvent::InputAudioBufferClear => {
-                self.clear_input();
-                Ok(())
-            }
+            ClientEvent::InputAudioBufferAppend { .. }
+            | ClientEvent::InputAudioBufferCommit
+            | ClientEvent::InputAudioBufferClear => self.input_event(event),
             ClientEvent::OutputAudioBufferClear if webrtc => {
                 self.answer(|r, cx| r.clear_output(cx, "client_cancelled"));
                 Ok(())

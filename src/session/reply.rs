@@ -43,6 +43,11 @@ impl Reply {
             speculation: None,
         }
     }
+
+    /// Whether a response that belongs to the conversation is in flight.
+    pub(super) fn responding(&self) -> bool {
+        self.active.as_ref().is_some_and(|a| a.in_conversation)
+    }
 }
 
 /// What an answer touches of the rest of the session during one step.

@@ -18,9 +18,13 @@ use std::sync::Arc;
 use duet_models::{ContextItem, Request, StepOutput, TranscribeOutput, TurnInput};
 
 use super::audio_io::to_f32;
+use super::input::InputState;
 use super::reply::Reply;
+use super::transcripts::Transcripts;
 use super::turn::Words;
+use super::Limits;
 use super::{Epoch, Session, TranscriptEvent};
+use crate::protocol::SessionConfig;
 
 /// Audio a held answer may hold before it is given up (10 s at 24 kHz, 960 KB as f32).
 const MAX_HELD_SAMPLES: usize = 240_000;
@@ -123,18 +127,6 @@ fn same_words(a: &Request, b: &Request) -> bool {
 }
 
 impl Session {
-    /// Whether this session may start answers early now.
-    fn may_speculate(&self) -> bool {
-        self.limits.speculative_ms > 0
-            && self.reply.model.caps.reads_text
-            && !self.reply.floor.autonomous
-            && !self.cfg.is_transcription()
-            && self.reply.active.is_none()
-            && self.input.in_turn()
-            && self.input.creates_responses()
-            && self.transcripts.can_send_whole()
-    }
-
     /// After each append, each turn score and each timer: at a pause inside a turn, starts
     /// a speculation once the user has been silent long enough (at the turn model's
     /// candidate pause under `semantic_vad` with a model) and gives it up when the voice
@@ -159,7 +151,15 @@ impl Session {
                     _ => self.limits.speculative_ms,
                 };
                 let wait = u64::from(wait) * super::ledger::SAMPLES_PER_MS;
-                if in_speech && silence >= wait && self.may_speculate() {
+                if in_speech
+                    && silence >= wait
+                    && self.reply.may_speculate(
+                        &self.cfg,
+                        &self.limits,
+                        &self.input,
+                        &self.transcripts,
+                    )
+                {
                     let audio = self.input.buffered();
                     let id: Arc<str> =
                         Arc::from(format!("spec_{}", crate::protocol::ids::item_id()));
@@ -185,6 +185,26 @@ impl Session {
 }
 
 impl Reply {
+    /// Whether a session configured as `cfg` may start answers early now: its model reads
+    /// words, answers on its own and is not answering; the user is inside a turn that
+    /// creates a response; the transcriber takes whole utterances.
+    pub(super) fn may_speculate(
+        &self,
+        cfg: &SessionConfig,
+        limits: &Limits,
+        input: &InputState,
+        transcripts: &Transcripts,
+    ) -> bool {
+        limits.speculative_ms > 0
+            && self.model.caps.reads_text
+            && !self.floor.autonomous
+            && !cfg.is_transcription()
+            && self.active.is_none()
+            && input.in_turn()
+            && input.creates_responses()
+            && transcripts.can_send_whole()
+    }
+
     /// Gives the speculation up: its answer (if asked) is cancelled and its output dropped.
     pub(super) fn abandon_speculation(&mut self) {
         let Some(s) = self.speculation.take() else {
@@ -216,25 +236,16 @@ impl Session {
             self.on_overlap();
             return None;
         }
-        if self
-            .reply
-            .speculation
-            .as_ref()
-            .is_none_or(|s| s.id != ev.item_id)
-        {
+        let speculation = self.reply.speculation.as_ref();
+        let Some(s) = speculation.filter(|s| s.id == ev.item_id) else {
             return Some(ev);
-        }
+        };
         let text = match &ev.output {
             Ok(TranscribeOutput::Completed { text, .. }) => text.trim().to_string(),
             Ok(_) => return None, // deltas: an utterance transcriber sends none
             Err(_) => String::new(),
         };
-        let adopted = self
-            .reply
-            .speculation
-            .as_ref()
-            .and_then(|s| s.adopted_by.clone());
-        if let Some(item_id) = adopted {
+        if let Some(item_id) = s.adopted_by.clone() {
             // The item was committed first: this is its transcript.
             self.reply.speculation = None;
             return Some(TranscriptEvent {
@@ -242,7 +253,10 @@ impl Session {
                 output: ev.output,
             });
         }
-        if text.is_empty() || !self.may_speculate() {
+        let may = self
+            .reply
+            .may_speculate(&self.cfg, &self.limits, &self.input, &self.transcripts);
+        if text.is_empty() || !may {
             self.reply.abandon_speculation();
             return None;
         }
@@ -256,12 +270,11 @@ impl Session {
             }
             Err(_) => return None,
         };
-        self.reply
-            .model
-            .request(self.reply.model.epoch, request.clone());
+        let model = &self.reply.model;
+        model.request(model.epoch, request.clone());
         if let Some(s) = &mut self.reply.speculation {
             s.transcript = Some(text);
-            s.request = Some((self.reply.model.epoch, request));
+            s.request = Some((model.epoch, request));
         }
         None
     }

@@ -125,7 +125,12 @@ impl Transcripts {
 
     /// Speech started under server VAD: a streaming transcriber starts hearing the
     /// utterance `item_id` from `pcm` (the speech so far, asked for only when it streams).
-    fn speech_start(&mut self, item_id: &str, pcm: impl FnOnce() -> Arc<[f32]>, logprobs: bool) {
+    pub(super) fn speech_start(
+        &mut self,
+        item_id: &str,
+        pcm: impl FnOnce() -> Arc<[f32]>,
+        logprobs: bool,
+    ) {
         let Some(port) = self.port.as_ref().filter(|p| p.streaming()) else {
             return;
         };
@@ -338,18 +343,6 @@ fn logprobs(list: Vec<TokenLogprob>, wanted: bool) -> Option<Vec<LogProb>> {
 }
 
 impl Session {
-    /// Speech started under server VAD at input-clock `at`: a streaming transcriber starts
-    /// hearing the utterance from there.
-    pub(super) fn transcribe_speech_start(&mut self, item_id: &str, at: u64) {
-        if !self.reply.model.caps.transcribes(&self.cfg) {
-            return;
-        }
-        let logprobs = self.cfg.includes(INCLUDE_LOGPROBS);
-        let input = &self.input;
-        self.transcripts
-            .speech_start(item_id, || input.buffer_from(at), logprobs);
-    }
-
     /// A user audio item was committed: transcribe it (or report why not). The transcriber
     /// takes f32: the stored PCM16 is converted only when it is sent.
     pub(super) fn transcribe_committed(&mut self, item_id: &str, audio: &[i16]) {

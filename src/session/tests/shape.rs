@@ -1,10 +1,11 @@
 //! The session's shape, counted from its source so that it cannot grow back unnoticed: the
 //! fields of `struct Session` and the `fn` items of every `impl Session` block in
-//! `src/session/*.rs` (test files and test modules excluded). The parts (`Lease`,
-//! `Transcripts`, `Speculation`, `Floor`, `PlaybackView`, `Metering`, `Conversation`, ...)
-//! own their behaviour and return what happened; `Session` keeps the dispatch, the event
-//! emission and the fields that span them. Before the parts took their behaviour (issue 31)
-//! it had 28 fields and 139 methods.
+//! `src/session/*.rs` (test files and test modules excluded). The parts (the `Outbox`, the
+//! answer side `Reply` with the `Cx` it borrows for a step, `InputState`, the
+//! `Conversation`, `Transcripts`, the `Lease`, `Timers`, `Metering`) own their behaviour and
+//! return what happened; `Session` keeps the dispatch and the fields that span them. Before
+//! the parts took their behaviour (issue 31) it had 28 fields and 139 methods; the issue's
+//! target was at most 15 and 40.
 //!
 //! The method: in each file, a block opens at a line `impl Session {` (or `impl
 //! super::Session {`) in the first column and
@@ -19,7 +20,7 @@ use std::path::Path;
 /// The most fields `struct Session` may have (lower it when a change removes some).
 const MAX_FIELDS: usize = 11;
 /// The most methods all `impl Session` blocks together may have (lower it likewise).
-const MAX_METHODS: usize = 45;
+const MAX_METHODS: usize = 40;
 
 /// The line, less four spaces of indent and any `pub`/`pub(..)`, when it is at depth one.
 fn at_depth_one(line: &str) -> Option<&str> {
