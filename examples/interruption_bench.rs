@@ -1,28 +1,39 @@
 //! Adaptive interruption on this machine: over a long spoken answer of `--model cascade`
 //! (the real Silero VAD, Whisper tiny.en and Piper voice; a scripted LLM on loopback that
-//! streams a story at once), espeak-ng says a backchannel ("Mm-hmm.", "Yeah.", "Okay.", …)
+//! streams a story at once), espeak-ng says a backchannel ("Mm-hmm", "Yeah.", "Okay.", …)
 //! or a real interruption ("Stop, wait.", "No, that's wrong.", …) one second into the answer,
-//! in real time over WebSocket, on `semantic_vad` (adaptive by default). Prints the share of
-//! backchannels kept (no `speech_started`, the answer not cancelled), the share of
+//! in real time over WebSocket (each round in another espeak-ng voice or speed), on
+//! `semantic_vad` (adaptive by default). Prints the share of backchannels kept (no `speech_started`, the answer not cancelled), the share of
 //! interruptions that cancelled the answer, and the time from the voice's onset to the
 //! answer's `response.done` (cancelled), p50 / p90 / max.
 //!
 //! ```sh
 //! scripts/install-models /tmp/duet-models
-//! cargo run --release --example interruption_bench -- --models /tmp/duet-models [--rounds 2]
+//! cargo run --release --example interruption_bench -- --models /tmp/duet-models \
+//!     [--rounds 4] [--voices en-us:175,en-gb:175,en-us:140,en-gb:210]
 //! ```
 
 use std::time::Duration;
 
 use duet_client::live::LiveSession;
 use duet_client::scripted_llm::{Reply, ScriptedLlm};
-use duet_client::speech::{espeak, silence};
+use duet_client::speech::{espeak_as, silence};
 use serde_json::json;
 
 #[path = "support/cascade.rs"]
 mod cascade;
 
-const BACKCHANNELS: [&str; 6] = ["Mm-hmm.", "Yeah.", "Okay.", "Uh-huh.", "I see.", "Right."];
+/// Backchannels as espeak-ng is given them. "Mm-hmm" goes in as its phonemes, the two
+/// hummed syllables a person says (/m̩ˈhm̩/): read as text, espeak-ng spells it out ("em em
+/// hum", 510 ms of voice), which no listener says and Whisper hears as words ("and").
+const BACKCHANNELS: [&str; 6] = [
+    "[[m-'hm-]]",
+    "Yeah.",
+    "Okay.",
+    "Uh-huh.",
+    "I see.",
+    "Right.",
+];
 const INTERRUPTIONS: [&str; 5] = [
     "Stop, wait.",
     "No, that's wrong.",
@@ -30,6 +41,10 @@ const INTERRUPTIONS: [&str; 5] = [
     "Wait, what did you say?",
     "Can you say that again?",
 ];
+
+/// One per round, in turn (`--voices`): two accents at two speeds, so that four rounds say
+/// every phrase four different ways; `voice:words a minute`.
+const VOICES: &str = "en-us:175,en-gb:175,en-us:140,en-gb:210";
 
 /// A long answer: many clauses, so it is still speaking whatever is said over it.
 fn story() -> Reply {
@@ -53,7 +68,7 @@ struct Outcome {
 
 /// Asks for the story, says `phrase` one second into its audio, and watches what happens
 /// for 3 s after the phrase ended; then cancels whatever is left.
-async fn trial(addr: std::net::SocketAddr, phrase: &str) -> Outcome {
+async fn trial(addr: std::net::SocketAddr, phrase: &str, (voice, wpm): &(String, u32)) -> Outcome {
     // turn_events: the verdict comes with the words the transcriber heard.
     let url = format!("ws://{addr}/v1/realtime?model=cascade&turn_events=1");
     let mut session = LiveSession::connect(&url).await.expect("connects");
@@ -74,7 +89,7 @@ async fn trial(addr: std::net::SocketAddr, phrase: &str) -> Outcome {
     tokio::time::sleep(Duration::from_secs(1)).await;
     // The phrase, where its voice starts, then silence; appended in real time.
     let mut audio = silence(0.1);
-    let spoken = espeak(phrase);
+    let spoken = espeak_as(voice, *wpm, phrase);
     let lead = spoken.iter().position(|s| s.abs() > 0.01).unwrap_or(0);
     audio.extend(&spoken);
     audio.extend(silence(3.0));
@@ -110,34 +125,46 @@ async fn trial(addr: std::net::SocketAddr, phrase: &str) -> Outcome {
     outcome
 }
 
-fn main_args() -> (std::path::PathBuf, usize) {
+/// `--models DIR`, `--rounds N`, `--voices VOICE:WPM,…` (one a round, in turn).
+fn main_args() -> (std::path::PathBuf, usize, Vec<(String, u32)>) {
     let mut args = std::env::args().skip(1);
-    let (mut models, mut rounds) = (None, 2);
+    let (mut models, mut rounds, mut voices) = (None, 4, VOICES.to_string());
     while let Some(flag) = args.next() {
         let value = args.next().expect("a value");
         match flag.as_str() {
             "--models" => models = Some(value.into()),
             "--rounds" => rounds = value.parse().expect("--rounds N"),
+            "--voices" => voices = value,
             other => panic!("unknown flag {other}"),
         }
     }
+    let voices = voices
+        .split(',')
+        .map(|v| {
+            let (voice, wpm) = v.split_once(':').expect("--voices VOICE:WPM,…");
+            (voice.to_string(), wpm.parse().expect("words a minute"))
+        })
+        .collect();
     (
         models.unwrap_or_else(duet_client::speech::models_dir),
         rounds,
+        voices,
     )
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let (models, rounds) = main_args();
+    let (models, rounds, voices) = main_args();
     let llm = ScriptedLlm::start(Vec::new()).await;
     *llm.default_reply.lock().unwrap() = Some(story());
     let addr = cascade::start(&models, &llm.url).await;
     let (mut kept, mut bc_total) = (0, 0);
     let (mut cancelled, mut int_total, mut times) = (0, 0, Vec::new());
-    for _ in 0..rounds {
+    for round in 0..rounds {
+        let voice = &voices[round % voices.len()];
+        println!("round {round}: espeak-ng -v {} -s {}", voice.0, voice.1);
         for phrase in BACKCHANNELS {
-            let o = trial(addr, phrase).await;
+            let o = trial(addr, phrase, voice).await;
             bc_total += 1;
             kept += usize::from(!o.interrupted);
             println!(
@@ -147,7 +174,7 @@ async fn main() {
             );
         }
         for phrase in INTERRUPTIONS {
-            let o = trial(addr, phrase).await;
+            let o = trial(addr, phrase, voice).await;
             int_total += 1;
             cancelled += usize::from(o.interrupted);
             let ms = o.onset_to_cancel.map(|d| d.as_millis());

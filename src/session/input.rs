@@ -661,7 +661,7 @@ impl Session {
             let words = self.transcripts.can_send_whole().then(|| {
                 let id: Arc<str> = Arc::from(format!("bc_{}", ids::item_id()));
                 let audio = self.input.buffer_from(onset);
-                self.transcripts.send_whole(id.clone(), audio);
+                self.transcripts.send_whole(id.clone(), audio, true);
                 (id, self.out.now + WORDS_TIMEOUT)
             });
             if let Some(o) = &mut self.input.overlap {

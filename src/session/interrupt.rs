@@ -143,7 +143,14 @@ impl Overlap {
             return false;
         }
         match &ev.output {
-            Ok(TranscribeOutput::Completed { text, .. }) => self.heard(&ev.item_id, text.clone()),
+            Ok(TranscribeOutput::Completed { text, logprobs, .. }) => {
+                // Words the transcriber is unsure of do not decide: the length does.
+                let sure = !unsure(logprobs);
+                if !sure {
+                    tracing::debug!(%text, "words over the answer too unsure to judge it");
+                }
+                self.heard(&ev.item_id, if sure { text.clone() } else { String::new() })
+            }
             Ok(_) => {}
             Err(_) => self.heard(&ev.item_id, String::new()),
         }
@@ -157,6 +164,26 @@ impl Overlap {
             _ => None,
         }
     }
+}
+
+/// The mean log probability of a transcript's word tokens below which the words are too
+/// unsure to judge speech over an answer (a token's probability about 0.22 on average).
+/// On espeak-ng speech Whisper tiny.en writes misheard backchannels at -1.7 to -2.1 ("Uh-uh",
+/// "Uh-fuh" for "uh-huh", "A-c" for "I see") and the first words of real interruptions at
+/// -0.1 to -1.4 ("Can you say", "Wait, wait"). OpenAI's Whisper treats a decoding whose
+/// average is below -1.0 as failed; this is laxer, as words heard over an answer are short.
+const UNSURE_LOGPROB: f32 = -1.5;
+
+/// Whether the transcriber was unsure of its words: the mean log probability of the tokens
+/// that hold letters or digits (not punctuation) is below [`UNSURE_LOGPROB`]. A transcriber
+/// that reports none is taken at its word.
+fn unsure(logprobs: &[duet_models::TokenLogprob]) -> bool {
+    let words: Vec<f32> = logprobs
+        .iter()
+        .filter(|t| t.token.chars().any(char::is_alphanumeric))
+        .map(|t| t.logprob)
+        .collect();
+    !words.is_empty() && words.iter().sum::<f32>() / (words.len() as f32) < UNSURE_LOGPROB
 }
 
 /// Words that keep the listener listening.
@@ -283,7 +310,7 @@ impl Session {
         if in_speech && o.wants_early_words(voiced_until) && self.transcripts.can_send_whole() {
             let id: Arc<str> = Arc::from(format!("bc_{}", crate::protocol::ids::item_id()));
             let audio = self.input.buffer_from(o.onset);
-            self.transcripts.send_whole(id.clone(), audio);
+            self.transcripts.send_whole(id.clone(), audio, true);
             if let Some(o) = &mut self.input.overlap {
                 o.early = Some(id);
             }

@@ -163,7 +163,8 @@ impl Session {
                     let audio = self.input.buffered();
                     let id: Arc<str> =
                         Arc::from(format!("spec_{}", crate::protocol::ids::item_id()));
-                    self.transcripts.send_whole(id.clone(), to_f32(&audio));
+                    self.transcripts
+                        .send_whole(id.clone(), to_f32(&audio), false);
                     let seconds = audio.len() as f64 / f64::from(super::audio_io::RATE);
                     self.reply.speculation = Some(Speculation::start(id, silence, seconds));
                 }

@@ -75,9 +75,9 @@ impl Transcripts {
     }
 
     /// Sends a whole utterance under `id` (a speculation's, not an item's).
-    pub(super) fn send_whole(&self, id: Arc<str>, pcm: Arc<[f32]>) {
+    pub(super) fn send_whole(&self, id: Arc<str>, pcm: Arc<[f32]>, logprobs: bool) {
         if let Some(port) = &self.port {
-            self.end(port.as_ref(), id, pcm, false);
+            self.end(port.as_ref(), id, pcm, logprobs);
         }
     }
 

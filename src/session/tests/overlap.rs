@@ -88,3 +88,66 @@ fn long_speech_interrupts_and_short_speech_waits_for_its_words() {
         Some(Verdict::Backchannel { until: 18_000 })
     );
 }
+
+/// A transcriber answer for `id` with `text` and its tokens' log probabilities.
+fn answer(id: &str, tokens: &[(&str, f32)]) -> super::super::TranscriptEvent {
+    let text: String = tokens.iter().map(|(t, _)| *t).collect();
+    let logprobs = tokens
+        .iter()
+        .map(|(t, lp)| duet_models::TokenLogprob {
+            token: t.to_string(),
+            logprob: *lp,
+            bytes: t.as_bytes().to_vec(),
+        })
+        .collect();
+    super::super::TranscriptEvent {
+        item_id: Arc::from(id),
+        output: Ok(duet_models::TranscribeOutput::Completed {
+            text: text.trim().to_string(),
+            logprobs,
+            audio_seconds: 0.5,
+            language: None,
+        }),
+    }
+}
+
+#[test]
+fn words_the_transcriber_is_unsure_of_do_not_interrupt() {
+    let t0 = Instant::now();
+    let mut o = Overlap::new(1_000, 8_200, 14_400);
+    o.stopped_at = Some(18_000);
+    o.words = Some((Arc::from("bc_1"), t0 + WORDS_TIMEOUT));
+    // Whisper tiny.en's "A-c" for espeak-ng's fast "I see." (its word tokens average -2.07).
+    assert!(o.hear(&answer(
+        "bc_1",
+        &[(" A", -2.39), ("-", -1.55), ("c", -1.74)]
+    )));
+    assert_eq!(o.heard.as_deref(), Some(""), "unsure words are no words");
+    assert_eq!(
+        o.verdict(20_000, false, t0, true),
+        Some(Verdict::Backchannel { until: 18_000 }),
+        "a short utterance without words it is sure of is no interruption"
+    );
+    // Sure words decide, punctuation aside ("Wait, wait": -1.36 over its words).
+    let wait = [(" Wait", -1.79), (",", -1.22), (" wait", -0.92)];
+    assert!(o.hear(&answer("bc_1", &wait)));
+    assert_eq!(o.heard.as_deref(), Some("Wait, wait"));
+    assert_eq!(
+        o.verdict(20_000, false, t0, true),
+        Some(Verdict::Interrupt {
+            onset: 1_000,
+            stopped_at: Some(18_000)
+        })
+    );
+    // A transcriber that reports no log probabilities is taken at its word.
+    let mut stop = answer("bc_1", &[]);
+    if let Ok(duet_models::TranscribeOutput::Completed { text, .. }) = &mut stop.output {
+        *text = "Stop".into();
+    }
+    assert!(o.hear(&stop));
+    assert_eq!(o.heard.as_deref(), Some("Stop"));
+    assert!(
+        !o.hear(&answer("bc_other", &[(" Stop", 0.0)])),
+        "not its own"
+    );
+}
