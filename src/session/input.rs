@@ -613,8 +613,6 @@ impl Session {
         self.reply.abandon_speculation();
         self.timers.vad_idle = None;
         let item_id = ids::item_id();
-        self.input.drop_before(at);
-        self.input.speech_item = Some(item_id.clone());
         let responding = self.reply.responding();
         let answering = responding || self.reply.view.is_playing();
         let turn = self.input.turn.as_ref();
@@ -624,7 +622,17 @@ impl Session {
             && answering
             && !self.cfg.is_transcription()
             && !self.reply.floor.autonomous;
-        if let Some((min, padding)) = self.input.interruption().filter(|_| judge) {
+        let adaptive = self.input.interruption().filter(|_| judge);
+        let clock = self.input.clock();
+        if let (Some(o), Some((_, padding))) = (&mut self.input.overlap, adaptive) {
+            // The voice came back before the verdict ("Wait, what did you say?"): the same
+            // speech goes on, judged from its first onset with its audio kept.
+            o.resume((at + padding).min(clock));
+            return;
+        }
+        self.input.drop_before(at);
+        self.input.speech_item = Some(item_id.clone());
+        if let Some((min, padding)) = adaptive {
             let voice = (at + padding).min(self.input.clock());
             self.input.overlap = Some(Overlap::new(at, voice, min));
             if let Some(sink) = self.transport.sink() {

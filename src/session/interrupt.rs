@@ -8,7 +8,9 @@
 //! `audio_start_ms` and the answer is cancelled and truncated where its playout paused, as
 //! a barge-in does. Once it has lasted [`EARLY_WORDS_MS`] while it goes on, what was said so
 //! far is transcribed too: words that no backchannel starts with ("Stop", "Wait", "No")
-//! interrupt at once, without waiting for `min_duration_ms`. A backchannel ("mhm", "yeah", "okay", "I see"), a noise, or a short
+//! interrupt at once, without waiting for `min_duration_ms`. When the voice comes back
+//! before the verdict ("Wait, what did you say?"), it is the same speech going on, judged
+//! from its first onset. A backchannel ("mhm", "yeah", "okay", "I see"), a noise, or a short
 //! utterance when no transcriber is loaded, lets the answer go on where it paused: it
 //! creates no item, no response and no event (`duet_interruptions_total{outcome}` counts
 //! it).
@@ -98,6 +100,17 @@ impl Overlap {
             (None, Some((_, deadline))) if now < *deadline => None,
             (None, _) => Some(Verdict::Backchannel { until }),
         }
+    }
+
+    /// The voice came back before the verdict, at `voice`: the speech goes on. Its length
+    /// (for `min_duration_ms`) counts from there, a pause being no speech; its words will be
+    /// asked from its first onset when it ends, and those asked before the pause are not
+    /// waited for.
+    pub(super) fn resume(&mut self, voice: u64) {
+        self.voice = voice;
+        self.stopped_at = None;
+        self.words = None;
+        self.heard = None;
     }
 
     /// How long the voice lasted, in milliseconds, when it was heard up to `voiced_until`.

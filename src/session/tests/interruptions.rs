@@ -283,3 +283,80 @@ fn assert_in_order(types: &[String], want: &[&str]) {
         }
     }
 }
+
+#[test]
+fn a_pause_inside_speech_over_the_answer_keeps_it_one_speech() {
+    let sent = Sent::default();
+    let mut h = semantic(Setup {
+        transcriber: Some(sent.clone()),
+        turn_events: true,
+        ..Setup::default()
+    });
+    answered_turn(&mut h, 3.0);
+    let seen = h.seen.len();
+    // "Wait," then a pause that ends it, then "what did you say": its words are asked for
+    // at the pause, and the voice comes back before they are heard.
+    append(&mut h, 0.25, true);
+    append(&mut h, 0.8, false);
+    let asked = |sent: &Sent| {
+        let sent = sent.lock().unwrap();
+        let words: Vec<(String, usize)> = sent
+            .iter()
+            .filter(|(id, _, _)| id.starts_with("bc_"))
+            .map(|(id, n, _)| (id.clone(), *n))
+            .collect();
+        words
+    };
+    let first = asked(&sent);
+    assert_eq!(first.len(), 1, "the words up to the pause are asked for");
+    append(&mut h, 0.25, true);
+    append(&mut h, 0.8, false);
+    let words = asked(&sent);
+    assert_eq!(words.len(), 2, "{words:?}");
+    let (id, samples) = words[1].clone();
+    eprintln!(
+        "DBG {:?} {:?}",
+        h.seen[seen..]
+            .iter()
+            .filter(|e| e["type"] == "turn.overlap")
+            .collect::<Vec<_>>(),
+        words
+    );
+    assert!(
+        samples > first[0].1 + 24_000 * 5 / 10,
+        "asked again from the first onset: {samples} samples after {}",
+        first[0].1
+    );
+    assert_eq!(
+        count(&h.seen[seen..], "turn.overlap"),
+        0,
+        "one speech, not judged yet"
+    );
+    // The words of the part before the pause come late: they judge nothing.
+    let late = |text: &str| {
+        Ok(duet_models::TranscribeOutput::Completed {
+            text: text.into(),
+            logprobs: Vec::new(),
+            audio_seconds: 0.3,
+            language: None,
+        })
+    };
+    h.transcript(&words[0].0, late("Mm-hmm."));
+    assert_eq!(
+        count(&h.seen[seen..], "turn.overlap"),
+        0,
+        "the first words are not waited for"
+    );
+    h.transcript(&id, late("Wait, what did you say?"));
+    let reports: Vec<&Value> = h.seen[seen..]
+        .iter()
+        .filter(|e| e["type"] == "turn.overlap")
+        .collect();
+    assert_eq!(reports.len(), 1, "{reports:?}");
+    assert_eq!(reports[0]["outcome"], "interruption", "{}", reports[0]);
+    let started = h.seen[seen..]
+        .iter()
+        .filter(|e| e["type"] == "input_audio_buffer.speech_started")
+        .collect::<Vec<_>>();
+    assert_eq!(started.len(), 1, "one speech_started");
+}
