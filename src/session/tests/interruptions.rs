@@ -41,6 +41,20 @@ fn answered_turn(h: &mut Harness, secs: f32) -> String {
         .to_string()
 }
 
+/// A session with a transcriber and `?turn_events=1` answering a 3 s turn: the harness,
+/// what the transcriber was sent, and where the events of what follows start.
+fn answering_with_turn_events() -> (Harness, Sent, usize) {
+    let sent = Sent::default();
+    let mut h = semantic(Setup {
+        transcriber: Some(sent.clone()),
+        turn_events: true,
+        ..Setup::default()
+    });
+    answered_turn(&mut h, 3.0);
+    let seen = h.seen.len();
+    (h, sent, seen)
+}
+
 /// The transcriber hears `words` in the speech over the answer (whose words were asked for).
 fn hear(h: &mut Harness, sent: &Sent, words: &str) {
     let asked = sent
@@ -186,14 +200,7 @@ fn on_a_websocket_the_words_decide_and_a_backchannel_sends_nothing() {
 #[test]
 fn asked_for_turn_events_each_verdict_is_reported_with_its_words() {
     for (words, outcome) in [("Mm-hmm.", "backchannel"), ("Stop.", "interruption")] {
-        let sent = Sent::default();
-        let mut h = semantic(Setup {
-            transcriber: Some(sent.clone()),
-            turn_events: true,
-            ..Setup::default()
-        });
-        answered_turn(&mut h, 3.0);
-        let seen = h.seen.len();
+        let (mut h, sent, seen) = answering_with_turn_events();
         append(&mut h, 0.3, true);
         append(&mut h, 0.4, false);
         assert_eq!(count(&h.seen[seen..], "turn.overlap"), 0, "not judged yet");
@@ -286,14 +293,7 @@ fn assert_in_order(types: &[String], want: &[&str]) {
 
 #[test]
 fn a_pause_inside_speech_over_the_answer_keeps_it_one_speech() {
-    let sent = Sent::default();
-    let mut h = semantic(Setup {
-        transcriber: Some(sent.clone()),
-        turn_events: true,
-        ..Setup::default()
-    });
-    answered_turn(&mut h, 3.0);
-    let seen = h.seen.len();
+    let (mut h, sent, seen) = answering_with_turn_events();
     // "Wait," then a pause that ends it, then "what did you say": its words are asked for
     // at the pause, and the voice comes back before they are heard.
     append(&mut h, 0.25, true);
