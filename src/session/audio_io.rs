@@ -5,6 +5,8 @@
 
 use std::sync::Arc;
 
+use base64::Engine;
+
 use duet_media::{
     decode_alaw, decode_ulaw, encode_alaw, encode_ulaw, f32_to_i16, f32_to_pcm16le, i16_to_f32,
     pcm16le_to_f32, PcmError, StreamResampler,
@@ -190,6 +192,36 @@ impl Encoder {
         bytes.extend(e.finish());
         bytes
     }
+}
+
+/// Decodes a standalone clip in `format` (the session's input format).
+pub(super) fn decode_clip(format: AudioFormat, b64: &str) -> Result<Vec<f32>, ErrorPayload> {
+    Decoder::decode_clip(format, &clip_bytes(b64)?)
+}
+
+/// About what base64 `audio` in `format` decodes to: bytes, and 24 kHz samples.
+pub(super) fn decoded_size(format: AudioFormat, audio: &str) -> (u64, u64) {
+    let bytes = audio.len() as u64 / 4 * 3;
+    let samples =
+        bytes / u64::from(format.bytes_per_sample()) * 24_000 / u64::from(format.sample_rate());
+    (bytes, samples)
+}
+
+/// Decodes a standalone clip in `format` into stored PCM16.
+pub(super) fn decode_clip_pcm16(format: AudioFormat, b64: &str) -> Result<Vec<i16>, ErrorPayload> {
+    Decoder::decode_clip_pcm16(format, &clip_bytes(b64)?)
+}
+
+/// The bytes of base64 `b64` (`invalid_audio` when it is not base64).
+pub(super) fn clip_bytes(b64: &str) -> Result<Vec<u8>, ErrorPayload> {
+    base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        .map_err(|e| {
+            ErrorPayload::invalid(
+                codes::INVALID_AUDIO,
+                format!("audio is not valid base64: {e}"),
+            )
+        })
 }
 
 #[cfg(test)]

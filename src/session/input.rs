@@ -4,19 +4,19 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use base64::Engine;
 use duet_media::{
-    f32_to_i16, i16_to_f32, Adpcm, Denoiser, FrameAccumulator, SampleRing, Vad, VadConfig, VadEvent,
+    f32_to_i16, i16_to_f32, Adpcm, Denoiser, FrameAccumulator, SampleRing, VadConfig, VadEvent,
 };
-use duet_models::silero::{SileroDetector, SileroVad};
+use duet_models::silero::SileroVad;
 
-use super::audio_io::{Decoder, RATE};
+use super::audio_io::{clip_bytes, decoded_size, Decoder, RATE};
 use super::conversation::{Placement, StoredItem};
 use super::interrupt::{Overlap, WORDS_TIMEOUT};
 use super::ledger::SAMPLES_PER_MS;
 use super::memory::Metering;
 use super::port::TurnPort;
 use super::turn::{Judge, Preset, SCORED_SAMPLES};
+use super::vad::Turns;
 use super::Session;
 use crate::protocol::session::INCLUDE_LOGPROBS;
 use crate::protocol::AudioFormat;
@@ -33,85 +33,10 @@ const MIN_COMMIT_SAMPLES: u64 = 100 * SAMPLES_PER_MS;
 /// the energy detector, up to 64 ms by Silero).
 const IDLE_MARGIN_SAMPLES: u64 = 200 * SAMPLES_PER_MS;
 /// Silero's hysteresis: inside speech a chunk stays voiced down to `threshold - 0.15`.
-/// Silero's onset needs `--vad-min-speech-ms` of voiced chunks in a row (see [`Turns::new`]).
-const SILERO_RELEASE: f32 = 0.15;
 /// Samples converted to PCM16 at a time on their way into the input buffer (40 ms).
 const KEEP_FRAME: usize = 960;
 /// `input_audio_buffer.speech_probability` covers at least this much input.
 const METER_SAMPLES: u64 = 96 * SAMPLES_PER_MS;
-
-/// Server VAD's detector: the state machine on the input clock (`offset` is the clock when
-/// it was made), scored by Silero when a VAD model is loaded, else by window energy.
-pub(super) struct Turns {
-    pub(super) vad: Vad,
-    offset: u64,
-    silero: Option<SileroDetector>,
-    /// Silero's scored chunks of one push (kept to reuse its allocation).
-    chunks: Vec<duet_models::silero::ChunkProbability>,
-}
-
-impl Turns {
-    /// A detector with `cfg`: Silero when `model` is loaded (speech confirmed after
-    /// `min_speech_ms` of voiced chunks), else the energy detector.
-    fn new(cfg: VadConfig, model: Option<&SileroVad>, min_speech_ms: u32, clock: u64) -> Self {
-        match model.map(|m| SileroDetector::new(m.clone())) {
-            Some(Ok(silero)) => Self {
-                vad: Vad::scored(cfg, RATE, SILERO_RELEASE).with_min_speech_ms(min_speech_ms),
-                offset: clock,
-                silero: Some(silero),
-                chunks: Vec::new(),
-            },
-            other => {
-                if let Some(Err(e)) = other {
-                    tracing::warn!("Silero VAD unavailable, using the energy detector: {e}");
-                }
-                Self {
-                    vad: Vad::new(cfg, RATE),
-                    offset: clock,
-                    silero: None,
-                    chunks: Vec::new(),
-                }
-            }
-        }
-    }
-
-    /// Feeds input; appends speech boundaries (on the detector's own clock) to `events`.
-    fn push(&mut self, pcm: &[f32], events: &mut Vec<VadEvent>) {
-        let Some(silero) = &mut self.silero else {
-            return self.vad.push(pcm, events);
-        };
-        self.chunks.clear();
-        if let Err(e) = silero.push(pcm, &mut self.chunks) {
-            // Degrade, never fail the session: the energy detector takes over from here.
-            tracing::warn!("Silero VAD failed, using the energy detector: {e}");
-            let cfg = self.vad.config();
-            let at = self.offset + self.vad.position();
-            self.silero = None;
-            self.vad = Vad::new(cfg, RATE);
-            self.offset = at;
-            return;
-        }
-        for c in &self.chunks {
-            self.vad.push_scored(c.start, c.len, c.probability, events);
-        }
-    }
-
-    fn reset(&mut self) {
-        self.vad.reset();
-        if let Some(s) = &mut self.silero {
-            s.reset();
-        }
-    }
-
-    /// `silero` or `energy`.
-    pub(super) fn detector(&self) -> &'static str {
-        if self.silero.is_some() {
-            "silero"
-        } else {
-            "energy"
-        }
-    }
-}
 
 /// What finds the user's turns: Silero VAD's weights (none: the energy detector), the
 /// voiced input Silero needs in a row to start speech (`--vad-min-speech-ms`), and the turn
@@ -176,15 +101,7 @@ impl InputState {
     ) -> Result<Vec<f32>, ErrorPayload> {
         let (decoded, samples) = decoded_size(format, audio);
         meters.reserve(decoded + samples * 4)?;
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(audio)
-            .map_err(|e| {
-                ErrorPayload::invalid(
-                    codes::INVALID_AUDIO,
-                    format!("audio is not valid base64: {e}"),
-                )
-                .with_param("audio")
-            })?;
+        let bytes = clip_bytes(audio).map_err(|e| e.with_param("audio"))?;
         let mut pcm = Vec::with_capacity(bytes.len());
         self.decoder.decode(&bytes, &mut pcm)?;
         Ok(pcm)
@@ -768,35 +685,6 @@ impl Session {
         self.transcribe_committed(&item_id, &audio);
         Ok(())
     }
-}
-
-/// Decodes a standalone clip in `format` (the session's input format).
-pub(super) fn decode_clip(format: AudioFormat, b64: &str) -> Result<Vec<f32>, ErrorPayload> {
-    Decoder::decode_clip(format, &clip_bytes(b64)?)
-}
-
-/// About what base64 `audio` in `format` decodes to: bytes, and 24 kHz samples.
-pub(super) fn decoded_size(format: AudioFormat, audio: &str) -> (u64, u64) {
-    let bytes = audio.len() as u64 / 4 * 3;
-    let samples =
-        bytes / u64::from(format.bytes_per_sample()) * 24_000 / u64::from(format.sample_rate());
-    (bytes, samples)
-}
-
-/// Decodes a standalone clip in `format` into stored PCM16.
-pub(super) fn decode_clip_pcm16(format: AudioFormat, b64: &str) -> Result<Vec<i16>, ErrorPayload> {
-    Decoder::decode_clip_pcm16(format, &clip_bytes(b64)?)
-}
-
-fn clip_bytes(b64: &str) -> Result<Vec<u8>, ErrorPayload> {
-    base64::engine::general_purpose::STANDARD
-        .decode(b64)
-        .map_err(|e| {
-            ErrorPayload::invalid(
-                codes::INVALID_AUDIO,
-                format!("audio is not valid base64: {e}"),
-            )
-        })
 }
 
 /// Whether `added` more samples fit the uncommitted buffer's `max`: past it, a client's

@@ -167,9 +167,9 @@ impl Conversation {
                         let max = max_item_samples.min(self.max_audio_samples());
                         let samples = check_item_audio(format, max, &b64)?;
                         // The stored ADPCM, and for a moment the decoded bytes and PCM16.
-                        let (decoded, _) = super::input::decoded_size(format, &b64);
+                        let (decoded, _) = super::audio_io::decoded_size(format, &b64);
                         meters.reserve(samples / 2 + 1 + samples * 2 + decoded)?;
-                        let pcm = super::input::decode_clip_pcm16(format, &b64)
+                        let pcm = super::audio_io::decode_clip_pcm16(format, &b64)
                             .map_err(|e| e.with_param("item.content.audio"))?;
                         audio = Some(Arc::new(Adpcm::from_i16(&pcm)));
                     }

@@ -39,6 +39,7 @@ mod tests;
 mod tools;
 mod transcripts;
 pub mod turn;
+mod vad;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

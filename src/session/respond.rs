@@ -532,7 +532,7 @@ fn input_turn(
         _ => None,
     };
     let audio = audio
-        .map(|b64| super::input::decode_clip(format, &b64))
+        .map(|b64| super::audio_io::decode_clip(format, &b64))
         .transpose()?;
     if let Some(turn) = user_turn_of(&item, || audio.map(Arc::from)) {
         return Ok(Some(ContextItem::User(turn)));
