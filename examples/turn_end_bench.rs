@@ -34,6 +34,8 @@ struct Args {
     voices: usize,
     modes: Vec<String>,
     hesitations: Vec<Hesitation>,
+    /// Print where each finished sentence's time went (`--trace 1`).
+    trace: bool,
 }
 
 fn args() -> Args {
@@ -46,6 +48,7 @@ fn args() -> Args {
             .map(String::from)
             .to_vec(),
         hesitations: vec![Hesitation::Bare, Hesitation::Um],
+        trace: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -55,6 +58,7 @@ fn args() -> Args {
             "--models" => a.models = Some(v.clone().into()),
             "--parallel" => a.parallel = v.parse().expect("--parallel N"),
             "--pauses" => a.pauses = list().iter().map(|p| p.parse().expect("ms")).collect(),
+            "--trace" => a.trace = v == "1",
             "--voices" => a.voices = v.parse().expect("--voices 1..4"),
             "--modes" => a.modes = list(),
             "--hesitations" => {
@@ -92,10 +96,12 @@ struct Heard {
     stops: Vec<u64>,
     /// The voice's end → the first `committed` arriving.
     committed_after: Option<Duration>,
+    /// `--trace`: one line on where the time went.
+    trace: String,
 }
 
 async fn hear(addr: std::net::SocketAddr, turn_detection: &Value, tail: f32, clip: &Clip) -> Heard {
-    let url = format!("ws://{addr}/v1/realtime?model=cascade");
+    let url = format!("ws://{addr}/v1/realtime?model=cascade&turn_events=1");
     let mut s = LiveSession::connect(&url).await.expect("connects");
     let update = json!({"type":"session.update","session":{"type":"realtime",
         "audio":{"input":{"turn_detection":turn_detection}}}});
@@ -107,9 +113,21 @@ async fn hear(addr: std::net::SocketAddr, turn_detection: &Value, tail: f32, cli
     let mut audio = clip.audio.clone();
     audio.extend(silence(tail));
     let (mut stops, mut committed) = (Vec::new(), None);
+    let mut marks: Vec<(Instant, String)> = Vec::new();
     let mut on = |at: Instant, v: &Value| {
         match v["type"].as_str() {
+            Some("turn.scored") => marks.push((
+                at,
+                format!(
+                    "scored(pause at {} ms, p {:.2}, {} after {} ms)",
+                    v["audio_end_ms"],
+                    v["probability"].as_f64().unwrap_or(f64::NAN),
+                    v["decision"].as_str().unwrap_or("?"),
+                    v["end_after_ms"]
+                ),
+            )),
             Some("input_audio_buffer.speech_stopped") => {
+                marks.push((at, format!("stopped(at {} ms)", v["audio_end_ms"])));
                 stops.extend(v["audio_end_ms"].as_u64());
             }
             Some("input_audio_buffer.committed") => {
@@ -128,9 +146,20 @@ async fn hear(addr: std::net::SocketAddr, turn_detection: &Value, tail: f32, cli
     s.events_until(Duration::from_millis(500), &mut on).await;
     s.close().await;
     let voice_end = started + Duration::from_millis(clip.voice_end_ms());
+    let since = |at: Instant| {
+        at.checked_duration_since(voice_end).map_or_else(
+            || -(voice_end.duration_since(at).as_millis() as i64),
+            |d| d.as_millis() as i64,
+        )
+    };
+    let mut trace = format!("voice end {} ms:", clip.voice_end_ms());
+    for (at, what) in &marks {
+        trace.push_str(&format!(" {what} +{};", since(*at)));
+    }
     Heard {
         stops,
         committed_after: committed.map(|at| at.saturating_duration_since(voice_end)),
+        trace,
     }
 }
 
@@ -235,6 +264,14 @@ async fn main() {
             .collect()
             .await;
         let (line, wrong) = row(name, &set, &heard, &a.pauses);
+        if a.trace {
+            for (clip, h) in set.iter().zip(&heard) {
+                if clip.resumes_at.is_none() {
+                    let after = h.committed_after.map(|d| d.as_millis());
+                    println!("  {:?}: {} committed +{after:?}", clip.text, h.trace);
+                }
+            }
+        }
         println!("{name}: {:.0} s", t0.elapsed().as_secs_f64());
         for w in &wrong {
             println!("  {w}");

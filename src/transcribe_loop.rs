@@ -50,6 +50,11 @@ enum Command {
     Close {
         stream: StreamId,
     },
+    /// The session gave utterance `item_id` up: drop it if it is still queued.
+    Forget {
+        stream: StreamId,
+        item_id: Arc<str>,
+    },
     /// The language of the stream's next utterances (`None`: detected).
     Language {
         stream: StreamId,
@@ -169,6 +174,13 @@ impl TranscriberPort for TranscribeSession {
         self.info.streaming
     }
 
+    fn forget(&self, item_id: &Arc<str>) {
+        let _ = self.tx.send(Command::Forget {
+            stream: self.stream,
+            item_id: item_id.clone(),
+        });
+    }
+
     fn send(&self, item_id: Arc<str>, pcm: Arc<[f32]>, end: bool, logprobs: bool) {
         let counted = self
             .queued
@@ -243,6 +255,15 @@ impl Stream {
         }
     }
 
+    /// Drops the queued segments of `item_id` (their audio uncounted, their charges
+    /// released); one being transcribed is no longer in the queue.
+    fn forget(&mut self, item_id: &str) {
+        let before: usize = self.queue.iter().map(|seg| seg.pcm.len()).sum();
+        self.queue.retain(|seg| &*seg.item_id != item_id);
+        let after: usize = self.queue.iter().map(|seg| seg.pcm.len()).sum();
+        self.taken(before - after);
+    }
+
     /// `samples` were taken off the queue.
     fn taken(&self, samples: usize) {
         self.queued.fetch_sub(samples, Ordering::AcqRel);
@@ -295,30 +316,38 @@ impl LoopThread {
         }
     }
 
+    fn open(
+        &mut self,
+        events: mpsc::Sender<TranscriptEvent>,
+        queued: Arc<AtomicUsize>,
+        reply: oneshot::Sender<Result<StreamId, ModelError>>,
+    ) {
+        let opened = self.transcriber.open_stream();
+        if let Ok(id) = opened {
+            let queue = VecDeque::new();
+            self.streams.insert(
+                id,
+                Stream {
+                    events,
+                    queue,
+                    queued,
+                },
+            );
+        }
+        if let Err(Ok(id)) = reply.send(opened) {
+            // The session gave up waiting: free the stream again.
+            self.streams.remove(&id);
+            self.transcriber.close_stream(id);
+        }
+    }
+
     fn handle(&mut self, cmd: Command) {
         match cmd {
             Command::Open {
                 events,
                 queued,
                 reply,
-            } => {
-                let opened = self.transcriber.open_stream();
-                if let Ok(id) = opened {
-                    self.streams.insert(
-                        id,
-                        Stream {
-                            events,
-                            queue: VecDeque::new(),
-                            queued,
-                        },
-                    );
-                }
-                if let Err(Ok(id)) = reply.send(opened) {
-                    // The session gave up waiting: free the stream again.
-                    self.streams.remove(&id);
-                    self.transcriber.close_stream(id);
-                }
-            }
+            } => self.open(events, queued, reply),
             Command::Audio {
                 stream,
                 item_id,
@@ -342,6 +371,11 @@ impl LoopThread {
             Command::Close { stream } => {
                 if self.streams.remove(&stream).is_some() {
                     self.transcriber.close_stream(stream);
+                }
+            }
+            Command::Forget { stream, item_id } => {
+                if let Some(s) = self.streams.get_mut(&stream) {
+                    s.forget(&item_id);
                 }
             }
             Command::Language { stream, language } => {
@@ -443,6 +477,42 @@ mod tests {
             let _ = self.gate.recv();
             out.extend(batch.iter().map(|_| Ok(TranscribeOutput::NotYet)));
         }
+    }
+
+    #[tokio::test]
+    async fn a_forgotten_utterance_is_dropped_from_the_queue() {
+        let (open, gate) = std_mpsc::channel();
+        let info = TranscriberInfo {
+            name: "gated".into(),
+            max_streams: 1,
+            streaming: false,
+        };
+        let lp = TranscribeLoop::spawn(Box::new(Gated { info, gate }), "test").unwrap();
+        let (port, mut rx) = lp.open(None).await.unwrap();
+        // The first utterance keeps the loop busy in its step; the second waits in the queue.
+        port.send("item_0".into(), Arc::from(vec![0.0; 24_000]), true, false);
+        while port.queued.load(Ordering::Acquire) != 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        port.send("spec_1".into(), Arc::from(vec![0.0; 24_000]), true, false);
+        assert_eq!(port.queued.load(Ordering::Acquire), 24_000);
+        port.forget(&Arc::from("spec_1"));
+        // Two steps may go: the second would be the forgotten one's, had it stayed queued.
+        open.send(()).unwrap();
+        open.send(()).unwrap();
+        let ev = tokio::time::timeout(Duration::from_secs(2), rx.recv())
+            .await
+            .expect("the first utterance's answer")
+            .unwrap();
+        assert_eq!(&*ev.item_id, "item_0");
+        let next = tokio::time::timeout(Duration::from_millis(300), rx.recv()).await;
+        assert!(next.is_err(), "the forgotten utterance was transcribed");
+        assert_eq!(
+            port.queued.load(Ordering::Acquire),
+            0,
+            "its audio uncounted"
+        );
+        drop(open);
     }
 
     #[tokio::test]

@@ -138,6 +138,9 @@ pub trait TranscriberPort: Send {
     /// The session's language and prompt for the utterances it ends from now on (the
     /// embedded transcribers do not use them).
     fn hints(&self, _hints: &TranscriptionHints) {}
+    /// Utterance `item_id`'s transcript is not wanted any more: dropped if the transcriber
+    /// has not started on it (a remote one has already sent it: nothing to do).
+    fn forget(&self, _item_id: &Arc<str>) {}
 }
 
 /// What a transcriber sends back to its session.

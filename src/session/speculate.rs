@@ -140,14 +140,19 @@ impl Session {
             Some(s) if s.confirmed || s.adopted_by.is_some() => {}
             Some(s) => {
                 if !in_speech || silence < s.silence {
-                    self.reply.abandon_speculation(); // the voice came back (or the turn reset)
+                    // The voice came back (or the turn reset): words still on their way are
+                    // not wanted any more.
+                    if s.transcript.is_none() {
+                        self.transcripts.give_up(&s.id);
+                    }
+                    self.reply.abandon_speculation();
                 } else {
                     s.silence = silence;
                 }
             }
             None => {
                 let wait = match &self.input.judge {
-                    Some(j) if self.limits.speculative_ms > 0 => j.preset().candidate_ms,
+                    Some(j) if self.limits.speculative_ms > 0 => j.preset().words_ms,
                     _ => self.limits.speculative_ms,
                 };
                 let wait = u64::from(wait) * super::ledger::SAMPLES_PER_MS;

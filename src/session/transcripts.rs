@@ -81,6 +81,14 @@ impl Transcripts {
         }
     }
 
+    /// The speculation `id` was given up before its transcript came: the transcriber drops
+    /// it if it has not started on it.
+    pub(super) fn give_up(&self, id: &Arc<str>) {
+        if let Some(port) = &self.port {
+            port.forget(id);
+        }
+    }
+
     /// Ends utterance `id` with `pcm`, the session's hints first.
     fn end(&self, port: &dyn TranscriberPort, id: Arc<str>, pcm: Arc<[f32]>, logprobs: bool) {
         port.hints(&self.hints);

@@ -284,6 +284,8 @@ struct Setup {
     turn: Option<TurnAsked>,
     /// Asked for the turn detector's decisions (`?turn_events=1`).
     turn_events: bool,
+    /// The model reads words (as the cascade does): answers may start early.
+    reads_text: bool,
 }
 
 /// What the session asked its turn model: `(pause, samples)`.
@@ -298,7 +300,8 @@ impl super::TurnPort for TestTurn {
     }
 }
 
-/// What the session sent its transcriber: `(item, samples, end)`.
+/// What the session sent its transcriber: `(item, samples, end)`; an utterance it gave up
+/// is recorded as `("forget ITEM", 0, false)`.
 type Sent = Arc<Mutex<Vec<(String, usize, bool)>>>;
 
 /// A transcriber port (streaming or not) that records what it was sent.
@@ -316,6 +319,12 @@ impl super::TranscriberPort for TestTranscriber {
             .lock()
             .unwrap()
             .push((item_id.to_string(), pcm.len(), end));
+    }
+    fn forget(&self, item_id: &Arc<str>) {
+        self.0
+            .lock()
+            .unwrap()
+            .push((format!("forget {item_id}"), 0, false));
     }
 }
 
@@ -339,6 +348,7 @@ impl Default for Setup {
             tool_model: false,
             turn: None,
             turn_events: false,
+            reads_text: false,
         }
     }
 }
@@ -391,6 +401,7 @@ fn harness(setup: Setup) -> Harness {
         model_info: ModelInfo {
             name: "scripted".into(),
             frame_samples: FRAME,
+            reads_text: setup.reads_text || model.info().reads_text,
             ..model.info().clone()
         },
         limits,

@@ -249,3 +249,52 @@ fn server_vad_and_semantic_vad_without_a_model_keep_fixed_silence() {
     append(&mut h, 0.3, false);
     assert!(stopped_at(&mut h).is_some());
 }
+
+#[test]
+fn the_words_are_asked_at_the_first_silent_window_and_given_up_when_the_voice_returns() {
+    let (asked, sent) = (TurnAsked::default(), Sent::default());
+    let mut h = harness(Setup {
+        session: json!({"type":"realtime","audio":{"input":{"turn_detection":{"type":SEMANTIC,"eagerness":"high"}}}}),
+        turn: Some(asked.clone()),
+        transcriber: Some(sent.clone()),
+        tool_model: true,
+        reads_text: true,
+        limits: Some(Limits {
+            speculative_ms: 200,
+            ..Limits::default()
+        }),
+        ..Setup::default()
+    });
+    let words_ms = super::super::turn::Preset::of("high").words_ms;
+    let candidate_ms = super::super::turn::Preset::of("high").candidate_ms;
+    assert!(words_ms < candidate_ms);
+    append(&mut h, 1.0, true);
+    // A pause longer than the first silent window, shorter than the candidate pause.
+    append(&mut h, (words_ms + 40) as f32 / 1000.0, false);
+    let spec = {
+        let sent = sent.lock().unwrap();
+        let spec: Vec<_> = sent.iter().filter(|s| s.0.starts_with("spec_")).collect();
+        assert_eq!(
+            spec.len(),
+            1,
+            "the words asked once, before the score: {sent:?}"
+        );
+        assert!(spec[0].2, "the turn so far, whole");
+        spec[0].0.clone()
+    };
+    assert!(asked.lock().unwrap().is_empty(), "not scored yet");
+    // The voice comes back before the transcript: the words are not wanted any more.
+    append(&mut h, 0.3, true);
+    assert!(
+        sent.lock()
+            .unwrap()
+            .iter()
+            .any(|s| s.0 == format!("forget {spec}")),
+        "{:?}",
+        sent.lock().unwrap()
+    );
+    assert!(
+        asked.lock().unwrap().is_empty(),
+        "that pause was never scored"
+    );
+}
