@@ -278,6 +278,29 @@ async fn main() {
         }
         rows.push(line);
     }
+    // What scoring cost on these busy cores: the server's own record of the turn loop's runs.
+    let metrics = duet_client::http::request(addr, "GET", "/metrics", &[], "")
+        .await
+        .expect("metrics");
+    let text = &metrics.body;
+    let q = |q: &str| {
+        let key = format!("duet_turn_batch_exact_seconds{{quantile=\"{q}\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(key.as_str()))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .map_or("–".into(), |s| format!("{:.1}", s * 1e3))
+    };
+    let count = text
+        .lines()
+        .find_map(|l| l.strip_prefix("duet_turn_batch_exact_seconds_count "))
+        .unwrap_or("0");
+    println!(
+        "Smart Turn on the turn loop, {count} runs (duet_turn_batch_seconds): p50 {} / p90 {} / p99 {} / max {} ms",
+        q("0.5"),
+        q("0.9"),
+        q("0.99"),
+        q("1")
+    );
     println!();
     println!("{header}");
     println!("|{}", "---|".repeat(3 + a.pauses.len()));

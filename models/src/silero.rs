@@ -559,8 +559,22 @@ pub struct ChunkProbability {
     pub probability: f32,
 }
 
+/// A chunk whose level (RMS) is below this (−60 dBFS) holds no voice, whatever the network
+/// says of it.
+pub const SILENT_RMS: f32 = 0.001;
+
+/// Whether `chunk` is quieter than any voice ([`SILENT_RMS`]). Silero goes on calling the
+/// one to three chunks after a voice stops speech (its state carries it), even in digital
+/// silence: the level gate ends that hangover at the first quiet chunk, as an energy floor
+/// beside the network's confidence does in other VADs (Pipecat's `min_volume`).
+fn below_voice(chunk: &[f32]) -> bool {
+    let energy: f32 = chunk.iter().map(|s| s * s).sum();
+    energy < SILENT_RMS * SILENT_RMS * chunk.len() as f32
+}
+
 /// Silero VAD over one session's 24 kHz audio: resamples to 16 kHz, cuts 512-sample chunks
-/// and reports each chunk's speech probability.
+/// and reports each chunk's speech probability (0 for a chunk under [`SILENT_RMS`]: the
+/// network still hears it, so its state stays in step).
 ///
 /// Chunk `k` after creation (or after the last [`reset`](Self::reset) at position `p`)
 /// covers input samples `[p + k·768, p + (k+1)·768)`. The resampler's filter lead-in
@@ -643,6 +657,7 @@ impl SileroDetector {
             }
             let start = self.origin + self.chunks * DETECTOR_CHUNK;
             self.chunks += 1;
+            let quiet = below_voice(&self.chunk);
             self.probs.clear();
             let result = self.vad.forward_into(
                 &mut [&mut self.stream],
@@ -656,7 +671,7 @@ impl SileroDetector {
                         out.push(ChunkProbability {
                             start,
                             len: DETECTOR_CHUNK,
-                            probability,
+                            probability: if quiet { 0.0 } else { probability },
                         });
                     }
                 }

@@ -415,3 +415,39 @@ fn detector_reset_keeps_the_position() {
     assert_eq!(empty.position(), 0);
     assert!(format!("{empty:?}").contains("SileroDetector"));
 }
+
+#[test]
+fn a_chunk_under_the_voice_floor_is_silence_whatever_the_network_says() {
+    let vad = SileroVad::random(14);
+    // Loud audio, then a stretch at -66 dBFS, then digital silence.
+    let mut pcm = audio(24_000, 24_000.0, 7);
+    let quiet: Vec<f32> = audio(24_000, 24_000.0, 8)
+        .iter()
+        .map(|s| s * 0.0005)
+        .collect();
+    pcm.extend(&quiet);
+    pcm.extend(vec![0.0; 24_000]);
+    let mut det = SileroDetector::new(vad.clone()).unwrap();
+    let got = detect(&mut det, &pcm, 480);
+    // The same network without the gate: what it says of every chunk.
+    let mut r = StreamResampler::new(24_000, 16_000).unwrap();
+    let mut pcm16 = Vec::new();
+    r.process(&pcm, &mut pcm16);
+    let pcm16 = &pcm16[r.delay_samples()..];
+    let want = run(&vad, &mut vad.stream(), pcm16);
+    let mut gated = 0;
+    for (k, c) in got.iter().enumerate() {
+        let chunk = &pcm16[k * 512..(k + 1) * 512];
+        let rms = (chunk.iter().map(|s| s * s).sum::<f32>() / 512.0).sqrt();
+        if rms < SILENT_RMS {
+            assert_eq!(c.probability, 0.0, "chunk {k} at rms {rms}");
+            gated += usize::from(want[k] > 0.0);
+        } else {
+            assert_eq!(c.probability, want[k], "chunk {k}: the network's own");
+        }
+    }
+    assert!(
+        gated > 20,
+        "the network gave the quiet chunks a probability: {gated}"
+    );
+}
