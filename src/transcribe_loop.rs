@@ -479,8 +479,13 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_forgotten_utterance_is_dropped_from_the_queue() {
+    /// A gated loop with one stream, stuck in the step of a first utterance (`item_0`, 1 s)
+    /// until the test sends on the returned gate.
+    async fn busy_loop() -> (
+        std_mpsc::Sender<()>,
+        TranscribeSession,
+        mpsc::Receiver<TranscriptEvent>,
+    ) {
         let (open, gate) = std_mpsc::channel();
         let info = TranscriberInfo {
             name: "gated".into(),
@@ -488,12 +493,18 @@ mod tests {
             streaming: false,
         };
         let lp = TranscribeLoop::spawn(Box::new(Gated { info, gate }), "test").unwrap();
-        let (port, mut rx) = lp.open(None).await.unwrap();
-        // The first utterance keeps the loop busy in its step; the second waits in the queue.
+        let (port, rx) = lp.open(None).await.unwrap();
         port.send("item_0".into(), Arc::from(vec![0.0; 24_000]), true, false);
         while port.queued.load(Ordering::Acquire) != 0 {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
+        (open, port, rx)
+    }
+
+    #[tokio::test]
+    async fn a_forgotten_utterance_is_dropped_from_the_queue() {
+        // The first utterance keeps the loop busy in its step; the second waits in the queue.
+        let (open, port, mut rx) = busy_loop().await;
         port.send("spec_1".into(), Arc::from(vec![0.0; 24_000]), true, false);
         assert_eq!(port.queued.load(Ordering::Acquire), 24_000);
         port.forget(&Arc::from("spec_1"));
@@ -517,19 +528,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_busy_loop_queues_no_more_than_the_bound() {
-        let (open, gate) = std_mpsc::channel();
-        let info = TranscriberInfo {
-            name: "gated".into(),
-            max_streams: 1,
-            streaming: false,
-        };
-        let lp = TranscribeLoop::spawn(Box::new(Gated { info, gate }), "test").unwrap();
-        let (port, mut rx) = lp.open(None).await.unwrap();
         // The first utterance keeps the loop busy in its step.
-        port.send("item_0".into(), Arc::from(vec![0.0; 24_000]), true, false);
-        while port.queued.load(Ordering::Acquire) != 0 {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        let (open, port, mut rx) = busy_loop().await;
         // 60 s more fit the bound while the loop cannot take any of it …
         for _ in 0..60 {
             port.send("item_1".into(), Arc::from(vec![0.0; 24_000]), false, false);
