@@ -6,13 +6,16 @@
 //! `semantic_vad` high / medium / low) it prints the false cut-off rate on the hesitations
 //! per pause length (the first `speech_stopped` came before the sentence resumed) and the
 //! end-of-turn latency on the finished sentences: the voice's end → `committed` arriving,
-//! p50 / p90.
+//! p50 / p90; at the end, the server's own record of the turn model's runs
+//! (`duet_turn_batch_seconds`). `--trace 1` prints, for each finished sentence, where the
+//! detector dated the pause, the score and the decision (`turn.scored`) and when
+//! `committed` came, counted from the voice's end.
 //!
 //! ```sh
 //! scripts/install-models /tmp/duet-models
 //! cargo run --release --example turn_end_bench -- --models /tmp/duet-models \
 //!     [--parallel 4] [--pauses 600,800,1000] [--voices 2] [--modes server_vad,high,medium,low]
-//!     [--hesitations bare,um,uh,drawn-out]
+//!     [--hesitations bare,um,uh,drawn-out] [--trace 1]
 //! ```
 
 use std::time::{Duration, Instant};
