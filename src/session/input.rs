@@ -457,7 +457,7 @@ impl Session {
                 Ok(())
             }
             _ => {
-                self.reply.abandon_speculation();
+                self.reply.abandon_speculation(&self.transcripts);
                 if self.input.overlap.is_some() {
                     if let Some(sink) = self.transport.sink() {
                         sink.pause(false);
@@ -527,7 +527,7 @@ impl Session {
     /// yet (see `interrupt`). A full-duplex model hears the overlap itself, so it is never
     /// judged there.
     pub(super) fn speech_started(&mut self, at: u64, judged: bool) {
-        self.reply.abandon_speculation();
+        self.reply.abandon_speculation(&self.transcripts);
         self.timers.vad_idle = None;
         let item_id = ids::item_id();
         let responding = self.reply.responding();
@@ -606,7 +606,7 @@ impl Session {
             s.confirm();
         }
         if self.commit(item_id, at).is_err() {
-            self.reply.abandon_speculation();
+            self.reply.abandon_speculation(&self.transcripts);
             return;
         }
         // An autonomous model decides itself when to answer: `create_response` does not

@@ -55,7 +55,7 @@ impl Reply {
             Some(s) if !s.is_adopted() && s.answers(&request, epoch) => Some(s.adopt()),
             Some(s) if !s.is_adopted() => {
                 self.speculation = Some(s);
-                self.abandon_speculation();
+                self.abandon_speculation(cx.transcripts);
                 None
             }
             // None, or one whose transcription belongs to an item now: it stays.
@@ -194,7 +194,7 @@ impl Reply {
         if self.active.is_none() {
             let epoch = self.model.epoch;
             match self.speculation.as_mut().and_then(|s| s.hold(out, epoch)) {
-                Some(true) => self.abandon_speculation(),
+                Some(true) => self.abandon_speculation(cx.transcripts),
                 Some(false) => {}
                 None => {
                     tracing::debug!(session = %cx.cfg.id, "model output without a response; dropped")

@@ -140,19 +140,15 @@ impl Session {
             Some(s) if s.confirmed || s.adopted_by.is_some() => {}
             Some(s) => {
                 if !in_speech || silence < s.silence {
-                    // The voice came back (or the turn reset): words still on their way are
-                    // not wanted any more.
-                    if s.transcript.is_none() {
-                        self.transcripts.give_up(&s.id);
-                    }
-                    self.reply.abandon_speculation();
+                    // The voice came back (or the turn reset).
+                    self.reply.abandon_speculation(&self.transcripts);
                 } else {
                     s.silence = silence;
                 }
             }
             None => {
                 let wait = match &self.input.judge {
-                    Some(j) if self.limits.speculative_ms > 0 => j.preset().words_ms,
+                    Some(_) if self.limits.speculative_ms > 0 => super::turn::WORDS_MS,
                     _ => self.limits.speculative_ms,
                 };
                 let wait = u64::from(wait) * super::ledger::SAMPLES_PER_MS;
@@ -211,8 +207,9 @@ impl Reply {
             && transcripts.can_send_whole()
     }
 
-    /// Gives the speculation up: its answer (if asked) is cancelled and its output dropped.
-    pub(super) fn abandon_speculation(&mut self) {
+    /// Gives the speculation up: its answer (if asked) is cancelled, its output dropped and
+    /// its transcription, if the words have not come, taken off the transcriber's queue.
+    pub(super) fn abandon_speculation(&mut self, transcripts: &Transcripts) {
         let Some(s) = self.speculation.take() else {
             return;
         };
@@ -220,6 +217,10 @@ impl Reply {
             // Its transcription belongs to an item now: keep routing it there.
             self.speculation = Some(s);
             return;
+        }
+        if s.transcript.is_none() {
+            // Its words are not wanted any more: the transcriber drops them if it can.
+            transcripts.give_up(&s.id);
         }
         if matches!(&s.request, Some((epoch, _)) if *epoch == self.model.epoch)
             && self.active.is_none()
@@ -263,7 +264,7 @@ impl Session {
             .reply
             .may_speculate(&self.cfg, &self.limits, &self.input, &self.transcripts);
         if text.is_empty() || !may {
-            self.reply.abandon_speculation();
+            self.reply.abandon_speculation(&self.transcripts);
             return None;
         }
         let request = match self.answer(|r, cx| r.prepare(cx, Default::default())) {
@@ -289,7 +290,7 @@ impl Session {
     /// transcription (true), or nothing was speculated and it is transcribed as usual.
     pub(super) fn adopt_transcription(&mut self, item_id: &Arc<str>) -> bool {
         let Some(s) = self.reply.speculation.as_mut().filter(|s| s.confirmed) else {
-            self.reply.abandon_speculation(); // a commit of another kind: start over
+            self.reply.abandon_speculation(&self.transcripts); // a commit of another kind: start over
             return false;
         };
         match s.transcript.clone() {

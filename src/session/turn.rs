@@ -23,17 +23,15 @@ pub(super) const SCORE_TIMEOUT: Duration = Duration::from_millis(1500);
 /// The audio a score reads: the last 8 s of the turn, at 24 kHz.
 pub(super) const SCORED_SAMPLES: u64 = 8_000 * SAMPLES_PER_MS;
 
-/// The detector's first silent window (Silero scores 32 ms windows): where the words are
-/// asked under every preset.
-const WORDS_MS: u32 = 32;
+/// Silence after which the words so far are asked under every preset (a speculative start
+/// transcribes the turn): the detector's first silent window (Silero scores 32 ms chunks),
+/// so that the words are in by the time the score is (the transcriber takes longer than the
+/// turn model).
+pub(super) const WORDS_MS: u32 = 32;
 
 /// One `eagerness`'s thresholds and pauses (milliseconds of silence after the voice).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Preset {
-    /// Silence after which the words so far are asked (a speculative start transcribes the
-    /// turn): the detector's first silent window, so that the words are in by the time the
-    /// score is (the transcriber takes longer than the turn model).
-    pub words_ms: u32,
     /// Silence after which the pause is scored.
     pub candidate_ms: u32,
     /// At or above this probability, the turn ends after [`Self::immediate_ms`].
@@ -58,7 +56,6 @@ impl Preset {
         let fallback_ms = crate::protocol::session::semantic_silence_ms(eagerness);
         match eagerness {
             "high" => Self {
-                words_ms: WORDS_MS,
                 candidate_ms: 120,
                 immediate: 0.90,
                 immediate_ms: 120,
@@ -68,7 +65,6 @@ impl Preset {
                 fallback_ms,
             },
             "low" => Self {
-                words_ms: WORDS_MS,
                 candidate_ms: 200,
                 immediate: 0.97,
                 immediate_ms: 500,
@@ -78,7 +74,6 @@ impl Preset {
                 fallback_ms,
             },
             _ => Self {
-                words_ms: WORDS_MS,
                 candidate_ms: 160,
                 immediate: 0.95,
                 immediate_ms: 200,

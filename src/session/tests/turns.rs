@@ -265,7 +265,7 @@ fn the_words_are_asked_at_the_first_silent_window_and_given_up_when_the_voice_re
         }),
         ..Setup::default()
     });
-    let words_ms = super::super::turn::Preset::of("high").words_ms;
+    let words_ms = super::super::turn::WORDS_MS;
     let candidate_ms = super::super::turn::Preset::of("high").candidate_ms;
     assert!(words_ms < candidate_ms);
     append(&mut h, 1.0, true);
