@@ -1,5 +1,7 @@
-//! A WebRTC caller for Duet (str0m as the offerer): connects, says something synthetic,
-//! prints every event and the audio it got back, then hangs up.
+//! A WebRTC caller for Duet (str0m as the offerer): connects, says something (a sentence
+//! from espeak-ng when it is installed, which the cascade's Silero VAD hears as speech; else
+//! a synthetic voiced tone of the given length, which the energy VAD of `--model echo`
+//! hears), prints every event and the audio it got back, then hangs up.
 //!
 //! ```sh
 //! cargo run --release -- serve &
@@ -29,6 +31,18 @@ fn voiced(secs: f32) -> Vec<f32> {
         .collect()
 }
 
+/// "Hello, can you hear me?" from espeak-ng at 48 kHz, when espeak-ng runs here.
+fn spoken() -> Option<Vec<f32>> {
+    let runs = std::process::Command::new("espeak-ng")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    runs.then(|| {
+        let pcm = duet_client::speech::espeak("Hello, can you hear me?");
+        duet_client::speech::resample_linear(&pcm, duet_client::speech::RATE, 48_000)
+    })
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
@@ -41,7 +55,7 @@ async fn main() -> anyhow::Result<()> {
     println!("call {}", call.call_id);
     call.until("session.created", Duration::from_secs(10))
         .await?;
-    let mut audio = voiced(secs);
+    let mut audio = spoken().unwrap_or_else(|| voiced(secs));
     audio.extend(vec![0.0; 48_000]);
     call.speak(&audio);
     let (_, seen) = call
