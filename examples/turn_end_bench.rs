@@ -7,7 +7,7 @@
 //! per pause length (the first `speech_stopped` came before the sentence resumed) and the
 //! end-of-turn latency on the finished sentences: the voice's end → `committed` arriving,
 //! p50 / p90; at the end, the server's own record of the turn model's runs
-//! (`duet_turn_batch_seconds`). `--trace 1` prints, for each finished sentence, where the
+//! (`duet_turn_batch_seconds`, `duet_turn_pause_seconds`, `duet_turn_wait_seconds`). `--trace 1` prints, for each finished sentence, where the
 //! detector dated the pause, the score and the decision (`turn.scored`) and when
 //! `committed` came, counted from the voice's end.
 //!
@@ -286,24 +286,31 @@ async fn main() {
         .await
         .expect("metrics");
     let text = &metrics.body;
-    let q = |q: &str| {
-        let key = format!("duet_turn_batch_exact_seconds{{quantile=\"{q}\"}} ");
-        text.lines()
+    for (name, what) in [
+        ("duet_turn_batch", "runs"),
+        ("duet_turn_pause", "pauses, the model's time per pause"),
+        ("duet_turn_wait", "pauses, handed over → score back"),
+    ] {
+        let q = |q: &str| {
+            let key = format!("{name}_exact_seconds{{quantile=\"{q}\"}} ");
+            text.lines()
+                .find_map(|l| l.strip_prefix(key.as_str()))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .map_or("–".into(), |s| format!("{:.1}", s * 1e3))
+        };
+        let key = format!("{name}_exact_seconds_count ");
+        let count = text
+            .lines()
             .find_map(|l| l.strip_prefix(key.as_str()))
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .map_or("–".into(), |s| format!("{:.1}", s * 1e3))
-    };
-    let count = text
-        .lines()
-        .find_map(|l| l.strip_prefix("duet_turn_batch_exact_seconds_count "))
-        .unwrap_or("0");
-    println!(
-        "Smart Turn on the turn loop, {count} runs (duet_turn_batch_seconds): p50 {} / p90 {} / p99 {} / max {} ms",
-        q("0.5"),
-        q("0.9"),
-        q("0.99"),
-        q("1")
-    );
+            .unwrap_or("0");
+        println!(
+            "Smart Turn, {count} {what} ({name}_seconds): p50 {} / p90 {} / p99 {} / max {} ms",
+            q("0.5"),
+            q("0.9"),
+            q("0.99"),
+            q("1")
+        );
+    }
     println!();
     println!("{header}");
     println!("|{}", "---|".repeat(3 + a.pauses.len()));

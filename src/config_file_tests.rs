@@ -65,6 +65,7 @@ fn example_value(arg: &clap::Arg) -> String {
         ("media_threads", None) => "2".into(),
         ("vad_model_dir", None) => "\"/srv/models/silero-vad\"".into(),
         ("turn_model_dir", None) => "\"/srv/models/smart-turn-v3.2\"".into(),
+        ("turn_threads", None) => "2".into(),
         ("transcription_model_dir", None) => "\"/srv/models/whisper-tiny.en\"".into(),
         ("transcription_streams", None) => "256".into(),
         ("memory_budget_mib", None) => "16384".into(),

@@ -3,6 +3,7 @@
 //! This library holds the server's drivers, and two pure cores that need the server's types
 //! (the session machine and cluster placement): [`cluster`] (cluster mode on Redis),
 //! [`config`] (the command line) and [`config_file`] (the config file, `check-config`),
+//! [`cpu_share`] (which threads get a busy CPU first),
 //! [`engine`] (the WebRTC media engine threads), [`espeak`] (the phonemes' program), [`llm`] (the cascade's LLM, remote or
 //! embedded) and [`llm_loop`] (the embedded LLM's threads), [`memory`] (the memory budget),
 //! [`metrics`] (Prometheus counters), [`model_loop`] (the model thread), [`server`] (HTTP,
@@ -19,6 +20,7 @@ pub mod cidr;
 pub mod cluster;
 pub mod config;
 pub mod config_file;
+pub mod cpu_share;
 pub mod engine;
 pub mod error;
 pub mod espeak;

@@ -10,6 +10,7 @@ use std::sync::atomic::Ordering;
 
 use duet_models::llama::{LlmEngine, LlmPrep, PREP_THREADS};
 
+use crate::cpu_share::Share;
 use crate::model_loop::DeviceThread;
 
 /// The running embedded LLM's threads, as `/ready` sees them.
@@ -24,6 +25,7 @@ impl LlmLoop {
     pub fn spawn(mut engine: LlmEngine, prep: LlmPrep) -> std::io::Result<Self> {
         let thread = DeviceThread::spawn(
             "duet-llm".into(),
+            Share::Bulk,
             "the embedded LLM's thread died; its answers fail with llm_unavailable",
             move |ready| {
                 ready.store(true, Ordering::Release);

@@ -256,6 +256,11 @@ pub struct Metrics {
     pub playout_wait: Histogram,
     /// One run of the turn model over the pauses that waited together.
     pub turn_batch: Histogram,
+    /// The turn model's time per scored pause: one run over the pauses it scored.
+    pub turn_pause: Histogram,
+    /// A pause handed to the turn loop to its score sent back (queue and run): what a
+    /// turn's end waits for the model.
+    pub turn_wait: Histogram,
     /// Grid slots the media engine skipped after a stall.
     pub pacing_skipped: AtomicU64,
     /// Media frames sent.
@@ -298,6 +303,8 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     vad_onset: Histogram::new("duet_vad_onset_seconds", "Input audio from the first voiced window to speech_started."),
     vad_release: Histogram::new("duet_vad_release_seconds", "Input audio past silence_duration_ms at speech_stopped."),
     turn_batch: Histogram::new("duet_turn_batch_seconds", "One run of the turn model (semantic_vad) over the pauses that waited together."),
+    turn_pause: Histogram::new("duet_turn_pause_seconds", "The turn model's time per scored pause: one run divided by the pauses it scored."),
+    turn_wait: Histogram::new("duet_turn_wait_seconds", "A pause handed to the turn model to its score sent back (queue and run)."),
     answer_start: Histogram::new("duet_answer_start_seconds", "speech_stopped to the answer's first audio handed to the transport."),
     playout_wait: Histogram::new("duet_playout_wait_seconds", "An answer's first audio handed to the media engine to its first RTP frame sent."),
     pacing_skipped: AtomicU64::new(0),
@@ -497,6 +504,8 @@ impl Metrics {
             &self.vad_onset,
             &self.vad_release,
             &self.turn_batch,
+            &self.turn_pause,
+            &self.turn_wait,
             &self.answer_start,
             &self.playout_wait,
         ] {

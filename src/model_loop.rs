@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use duet_models::{DuplexModel, ModelError, ModelInfo, Request, SlotId, StepInput, StepOutput};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::cpu_share::Share;
 use crate::session::{Epoch, ModelEvent, ModelPort};
 
 /// Input frames a slot may queue (catch-up backlog) before the oldest are dropped: 500
@@ -87,10 +88,11 @@ impl Drop for AliveFlag {
 }
 
 impl DeviceThread {
-    /// Runs `body` on a thread named `name`; it sets the flag it gets once it is ready.
-    /// `on_panic` is logged if the thread dies by a panic.
+    /// Runs `body` on a thread named `name` with `share` of a busy CPU; it sets the flag it
+    /// gets once it is ready. `on_panic` is logged if the thread dies by a panic.
     pub(crate) fn spawn(
         name: String,
+        share: Share,
         on_panic: &'static str,
         body: impl FnOnce(&AtomicBool) + Send + 'static,
     ) -> std::io::Result<Self> {
@@ -99,6 +101,7 @@ impl DeviceThread {
         let (r, flag) = (ready.clone(), AliveFlag(alive.clone(), on_panic));
         thread::Builder::new().name(name).spawn(move || {
             let _alive = flag;
+            crate::cpu_share::enter(share);
             body(&r)
         })?;
         Ok(Self { ready, alive })
@@ -124,6 +127,7 @@ impl ModelLoop {
         let a = active.clone();
         let thread = DeviceThread::spawn(
             format!("model-{device}"),
+            Share::Prompt,
             "the model loop thread panicked; every session on it fails",
             move |ready| LoopThread::new(model, rx, a).run(ready),
         )?;

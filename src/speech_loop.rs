@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 
 use duet_models::cascade::Synthesis;
 
+use crate::cpu_share::Share;
 use crate::model_loop::DeviceThread;
 
 /// The running synthesis threads, as `/ready` sees them.
@@ -29,6 +30,7 @@ impl SpeechLoop {
             };
             threads.push(DeviceThread::spawn(
                 name,
+                Share::Bulk,
                 "the cascade's speech thread died; spoken answers fail",
                 move |ready| {
                     ready.store(true, Ordering::Release);

@@ -20,6 +20,7 @@ use duet_models::{
 };
 use tokio::sync::{mpsc, oneshot};
 
+use crate::cpu_share::Share;
 use crate::memory::{Meter, MeterCharge};
 use crate::model_loop::DeviceThread;
 use crate::session::{TranscriberPort, TranscriptEvent};
@@ -77,6 +78,7 @@ impl TranscribeLoop {
         let info = Arc::new(transcriber.info().clone());
         let thread = DeviceThread::spawn(
             format!("transcribe-{device}"),
+            Share::Bulk,
             "the transcription loop thread panicked; transcription stops",
             move |ready| LoopThread::new(transcriber, rx).run(ready),
         )?;

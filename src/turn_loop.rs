@@ -1,8 +1,10 @@
-//! The turn loop: one thread (`duet-turn`) that owns the turn model (Smart Turn) and scores
-//! every session's pauses, those that wait together in one batch, off the session tasks
-//! (as transcription runs). Its skeleton is the other loops' ([`DeviceThread`]: ready once
-//! started, not alive once it ended); a panic inside a batch fails that batch's pauses (the
-//! sessions fall back to fixed silence for them) and the loop goes on.
+//! The turn loop: `--turn-threads` threads (`duet-turn-N`), each owning a copy of the turn
+//! model (Smart Turn), that score every session's pauses off the session tasks (as
+//! transcription runs). A pause goes to an idle thread; when every thread is busy, the pauses
+//! that wait are scored together in one batch by the next thread free. Its skeleton is the
+//! other loops' ([`DeviceThread`]: ready once started, not alive once it ended); a panic
+//! inside a batch fails that batch's pauses (the sessions fall back to fixed silence for
+//! them) and the thread goes on.
 //!
 //! Sessions hold a [`TurnSession`] (their [`TurnPort`]): a pause's audio goes in at 24 kHz
 //! (at most its last 8 s), is resampled to the model's 16 kHz here, and the score comes back
@@ -10,14 +12,15 @@
 //! `busy` at once (the session falls back to fixed silence).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc as std_mpsc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use duet_models::smart_turn::{SmartTurn, RATE};
 use tokio::sync::mpsc;
 
+use crate::cpu_share::Share;
 use crate::model_loop::DeviceThread;
 use crate::session::{TurnPort, TurnScore};
 
@@ -32,30 +35,61 @@ const SESSION_CHANNEL: usize = 4;
 /// One pause to score.
 struct Job {
     pause: u64,
+    /// When the session handed it over.
+    queued: Instant,
     pcm: Arc<[f32]>,
     reply: mpsc::Sender<TurnScore>,
+}
+
+/// What a thread scores with: the turn model (a stand-in in tests).
+pub trait Scorer: Send + 'static {
+    /// The probability that each turn (16 kHz audio) is complete, in one run.
+    fn score(&mut self, turns: &[&[f32]]) -> Result<Vec<f32>, duet_models::ModelError>;
+}
+
+impl Scorer for SmartTurn {
+    fn score(&mut self, turns: &[&[f32]]) -> Result<Vec<f32>, duet_models::ModelError> {
+        SmartTurn::score(self, turns)
+    }
 }
 
 /// Cloneable handle to the running turn loop.
 #[derive(Clone)]
 pub struct TurnLoop {
     tx: std_mpsc::SyncSender<Job>,
-    thread: DeviceThread,
+    threads: Vec<DeviceThread>,
+}
+
+/// The pauses waiting, as the threads share them.
+struct Queue {
+    rx: Mutex<std_mpsc::Receiver<Job>>,
+    /// Threads waiting for a pause (for the queue's lock or in it): while one is, a thread
+    /// that got a pause takes no more, so pauses that come together run side by side.
+    idle: AtomicUsize,
 }
 
 impl TurnLoop {
-    /// Starts the loop's thread with `model`.
-    pub fn spawn(model: SmartTurn) -> std::io::Result<Self> {
+    /// Starts a thread for each of `models` (copies of one turn model).
+    pub fn spawn(models: Vec<impl Scorer>) -> std::io::Result<Self> {
         let (tx, rx) = std_mpsc::sync_channel(MAX_QUEUED);
-        let thread = DeviceThread::spawn(
-            "duet-turn".into(),
-            "the turn model's thread died; semantic_vad falls back to fixed silence",
-            move |ready| {
-                ready.store(true, Ordering::Release);
-                run(model, rx);
-            },
-        )?;
-        Ok(Self { tx, thread })
+        let queue = Arc::new(Queue {
+            rx: Mutex::new(rx),
+            idle: AtomicUsize::new(0),
+        });
+        let mut threads = Vec::new();
+        for (n, model) in models.into_iter().enumerate() {
+            let queue = queue.clone();
+            threads.push(DeviceThread::spawn(
+                format!("duet-turn-{n}"),
+                Share::Prompt,
+                "a turn model thread died; the others score on (none left: semantic_vad falls back to fixed silence)",
+                move |ready| {
+                    ready.store(true, Ordering::Release);
+                    run(model, &queue);
+                },
+            )?);
+        }
+        Ok(Self { tx, threads })
     }
 
     /// A new session's port and the channel its scores come back on.
@@ -68,9 +102,9 @@ impl TurnLoop {
         (Arc::new(port), rx)
     }
 
-    /// False once the thread ended.
+    /// False once every thread ended.
     pub fn is_alive(&self) -> bool {
-        self.thread.is_alive()
+        self.threads.iter().any(DeviceThread::is_alive)
     }
 }
 
@@ -84,6 +118,7 @@ impl TurnPort for TurnSession {
     fn score(&self, pause: u64, pcm: Arc<[f32]>) {
         let job = Job {
             pause,
+            queued: Instant::now(),
             pcm,
             reply: self.reply.clone(),
         };
@@ -100,26 +135,23 @@ impl TurnPort for TurnSession {
     }
 }
 
-/// The loop: waits for a pause, takes every other one waiting (up to [`MAX_BATCH`]),
-/// scores them in one run and answers each.
-fn run(mut model: SmartTurn, rx: std_mpsc::Receiver<Job>) {
+/// A thread's loop: waits for a pause, takes every other one waiting (up to [`MAX_BATCH`])
+/// unless another thread is free to take them, scores them in one run and answers each.
+fn run(mut model: impl Scorer, queue: &Queue) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     let mut to_16k = To16k::new();
-    while let Ok(job) = rx.recv() {
-        batch.push(job);
-        while batch.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
-            }
-        }
+    while take(queue, &mut batch) {
         let started = Instant::now();
         let audio: Vec<Vec<f32>> = batch.iter().map(|j| to_16k.convert(&j.pcm)).collect();
         let turns: Vec<&[f32]> = audio.iter().map(Vec::as_slice).collect();
         let scored = catch_unwind(AssertUnwindSafe(|| model.score(&turns)));
-        crate::metrics::METRICS
-            .turn_batch
-            .observe(started.elapsed());
+        let metrics = &crate::metrics::METRICS;
+        let run = started.elapsed();
+        metrics.turn_batch.observe(run);
+        let pauses = u32::try_from(batch.len()).unwrap_or(u32::MAX);
+        for _ in 0..pauses {
+            metrics.turn_pause.observe(run / pauses);
+        }
         let scores: Vec<Result<f32, String>> = match scored {
             Ok(Ok(p)) => p.into_iter().map(Ok).collect(),
             Ok(Err(e)) => vec![Err(e.to_string()); batch.len()],
@@ -133,8 +165,30 @@ fn run(mut model: SmartTurn, rx: std_mpsc::Receiver<Job>) {
                 pause: job.pause,
                 complete,
             });
+            metrics.turn_wait.observe(job.queued.elapsed());
         }
     }
+}
+
+/// Waits for the next pause into `batch`, with the others waiting while no other thread is
+/// free; false once the loop is closed.
+fn take(queue: &Queue, batch: &mut Vec<Job>) -> bool {
+    queue.idle.fetch_add(1, Ordering::AcqRel);
+    let rx = queue
+        .rx
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let first = rx.recv();
+    queue.idle.fetch_sub(1, Ordering::AcqRel);
+    let Ok(job) = first else { return false };
+    batch.push(job);
+    while batch.len() < MAX_BATCH && queue.idle.load(Ordering::Acquire) == 0 {
+        match rx.try_recv() {
+            Ok(job) => batch.push(job),
+            Err(_) => break,
+        }
+    }
+    true
 }
 
 /// 24 kHz to the model's 16 kHz with the streaming resampler the transcriber uses (reset
@@ -168,6 +222,81 @@ impl To16k {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
+
+    /// Scores every turn 0.5 after `took`, and says which thread ran each run of how many.
+    struct Slow {
+        took: Duration,
+        runs: std_mpsc::Sender<(String, usize, Instant)>,
+    }
+
+    impl Scorer for Slow {
+        fn score(&mut self, turns: &[&[f32]]) -> Result<Vec<f32>, duet_models::ModelError> {
+            let started = Instant::now();
+            std::thread::sleep(self.took);
+            let name = std::thread::current().name().unwrap_or_default().to_owned();
+            let _ = self.runs.send((name, turns.len(), started));
+            Ok(vec![0.5; turns.len()])
+        }
+    }
+
+    fn slow_loop(threads: usize) -> (TurnLoop, std_mpsc::Receiver<(String, usize, Instant)>) {
+        let (tx, runs) = std_mpsc::channel();
+        let models = (0..threads)
+            .map(|_| Slow {
+                took: Duration::from_millis(150),
+                runs: tx.clone(),
+            })
+            .collect();
+        (TurnLoop::spawn(models).expect("spawn"), runs)
+    }
+
+    fn ask(turns: &TurnLoop, n: u64) -> Vec<mpsc::Receiver<TurnScore>> {
+        (0..n)
+            .map(|pause| {
+                let (port, rx) = turns.open();
+                port.score(pause, vec![0.0; 2400].into());
+                rx
+            })
+            .collect()
+    }
+
+    fn scored(mut rxs: Vec<mpsc::Receiver<TurnScore>>) {
+        for rx in &mut rxs {
+            let score = rx.blocking_recv().expect("a score");
+            assert_eq!(score.complete, Ok(0.5));
+        }
+    }
+
+    #[test]
+    fn pauses_that_come_together_are_scored_side_by_side_by_free_threads() {
+        let (turns, runs) = slow_loop(2);
+        while !turns.threads.iter().all(DeviceThread::is_ready) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(50)); // both threads waiting
+        scored(ask(&turns, 2));
+        let (a, b) = (runs.recv().expect("run"), runs.recv().expect("run"));
+        assert_eq!((a.1, b.1), (1, 1), "one pause a run");
+        assert_ne!(a.0, b.0, "on two threads");
+        let apart = a.2.max(b.2) - a.2.min(b.2);
+        assert!(
+            apart < Duration::from_millis(100),
+            "side by side: {apart:?} apart"
+        );
+    }
+
+    #[test]
+    fn pauses_that_wait_for_a_busy_thread_are_scored_in_one_run() {
+        let (turns, runs) = slow_loop(1);
+        let first = ask(&turns, 1);
+        std::thread::sleep(Duration::from_millis(50)); // the thread is busy with it
+        let waiting = ask(&turns, 3);
+        scored(first);
+        scored(waiting);
+        let sizes: Vec<usize> = (0..2).map(|_| runs.recv().expect("run").1).collect();
+        assert_eq!(sizes, [1, 3]);
+    }
 
     #[test]
     fn resampling_keeps_the_length_ratio_and_a_tone() {

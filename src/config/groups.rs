@@ -154,6 +154,14 @@ pub struct BackendArgs {
     /// Sampling seed for reproducible model output; random when unset.
     #[arg(long, env = "DUET_MODEL_SEED")]
     pub model_seed: Option<u64>,
+
+    /// How many nice levels lower the bulk model threads run than the threads a turn or a
+    /// frame waits on (media, sessions, the model loop, the turn model): transcription, the
+    /// embedded LLM, speech synthesis and the math pool they share (not with Moshi on the CPU,
+    /// whose frames wait on it). On busy cores a turn's score then does not wait out a Whisper
+    /// pass. 0 to 19; 0: all alike.
+    #[arg(long, env = "DUET_BULK_NICE", default_value_t = crate::cpu_share::DEFAULT_BULK_NICE, value_parser = Bounded::<u8>::new(0, 19, "Linux's lowest priority"))]
+    pub bulk_nice: u8,
 }
 
 /// The cascade's LLM: a remote chat-completions server or an embedded GGUF.
@@ -277,6 +285,12 @@ pub struct SpeechArgs {
     /// Without it `semantic_vad` ends turns after a fixed silence.
     #[arg(long, env = "DUET_TURN_MODEL_DIR")]
     pub turn_model_dir: Option<PathBuf>,
+
+    /// Threads scoring pauses with the turn model, each with its own copy (about 9 MB and
+    /// its working memory): pauses of different sessions that come together are scored side
+    /// by side, one core each. Default: the cores, at most 4.
+    #[arg(long, env = "DUET_TURN_THREADS", value_parser = at_least::<usize>(1))]
+    pub turn_threads: Option<usize>,
 
     /// Models that read words (the cascade): after this much silence inside a server-VAD
     /// turn, in milliseconds, the audio so far is transcribed and the answer started before

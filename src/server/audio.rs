@@ -280,7 +280,7 @@ impl SpeechRequest {
         })
     }
 
-    /// Speaks on a blocking thread, clause by clause, into a streamed answer. A voice that
+    /// Speaks on a bulk thread of its own, clause by clause, into a streamed answer. A voice that
     /// fails before any audio answers `502 speech_failed`; later, the stream just ends.
     async fn stream(
         self,
@@ -289,7 +289,21 @@ impl SpeechRequest {
     ) -> Result<Response, ApiError> {
         let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, String>>(SPEECH_QUEUE);
         let wav = self.wav;
-        tokio::task::spawn_blocking(move || self.speak(voice.speaker(), &tx, &*usage));
+        let speak = move || {
+            crate::cpu_share::enter(crate::cpu_share::Share::Bulk);
+            self.speak(voice.speaker(), &tx, &*usage);
+        };
+        // A thread of its own: a bulk thread stays bulk, and the runtime's blocking threads
+        // are not to be lowered for whatever runs on them next.
+        if let Err(e) = std::thread::Builder::new()
+            .name("duet-speech".into())
+            .spawn(speak)
+        {
+            return Err(ApiError::new(
+                Code::SpeechFailed,
+                format!("no thread to speak on: {e}"),
+            ));
+        }
         let first = match rx.recv().await {
             Some(Ok(bytes)) => bytes,
             Some(Err(e)) => return Err(ApiError::new(Code::SpeechFailed, e)),
