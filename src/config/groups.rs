@@ -288,7 +288,8 @@ pub struct SpeechArgs {
 
     /// Threads scoring pauses with the turn model, each with its own copy (about 9 MB and
     /// its working memory): pauses of different sessions that come together are scored side
-    /// by side, one core each. Default: the cores, at most 4.
+    /// by side, one core each. Default: half the cores (1 to 4), so the turn model never takes
+    /// every core from the transcriber whose words the same turn end waits for.
     #[arg(long, env = "DUET_TURN_THREADS", value_parser = at_least::<usize>(1))]
     pub turn_threads: Option<usize>,
 

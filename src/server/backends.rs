@@ -199,10 +199,9 @@ async fn start_turn_model(args: &ServeArgs) -> anyhow::Result<Option<crate::turn
         tracing::info!("semantic_vad: no turn model (--turn-model-dir); turns end after a fixed silence (300/700/1200 ms for high/medium/low eagerness)");
         return Ok(None);
     };
-    let threads = args
-        .speech
-        .turn_threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(4)));
+    let threads = args.speech.turn_threads.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).clamp(1, 4))
+    });
     let models = tokio::task::spawn_blocking(move || {
         (0..threads)
             .map(|_| duet_models::smart_turn::SmartTurn::load(&dir))
