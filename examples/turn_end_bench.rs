@@ -1,15 +1,16 @@
 //! End of turn per mode on the generated turn-taking set (`duet_client::turn_set`: espeak-ng
 //! voices and speeds; finished sentences, and unfinished ones broken by a hesitation pause,
-//! bare, with ", um," or ", uh,", or with the last word drawn out), spoken in real time over WebSocket to `--model cascade` (the real
-//! Silero VAD, Smart Turn v3.2, Whisper tiny.en and Piper; a scripted LLM on loopback), one
+//! bare, with ", um," or ", uh,", or with the last word drawn out), spoken in real time
+//! over WebSocket to `--model cascade` (the real Silero VAD, Smart Turn v3.2, Whisper tiny.en and Piper; a scripted LLM on loopback), one
 //! session per utterance, several at once. For each mode (`server_vad` 500 ms,
 //! `semantic_vad` high / medium / low) it prints the false cut-off rate on the hesitations
 //! per pause length (the first `speech_stopped` came before the sentence resumed) and the
 //! end-of-turn latency on the finished sentences: the voice's end → `committed` arriving,
 //! p50 / p90; at the end, the server's own record of the turn model's runs
-//! (`duet_turn_batch_seconds`, `duet_turn_pause_seconds`, `duet_turn_wait_seconds`). `--trace 1` prints, for each finished sentence, where the
-//! detector dated the pause, the score and the decision (`turn.scored`) and when
-//! `committed` came, counted from the voice's end.
+//! (`duet_turn_batch_seconds`, `duet_turn_pause_seconds`, `duet_turn_wait_seconds`).
+//! `--trace 1` prints, for each finished sentence, where the detector dated the pause, the
+//! score and the decision (`turn.scored`) and when `committed` came, counted from the
+//! voice's end.
 //!
 //! ```sh
 //! scripts/install-models /tmp/duet-models

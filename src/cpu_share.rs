@@ -1,6 +1,6 @@
 //! Who gets a busy CPU first. The threads a turn or a frame waits on keep the process's own
 //! priority: the async runtime (media pacing, sessions, Silero VAD), the media engines, the
-//! duplex model loop and the turn model (`duet-turn`, whose score a turn's end waits for).
+//! duplex model loop and the turn model (`duet-turn-N`, whose score a turn's end waits for).
 //! Bulk model work runs `--bulk-nice` lower (a higher nice value, 10 by default): the
 //! transcription loop, the embedded LLM, speech synthesis, and the math pool (rayon's global
 //! pool, where candle's matrix products run) their tensors use — unless the duplex model

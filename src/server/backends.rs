@@ -192,6 +192,16 @@ pub(super) async fn start_speech(args: &ServeArgs) -> anyhow::Result<Speech> {
     Ok(speech)
 }
 
+/// The math pool's share of a busy CPU: bulk, unless the frame-paced model does its math
+/// there (Moshi on the CPU).
+pub(super) fn math_pool_share(args: &ServeArgs) -> crate::cpu_share::Share {
+    if args.backend.model == "moshi" && args.backend.device == "cpu" {
+        crate::cpu_share::Share::Prompt
+    } else {
+        crate::cpu_share::Share::Bulk
+    }
+}
+
 /// Loads the turn model of `--turn-model-dir` and starts its loop; says once, without one,
 /// what `semantic_vad` does then.
 async fn start_turn_model(args: &ServeArgs) -> anyhow::Result<Option<crate::turn_loop::TurnLoop>> {

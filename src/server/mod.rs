@@ -509,13 +509,7 @@ pub async fn start(args: &ServeArgs) -> anyhow::Result<Server> {
 /// a background task until [`Server::drain`].
 pub async fn start_on(args: &ServeArgs, sockets: Sockets) -> anyhow::Result<Server> {
     check_auth(args)?;
-    // The math pool is bulk unless the frame-paced model does its math there.
-    let pool = if args.backend.model == "moshi" && args.backend.device == "cpu" {
-        crate::cpu_share::Share::Prompt
-    } else {
-        crate::cpu_share::Share::Bulk
-    };
-    crate::cpu_share::configure(args.backend.bulk_nice, pool);
+    crate::cpu_share::configure(args.backend.bulk_nice, backends::math_pool_share(args));
     let llm = backends::llm_backend(args).await?;
     let voice = backends::start_voice(args).await?;
     let model = backends::start_model(args, llm.clone(), voice.clone()).await?;
