@@ -104,8 +104,11 @@ async fn trial(addr: std::net::SocketAddr, phrase: &str, (voice, wpm): &(String,
         .await
         .expect("appends");
     let onset = started + Duration::from_secs_f64((2_400 + lead) as f64 / 24_000.0);
+    // The first verdict and the first cancel are the phrase's over the story: when the turn
+    // model ends a phrase at a pause inside it ("Wait, … what did you say?"), its first
+    // part is a turn of its own, answered, and the rest interrupts that answer in turn.
     for (at, v) in events {
-        if v["type"] == "turn.overlap" {
+        if v["type"] == "turn.overlap" && outcome.verdict.is_none() {
             outcome.verdict = Some(format!(
                 "{} after {} ms, heard {}",
                 v["outcome"].as_str().unwrap_or("?"),
@@ -115,6 +118,7 @@ async fn trial(addr: std::net::SocketAddr, phrase: &str, (voice, wpm): &(String,
         }
         if v["type"] == "response.done"
             && v["response"]["status_details"]["reason"] == "turn_detected"
+            && outcome.onset_to_cancel.is_none()
         {
             outcome.interrupted = true;
             outcome.onset_to_cancel = Some(at.saturating_duration_since(onset));

@@ -37,6 +37,9 @@ pub(super) struct Overlap {
     pub(super) onset: u64,
     /// Where the voice began (the duration counts from here).
     voice: u64,
+    /// Voice heard before the last pause inside this speech (samples): with the voice since,
+    /// what counts towards [`EARLY_WORDS_MS`].
+    before: u64,
     /// Samples of speech that interrupt whatever the words.
     min: u64,
     /// Where the speech ended before it was judged.
@@ -49,6 +52,11 @@ pub(super) struct Overlap {
     pub(super) early: Option<Arc<str>>,
     /// What the transcriber heard of them.
     pub(super) early_heard: Option<String>,
+    /// The words of the speech up to a pause inside it, asked when the pause ended it and
+    /// not heard when the voice came back: they still decide when they are decisive.
+    before_pause: Option<Arc<str>>,
+    /// What the transcriber heard of them.
+    before_pause_heard: Option<String>,
 }
 
 /// What the speech over the answer was.
@@ -66,12 +74,15 @@ impl Overlap {
         Self {
             onset,
             voice,
+            before: 0,
             min,
             stopped_at: None,
             words: None,
             heard: None,
             early: None,
             early_heard: None,
+            before_pause: None,
+            before_pause_heard: None,
         }
     }
 
@@ -90,7 +101,9 @@ impl Overlap {
         };
         let Some(until) = self.stopped_at else {
             let long = in_speech && clock.saturating_sub(self.voice) >= self.min;
-            let decisive = self.early_heard.as_deref().is_some_and(decisive);
+            let decisive = [&self.early_heard, &self.before_pause_heard]
+                .iter()
+                .any(|w| w.as_deref().is_some_and(decisive));
             // Nothing left to interrupt: it is simply the user's turn.
             return (long || decisive || !answering).then_some(interrupt);
         };
@@ -104,13 +117,21 @@ impl Overlap {
 
     /// The voice came back before the verdict, at `voice`: the speech goes on. Its length
     /// (for `min_duration_ms`) counts from there, a pause being no speech; its words will be
-    /// asked from its first onset when it ends, and those asked before the pause are not
-    /// waited for.
+    /// asked from its first onset when it ends. Those asked at the pause are not waited
+    /// for, but they are its first words: decisive ones ("Wait, … what did you say?")
+    /// interrupt when they come, as early words do.
     pub(super) fn resume(&mut self, voice: u64) {
+        if let Some(stopped) = self.stopped_at {
+            self.before += stopped.saturating_sub(self.voice);
+        }
         self.voice = voice;
         self.stopped_at = None;
-        self.words = None;
-        self.heard = None;
+        if let Some((id, _)) = self.words.take() {
+            match self.heard.take() {
+                Some(text) => self.before_pause_heard = Some(text),
+                None => self.before_pause = Some(id),
+            }
+        }
     }
 
     /// How long the voice lasted, in milliseconds, when it was heard up to `voiced_until`.
@@ -126,23 +147,30 @@ impl Overlap {
         self.words.as_ref().is_some_and(|(w, _)| &**w == id)
     }
 
-    /// Whether its words so far should be asked now: it goes on, has lasted
-    /// [`EARLY_WORDS_MS`] (heard up to `voiced_until`), and they were not asked yet.
+    /// Whether its words so far should be asked now: it goes on, [`EARLY_WORDS_MS`] of
+    /// voice were heard (up to `voiced_until`, the parts before a pause inside it counted:
+    /// "Wait, … what did you say?" said its first word before the pause), and they were not
+    /// asked yet.
     pub(super) fn wants_early_words(&self, voiced_until: u64) -> bool {
         self.early.is_none()
             && self.stopped_at.is_none()
-            && self.voiced_ms(voiced_until) >= EARLY_WORDS_MS
+            && self.before / SAMPLES_PER_MS + self.voiced_ms(voiced_until) >= EARLY_WORDS_MS
     }
 
-    /// Whether transcription `id` is one of its own: the words so far, or the whole speech's.
+    /// Whether transcription `id` is one of its own: the words so far, those up to a pause,
+    /// or the whole speech's.
     pub(super) fn owns(&self, id: &str) -> bool {
-        self.early.as_deref() == Some(id) || self.asked(id)
+        self.early.as_deref() == Some(id)
+            || self.before_pause.as_deref() == Some(id)
+            || self.asked(id)
     }
 
     /// Takes transcript `text` of its own transcription `id` ([`Self::owns`]).
     pub(super) fn heard(&mut self, id: &str, text: String) {
         if self.early.as_deref() == Some(id) {
             self.early_heard = Some(text);
+        } else if self.before_pause.as_deref() == Some(id) {
+            self.before_pause_heard = Some(text);
         } else if self.asked(id) {
             self.heard = Some(text);
         }
@@ -157,17 +185,34 @@ impl Overlap {
         }
         match &ev.output {
             Ok(TranscribeOutput::Completed { text, logprobs, .. }) => {
-                // Words the transcriber is unsure of do not decide: the length does.
-                let sure = !unsure(logprobs);
-                if !sure {
-                    tracing::debug!(%text, "words over the answer too unsure to judge it");
+                // Words the transcriber is unsure of, or a sound it could only spell in
+                // pieces, do not decide: the length does.
+                let (unsure, pieces) = (unsure(logprobs), spelled_in_pieces(logprobs));
+                if unsure || pieces {
+                    tracing::debug!(
+                        %text,
+                        unsure,
+                        pieces,
+                        "words over the answer that cannot judge it"
+                    );
                 }
+                let sure = !unsure && !pieces;
                 self.heard(&ev.item_id, if sure { text.clone() } else { String::new() })
             }
             Ok(_) => {}
             Err(_) => self.heard(&ev.item_id, String::new()),
         }
         true
+    }
+
+    /// The words its verdict reports: the whole speech's, else the first words that decided
+    /// it, else any first words heard.
+    pub(super) fn reported(&self) -> Option<&str> {
+        let first = [&self.early_heard, &self.before_pause_heard];
+        self.heard.as_deref().or_else(|| {
+            let mut heard = first.iter().filter_map(|w| w.as_deref());
+            heard.clone().find(|w| decisive(w)).or_else(|| heard.next())
+        })
     }
 
     /// When the words are given up (the session's timer wakes then).
@@ -197,6 +242,44 @@ fn unsure(logprobs: &[duet_models::TokenLogprob]) -> bool {
         .map(|t| t.logprob)
         .collect();
     !words.is_empty() && words.iter().sum::<f32>() / (words.len() as f32) < UNSURE_LOGPROB
+}
+
+/// The longest piece (in letters) of a word the transcriber spelled out sound by sound.
+const PIECE_LETTERS: usize = 3;
+
+/// Whether the transcriber spelled every word it heard in pieces: each is two or more
+/// tokens of its vocabulary, every one of at most [`PIECE_LETTERS`] letters, joined by
+/// hyphens or nothing ("Bum-bum" for a hummed "mm-hmm", "I-c" and "I-b-i" for "I see",
+/// "Buh-uh-uh" for "uh-huh"): this is how Whisper writes a sound that is no word it knows,
+/// however sure it is of the spelling. The first words of an interruption are words
+/// ("Stop", "Wait", "No", "Hold on", "Pardon"): one token each, or pieces longer than a
+/// syllable's spelling. An apostrophe's suffix ("'s" of "that's") is no piece. A
+/// transcriber that reports no tokens is taken at its word.
+fn spelled_in_pieces(logprobs: &[duet_models::TokenLogprob]) -> bool {
+    // Per word: (tokens holding letters, all of them short).
+    let mut words: Vec<(usize, bool)> = Vec::new();
+    let mut open = false;
+    for t in logprobs {
+        let piece = t.token.trim_start();
+        let starts_word = t.token.starts_with(char::is_whitespace) || !open;
+        if piece.starts_with('\'') {
+            continue;
+        }
+        let letters = piece.chars().filter(|c| c.is_alphanumeric()).count();
+        if letters == 0 {
+            // A hyphen joins pieces of one word; other punctuation ends it.
+            open = open && piece == "-";
+            continue;
+        }
+        if starts_word || words.is_empty() {
+            words.push((0, true));
+        }
+        let word = words.last_mut().expect("pushed above");
+        word.0 += 1;
+        word.1 &= letters <= PIECE_LETTERS && !piece.chars().any(char::is_numeric);
+        open = true;
+    }
+    !words.is_empty() && words.iter().all(|&(tokens, short)| tokens >= 2 && short)
 }
 
 /// Words that keep the listener listening.
@@ -340,7 +423,7 @@ impl Session {
                 },
                 duration_ms: o.voiced_ms(voiced_until),
                 // The whole speech's words, else the first ones that decided it.
-                transcript: o.heard.clone().or_else(|| o.early_heard.clone()),
+                transcript: o.reported().map(str::to_string),
             });
         }
         self.input.overlap = None;
@@ -394,6 +477,45 @@ mod tests {
             "Okay stop",
         ] {
             assert!(!is_backchannel(words), "{words:?}");
+        }
+    }
+
+    fn tokens(pieces: &[&str]) -> Vec<duet_models::TokenLogprob> {
+        pieces
+            .iter()
+            .map(|t| duet_models::TokenLogprob {
+                token: t.to_string(),
+                logprob: -0.3,
+                bytes: t.as_bytes().to_vec(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn sounds_spelled_in_pieces_are_no_words() {
+        // Whisper tiny.en on espeak-ng backchannels, sure of each spelling.
+        for pieces in [
+            &[" B", "um", "-", "b", "um", "."][..],
+            &[" I", "-", "c", "."],
+            &[" i", "-", "b", "-", "i"],
+            &[" B", "uh", "-", "uh", "-", "uh", "."],
+            &[" Mm", "-", "h", "mm", "."],
+        ] {
+            assert!(spelled_in_pieces(&tokens(pieces)), "{pieces:?}");
+        }
+        for pieces in [
+            &[" Stop", "."][..],
+            &[" Wait", ",", " what", " did", " you", " say", "?"],
+            &[" No", ",", " that", "'s", " wrong", "."],
+            &[" That", "'s"],
+            &[" Pard", "on", "?"],
+            &[" B", "um", "-", "b", "um", " stop"],
+            &[" I", " see", "."],
+            &[" 5", "0"],
+            &[],
+            &["."],
+        ] {
+            assert!(!spelled_in_pieces(&tokens(pieces)), "{pieces:?}");
         }
     }
 

@@ -312,16 +312,10 @@ fn a_pause_inside_speech_over_the_answer_keeps_it_one_speech() {
     append(&mut h, 0.25, true);
     append(&mut h, 0.8, false);
     let words = asked(&sent);
-    assert_eq!(words.len(), 2, "{words:?}");
-    let (id, samples) = words[1].clone();
-    eprintln!(
-        "DBG {:?} {:?}",
-        h.seen[seen..]
-            .iter()
-            .filter(|e| e["type"] == "turn.overlap")
-            .collect::<Vec<_>>(),
-        words
-    );
+    // The words so far once 350 ms of voice were heard in all (the part before the pause
+    // counted), then the whole speech's at its end.
+    assert_eq!(words.len(), 3, "{words:?}");
+    let (id, samples) = words[2].clone();
     assert!(
         samples > first[0].1 + 24_000 * 5 / 10,
         "asked again from the first onset: {samples} samples after {}",
@@ -332,7 +326,8 @@ fn a_pause_inside_speech_over_the_answer_keeps_it_one_speech() {
         0,
         "one speech, not judged yet"
     );
-    // The words of the part before the pause come late: they judge nothing.
+    // The words of the part before the pause come late, a backchannel's: they decide nothing
+    // (decisive ones would interrupt: `overlap::decisive_words_before_a_pause_…`).
     let late = |text: &str| {
         Ok(duet_models::TranscribeOutput::Completed {
             text: text.into(),

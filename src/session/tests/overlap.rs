@@ -37,6 +37,64 @@ fn decisive_first_words_interrupt_before_the_minimum() {
 }
 
 #[test]
+fn voice_before_a_pause_counts_towards_the_early_words() {
+    // espeak-ng's Scottish "Wait, … what did you say?": 330 ms of "Wait," a pause the turn
+    // model ends it at, then "what": the first word was said, so the words so far are asked
+    // as soon as 350 ms of voice were heard in all, not 350 ms after "what" began.
+    let ms = |ms: u64| ms * 24;
+    let mut o = Overlap::new(ms(200), ms(300), ms(600));
+    o.stopped_at = Some(ms(630));
+    o.resume(ms(830));
+    assert!(!o.wants_early_words(ms(840)), "340 ms of voice in all");
+    assert!(
+        o.wants_early_words(ms(850)),
+        "330 ms before the pause and 20 ms since"
+    );
+    assert_eq!(
+        o.voiced_ms(ms(850)),
+        20,
+        "the length counts from the voice's return"
+    );
+}
+
+#[test]
+fn decisive_words_before_a_pause_interrupt_when_they_come_after_it() {
+    let t0 = Instant::now();
+    let ms = |ms: u64| ms * 24;
+    for (first, interrupts) in [("Wait...", true), ("Mm-hmm.", false), ("I", false)] {
+        // "Wait," then a pause that ends the speech: its words are asked, and the voice
+        // comes back ("what did you say") before they are heard.
+        let mut o = Overlap::new(ms(200), ms(300), ms(600));
+        o.stopped_at = Some(ms(630));
+        o.words = Some((Arc::from("bc_pause"), t0 + WORDS_TIMEOUT));
+        o.resume(ms(830));
+        assert!(o.owns("bc_pause"), "still its own");
+        assert_eq!(o.verdict(ms(900), true, t0, true), None, "{first}");
+        o.heard("bc_pause", first.into());
+        let verdict = o.verdict(ms(900), true, t0, true);
+        let want = interrupts.then_some(Verdict::Interrupt {
+            onset: ms(200),
+            stopped_at: None,
+        });
+        assert_eq!(verdict, want, "{first}");
+    }
+    // Heard before the voice came back, they count the same.
+    let mut o = Overlap::new(ms(200), ms(300), ms(600));
+    o.stopped_at = Some(ms(630));
+    o.words = Some((Arc::from("bc_pause"), t0 + WORDS_TIMEOUT));
+    o.heard("bc_pause", "Stop.".into());
+    o.resume(ms(830));
+    assert_eq!(
+        o.verdict(ms(900), true, t0, true),
+        Some(Verdict::Interrupt {
+            onset: ms(200),
+            stopped_at: None
+        })
+    );
+    assert_eq!(o.reported(), Some("Stop."));
+}
+
+#[test]
 fn long_speech_interrupts_and_short_speech_waits_for_its_words() {
     let t0 = Instant::now();
     let mut o = Overlap::new(1_000, 8_200, 14_400);
@@ -149,5 +207,42 @@ fn words_the_transcriber_is_unsure_of_do_not_interrupt() {
     assert!(
         !o.hear(&answer("bc_other", &[(" Stop", 0.0)])),
         "not its own"
+    );
+}
+
+#[test]
+fn a_sound_the_transcriber_spells_in_pieces_does_not_interrupt() {
+    let t0 = Instant::now();
+    let mut o = Overlap::new(1_000, 8_200, 14_400);
+    o.stopped_at = Some(18_000);
+    o.words = Some((Arc::from("bc_1"), t0 + WORDS_TIMEOUT));
+    // Whisper tiny.en's "Bum-bum" for a hummed "mm-hmm" in espeak-ng's RP voice: its word
+    // tokens average -1.33, sure enough to count as words, and they are no word.
+    let bum = [
+        (" B", -2.78),
+        ("um", -0.95),
+        ("-", -1.62),
+        ("b", -1.42),
+        ("um", -0.15),
+    ];
+    assert!(o.hear(&answer("bc_1", &bum)));
+    assert_eq!(o.heard.as_deref(), Some(""), "pieces are no words");
+    assert_eq!(
+        o.verdict(20_000, false, t0, true),
+        Some(Verdict::Backchannel { until: 18_000 })
+    );
+    // Early words spelled in pieces decide nothing either.
+    let mut going = Overlap::new(1_000, 8_200, 14_400);
+    going.early = Some(Arc::from("bc_early"));
+    assert!(going.hear(&answer("bc_early", &bum)));
+    assert_eq!(going.verdict(17_000, true, t0, true), None);
+    // A word among them decides.
+    assert!(going.hear(&answer("bc_early", &[(" Stop", -0.2), (",", -0.4)])));
+    assert_eq!(
+        going.verdict(17_000, true, t0, true),
+        Some(Verdict::Interrupt {
+            onset: 1_000,
+            stopped_at: None
+        })
     );
 }
