@@ -99,6 +99,10 @@ pub trait Transcriber: Send {
     /// The language of the stream's next utterances (ISO-639-1; `None`: detect it, or the
     /// transcriber's own). Transcribers with one language ignore it.
     fn set_language(&mut self, _stream: StreamId, _language: Option<&str>) {}
+    /// Text that comes before the stream's next utterances (the Realtime API's and the
+    /// transcription endpoint's `prompt`: names, spellings, the style of what is said;
+    /// `None`: none). Transcribers that cannot be prompted ignore it.
+    fn set_prompt(&mut self, _stream: StreamId, _prompt: Option<&str>) {}
     /// Steps every stream in `batch` once; pushes exactly one result per input, in order.
     /// An error fails that stream's current utterance only (the stream stays open).
     fn step(

@@ -63,6 +63,10 @@ pub const CHECKSUM_FILE: &str = "duet-whisper.sha256";
 pub const MAX_UTTERANCE_SECONDS: usize = 30;
 
 const SPECIAL_SOT: &str = "<|startoftranscript|>";
+const SPECIAL_PREVIOUS: &str = "<|startofprev|>";
+/// The most prompt tokens read before an utterance: OpenAI's Whisper keeps the last half of
+/// the text context less one (223 of 448).
+const MAX_PREVIOUS: usize = 223;
 const SPECIAL_EOT: &str = "<|endoftext|>";
 const SPECIAL_NOTIMESTAMPS: &str = "<|notimestamps|>";
 /// The no-speech token (`<|nocaptions|>`; `<|nospeech|>` in large-v3).
@@ -114,6 +118,8 @@ struct Stream {
     samples_in: u64,
     /// The language its utterances are in (`None`: detected).
     language: Option<String>,
+    /// The tokens of the text its utterances follow (`prompt`), at most [`MAX_PREVIOUS`].
+    previous: Vec<u32>,
 }
 
 impl Stream {
@@ -126,6 +132,7 @@ impl Stream {
             pcm: Vec::new(),
             samples_in: 0,
             language: None,
+            previous: Vec::new(),
         })
     }
 
@@ -177,6 +184,9 @@ struct Specials {
     languages: Vec<(u32, String)>,
     /// `<|transcribe|>`, in a multilingual model.
     transcribe: Option<u32>,
+    /// `<|startofprev|>`: the previous text (a prompt) follows it, before the transcript's
+    /// own prompt.
+    previous: Option<u32>,
 }
 
 /// What Whisper heard: the text, its tokens' log probabilities (when asked for) and the
@@ -296,22 +306,38 @@ impl WhisperTranscriber {
         pcm: &[f32],
         logprobs: bool,
     ) -> Result<(String, Vec<TokenLogprob>), ModelError> {
-        self.hear_16k(pcm, logprobs, None)
+        self.hear_16k(pcm, logprobs, None, &[])
             .map(|(text, logprobs, _)| (text, logprobs))
     }
 
     /// [`Self::transcribe_16k`] in `language` (ISO-639-1; a multilingual model detects it when
-    /// `None` or unknown to it), also returning the language transcribed in (multilingual).
+    /// `None` or unknown to it) after the `previous` text's tokens ([`Self::prompt_tokens`]),
+    /// also returning the language transcribed in (multilingual).
     pub fn hear_16k(
         &mut self,
         pcm: &[f32],
         logprobs: bool,
         language: Option<&str>,
+        previous: &[u32],
     ) -> Result<Heard, ModelError> {
         if pcm.iter().all(|x| x.abs() < SILENCE_PEAK) {
             return Ok((String::new(), Vec::new(), None));
         }
-        self.infer(pcm, logprobs, language)
+        self.infer(pcm, logprobs, language, previous)
+    }
+
+    /// The tokens `prompt` is read as before an utterance: the text with a leading space,
+    /// as OpenAI's Whisper encodes its `initial_prompt`, its last [`MAX_PREVIOUS`] tokens
+    /// (none when the vocabulary has no `<|startofprev|>`).
+    pub fn prompt_tokens(&self, prompt: &str) -> Vec<u32> {
+        let prompt = prompt.trim();
+        if prompt.is_empty() || self.specials.previous.is_none() {
+            return Vec::new();
+        }
+        let mut ids = self.tokenizer.encode(&format!(" {prompt}"));
+        ids.retain(|&id| (id as usize) < self.cfg.vocab_size);
+        let cut = ids.len().saturating_sub(MAX_PREVIOUS);
+        ids.split_off(cut)
     }
 
     /// Runs the model (no silence gate).
@@ -320,6 +346,7 @@ impl WhisperTranscriber {
         pcm: &[f32],
         want_logprobs: bool,
         language: Option<&str>,
+        previous: &[u32],
     ) -> Result<Heard, ModelError> {
         let n_frames = self.frames_for(pcm.len());
         let mel = self
@@ -329,14 +356,14 @@ impl WhisperTranscriber {
         let features = self.net.encoder.forward(&mel).map_err(failed("encoder"))?;
         let decoder = &self.net.decoder;
         let mut state = decoder.start(&features).map_err(failed("decoder"))?;
-        let (no_speech, logits, spoken) = self.read_prompt(&mut state, language)?;
+        let (no_speech, logits, spoken) = self.read_prompt(&mut state, language, previous)?;
         let seconds = pcm.len() as f64 / SAMPLE_RATE as f64;
         let budget = (BASE_TOKENS + (seconds * TOKENS_PER_SECOND) as usize)
             .min(MAX_NEW_TOKENS)
             .min(
                 decoder
                     .max_positions()
-                    .saturating_sub(self.specials.prompt.len() + 1),
+                    .saturating_sub(self.specials.prompt.len() + previous.len() + 2),
             );
         let (tokens, lps, avg) = self.decode(&mut state, logits, budget)?;
         if no_speech > NO_SPEECH_THRESHOLD && avg < LOGPROB_THRESHOLD {
@@ -351,19 +378,28 @@ impl WhisperTranscriber {
         Ok((text, logprobs, spoken))
     }
 
-    /// Runs the prompt one token at a time: the logits after `<|startoftranscript|>` give
-    /// the no-speech probability (and, in a multilingual model, the language when none is
-    /// asked for: the likeliest language token), those after the last (`<|notimestamps|>`)
-    /// the first text token. Returns them and the language transcribed in (multilingual).
+    /// Runs the prompt one token at a time: `<|startofprev|>` and the `previous` text's
+    /// tokens when there are some, then the transcript's own; the logits after
+    /// `<|startoftranscript|>` give the no-speech probability (and, in a multilingual model,
+    /// the language when none is asked for: the likeliest language token), those after the
+    /// last (`<|notimestamps|>`) the first text token. Returns them and the language
+    /// transcribed in (multilingual).
     fn read_prompt(
         &self,
         state: &mut model::DecodeState,
         language: Option<&str>,
+        previous: &[u32],
     ) -> Result<(f32, Tensor, Option<String>), ModelError> {
         let decoder = &self.net.decoder;
         let [sot, rest @ ..] = self.specials.prompt.as_slice() else {
             return Err(ModelError::Failed("whisper: empty prompt".into()));
         };
+        if let (Some(prev), false) = (self.specials.previous, previous.is_empty()) {
+            let tokens: Vec<u32> = std::iter::once(prev)
+                .chain(previous.iter().copied())
+                .collect();
+            decoder.feed(state, &tokens).map_err(failed("decoder"))?;
+        }
         let mut logits = decoder.step(state, *sot).map_err(failed("decoder"))?;
         let first = host(logits.clone())?;
         let no_speech = self
@@ -381,9 +417,10 @@ impl WhisperTranscriber {
                 })
             };
             let (id, code) = asked.or_else(likeliest).cloned().unwrap_or_default();
-            for t in [id, task] {
-                logits = decoder.step(state, t).map_err(failed("decoder"))?;
-            }
+            // Their logits are not read: `<|notimestamps|>` (`rest`) comes after them.
+            decoder
+                .feed(state, &[id, task])
+                .map_err(failed("decoder"))?;
             spoken = Some(code);
         }
         for &t in rest {
@@ -495,6 +532,7 @@ impl Specials {
             no_speech: SPECIAL_NO_SPEECH.iter().find_map(|n| id(n).ok()),
             languages,
             transcribe,
+            previous: id(SPECIAL_PREVIOUS).ok(),
         })
     }
 }
@@ -590,7 +628,8 @@ impl Transcriber for WhisperTranscriber {
 
     fn warmup(&mut self) -> Result<(), ModelError> {
         // One second of silence through the whole model (the silence gate bypassed).
-        self.infer(&vec![0.0; SAMPLE_RATE], false, None).map(|_| ())
+        self.infer(&vec![0.0; SAMPLE_RATE], false, None, &[])
+            .map(|_| ())
     }
 
     fn open_stream(&mut self) -> Result<StreamId, ModelError> {
@@ -606,6 +645,13 @@ impl Transcriber for WhisperTranscriber {
     fn set_language(&mut self, stream: StreamId, language: Option<&str>) {
         if let Some(s) = self.streams.get_mut(stream).and_then(Option::as_mut) {
             s.language = language.map(str::to_string);
+        }
+    }
+
+    fn set_prompt(&mut self, stream: StreamId, prompt: Option<&str>) {
+        let previous = prompt.map_or_else(Vec::new, |p| self.prompt_tokens(p));
+        if let Some(s) = self.streams.get_mut(stream).and_then(Option::as_mut) {
+            s.previous = previous;
         }
     }
 
@@ -626,13 +672,19 @@ impl Transcriber for WhisperTranscriber {
                     if input.end {
                         let (pcm, audio_seconds) = stream.finish(&mut scratch);
                         let language = stream.language.clone();
-                        self.hear_16k(&pcm, input.logprobs, language.as_deref())
-                            .map(|(text, logprobs, language)| TranscribeOutput::Completed {
-                                text,
-                                logprobs,
-                                audio_seconds,
-                                language,
-                            })
+                        let previous = std::mem::take(&mut stream.previous);
+                        let heard =
+                            self.hear_16k(&pcm, input.logprobs, language.as_deref(), &previous);
+                        if let Some(s) = self.streams.get_mut(input.stream).and_then(Option::as_mut)
+                        {
+                            s.previous = previous;
+                        }
+                        heard.map(|(text, logprobs, language)| TranscribeOutput::Completed {
+                            text,
+                            logprobs,
+                            audio_seconds,
+                            language,
+                        })
                     } else {
                         Ok(TranscribeOutput::NotYet)
                     }

@@ -4,8 +4,9 @@
 //! candle-transformers' `whisper::model` has the same weights and maths but re-runs the
 //! decoder over the whole prefix at every token (its cache holds the cross-attention only)
 //! and keeps its layers private; on the CPU a prefix of two or more tokens costs three
-//! times a single one. Here each step feeds one token: the prompt is fed token by token
-//! too, so no causal mask is ever needed. GELU is the exact (erf) one, as OpenAI's.
+//! times a single one. Here each step feeds one token and reads its logits; tokens whose
+//! logits are not read (a prompt's previous text) are fed together in one pass under a
+//! causal mask, without the output projection. GELU is the exact (erf) one, as OpenAI's.
 
 use candle::{Device, Module, Result, Tensor, D};
 use candle_nn::{Conv1d, Conv1dConfig, LayerNorm, Linear, VarBuilder};
@@ -35,10 +36,14 @@ fn split_heads(x: &Tensor, heads: usize) -> Result<Tensor> {
 }
 
 /// Softmax attention of `q` `[h, tq, dh]` over keys `kt` `[h, dh, tk]` and values `v`
-/// `[h, tk, dh]`; returns `[tq, h * dh]`.
-fn attend(q: &Tensor, kt: &Tensor, v: &Tensor) -> Result<Tensor> {
+/// `[h, tk, dh]`, with `mask` `[tq, tk]` (0 or −∞) added to the scores when given; returns
+/// `[tq, h * dh]`.
+fn attend(q: &Tensor, kt: &Tensor, v: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
     let (h, tq, dh) = q.dims3()?;
-    let scores = (q.matmul(kt)? * (1.0 / (dh as f64).sqrt()))?;
+    let mut scores = (q.matmul(kt)? * (1.0 / (dh as f64).sqrt()))?;
+    if let Some(mask) = mask {
+        scores = scores.broadcast_add(mask)?;
+    }
     let w = candle_nn::ops::softmax_last_dim(&scores)?;
     w.matmul(v)?.transpose(0, 1)?.reshape((tq, h * dh))
 }
@@ -63,8 +68,19 @@ impl Attention {
 
     /// Attention of `x` `[t, d]` over the keys and values given.
     fn forward(&self, x: &Tensor, kt: &Tensor, v: &Tensor) -> Result<Tensor> {
+        self.forward_masked(x, kt, v, None)
+    }
+
+    /// [`Self::forward`] with an additive `mask` `[t, tk]`.
+    fn forward_masked(
+        &self,
+        x: &Tensor,
+        kt: &Tensor,
+        v: &Tensor,
+        mask: Option<&Tensor>,
+    ) -> Result<Tensor> {
         let q = split_heads(&self.q.forward(x)?, self.heads)?;
-        self.out.forward(&attend(&q, kt, v)?)
+        self.out.forward(&attend(&q, kt, v, mask)?)
     }
 }
 
@@ -244,12 +260,38 @@ impl Decoder {
 
     /// Feeds the next token; returns the logits `[vocab]` after it.
     pub fn step(&self, state: &mut DecodeState, token: u32) -> Result<Tensor> {
-        let pos = state.fed;
-        if pos >= self.max_positions() {
+        let h = self.advance(state, &[token])?; // [1, d]
+                                                // Tied output projection: [vocab, d] x [d, 1], a matrix-vector product.
+        self.tokens.matmul(&h.t()?)?.squeeze(D::Minus1)
+    }
+
+    /// Feeds the next tokens when their logits are not needed (a prompt's), all in one
+    /// pass (each sees those before it: a causal mask): the output projection, which reads
+    /// the whole embedding table and costs most of a step, is skipped.
+    pub fn feed(&self, state: &mut DecodeState, tokens: &[u32]) -> Result<()> {
+        self.advance(state, tokens).map(drop)
+    }
+
+    /// Runs the next tokens through the blocks (one pass, a causal mask when there are
+    /// several); returns the final layer-normed `[n, d]`.
+    fn advance(&self, state: &mut DecodeState, tokens: &[u32]) -> Result<Tensor> {
+        let (n, pos) = (tokens.len(), state.fed);
+        if pos + n > self.max_positions() {
             candle::bail!("the decoder holds {} tokens at most", self.max_positions());
         }
-        let mut x =
-            (self.tokens.narrow(0, token as usize, 1)? + self.positions.narrow(0, pos, 1)?)?; // [1, d]
+        let device = self.tokens.device();
+        let ids = Tensor::new(tokens, device)?;
+        let mut x = (self.tokens.index_select(&ids, 0)? + self.positions.narrow(0, pos, n)?)?; // [n, d]
+                                                                                               // One token sees every key: no mask is needed.
+        let mask = if n > 1 {
+            let causal = |i: usize, j: usize| if j <= pos + i { 0.0 } else { f32::NEG_INFINITY };
+            let m: Vec<f32> = (0..n)
+                .flat_map(|i| (0..pos + n).map(move |j| causal(i, j)))
+                .collect();
+            Some(Tensor::from_vec(m, (n, pos + n), device)?)
+        } else {
+            None
+        };
         for (b, (cache, (ckt, cv))) in self
             .blocks
             .iter()
@@ -261,16 +303,14 @@ impl Decoder {
                 None => (kt, v),
                 Some((pk, pv)) => (Tensor::cat(&[&pk, &kt], 2)?, Tensor::cat(&[&pv, &v], 1)?),
             };
-            x = (&x + b.self_attn.forward(&h, &kt, &v)?)?;
+            x = (&x + b.self_attn.forward_masked(&h, &kt, &v, mask.as_ref())?)?;
             *cache = Some((kt, v));
             let h = b.ln_cross.forward(&x)?;
             x = (&x + b.cross_attn.forward(&h, ckt, cv)?)?;
             x = b.mlp.residual(&x)?;
         }
-        state.fed += 1;
-        let h = self.ln.forward(&x)?; // [1, d]
-                                      // Tied output projection: [vocab, d] x [d, 1], a matrix-vector product.
-        self.tokens.matmul(&h.t()?)?.squeeze(D::Minus1)
+        state.fed += n;
+        self.ln.forward(&x)
     }
 }
 
