@@ -45,6 +45,8 @@ enum Command {
         pcm: Arc<[f32]>,
         end: bool,
         logprobs: bool,
+        /// The text it follows (`prompt`), when it ends.
+        prompt: Option<Arc<str>>,
         /// Its bytes on the session's memory meter, held until it is transcribed.
         charge: Option<MeterCharge>,
     },
@@ -129,6 +131,7 @@ impl TranscribeLoop {
                 events,
                 meter,
                 language: std::sync::Mutex::default(),
+                prompt: std::sync::Mutex::default(),
             },
             rx,
         ))
@@ -152,10 +155,17 @@ pub struct TranscribeSession {
     meter: Option<Arc<Meter>>,
     /// The language last given to the loop.
     language: std::sync::Mutex<Option<String>>,
+    /// The prompt of the utterances sent from now on.
+    prompt: std::sync::Mutex<Option<Arc<str>>>,
 }
 
 impl TranscriberPort for TranscribeSession {
     fn hints(&self, hints: &crate::session::TranscriptionHints) {
+        if let Ok(mut prompt) = self.prompt.lock() {
+            if prompt.as_deref() != hints.prompt.as_deref() {
+                *prompt = hints.prompt.as_deref().map(Arc::from);
+            }
+        }
         let Ok(mut last) = self.language.lock() else {
             return;
         };
@@ -207,6 +217,10 @@ impl TranscriberPort for TranscribeSession {
                 return;
             }
         };
+        // An utterance is read after the prompt the session gave with its end.
+        let prompt = end
+            .then(|| self.prompt.lock().ok().and_then(|p| p.clone()))
+            .flatten();
         let _ = self.tx.send(Command::Audio {
             charge,
             stream: self.stream,
@@ -214,6 +228,7 @@ impl TranscriberPort for TranscribeSession {
             pcm,
             end,
             logprobs,
+            prompt,
         });
     }
 }
@@ -232,6 +247,8 @@ struct Segment {
     pcm: Vec<f32>,
     end: bool,
     logprobs: bool,
+    /// The text it follows, once it ends.
+    prompt: Option<Arc<str>>,
     /// Its audio's bytes on the session's meter.
     charges: Vec<MeterCharge>,
 }
@@ -241,6 +258,8 @@ struct Stream {
     queue: VecDeque<Segment>,
     /// Samples sent to this stream and not yet taken (shared with its session's handle).
     queued: Arc<AtomicUsize>,
+    /// The prompt last given to the transcriber for this stream.
+    prompt: Option<Arc<str>>,
 }
 
 impl Stream {
@@ -251,6 +270,7 @@ impl Stream {
                 last.pcm.extend_from_slice(&seg.pcm);
                 last.end = seg.end;
                 last.logprobs |= seg.logprobs;
+                last.prompt = seg.prompt;
                 last.charges.extend(seg.charges);
             }
             _ => self.queue.push_back(seg),
@@ -333,6 +353,7 @@ impl LoopThread {
                     events,
                     queue,
                     queued,
+                    prompt: None,
                 },
             );
         }
@@ -356,6 +377,7 @@ impl LoopThread {
                 pcm,
                 end,
                 logprobs,
+                prompt,
                 charge,
             } => {
                 // Counted by the session's handle when it was sent.
@@ -367,6 +389,7 @@ impl LoopThread {
                     pcm: pcm.to_vec(),
                     end,
                     logprobs,
+                    prompt,
                     charges: charge.into_iter().collect(),
                 });
             }
@@ -401,6 +424,11 @@ impl LoopThread {
             if ready {
                 if let Some(seg) = s.queue.pop_front() {
                     s.taken(seg.pcm.len());
+                    // The prompt is the utterance's: given as its end is stepped.
+                    if seg.end && s.prompt != seg.prompt {
+                        s.prompt.clone_from(&seg.prompt);
+                        self.transcriber.set_prompt(id, seg.prompt.as_deref());
+                    }
                     work.push((id, seg));
                 }
             }
@@ -454,10 +482,12 @@ impl LoopThread {
 mod tests {
     use super::*;
 
-    /// A transcriber whose steps wait for the test to let them go.
+    /// A transcriber whose steps wait for the test to let them go; it logs the prompts it
+    /// is given and the utterances it ends.
     struct Gated {
         info: TranscriberInfo,
         gate: std_mpsc::Receiver<()>,
+        log: Arc<std::sync::Mutex<Vec<String>>>,
     }
 
     impl Transcriber for Gated {
@@ -471,11 +501,16 @@ mod tests {
             Ok(0)
         }
         fn close_stream(&mut self, _: StreamId) {}
+        fn set_prompt(&mut self, _: StreamId, prompt: Option<&str>) {
+            self.log.lock().unwrap().push(format!("prompt {prompt:?}"));
+        }
         fn step(
             &mut self,
             batch: &[TranscribeInput<'_>],
             out: &mut Vec<Result<TranscribeOutput, ModelError>>,
         ) {
+            let ends = batch.iter().filter(|b| b.end).count();
+            self.log.lock().unwrap().push(format!("end {ends}"));
             let _ = self.gate.recv();
             out.extend(batch.iter().map(|_| Ok(TranscribeOutput::NotYet)));
         }
@@ -488,19 +523,75 @@ mod tests {
         TranscribeSession,
         mpsc::Receiver<TranscriptEvent>,
     ) {
+        let (open, port, rx, _) = logged_busy_loop().await;
+        (open, port, rx)
+    }
+
+    /// [`busy_loop`], with the transcriber's log.
+    async fn logged_busy_loop() -> (
+        std_mpsc::Sender<()>,
+        TranscribeSession,
+        mpsc::Receiver<TranscriptEvent>,
+        Arc<std::sync::Mutex<Vec<String>>>,
+    ) {
         let (open, gate) = std_mpsc::channel();
         let info = TranscriberInfo {
             name: "gated".into(),
             max_streams: 1,
             streaming: false,
         };
-        let lp = TranscribeLoop::spawn(Box::new(Gated { info, gate }), "test").unwrap();
+        let log = Arc::default();
+        let gated = Gated {
+            info,
+            gate,
+            log: Arc::clone(&log),
+        };
+        let lp = TranscribeLoop::spawn(Box::new(gated), "test").unwrap();
         let (port, rx) = lp.open(None).await.unwrap();
         port.send("item_0".into(), Arc::from(vec![0.0; 24_000]), true, false);
         while port.queued.load(Ordering::Acquire) != 0 {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        (open, port, rx)
+        (open, port, rx, log)
+    }
+
+    #[tokio::test]
+    async fn an_utterance_is_read_after_the_prompt_it_was_sent_with() {
+        // Two utterances wait behind a busy step, sent with different prompts: each is
+        // given its own as its end is stepped, not the last one the session set.
+        let (open, port, mut rx, log) = logged_busy_loop().await;
+        let hints = |prompt: Option<&str>| crate::session::TranscriptionHints {
+            language: None,
+            prompt: prompt.map(str::to_string),
+        };
+        port.hints(&hints(Some("Mm-hmm. Yeah.")));
+        port.send("bc_1".into(), Arc::from(vec![0.0; 2_400]), true, true);
+        port.hints(&hints(None));
+        port.send("item_2".into(), Arc::from(vec![0.0; 2_400]), true, false);
+        port.send("item_3".into(), Arc::from(vec![0.0; 2_400]), true, false);
+        for _ in 0..4 {
+            open.send(()).unwrap();
+        }
+        for _ in 0..4 {
+            let ev = tokio::time::timeout(Duration::from_secs(2), rx.recv()).await;
+            assert!(
+                ev.is_ok(),
+                "every utterance answered: {:?}",
+                log.lock().unwrap()
+            );
+        }
+        assert_eq!(
+            *log.lock().unwrap(),
+            [
+                "end 1",
+                "prompt Some(\"Mm-hmm. Yeah.\")",
+                "end 1",
+                "prompt None",
+                "end 1",
+                "end 1"
+            ]
+        );
+        drop(open);
     }
 
     #[tokio::test]

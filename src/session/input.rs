@@ -586,7 +586,7 @@ impl Session {
             let words = self.transcripts.can_send_whole().then(|| {
                 let id: Arc<str> = Arc::from(format!("bc_{}", ids::item_id()));
                 let audio = self.input.buffer_from(onset);
-                self.transcripts.send_whole(id.clone(), audio, true);
+                self.transcripts.send_overlap(id.clone(), audio);
                 (id, self.out.now + WORDS_TIMEOUT)
             });
             if let Some(o) = &mut self.input.overlap {

@@ -282,6 +282,11 @@ fn spelled_in_pieces(logprobs: &[duet_models::TokenLogprob]) -> bool {
     !words.is_empty() && words.iter().all(|&(tokens, short)| tokens >= 2 && short)
 }
 
+/// What speech over an answer is transcribed after (Whisper's `prompt`): how the
+/// backchannels it may be are spelled, so that a short hum or "yeah" is read as one rather
+/// than as the nearest words ("You know" for "Yeah", "I say" for "I see").
+pub(super) const OVERLAP_PROMPT: &str = "Mm-hmm. Uh-huh. Yeah. Okay. Right. I see.";
+
 /// Words that keep the listener listening.
 const BACKCHANNEL_WORDS: &[&str] = &[
     "mhm",
@@ -406,7 +411,7 @@ impl Session {
         if in_speech && o.wants_early_words(voiced_until) && self.transcripts.can_send_whole() {
             let id: Arc<str> = Arc::from(format!("bc_{}", crate::protocol::ids::item_id()));
             let audio = self.input.buffer_from(o.onset);
-            self.transcripts.send_whole(id.clone(), audio, true);
+            self.transcripts.send_overlap(id.clone(), audio);
             if let Some(o) = &mut self.input.overlap {
                 o.early = Some(id);
             }

@@ -16,6 +16,7 @@ use duet_models::{ContextItem, Request, TokenLogprob, TranscribeOutput, TurnInpu
 
 use super::audio_io::to_f32;
 use super::conversation::Conversation;
+use super::interrupt::OVERLAP_PROMPT;
 use super::reply::{Cx, Reply};
 use super::{Epoch, Session, TranscriberPort, TranscriptEvent, TranscriptionHints};
 use crate::protocol::server::{LogProb, TranscriptionError, TranscriptionUsage};
@@ -78,6 +79,19 @@ impl Transcripts {
     pub(super) fn send_whole(&self, id: Arc<str>, pcm: Arc<[f32]>, logprobs: bool) {
         if let Some(port) = &self.port {
             self.end(port.as_ref(), id, pcm, logprobs);
+        }
+    }
+
+    /// Sends speech over an answer (`id`) whole, to be judged by its words: read after
+    /// [`OVERLAP_PROMPT`], the spellings of the backchannels it may be, in the session's
+    /// language.
+    pub(super) fn send_overlap(&self, id: Arc<str>, pcm: Arc<[f32]>) {
+        if let Some(port) = &self.port {
+            port.hints(&TranscriptionHints {
+                language: self.hints.language.clone(),
+                prompt: Some(OVERLAP_PROMPT.to_string()),
+            });
+            port.send(id, pcm, true, true);
         }
     }
 
