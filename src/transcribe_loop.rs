@@ -414,25 +414,7 @@ impl LoopThread {
     /// Steps every stream with a waiting segment once (the first segment of each); returns
     /// whether anything was stepped.
     fn step(&mut self) -> bool {
-        let mut work: Vec<(StreamId, Segment)> = Vec::new();
-        for (&id, s) in self.streams.iter_mut() {
-            // A streaming transcriber hears partial segments; an utterance one needs the end.
-            let ready = s
-                .queue
-                .front()
-                .is_some_and(|seg| seg.end || self.transcriber.info().streaming);
-            if ready {
-                if let Some(seg) = s.queue.pop_front() {
-                    s.taken(seg.pcm.len());
-                    // The prompt is the utterance's: given as its end is stepped.
-                    if seg.end && s.prompt != seg.prompt {
-                        s.prompt.clone_from(&seg.prompt);
-                        self.transcriber.set_prompt(id, seg.prompt.as_deref());
-                    }
-                    work.push((id, seg));
-                }
-            }
-        }
+        let work = self.take_ready();
         if work.is_empty() {
             return false;
         }
@@ -475,6 +457,31 @@ impl LoopThread {
             }
         }
         true
+    }
+
+    /// Takes the first segment of every stream that has one ready: its end, or any audio
+    /// for a streaming transcriber; gives the transcriber each ending utterance's prompt.
+    fn take_ready(&mut self) -> Vec<(StreamId, Segment)> {
+        let mut work: Vec<(StreamId, Segment)> = Vec::new();
+        for (&id, s) in self.streams.iter_mut() {
+            // A streaming transcriber hears partial segments; an utterance one needs the end.
+            let ready = s
+                .queue
+                .front()
+                .is_some_and(|seg| seg.end || self.transcriber.info().streaming);
+            if ready {
+                if let Some(seg) = s.queue.pop_front() {
+                    s.taken(seg.pcm.len());
+                    // The prompt is the utterance's: given as its end is stepped.
+                    if seg.end && s.prompt != seg.prompt {
+                        s.prompt.clone_from(&seg.prompt);
+                        self.transcriber.set_prompt(id, seg.prompt.as_deref());
+                    }
+                    work.push((id, seg));
+                }
+            }
+        }
+        work
     }
 }
 

@@ -54,6 +54,8 @@ pub enum PreTokenizer {
     /// non-letter glued to the letters after it, single digits, newlines kept with the
     /// punctuation before them.
     Qwen2,
+    /// GPT-2's own pattern, digits in runs (Whisper's tokenizer; no GGUF is given it).
+    Gpt2,
 }
 
 impl PreTokenizer {
@@ -70,6 +72,11 @@ impl PreTokenizer {
         match self {
             Self::Smollm => pre_tokenize(text),
             Self::Qwen2 => qwen2_split(text),
+            Self::Gpt2 => {
+                let mut out = Vec::new();
+                gpt2_split(text, &mut out);
+                out
+            }
         }
     }
 }

@@ -1,11 +1,14 @@
 //! Whisper's byte-level BPE tokenizer, read from a Hugging Face `tokenizer.json`: each
 //! vocabulary entry is a string over GPT-2's byte-to-unicode alphabet (every byte mapped to a
 //! printable character), so a token's bytes are that mapping reversed. Decoding needs no
-//! merges; encoding (a prompt's text) splits the text as GPT-2's pre-tokenizer does and
-//! applies the file's `merges` by rank. Special tokens (`<|endoftext|>`, …) come from
-//! `added_tokens`.
+//! merges; encoding (a prompt's text) is the embedded LLM's GPT-2 BPE
+//! ([`crate::llama::tokenizer`]) over this vocabulary and the file's `merges`, with GPT-2's
+//! own pre-tokenizer. Special tokens (`<|endoftext|>`, …) come from `added_tokens`.
 
 use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::llama::tokenizer::PreTokenizer;
 
 use serde::Deserialize;
 
@@ -50,80 +53,39 @@ pub struct Tokenizer {
     bytes: Vec<Option<Vec<u8>>>,
     special: Vec<bool>,
     by_name: HashMap<String, u32>,
-    /// Vocabulary entry (in the byte alphabet) → id, for encoding.
-    vocab: HashMap<String, u32>,
-    /// A pair of symbols → its merge's rank (lower merges first).
-    ranks: HashMap<(String, String), usize>,
-    alphabet: [char; 256],
+    /// The encoder (none when the vocabulary has no byte tokens to build one on).
+    bpe: Option<Arc<crate::llama::tokenizer::Tokenizer>>,
 }
 
-/// The character classes of GPT-2's pre-tokenizer.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Class {
-    Letter,
-    Number,
-    Space,
-    Other,
-}
-
-fn class(c: char) -> Class {
-    if c.is_alphabetic() {
-        Class::Letter
-    } else if c.is_numeric() {
-        Class::Number
-    } else if c.is_whitespace() {
-        Class::Space
-    } else {
-        Class::Other
+/// The GPT-2 BPE encoder over a `tokenizer.json`'s vocabulary (`n` ids), added tokens (as
+/// controls) and merges; none when it cannot be built (no byte tokens).
+fn encoder(
+    vocab: &HashMap<String, u32>,
+    added: &[AddedJson],
+    merges: Vec<MergeJson>,
+    n: usize,
+) -> Option<Arc<crate::llama::tokenizer::Tokenizer>> {
+    let merges: Vec<String> = merges
+        .into_iter()
+        .map(|m| match m {
+            MergeJson::Pair(a, b) => format!("{a} {b}"),
+            MergeJson::Joined(s) => s,
+        })
+        .collect();
+    // The vocabulary by id in its byte-level spelling; ids it lacks are empty controls.
+    let mut spelled = vec![String::new(); n];
+    let mut types = vec![3; n];
+    for (text, &id) in vocab {
+        spelled[id as usize].clone_from(text);
+        types[id as usize] = 1;
     }
-}
-
-/// GPT-2's pre-tokenizer (`'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`):
-/// English contractions, then runs of letters, of digits, or of other symbols, each with
-/// one space before it, and runs of whitespace (leaving the last space to the word after).
-fn pre_tokenize(text: &str) -> Vec<&str> {
-    const CONTRACTIONS: [&str; 7] = ["'s", "'t", "'re", "'ve", "'m", "'ll", "'d"];
-    let mut out = Vec::new();
-    let mut rest = text;
-    while let Some(c) = rest.chars().next() {
-        if let Some(k) = CONTRACTIONS.iter().find(|k| rest.starts_with(**k)) {
-            out.push(&rest[..k.len()]);
-            rest = &rest[k.len()..];
-            continue;
-        }
-        let (lead, body) = match c {
-            ' ' => (1, &rest[1..]),
-            _ => (0, rest),
-        };
-        let kind = body.chars().next().map(class);
-        let len = match kind {
-            Some(k) if k != Class::Space => {
-                let run: usize = body
-                    .chars()
-                    .take_while(|&c| class(c) == k)
-                    .map(char::len_utf8)
-                    .sum();
-                lead + run
-            }
-            _ => {
-                // Whitespace: the run, less its last character when a word follows it.
-                let run: usize = rest
-                    .chars()
-                    .take_while(|c| c.is_whitespace())
-                    .map(char::len_utf8)
-                    .sum();
-                let last = rest[..run].chars().last().map_or(0, char::len_utf8);
-                if run < rest.len() && run > last {
-                    run - last
-                } else {
-                    run
-                }
-            }
-        };
-        out.push(&rest[..len]);
-        rest = &rest[len..];
+    for a in added {
+        spelled[a.id as usize].clone_from(&a.content);
+        types[a.id as usize] = 3;
     }
-    out
+    crate::llama::tokenizer::Tokenizer::new("gpt2", &spelled, &types, &merges)
+        .ok()
+        .map(|t| Arc::new(t.with_pre_tokenizer(PreTokenizer::Gpt2)))
 }
 
 /// GPT-2's `bytes_to_unicode`: printable bytes map to themselves, the others to U+0100….
@@ -188,63 +150,24 @@ impl Tokenizer {
             special[a.id as usize] = a.special;
             by_name.insert(a.content.clone(), a.id);
         }
-        let mut ranks = HashMap::with_capacity(json.model.merges.len());
-        for (rank, m) in json.model.merges.into_iter().enumerate() {
-            let pair = match m {
-                MergeJson::Pair(a, b) => (a, b),
-                MergeJson::Joined(s) => match s.split_once(' ') {
-                    Some((a, b)) => (a.to_string(), b.to_string()),
-                    None => return Err(format!("merge {s:?} is not two symbols")),
-                },
-            };
-            ranks.entry(pair).or_insert(rank);
-        }
+        let bpe = encoder(
+            &json.model.vocab,
+            &json.added_tokens,
+            json.model.merges,
+            bytes.len(),
+        );
         Ok(Self {
             bytes,
             special,
             by_name,
-            vocab: json.model.vocab,
-            ranks,
-            alphabet,
+            bpe,
         })
     }
 
-    /// The ids of `text` (ordinary text: special tokens' names are not recognised), split
-    /// into words as GPT-2's pre-tokenizer does and each word merged by the file's ranks.
-    /// A piece the vocabulary lacks (a file without merges) falls back to its bytes' ids.
+    /// The ids of `text` (ordinary text: special tokens' names are not recognised); none
+    /// when the vocabulary cannot encode.
     pub fn encode(&self, text: &str) -> Vec<u32> {
-        let mut ids = Vec::new();
-        for word in pre_tokenize(text) {
-            let mut symbols: Vec<String> = word
-                .bytes()
-                .map(|b| self.alphabet[b as usize].to_string())
-                .collect();
-            // Merge the lowest-ranked adjacent pair until none is in the merges.
-            loop {
-                let best = symbols
-                    .windows(2)
-                    .enumerate()
-                    .filter_map(|(i, w)| {
-                        self.ranks
-                            .get(&(w[0].clone(), w[1].clone()))
-                            .map(|&r| (r, i))
-                    })
-                    .min();
-                let Some((_, i)) = best else { break };
-                let right = symbols.remove(i + 1);
-                symbols[i].push_str(&right);
-            }
-            for sym in symbols {
-                match self.vocab.get(&sym) {
-                    Some(&id) => ids.push(id),
-                    None => ids.extend(
-                        sym.chars()
-                            .filter_map(|c| self.vocab.get(&c.to_string()).copied()),
-                    ),
-                }
-            }
-        }
-        ids
+        self.bpe.as_ref().map_or_else(Vec::new, |t| t.encode(text))
     }
 
     /// Id of an added (special) token such as `<|endoftext|>`.
@@ -284,17 +207,6 @@ impl Tokenizer {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn pre_tokenizes_as_gpt2() {
-        assert_eq!(
-            pre_tokenize("Mm-hmm. I'm here,  42 times!\n"),
-            ["Mm", "-", "hmm", ".", " I", "'m", " here", ",", " ", " 42", " times", "!", "\n"]
-        );
-        assert_eq!(pre_tokenize("  a"), [" ", " a"]);
-        assert_eq!(pre_tokenize("a  "), ["a", "  "]);
-        assert!(pre_tokenize("").is_empty());
-    }
 
     /// A vocabulary over GPT-2's alphabet ("Ġ" is the space) with merges.
     fn tiny() -> Tokenizer {
