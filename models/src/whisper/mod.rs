@@ -32,6 +32,8 @@ pub mod model;
 pub mod tokenizer;
 
 #[cfg(test)]
+mod prompt_tests;
+#[cfg(test)]
 mod tests;
 
 use std::path::Path;
