@@ -36,8 +36,13 @@ pub struct ClientStats {
     pub connected: Option<Instant>,
     /// Audio frames received, with arrival time and RMS level.
     pub frames: Vec<(Instant, f32)>,
+    /// The RTP sequence number and media time (µs) of each frame in `frames`, same order.
+    pub rtp: Vec<(u64, u64)>,
     /// Frames sent.
     pub sent: u64,
+    /// Grid slots this client sent nothing for because its thread woke more than a slot late
+    /// (the queued microphone audio is then late, not lost).
+    pub send_skipped: u64,
 }
 
 impl ClientStats {
@@ -454,7 +459,12 @@ impl Media {
             }
             self.control();
             let now = Instant::now();
-            if grid.tick(now).is_some() {
+            if let Some(tick) = grid.tick(now) {
+                if tick.skipped > 0 {
+                    if let Ok(mut s) = self.shared.lock() {
+                        s.stats.send_skipped += tick.skipped;
+                    }
+                }
                 self.send_frame(now, &mut enc, &mut ts);
                 if open {
                     self.flush_outbox();
@@ -603,6 +613,7 @@ impl Media {
                 let rms = (pcm.iter().map(|x| x * x).sum::<f32>() / pcm.len().max(1) as f32).sqrt();
                 if let Ok(mut s) = self.shared.lock() {
                     s.stats.frames.push((Instant::now(), rms));
+                    s.stats.rtp.push((**d.seq_range.end(), d.time.as_micros()));
                     if s.keep_audio {
                         s.audio.extend_from_slice(&pcm);
                     }
