@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 pub(super) const WORDS_TIMEOUT: Duration = Duration::from_millis(2_000);
 /// Voice over the answer after which, while it goes on, its words so far are transcribed
 /// (when a transcriber is loaded): decisive words interrupt before `min_duration_ms`.
-pub(super) const EARLY_WORDS_MS: u64 = 350;
+pub(super) const EARLY_WORDS_MS: u64 = 300;
 
 /// Speech over an answer, being judged.
 pub(super) struct Overlap {

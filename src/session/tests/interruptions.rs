@@ -312,7 +312,7 @@ fn a_pause_inside_speech_over_the_answer_keeps_it_one_speech() {
     append(&mut h, 0.25, true);
     append(&mut h, 0.8, false);
     let words = asked(&sent);
-    // The words so far once 350 ms of voice were heard in all (the part before the pause
+    // The words so far once 300 ms of voice were heard in all (the part before the pause
     // counted), then the whole speech's at its end.
     assert_eq!(words.len(), 3, "{words:?}");
     let (id, samples) = words[2].clone();

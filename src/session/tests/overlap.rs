@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::super::interrupt::{Overlap, Verdict, WORDS_TIMEOUT};
+use super::super::interrupt::{Overlap, Verdict, EARLY_WORDS_MS, WORDS_TIMEOUT};
 
 #[test]
 fn decisive_first_words_interrupt_before_the_minimum() {
@@ -13,7 +13,7 @@ fn decisive_first_words_interrupt_before_the_minimum() {
     let at_400ms = 8_200 + 400 * 24;
     assert!(o.wants_early_words(at_400ms));
     assert!(
-        !o.wants_early_words(8_200 + 300 * 24),
+        !o.wants_early_words(8_200 + (EARLY_WORDS_MS - 20) * 24),
         "under EARLY_WORDS_MS"
     );
     o.early = Some(Arc::from("bc_early"));
@@ -38,20 +38,25 @@ fn decisive_first_words_interrupt_before_the_minimum() {
 
 #[test]
 fn voice_before_a_pause_counts_towards_the_early_words() {
-    // espeak-ng's Scottish "Wait, … what did you say?": 330 ms of "Wait," a pause the turn
-    // model ends it at, then "what": the first word was said, so the words so far are asked
-    // as soon as 350 ms of voice were heard in all, not 350 ms after "what" began.
+    // espeak-ng's Scottish "Wait, … what did you say?": "Wait," (20 ms short of
+    // EARLY_WORDS_MS), a pause the turn model ends it at, then "what": the first word was
+    // said, so the words so far are asked as soon as EARLY_WORDS_MS of voice were heard in
+    // all, not EARLY_WORDS_MS after "what" began.
     let ms = |ms: u64| ms * 24;
+    let before = EARLY_WORDS_MS - 20;
     let mut o = Overlap::new(ms(200), ms(300), ms(600));
-    o.stopped_at = Some(ms(630));
-    o.resume(ms(830));
-    assert!(!o.wants_early_words(ms(840)), "340 ms of voice in all");
+    o.stopped_at = Some(ms(300 + before));
+    o.resume(ms(500 + before));
     assert!(
-        o.wants_early_words(ms(850)),
-        "330 ms before the pause and 20 ms since"
+        !o.wants_early_words(ms(510 + before)),
+        "10 ms short of it in all"
+    );
+    assert!(
+        o.wants_early_words(ms(520 + before)),
+        "the voice before the pause and 20 ms since"
     );
     assert_eq!(
-        o.voiced_ms(ms(850)),
+        o.voiced_ms(ms(520 + before)),
         20,
         "the length counts from the voice's return"
     );
