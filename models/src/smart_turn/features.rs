@@ -29,6 +29,9 @@ pub struct Features {
     window: Vec<f64>,
     /// `MELS` rows of `BINS` weights.
     filters: Vec<f64>,
+    /// Each row's bins with a weight other than zero (a triangle spans a few of the 201),
+    /// so a frame's mel energies cost those products only, with the same sums.
+    spans: Vec<std::ops::Range<usize>>,
 }
 
 impl Default for Features {
@@ -44,10 +47,13 @@ impl Features {
         let window = (0..N_FFT)
             .map(|n| 0.5 - 0.5 * (2.0 * std::f64::consts::PI * n as f64 / N_FFT as f64).cos())
             .collect();
+        let filters = slaney_filters();
+        let spans = filters.chunks(BINS).map(nonzero_span).collect();
         Self {
             fft,
             window,
-            filters: slaney_filters(),
+            filters,
+            spans,
         }
     }
 
@@ -58,10 +64,10 @@ impl Features {
         let power = self.power_spectrogram(&x);
         let frames = power.len() / BINS; // FRAMES + 1
         let mut log = vec![0f64; MELS * FRAMES];
-        for m in 0..MELS {
-            let weights = &self.filters[m * BINS..(m + 1) * BINS];
+        for (m, span) in self.spans.iter().enumerate() {
+            let weights = &self.filters[m * BINS..(m + 1) * BINS][span.clone()];
             for t in 0..FRAMES.min(frames) {
-                let column = &power[t * BINS..(t + 1) * BINS];
+                let column = &power[t * BINS..(t + 1) * BINS][span.clone()];
                 let e: f64 = weights.iter().zip(column).map(|(w, p)| w * p).sum();
                 log[m * FRAMES + t] = e.max(1e-10).log10();
             }
@@ -127,6 +133,20 @@ fn normalized_window(pcm: &[f32]) -> Vec<f64> {
         / WINDOW as f64;
     let (mean, scale) = (mean as f32, (var as f32 + 1e-7).sqrt());
     x.iter().map(|&v| f64::from((v - mean) / scale)).collect()
+}
+
+/// The bins from the first to the last weight other than zero of a filter (empty if none).
+fn nonzero_span(weights: &[f64]) -> std::ops::Range<usize> {
+    match weights.iter().position(|&w| w != 0.0) {
+        Some(first) => {
+            first
+                ..weights
+                    .iter()
+                    .rposition(|&w| w != 0.0)
+                    .map_or(first, |l| l + 1)
+        }
+        None => 0..0,
+    }
 }
 
 fn hz_to_mel(f: f64) -> f64 {
@@ -238,6 +258,35 @@ mod tests {
         }
         let mean = out.iter().map(|&v| f64::from(v)).sum::<f64>() / out.len() as f64;
         assert!((mean - -0.14432135224342346).abs() < 1e-3, "mean {mean}");
+    }
+
+    /// The mel energies over each filter's span are the dense products' sums, bit for bit.
+    #[test]
+    fn mel_energies_over_the_spans_equal_the_dense_sums() {
+        let f = Features::new();
+        let noise: Vec<f32> = (0u32..2 * RATE as u32)
+            .map(|i| ((i.wrapping_mul(2_654_435_761) >> 8) as f32 / (1u32 << 24) as f32) - 0.5)
+            .collect();
+        let power = f.power_spectrogram(&normalized_window(&noise));
+        let spans: usize = f.spans.iter().map(|s| s.len()).sum();
+        assert!(spans < MELS * BINS / 10, "{spans} products a frame");
+        for (m, span) in f.spans.iter().enumerate() {
+            let weights = &f.filters[m * BINS..(m + 1) * BINS];
+            assert!(weights[..span.start]
+                .iter()
+                .chain(&weights[span.end..])
+                .all(|&w| w == 0.0));
+            for t in (0..FRAMES).step_by(7) {
+                let column = &power[t * BINS..(t + 1) * BINS];
+                let dense: f64 = weights.iter().zip(column).map(|(w, p)| w * p).sum();
+                let sparse: f64 = weights[span.clone()]
+                    .iter()
+                    .zip(&column[span.clone()])
+                    .map(|(w, p)| w * p)
+                    .sum();
+                assert_eq!(dense.to_bits(), sparse.to_bits(), "mel {m} frame {t}");
+            }
+        }
     }
 
     #[test]
