@@ -56,9 +56,9 @@ async fn echo_turn_is_answered(c: &mut RtcClient) {
     let loud: Vec<u64> = stats
         .frames
         .iter()
-        .zip(&stats.rtp)
+        .zip(&stats.seqs)
         .filter(|((t, r), _)| *t >= from && *r > 0.02)
-        .map(|(_, (seq, _))| *seq)
+        .map(|(_, seq)| *seq)
         .collect();
     let (Some(first), Some(last)) = (loud.iter().min(), loud.iter().max()) else {
         panic!("no echo arrived");
@@ -66,9 +66,9 @@ async fn echo_turn_is_answered(c: &mut RtcClient) {
     // The echo's length as the server sent it, by sequence number: 1.5 s is 75 frames.
     let span = last - first + 1;
     let arrived = stats
-        .rtp
+        .seqs
         .iter()
-        .filter(|(seq, _)| (*first..=*last).contains(seq))
+        .filter(|seq| (*first..=*last).contains(*seq))
         .count() as u64;
     eprintln!(
         "echo: {span} frames sent, {arrived} arrived, {} loud; client skipped {} slots",

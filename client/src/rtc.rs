@@ -36,8 +36,8 @@ pub struct ClientStats {
     pub connected: Option<Instant>,
     /// Audio frames received, with arrival time and RMS level.
     pub frames: Vec<(Instant, f32)>,
-    /// The RTP sequence number and media time (µs) of each frame in `frames`, same order.
-    pub rtp: Vec<(u64, u64)>,
+    /// The RTP sequence number of each frame in `frames`, same order.
+    pub seqs: Vec<u64>,
     /// Frames sent.
     pub sent: u64,
     /// Grid slots this client sent nothing for because its thread woke more than a slot late
@@ -613,7 +613,7 @@ impl Media {
                 let rms = (pcm.iter().map(|x| x * x).sum::<f32>() / pcm.len().max(1) as f32).sqrt();
                 if let Ok(mut s) = self.shared.lock() {
                     s.stats.frames.push((Instant::now(), rms));
-                    s.stats.rtp.push((**d.seq_range.end(), d.time.as_micros()));
+                    s.stats.seqs.push(**d.seq_range.end());
                     if s.keep_audio {
                         s.audio.extend_from_slice(&pcm);
                     }

@@ -137,16 +137,12 @@ fn normalized_window(pcm: &[f32]) -> Vec<f64> {
 
 /// The bins from the first to the last weight other than zero of a filter (empty if none).
 fn nonzero_span(weights: &[f64]) -> std::ops::Range<usize> {
-    match weights.iter().position(|&w| w != 0.0) {
-        Some(first) => {
-            first
-                ..weights
-                    .iter()
-                    .rposition(|&w| w != 0.0)
-                    .map_or(first, |l| l + 1)
-        }
-        None => 0..0,
-    }
+    let first = weights.iter().position(|&w| w != 0.0).unwrap_or(0);
+    let end = weights
+        .iter()
+        .rposition(|&w| w != 0.0)
+        .map_or(first, |l| l + 1);
+    first..end
 }
 
 fn hz_to_mel(f: f64) -> f64 {
